@@ -1,0 +1,163 @@
+import { PierError } from '../../bus/errors.js';
+import type { AppCredentials, AppSummary, ChangeEvent, InstalledApp, IssuedToken, ProviderState, ProviderView, UserSummary } from '../../bus/subjects.js';
+import { open, seal } from '../../lib/secret-box.js';
+import { newAppKey, newAppSecret, newUserToken, sha256Hex } from '../../lib/tokens.js';
+import { parseManifest } from './manifest.js';
+import { parseProviderDocs } from './provider-doc.js';
+import type { AppRecord, RegistryStore, Writer } from './store.js';
+
+export interface RegistryDeps {
+  store: RegistryStore;
+  masterKey: Buffer;
+  now: () => Date;
+  /** Hears every committed change, in commit order, to publish it. */
+  publish: (event: ChangeEvent) => void;
+}
+
+/** Associated data of a sealed app secret: the secret only opens for the app it was made for. */
+const secretContext = (appId: string) => `pier/app-secret/${appId}`;
+
+async function commit<T>(deps: RegistryDeps, fn: (w: Writer) => T): Promise<T> {
+  const { result, event } = await deps.store.write(fn);
+  if (event) deps.publish(event);
+  return result;
+}
+
+function requireUser(deps: RegistryDeps, name: string): void {
+  if (!deps.store.getUser(name)) throw new PierError('NOT_FOUND', `user "${name}" not found`);
+}
+
+export function userAdd(deps: RegistryDeps, name: string): Promise<IssuedToken> {
+  const token = newUserToken();
+  return commit(deps, (w) => {
+    if (deps.store.getUser(name)) throw new PierError('CONFLICT', `user "${name}" already exists`);
+    w.putUser({ name, createdAt: deps.now().toISOString() });
+    w.putToken({ digest: sha256Hex(token), user: name });
+    return { name, token };
+  });
+}
+
+export function userToken(deps: RegistryDeps, name: string): Promise<IssuedToken> {
+  const token = newUserToken();
+  return commit(deps, (w) => {
+    requireUser(deps, name);
+    w.putToken({ digest: sha256Hex(token), user: name });
+    return { name, token };
+  });
+}
+
+export function userRevoke(deps: RegistryDeps, name: string): Promise<{ name: string; revoked: number }> {
+  return commit(deps, (w) => {
+    requireUser(deps, name);
+    const tokens = deps.store.listTokens(name);
+    for (const t of tokens) w.deleteToken(t.digest);
+    return { name, revoked: tokens.length };
+  });
+}
+
+export function userList(deps: RegistryDeps): UserSummary[] {
+  const counts = new Map<string, number>();
+  for (const t of deps.store.listTokens()) counts.set(t.user, (counts.get(t.user) ?? 0) + 1);
+  return deps.store.listUsers().map((u) => ({ name: u.name, createdAt: u.createdAt, tokens: counts.get(u.name) ?? 0 }));
+}
+
+function sameProviderTarget(a: ProviderView, b: { dataType: string; group: string; version: string }): boolean {
+  return a.dataType === b.dataType && a.group === b.group && a.version === b.version;
+}
+
+export interface InstallRequest {
+  user: string;
+  manifest: string;
+  providers: string[];
+  host: string;
+}
+
+export function appInstall(deps: RegistryDeps, req: InstallRequest): Promise<InstalledApp> {
+  // Parse and validate everything before the transaction: bad input changes nothing.
+  const manifest = parseManifest(req.manifest);
+  const docs = parseProviderDocs(req.providers, req.user);
+  const id = `${req.user}/${manifest.name}`;
+  const appKey = newAppKey();
+  const appSecret = newAppSecret();
+  const secretSealed = seal(deps.masterKey, Buffer.from(appSecret), secretContext(id));
+  const now = deps.now().toISOString();
+
+  return commit(deps, (w) => {
+    requireUser(deps, req.user);
+    if (deps.store.getApp(id)) throw new PierError('CONFLICT', `app "${manifest.name}" is already installed for user "${req.user}"`);
+    const others = deps.store.listProviders();
+    for (const doc of docs) {
+      const owner = others.find((p) => p.name === doc.name);
+      if (owner && (owner.user !== req.user || owner.app !== manifest.name)) {
+        throw new PierError('CONFLICT', `provider "${doc.name}" belongs to app "${owner.app}" of user "${owner.user}"`);
+      }
+      const clash = others.find((p) => p.user === req.user && p.app !== manifest.name && p.state === 'active' && sameProviderTarget(p, doc));
+      if (clash) {
+        throw new PierError('CONFLICT', `provider "${clash.name}" of app "${clash.app}" already serves ${doc.dataType}/${doc.group}/${doc.version}`);
+      }
+    }
+    for (const doc of docs) w.putProvider({ ...doc, user: req.user, app: manifest.name, state: 'active', appliedAt: now });
+    const app: AppRecord = {
+      id,
+      user: req.user,
+      name: manifest.name,
+      version: manifest.version,
+      host: req.host,
+      appKey,
+      secretDigest: sha256Hex(appSecret),
+      secretSealed,
+      grants: manifest.grants,
+      websocket: manifest.websocket,
+      upload: manifest.upload,
+      providers: docs.map((d) => d.name),
+      installedAt: now,
+    };
+    w.putApp(app);
+    return { app: manifest.name, user: req.user, appKey, appSecret };
+  });
+}
+
+function summary(app: AppRecord): AppSummary {
+  return { app: app.name, user: app.user, version: app.version, host: app.host, appKey: app.appKey, providers: app.providers, installedAt: app.installedAt };
+}
+
+export function appList(deps: RegistryDeps, user?: string): AppSummary[] {
+  if (user !== undefined) requireUser(deps, user);
+  return deps.store.listApps(user).map(summary);
+}
+
+export function appUninstall(deps: RegistryDeps, user: string, name: string, purge: boolean): Promise<{ app: string; user: string; purged: boolean }> {
+  return commit(deps, (w) => {
+    const app = deps.store.getApp(`${user}/${name}`);
+    if (!app) throw new PierError('NOT_FOUND', `app "${name}" is not installed for user "${user}"`);
+    // Its providers stay listed, suspended: calls to them stop at once, and a reinstall revives them.
+    for (const providerName of app.providers) {
+      const p = deps.store.getProvider(providerName);
+      if (p && p.state !== 'suspended') w.putProvider({ ...p, state: 'suspended' });
+    }
+    w.deleteApp(app, purge);
+    return { app: name, user, purged: purge };
+  });
+}
+
+export function appCredentials(deps: RegistryDeps, appKey: string): AppCredentials {
+  const app = deps.store.appByKey(appKey);
+  if (!app) throw new PierError('NOT_FOUND', 'unknown app key');
+  const appSecret = open(deps.masterKey, app.secretSealed, secretContext(app.id)).toString();
+  return { user: app.user, app: app.name, appKey: app.appKey, appSecret };
+}
+
+export function providerSetState(deps: RegistryDeps, name: string, state: ProviderState): Promise<ProviderView> {
+  return commit(deps, (w) => {
+    const p = deps.store.getProvider(name);
+    if (!p) throw new PierError('NOT_FOUND', `provider "${name}" not found`);
+    if (state === 'active' && !deps.store.getApp(`${p.user}/${p.app}`)) {
+      throw new PierError('CONFLICT', `provider "${name}" cannot be resumed: app "${p.app}" is not installed`);
+    }
+    const clash = deps.store.listProviders().find((o) => o.name !== name && o.user === p.user && o.state === 'active' && sameProviderTarget(o, p));
+    if (state === 'active' && clash) throw new PierError('CONFLICT', `provider "${clash.name}" already serves ${p.dataType}/${p.group}/${p.version}`);
+    const next = { ...p, state };
+    if (p.state !== state) w.putProvider(next);
+    return next;
+  });
+}

@@ -1,0 +1,53 @@
+import { join } from 'node:path';
+import { publishEvent, serve } from '../../bus/rpc.js';
+import { registry, registryEvents } from '../../bus/subjects.js';
+import type { RoleContext, Running } from '../../lib/runtime.js';
+import * as h from './handler.js';
+import { RegistryStore } from './store.js';
+
+/**
+ * The registry actor: users, their auth tokens, apps, grants and provider registries, in LMDB under
+ * `<data>/registry`. Every committed write is published on `pier.registry.changes`; a heartbeat
+ * carries the current revision so that caches which missed an event catch up within one beat.
+ */
+export async function startRegistry(ctx: RoleContext): Promise<Running> {
+  const store = RegistryStore.open(join(ctx.config.dataDir, 'registry'));
+  const deps: h.RegistryDeps = {
+    store,
+    masterKey: ctx.config.masterKey,
+    now: () => new Date(),
+    publish: (event) => publishEvent(ctx.bus, registryEvents.changes, event),
+  };
+  const hooks = { observe: ctx.metrics.observeActor };
+  const subs = [
+    serve(ctx.bus, registry.userAdd, (r) => h.userAdd(deps, r.name), hooks),
+    serve(ctx.bus, registry.userToken, (r) => h.userToken(deps, r.name), hooks),
+    serve(ctx.bus, registry.userRevoke, (r) => h.userRevoke(deps, r.name), hooks),
+    serve(ctx.bus, registry.userList, () => h.userList(deps), hooks),
+    serve(ctx.bus, registry.appInstall, (r) => h.appInstall(deps, r), hooks),
+    serve(ctx.bus, registry.appList, (r) => h.appList(deps, r.user), hooks),
+    serve(ctx.bus, registry.appUninstall, (r) => h.appUninstall(deps, r.user, r.app, r.purge), hooks),
+    serve(ctx.bus, registry.appCredentials, (r) => h.appCredentials(deps, r.appKey), hooks),
+    serve(ctx.bus, registry.providerList, () => store.listProviders(), hooks),
+    serve(ctx.bus, registry.providerSetState, (r) => h.providerSetState(deps, r.name, r.state), hooks),
+    serve(ctx.bus, registry.snapshot, () => store.snapshot(), hooks),
+  ];
+  const beat = () => {
+    try {
+      publishEvent(ctx.bus, registryEvents.heartbeat, { revision: store.revision() });
+    } catch (err) {
+      ctx.log.warn({ err: (err as Error).message }, 'registry heartbeat not sent');
+    }
+  };
+  beat();
+  const timer = setInterval(beat, ctx.config.registry.heartbeatMs);
+  ctx.log.info({ revision: store.revision() }, 'registry actor started');
+
+  return {
+    async stop() {
+      clearInterval(timer);
+      for (const s of subs) s.unsubscribe();
+      await store.close();
+    },
+  };
+}

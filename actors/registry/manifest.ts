@@ -1,0 +1,139 @@
+import { PierError } from '../../bus/errors.js';
+import { APP_NAME, type Grant, type UploadOptions, type WebsocketOptions } from '../../bus/subjects.js';
+import { compile, describe, type FieldError } from '../../lib/validation.js';
+import { parseYamlDocument } from './yaml.js';
+
+/** What Pier keeps of a PlatformManifest.yaml (CONTRACT.md section 2). Other keys are ignored. */
+export interface Manifest {
+  name: string;
+  version: string;
+  grants: Grant[];
+  websocket: WebsocketOptions | null;
+  upload: UploadOptions | null;
+}
+
+export const SECRET_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'] as const;
+export const WORKSPACE = /^[A-Za-z0-9_.-]{1,64}$/;
+const SECRET_OP = new RegExp(`^(${SECRET_OPS.join('|')})\\?workspace=[A-Za-z0-9_.-]{1,64}$`);
+/** dataType, group and op names travel as URL path segments: keep them to safe characters. */
+const SEGMENT = /^[A-Za-z0-9_.-]{1,128}$/;
+export const DEFAULT_LIMITED_SIZE = 4 * 1024 ** 3;
+
+const segment = (what: string) => ({ type: 'string', pattern: SEGMENT, messages: { stringPattern: `must be 1-128 characters of [A-Za-z0-9_.-] (${what})` } });
+const port = { type: 'number', integer: true, min: 1, max: 65535 };
+
+const checkTop = compile({
+  $$strict: false,
+  metadata: {
+    type: 'object',
+    props: {
+      name: { type: 'string', pattern: APP_NAME, messages: { stringPattern: `must match ${APP_NAME}` } },
+      version: { type: 'string', convert: true, min: 1, max: 64, optional: true },
+    },
+  },
+  permission: {
+    type: 'object',
+    optional: true,
+    props: { sysData: { type: 'array', optional: true, max: 64, items: 'object' } },
+  },
+  options: {
+    type: 'object',
+    optional: true,
+    props: {
+      websocket: {
+        type: 'object',
+        optional: true,
+        props: {
+          url: { type: 'string', max: 512, pattern: /^\/[^\s?#]*$/, messages: { stringPattern: 'must be a path starting with /' } },
+          port,
+        },
+      },
+    },
+  },
+  upload: {
+    type: 'object',
+    optional: true,
+    props: {
+      fileType: { type: 'array', empty: false, max: 256, items: { type: 'string', min: 1, max: 32, pattern: /^[^\s/\\]+$/ } },
+      dest: { type: 'string', max: 4096, pattern: /^\/[^\0]*$/, messages: { stringPattern: 'must be an absolute path' } },
+      limitedSize: { type: 'number', integer: true, positive: true, optional: true },
+    },
+  },
+});
+
+const checkSecretGrant = compile({
+  $$strict: true,
+  dataType: { type: 'equal', value: 'secret' },
+  group: { type: 'string', pattern: /^secret\.[a-z][a-z0-9-]{0,62}$/, messages: { stringPattern: 'must be secret.<vault>' } },
+  version: { type: 'equal', value: 'v1', messages: { equalValue: 'must be v1 for the secret vault' } },
+  ops: {
+    type: 'array',
+    empty: false,
+    unique: true,
+    max: 256,
+    items: { type: 'string', pattern: SECRET_OP, messages: { stringPattern: `must be one of ${SECRET_OPS.join('|')} followed by ?workspace=<workspace>` } },
+  },
+});
+
+const checkProviderGrant = compile({
+  $$strict: true,
+  appName: { type: 'string', optional: true, pattern: APP_NAME, messages: { stringPattern: `must match ${APP_NAME}` } },
+  port,
+  svc: { type: 'string', optional: true, min: 1, max: 253 },
+  namespace: { type: 'string', optional: true, min: 1, max: 253 },
+  version: { type: 'enum', values: ['v1', 'v2'] },
+  dataType: segment('dataType'),
+  group: segment('group'),
+  ops: { type: 'array', empty: false, unique: true, max: 256, items: segment('op name') },
+});
+
+function checkGrants(entries: Record<string, unknown>[]): FieldError[] {
+  const errors: FieldError[] = [];
+  const seen = new Map<string, number>();
+  entries.forEach((entry, i) => {
+    const path = `permission.sysData[${i}]`;
+    const found = (entry.dataType === 'secret' ? checkSecretGrant : checkProviderGrant)(entry).map((e) => ({ ...e, field: `${path}.${e.field}` }));
+    if (found.length === 0 && entry.version === 'v2' && entry.dataType !== 'secret' && entry.appName === undefined) {
+      found.push({ field: `${path}.appName`, message: 'is required for version v2' });
+    }
+    const key = `${entry.dataType}/${entry.group}/${entry.version}`;
+    if (found.length === 0 && seen.has(key)) {
+      found.push({ field: path, message: `repeats (dataType, group, version) of permission.sysData[${seen.get(key)}]` });
+    }
+    seen.set(key, i);
+    errors.push(...found);
+  });
+  return errors;
+}
+
+/** Checks a parsed manifest; throws a 400 whose message names the first bad field path. */
+export function validateManifest(doc: unknown): Manifest {
+  let errors = checkTop(doc);
+  const value = doc as Record<string, any>;
+  if (errors.length === 0) errors = checkGrants(value.permission?.sysData ?? []);
+  if (errors.length > 0) throw new PierError('BAD_REQUEST', `manifest: ${describe(errors)}`, { data: { errors } });
+
+  const grants: Grant[] = (value.permission?.sysData ?? []).map((g: Record<string, unknown>) => ({
+    dataType: g.dataType,
+    group: g.group,
+    version: g.version,
+    ops: [...(g.ops as string[])],
+    ...(g.appName === undefined ? {} : { appName: g.appName }),
+    ...(g.port === undefined ? {} : { port: g.port }),
+    ...(g.svc === undefined ? {} : { svc: g.svc }),
+    ...(g.namespace === undefined ? {} : { namespace: g.namespace }),
+  }));
+  const ws = value.options?.websocket;
+  const up = value.upload;
+  return {
+    name: value.metadata.name,
+    version: value.metadata.version ?? '',
+    grants,
+    websocket: ws ? { url: ws.url, port: ws.port } : null,
+    upload: up ? { fileType: [...up.fileType], dest: up.dest, limitedSize: up.limitedSize ?? DEFAULT_LIMITED_SIZE } : null,
+  };
+}
+
+export function parseManifest(text: string): Manifest {
+  return validateManifest(parseYamlDocument(text, 'manifest'));
+}

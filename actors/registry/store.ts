@@ -1,0 +1,150 @@
+import { open, type Database, type RootDatabase } from 'lmdb';
+import type { AppView, Change, ChangeEvent, ProviderView, Snapshot, TokenView, UserView } from '../../bus/subjects.js';
+
+/** An app as stored: the shared view plus its secret, sealed with the master key. */
+export interface AppRecord extends AppView {
+  secretSealed: Uint8Array;
+}
+
+/** The write side of one transaction: every change is recorded so it can be published afterwards. */
+export interface Writer {
+  putUser(user: UserView): void;
+  putToken(token: TokenView): void;
+  deleteToken(digest: string): void;
+  putApp(app: AppRecord): void;
+  deleteApp(app: AppRecord, purge: boolean): void;
+  putProvider(provider: ProviderView): void;
+}
+
+function publicView(app: AppRecord): AppView {
+  const { secretSealed: _sealed, ...view } = app;
+  return view;
+}
+
+/**
+ * The registry's LMDB environment (`<data>/registry`). Replicas of the registry actor on one host
+ * open the same environment: LMDB serialises their write transactions, and the revision counter is
+ * read and bumped inside each one, so revisions are unique and increasing across replicas.
+ */
+export class RegistryStore {
+  private constructor(
+    private readonly root: RootDatabase,
+    private readonly users: Database<UserView, string>,
+    private readonly tokens: Database<TokenView, string>,
+    private readonly apps: Database<AppRecord, string>,
+    private readonly appKeys: Database<string, string>,
+    private readonly providers: Database<ProviderView, string>,
+    private readonly meta: Database<number, string>,
+  ) {}
+
+  static open(path: string): RegistryStore {
+    const root = open({ path, compression: false });
+    return new RegistryStore(
+      root,
+      root.openDB<UserView, string>({ name: 'users' }),
+      root.openDB<TokenView, string>({ name: 'tokens' }),
+      root.openDB<AppRecord, string>({ name: 'apps' }),
+      root.openDB<string, string>({ name: 'app-keys' }),
+      root.openDB<ProviderView, string>({ name: 'providers' }),
+      root.openDB<number, string>({ name: 'meta' }),
+    );
+  }
+
+  revision(): number {
+    return this.meta.get('revision') ?? 0;
+  }
+
+  getUser(name: string): UserView | undefined {
+    return this.users.get(name);
+  }
+
+  listUsers(): UserView[] {
+    return [...this.users.getRange().map(({ value }) => value)];
+  }
+
+  listTokens(user?: string): TokenView[] {
+    const all = [...this.tokens.getRange().map(({ value }) => value)];
+    return user === undefined ? all : all.filter((t) => t.user === user);
+  }
+
+  getApp(id: string): AppRecord | undefined {
+    return this.apps.get(id);
+  }
+
+  appByKey(appKey: string): AppRecord | undefined {
+    const id = this.appKeys.get(appKey);
+    return id === undefined ? undefined : this.apps.get(id);
+  }
+
+  listApps(user?: string): AppRecord[] {
+    const range = user === undefined ? this.apps.getRange() : this.apps.getRange({ start: `${user}/`, end: `${user}/\uffff` });
+    return [...range.map(({ value }) => value)];
+  }
+
+  getProvider(name: string): ProviderView | undefined {
+    return this.providers.get(name);
+  }
+
+  listProviders(): ProviderView[] {
+    return [...this.providers.getRange().map(({ value }) => value)];
+  }
+
+  /** Everything the caches need, read in one synchronous pass (one LMDB read snapshot). */
+  snapshot(): Snapshot {
+    return {
+      revision: this.revision(),
+      users: this.listUsers(),
+      tokens: this.listTokens(),
+      apps: this.listApps().map(publicView),
+      providers: this.listProviders(),
+    };
+  }
+
+  /**
+   * Runs `fn` in one durable write transaction. `fn` may read (it sees its own writes) and throw
+   * to abort. Resolves with its result and the change event to publish (revision bumped only when
+   * something changed).
+   */
+  async write<T>(fn: (w: Writer) => T): Promise<{ result: T; event: ChangeEvent | null }> {
+    return this.root.transaction(() => {
+      const changes: Change[] = [];
+      const w: Writer = {
+        putUser: (value) => {
+          this.users.put(value.name, value);
+          changes.push({ kind: 'user', op: 'put', value });
+        },
+        putToken: (value) => {
+          this.tokens.put(value.digest, value);
+          changes.push({ kind: 'token', op: 'put', value });
+        },
+        deleteToken: (digest) => {
+          this.tokens.remove(digest);
+          changes.push({ kind: 'token', op: 'delete', key: digest });
+        },
+        putApp: (app) => {
+          this.apps.put(app.id, app);
+          this.appKeys.put(app.appKey, app.id);
+          changes.push({ kind: 'app', op: 'put', value: publicView(app) });
+        },
+        deleteApp: (app, purge) => {
+          this.apps.remove(app.id);
+          this.appKeys.remove(app.appKey);
+          changes.push({ kind: 'app', op: 'delete', key: app.id, purge });
+        },
+        putProvider: (value) => {
+          this.providers.put(value.name, value);
+          changes.push({ kind: 'provider', op: 'put', value });
+        },
+      };
+      const result = fn(w);
+      if (changes.length === 0) return { result, event: null };
+      const revision = this.revision() + 1;
+      this.meta.put('revision', revision);
+      return { result, event: { revision, changes } };
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.root.close();
+  }
+}

@@ -1,0 +1,152 @@
+import { randomBytes } from 'node:crypto';
+import { checkSubject, type Bus, type BusMessage, type MessageHandler, type PublishOptions, type RequestOptions, type Subscription } from './bus.js';
+import { PierError } from './errors.js';
+
+interface MemorySubscription extends Subscription {
+  readonly tokens: string[];
+  readonly queue: string | undefined;
+  readonly handler: MessageHandler;
+  active: boolean;
+}
+
+/** True when a concrete subject matches a subscription's pattern (`*` one token, `>` the rest). */
+export function subjectMatches(pattern: string[], subject: string[]): boolean {
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i];
+    if (p === '>') return subject.length > i;
+    if (i >= subject.length) return false;
+    if (p !== '*' && p !== subject[i]) return false;
+  }
+  return pattern.length === subject.length;
+}
+
+/**
+ * The in-process bus for the single-process default. Deliveries are queued and run on a later
+ * turn of the event loop (as a network bus would), one FIFO queue for the whole bus, so order
+ * per publisher and subject is kept.
+ */
+export class MemoryBus implements Bus {
+  readonly kind = 'memory' as const;
+  private subscriptions: MemorySubscription[] = [];
+  private pending: Array<() => void> = [];
+  private draining = false;
+  private closed = false;
+  private readonly prefix = `_INBOX.${randomBytes(8).toString('hex')}`;
+  private inboxCount = 0;
+
+  /** `onHandlerError` hears a subscriber's exception; it never stops other deliveries. */
+  constructor(private readonly onHandlerError: (err: unknown) => void = (err) => console.error(err)) {}
+
+  publish(subject: string, data: Uint8Array, options: PublishOptions = {}): void {
+    this.assertOpen();
+    checkSubject(subject, false);
+    const msg: BusMessage = { subject, data, headers: options.headers, reply: options.reply };
+    for (const sub of this.pickReceivers(subject)) {
+      this.enqueue(() => {
+        if (sub.active) sub.handler(msg);
+      });
+    }
+  }
+
+  subscribe(subject: string, handler: MessageHandler, options: { queue?: string } = {}): Subscription {
+    this.assertOpen();
+    checkSubject(subject, true);
+    const sub: MemorySubscription = {
+      subject,
+      tokens: subject.split('.'),
+      queue: options.queue,
+      handler,
+      active: true,
+      unsubscribe: () => {
+        sub.active = false;
+        this.subscriptions = this.subscriptions.filter((s) => s !== sub);
+      },
+    };
+    this.subscriptions.push(sub);
+    return sub;
+  }
+
+  request(subject: string, data: Uint8Array, options: RequestOptions): Promise<BusMessage> {
+    this.assertOpen();
+    if (this.pickReceivers(subject).length === 0) {
+      return Promise.reject(new PierError('UNAVAILABLE', `no responders for ${subject}`));
+    }
+    return new Promise((resolve, reject) => {
+      const reply = this.inbox();
+      const timer = setTimeout(() => {
+        sub.unsubscribe();
+        reject(new PierError('TIMEOUT', `request to ${subject} timed out after ${options.timeoutMs} ms`));
+      }, options.timeoutMs);
+      const sub = this.subscribe(reply, (msg) => {
+        clearTimeout(timer);
+        sub.unsubscribe();
+        resolve(msg);
+      });
+      this.publish(subject, data, { reply, headers: options.headers });
+    });
+  }
+
+  inbox(): string {
+    return `${this.prefix}.${++this.inboxCount}`;
+  }
+
+  async flush(): Promise<void> {
+    while (this.pending.length > 0 || this.draining) await new Promise((r) => setImmediate(r));
+  }
+
+  isConnected(): boolean {
+    return !this.closed;
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    this.closed = true;
+    this.subscriptions = [];
+  }
+
+  /** Every plain subscription, plus one random member of each queue group. */
+  private pickReceivers(subject: string): MemorySubscription[] {
+    const tokens = subject.split('.');
+    const plain: MemorySubscription[] = [];
+    const groups = new Map<string, MemorySubscription[]>();
+    for (const sub of this.subscriptions) {
+      if (!subjectMatches(sub.tokens, tokens)) continue;
+      if (sub.queue === undefined) plain.push(sub);
+      else {
+        const members = groups.get(sub.queue);
+        if (members) members.push(sub);
+        else groups.set(sub.queue, [sub]);
+      }
+    }
+    for (const members of groups.values()) plain.push(members[Math.floor(Math.random() * members.length)]);
+    return plain;
+  }
+
+  private enqueue(delivery: () => void): void {
+    this.pending.push(delivery);
+    if (!this.draining) {
+      this.draining = true;
+      setImmediate(() => this.drain());
+    }
+  }
+
+  private drain(): void {
+    // Take the current batch only: deliveries queued by handlers run on the next turn, so a
+    // handler that publishes in a loop cannot starve I/O.
+    const batch = this.pending;
+    this.pending = [];
+    for (const delivery of batch) {
+      try {
+        delivery();
+      } catch (err) {
+        this.onHandlerError(err);
+      }
+    }
+    if (this.pending.length > 0) setImmediate(() => this.drain());
+    else this.draining = false;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new PierError('UNAVAILABLE', 'bus is closed');
+  }
+}

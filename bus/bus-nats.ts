@@ -1,0 +1,125 @@
+import { connect, Events, ErrorCode, headers as natsHeaders, createInbox, type MsgHdrs, type NatsConnection, type Msg } from 'nats';
+import { checkSubject, type Bus, type BusMessage, type Headers, type MessageHandler, type PublishOptions, type RequestOptions, type Subscription } from './bus.js';
+import { PierError } from './errors.js';
+
+export interface NatsBusOptions {
+  url: string;
+  /** Shown in `nats-server` connection lists; helps an operator see which process is which. */
+  name: string;
+  onStatus?: (event: 'disconnect' | 'reconnect' | 'error', detail: string) => void;
+  onHandlerError?: (err: unknown) => void;
+}
+
+function toNatsHeaders(h: Headers | undefined): MsgHdrs | undefined {
+  if (!h) return undefined;
+  const out = natsHeaders();
+  for (const [k, v] of Object.entries(h)) out.set(k, v);
+  return out;
+}
+
+function fromNatsHeaders(h: MsgHdrs | undefined): Headers | undefined {
+  if (!h) return undefined;
+  const out: Headers = {};
+  for (const k of h.keys()) out[k] = h.get(k);
+  return out;
+}
+
+function toBusMessage(m: Msg): BusMessage {
+  return { subject: m.subject, data: m.data, headers: fromNatsHeaders(m.headers), reply: m.reply || undefined };
+}
+
+/**
+ * The bus over a NATS server or cluster. The client reconnects forever: a restart of
+ * `nats-server` is a pause, not an end (subscriptions are re-established by the client).
+ */
+export class NatsBus implements Bus {
+  readonly kind = 'nats' as const;
+  private connected = true;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly options: NatsBusOptions,
+  ) {
+    void this.watchStatus();
+  }
+
+  static async connect(options: NatsBusOptions): Promise<NatsBus> {
+    try {
+      const nc = await connect({
+        servers: options.url.split(','),
+        name: options.name,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+        pingInterval: 10_000,
+      });
+      return new NatsBus(nc, options);
+    } catch (err) {
+      throw new PierError('UNAVAILABLE', `cannot connect to NATS at ${options.url}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  publish(subject: string, data: Uint8Array, options: PublishOptions = {}): void {
+    checkSubject(subject, false);
+    this.nc.publish(subject, data, { headers: toNatsHeaders(options.headers), reply: options.reply });
+  }
+
+  subscribe(subject: string, handler: MessageHandler, options: { queue?: string } = {}): Subscription {
+    checkSubject(subject, true);
+    const sub = this.nc.subscribe(subject, {
+      queue: options.queue,
+      callback: (err, msg) => {
+        if (err) return this.options.onHandlerError?.(err);
+        try {
+          handler(toBusMessage(msg));
+        } catch (e) {
+          (this.options.onHandlerError ?? console.error)(e);
+        }
+      },
+    });
+    return { subject, unsubscribe: () => sub.unsubscribe() };
+  }
+
+  async request(subject: string, data: Uint8Array, options: RequestOptions): Promise<BusMessage> {
+    checkSubject(subject, false);
+    try {
+      const m = await this.nc.request(subject, data, { timeout: options.timeoutMs, headers: toNatsHeaders(options.headers) });
+      return toBusMessage(m);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === ErrorCode.NoResponders) throw new PierError('UNAVAILABLE', `no responders for ${subject}`, { cause: err });
+      if (code === ErrorCode.Timeout) throw new PierError('TIMEOUT', `request to ${subject} timed out after ${options.timeoutMs} ms`, { cause: err });
+      throw new PierError('UNAVAILABLE', `request to ${subject} failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  inbox(): string {
+    return createInbox();
+  }
+
+  async flush(): Promise<void> {
+    await this.nc.flush();
+  }
+
+  isConnected(): boolean {
+    return this.connected && !this.nc.isClosed();
+  }
+
+  async close(): Promise<void> {
+    if (this.nc.isClosed()) return;
+    await this.nc.drain().catch(() => this.nc.close());
+  }
+
+  private async watchStatus(): Promise<void> {
+    for await (const s of this.nc.status()) {
+      if (s.type === Events.Disconnect) {
+        this.connected = false;
+        this.options.onStatus?.('disconnect', String(s.data));
+      } else if (s.type === Events.Reconnect) {
+        this.connected = true;
+        this.options.onStatus?.('reconnect', String(s.data));
+      } else if (s.type === Events.Error) {
+        this.options.onStatus?.('error', String(s.data));
+      }
+    }
+  }
+}

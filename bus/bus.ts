@@ -1,0 +1,65 @@
+/**
+ * The message bus every part of Pier talks through. Two implementations keep this contract:
+ * `bus-memory.ts` (one process) and `bus-nats.ts` (NATS). `test/contract/bus.test.ts` holds them to it.
+ *
+ * Rules an implementation must keep:
+ * - Subjects are dot-separated tokens. A subscription may use `*` (exactly one token) and `>` (one or
+ *   more trailing tokens). Publishing to a wildcard subject is an error.
+ * - Messages published by one publisher to one subject reach each subscription in publish order.
+ * - Subscriptions sharing a `queue` name on matching subjects form a queue group: each message goes
+ *   to exactly one member of the group (and to every plain subscription as well).
+ * - `request` rejects with PierError `UNAVAILABLE` when nobody subscribes to the subject, and with
+ *   `TIMEOUT` when nobody answered within the deadline. It never hangs.
+ * - Headers are string to string, and arrive as sent.
+ * - Payloads are opaque bytes: encoding is the caller's business (see codec.ts).
+ */
+export type Headers = Record<string, string>;
+
+export interface BusMessage {
+  readonly subject: string;
+  readonly data: Uint8Array;
+  readonly headers: Headers | undefined;
+  /** Where a reply goes, when the sender expects one. */
+  readonly reply: string | undefined;
+}
+
+export type MessageHandler = (msg: BusMessage) => void;
+
+export interface Subscription {
+  readonly subject: string;
+  unsubscribe(): void;
+}
+
+export interface PublishOptions {
+  headers?: Headers;
+  reply?: string;
+}
+
+export interface RequestOptions {
+  timeoutMs: number;
+  headers?: Headers;
+}
+
+export interface Bus {
+  readonly kind: 'memory' | 'nats';
+  publish(subject: string, data: Uint8Array, options?: PublishOptions): void;
+  subscribe(subject: string, handler: MessageHandler, options?: { queue?: string }): Subscription;
+  request(subject: string, data: Uint8Array, options: RequestOptions): Promise<BusMessage>;
+  /** A fresh subject nobody else uses, for collecting replies. */
+  inbox(): string;
+  /** Resolves once everything published so far has reached the server (memory: the subscribers). */
+  flush(): Promise<void>;
+  isConnected(): boolean;
+  close(): Promise<void>;
+}
+
+export const SUBJECT_TOKEN = /^[^\s.*>]+$/;
+
+/** Throws when `subject` is not a valid subject (wildcards allowed only when `forSubscribe`). */
+export function checkSubject(subject: string, forSubscribe: boolean): void {
+  const tokens = subject.split('.');
+  tokens.forEach((token, i) => {
+    if (forSubscribe && (token === '*' || (token === '>' && i === tokens.length - 1))) return;
+    if (!SUBJECT_TOKEN.test(token)) throw new TypeError(`invalid subject "${subject}"`);
+  });
+}

@@ -1,0 +1,92 @@
+import type { Bus, BusMessage, Subscription } from './bus.js';
+import { decode, encode } from './codec.js';
+import { asPierError, PierError, type WireError } from './errors.js';
+import { assertValid, compile, type Checker } from '../lib/validation.js';
+import type { ValidationSchema } from 'fastest-validator';
+
+/**
+ * A request/reply endpoint: its subject, the queue group its actor replicas share, its deadline
+ * and the schema of its request. Declared in `subjects.ts`, nowhere else.
+ */
+export interface Endpoint<Req, Res> {
+  readonly subject: string;
+  readonly queue: string;
+  readonly timeoutMs: number;
+  readonly check: Checker;
+  /** Phantom fields that carry the request and reply types; never set. */
+  readonly _req?: Req;
+  readonly _res?: Res;
+}
+
+export function endpoint<Req, Res>(subject: string, queue: string, schema: ValidationSchema, timeoutMs = 5_000): Endpoint<Req, Res> {
+  return { subject, queue, timeoutMs, check: compile(schema) };
+}
+
+type Reply<Res> = { ok: true; data: Res } | { ok: false; error: WireError };
+
+export interface ServeHooks {
+  /** Called after each request with the endpoint subject, duration and error (if any). */
+  observe?: (subject: string, seconds: number, error: PierError | undefined) => void;
+}
+
+/**
+ * Serves an endpoint: decodes and validates each request (the actor's trust boundary), runs the
+ * handler, and replies with `{ok, data}` or `{ok: false, error}`. A handler's exception never
+ * escapes: unknown failures become a generic INTERNAL error on the wire.
+ */
+export function serve<Req, Res>(
+  bus: Bus,
+  ep: Endpoint<Req, Res>,
+  handler: (req: Req, msg: BusMessage) => Promise<Res> | Res,
+  hooks: ServeHooks = {},
+): Subscription {
+  return bus.subscribe(
+    ep.subject,
+    (msg) => {
+      const started = process.hrtime.bigint();
+      void (async (): Promise<Reply<Res>> => {
+        let req: Req;
+        try {
+          req = decode<Req>(msg.data);
+        } catch (err) {
+          throw new PierError('BAD_REQUEST', 'message is not valid msgpack', { cause: err });
+        }
+        assertValid(ep.check, req);
+        return { ok: true, data: await handler(req, msg) };
+      })()
+        .catch((err: unknown) => {
+          const error = asPierError(err);
+          hooks.observe?.(ep.subject, Number(process.hrtime.bigint() - started) / 1e9, error);
+          return { ok: false, error: error.toWire() } as Reply<Res>;
+        })
+        .then((reply) => {
+          if (reply.ok) hooks.observe?.(ep.subject, Number(process.hrtime.bigint() - started) / 1e9, undefined);
+          if (msg.reply) bus.publish(msg.reply, encode(reply));
+        });
+    },
+    { queue: ep.queue },
+  );
+}
+
+/** Calls an endpoint. The request is checked before it leaves; an error reply is thrown as PierError. */
+export async function call<Req, Res>(bus: Bus, ep: Endpoint<Req, Res>, req: Req, timeoutMs = ep.timeoutMs): Promise<Res> {
+  assertValid(ep.check, req);
+  const msg = await bus.request(ep.subject, encode(req), { timeoutMs });
+  const reply = decode<Reply<Res>>(msg.data);
+  if (reply.ok) return reply.data;
+  throw PierError.fromWire(reply.error);
+}
+
+/** A typed pub/sub event subject (no reply). */
+export interface EventSubject<T> {
+  readonly subject: string;
+  readonly _type?: T;
+}
+
+export function publishEvent<T>(bus: Bus, ev: EventSubject<T>, value: T): void {
+  bus.publish(ev.subject, encode(value));
+}
+
+export function onEvent<T>(bus: Bus, ev: EventSubject<T>, handler: (value: T) => void): Subscription {
+  return bus.subscribe(ev.subject, (msg) => handler(decode<T>(msg.data)));
+}

@@ -1,0 +1,194 @@
+import { endpoint, type EventSubject } from './rpc.js';
+
+/** Names of users and apps (CONTRACT.md section 1). */
+export const USER_NAME = /^[a-z][a-z0-9-]{0,30}$/;
+export const APP_NAME = /^[a-z][a-z0-9]{0,30}$/;
+
+// ---- Values the registry shares with everyone (read caches are built from these) ----
+
+export interface UserView {
+  name: string;
+  createdAt: string;
+}
+
+/** A user auth token as the caches know it: only the SHA-256 of the token, never the token. */
+export interface TokenView {
+  digest: string;
+  user: string;
+}
+
+/** One `permission.sysData` entry of a manifest. */
+export interface Grant {
+  dataType: string;
+  group: string;
+  version: string;
+  ops: string[];
+  appName?: string;
+  port?: number;
+  svc?: string;
+  namespace?: string;
+}
+
+export interface WebsocketOptions {
+  url: string;
+  port: number;
+}
+
+export interface UploadOptions {
+  fileType: string[];
+  dest: string;
+  limitedSize: number;
+}
+
+/** An installed app, minus its secret (caches get only the secret's SHA-256, for constant-time checks). */
+export interface AppView {
+  /** `<user>/<app>` */
+  id: string;
+  user: string;
+  name: string;
+  version: string;
+  host: string;
+  appKey: string;
+  secretDigest: string;
+  grants: Grant[];
+  websocket: WebsocketOptions | null;
+  upload: UploadOptions | null;
+  providers: string[];
+  installedAt: string;
+}
+
+export interface OpApi {
+  name: string;
+  uri: string;
+}
+
+export const PROVIDER_STATES = ['active', 'suspended'] as const;
+export type ProviderState = (typeof PROVIDER_STATES)[number];
+
+export interface ProviderView {
+  name: string;
+  user: string;
+  app: string;
+  namespace: string;
+  version: 'v1' | 'v2';
+  dataType: string;
+  group: string;
+  endpoint: string;
+  deployment: string;
+  description: string;
+  opApis: OpApi[];
+  state: ProviderState;
+  appliedAt: string;
+}
+
+export interface Snapshot {
+  revision: number;
+  users: UserView[];
+  tokens: TokenView[];
+  apps: AppView[];
+  providers: ProviderView[];
+}
+
+export type Change =
+  | { kind: 'user'; op: 'put'; value: UserView }
+  | { kind: 'token'; op: 'put'; value: TokenView }
+  | { kind: 'token'; op: 'delete'; key: string }
+  | { kind: 'app'; op: 'put'; value: AppView }
+  | { kind: 'app'; op: 'delete'; key: string; purge: boolean }
+  | { kind: 'provider'; op: 'put'; value: ProviderView };
+
+/** Everything one registry write transaction changed, stamped with the revision it produced. */
+export interface ChangeEvent {
+  revision: number;
+  changes: Change[];
+}
+
+// ---- Replies ----
+
+export interface IssuedToken {
+  name: string;
+  token: string;
+}
+
+export interface UserSummary {
+  name: string;
+  createdAt: string;
+  tokens: number;
+}
+
+export interface InstalledApp {
+  app: string;
+  user: string;
+  appKey: string;
+  appSecret: string;
+}
+
+export interface AppSummary {
+  app: string;
+  user: string;
+  version: string;
+  host: string;
+  appKey: string;
+  providers: string[];
+  installedAt: string;
+}
+
+export interface AppCredentials {
+  user: string;
+  app: string;
+  appKey: string;
+  appSecret: string;
+}
+
+const userName = { type: 'string', pattern: USER_NAME, messages: { stringPattern: `must match ${USER_NAME}` } } as const;
+const appName = { type: 'string', pattern: APP_NAME, messages: { stringPattern: `must match ${APP_NAME}` } } as const;
+const MANIFEST_MAX = 256 * 1024;
+
+const Q = 'registry';
+
+/**
+ * The registry actor's endpoints (queue group `registry`). Writes are serialised by LMDB, so any
+ * number of replicas sharing one data dir may serve them.
+ */
+export const registry = {
+  /** {name} → {name, token}: creates a user and its first auth token. 409 when the user exists. */
+  userAdd: endpoint<{ name: string }, IssuedToken>('pier.registry.user.add', Q, { name: userName }),
+  /** {name} → {name, token}: issues one more auth token. 404 for an unknown user. */
+  userToken: endpoint<{ name: string }, IssuedToken>('pier.registry.user.token', Q, { name: userName }),
+  /** {name} → {name, revoked}: revokes every auth token of the user. */
+  userRevoke: endpoint<{ name: string }, { name: string; revoked: number }>('pier.registry.user.revoke', Q, { name: userName }),
+  userList: endpoint<Record<string, never>, UserSummary[]>('pier.registry.user.list', Q, {}),
+
+  /** Installs an app from manifest text (YAML) plus ProviderRegistry documents. 409 when installed. */
+  appInstall: endpoint<{ user: string; manifest: string; providers: string[]; host: string }, InstalledApp>('pier.registry.app.install', Q, {
+    user: userName,
+    manifest: { type: 'string', max: MANIFEST_MAX },
+    providers: { type: 'array', max: 32, items: { type: 'string', max: MANIFEST_MAX } },
+    host: { type: 'string', min: 1, max: 253, pattern: /^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$/ },
+  }),
+  appList: endpoint<{ user?: string }, AppSummary[]>('pier.registry.app.list', Q, { user: { ...userName, optional: true } }),
+  /** Removes the app and its key at once; its providers become `suspended`. 404 when not installed. */
+  appUninstall: endpoint<{ user: string; app: string; purge: boolean }, { app: string; user: string; purged: boolean }>('pier.registry.app.uninstall', Q, {
+    user: userName,
+    app: appName,
+    purge: 'boolean',
+  }),
+  /** The app secret in clear, for the actors that must prove or check it (token, callback). */
+  appCredentials: endpoint<{ appKey: string }, AppCredentials>('pier.registry.app.credentials', Q, { appKey: { type: 'string', min: 1, max: 128 } }),
+
+  providerList: endpoint<Record<string, never>, ProviderView[]>('pier.registry.provider.list', Q, {}),
+  providerSetState: endpoint<{ name: string; state: ProviderState }, ProviderView>('pier.registry.provider.state', Q, {
+    name: { type: 'string', min: 1, max: 253 },
+    state: { type: 'enum', values: [...PROVIDER_STATES] },
+  }),
+
+  /** The whole registry as the caches see it, with its revision. */
+  snapshot: endpoint<Record<string, never>, Snapshot>('pier.registry.snapshot', Q, {}),
+};
+
+export const registryEvents = {
+  /** Published after each committed write, in revision order per registry replica. */
+  changes: { subject: 'pier.registry.changes' } as EventSubject<ChangeEvent>,
+  /** Published every `heartbeatMs` by each registry replica: caches that are behind resync. */
+  heartbeat: { subject: 'pier.registry.heartbeat' } as EventSubject<{ revision: number }>,
+};

@@ -1,0 +1,6 @@
+/**
+ * Every subject of Pier, declared here and only here (one module per actor family). No other code
+ * builds a subject string.
+ */
+export * from './subjects-registry.js';
+export * from './subjects-process.js';

@@ -1,0 +1,111 @@
+import { readFileSync } from 'node:fs';
+import { adminCall, adminTarget, CliError } from './admin-client.js';
+
+export interface Invocation {
+  positionals: string[];
+  values: Record<string, string | boolean | string[] | undefined>;
+  env: Record<string, string | undefined>;
+}
+
+export interface Command {
+  usage: string;
+  run(inv: Invocation): Promise<unknown>;
+  /** Human-readable rendering when `--json` is not given. */
+  text?(data: any): string;
+}
+
+function readFile(path: string, what: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new CliError(`${what}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+}
+
+function arg(inv: Invocation, index: number, name: string): string {
+  const v = inv.positionals[index];
+  if (v === undefined) throw new CliError(`missing ${name}`);
+  return v;
+}
+
+function flag(inv: Invocation, name: string): string {
+  const v = inv.values[name];
+  if (typeof v !== 'string' || v === '') throw new CliError(`missing --${name}`);
+  return v;
+}
+
+const call = (inv: Invocation, method: string, path: string, body?: unknown) => adminCall(adminTarget(inv.env), method, path, body);
+const enc = encodeURIComponent;
+const table = (rows: string[][]) => rows.map((r) => r.join('\t')).join('\n');
+
+/** Admin commands, by their words. `pier start` is handled by main.ts. */
+export const COMMANDS: Record<string, Command> = {
+  'user add': {
+    usage: 'pier user add NAME',
+    run: (inv) => call(inv, 'POST', '/admin/v1/users', { name: arg(inv, 0, 'NAME') }),
+    text: (d) => `user ${d.name} created\ntoken: ${d.token}`,
+  },
+  'user token': {
+    usage: 'pier user token NAME',
+    run: (inv) => call(inv, 'POST', `/admin/v1/users/${enc(arg(inv, 0, 'NAME'))}/tokens`),
+    text: (d) => `token for ${d.name}: ${d.token}`,
+  },
+  'user revoke': {
+    usage: 'pier user revoke NAME',
+    run: (inv) => call(inv, 'POST', `/admin/v1/users/${enc(arg(inv, 0, 'NAME'))}/revoke`),
+    text: (d) => `revoked ${d.revoked} token(s) of ${d.name}`,
+  },
+  'user list': {
+    usage: 'pier user list',
+    run: (inv) => call(inv, 'GET', '/admin/v1/users'),
+    text: (d: any[]) => table([['NAME', 'TOKENS', 'CREATED'], ...d.map((u) => [u.name, String(u.tokens), u.createdAt])]),
+  },
+  'app install': {
+    usage: 'pier app install --user U --manifest FILE [--provider FILE]... [--host H]',
+    run: (inv) => {
+      const providers = ((inv.values.provider as string[] | undefined) ?? []).map((p) => readFile(p, '--provider'));
+      const body: Record<string, unknown> = { user: flag(inv, 'user'), manifest: readFile(flag(inv, 'manifest'), '--manifest'), providers };
+      if (inv.values.host !== undefined) body.host = flag(inv, 'host');
+      return call(inv, 'POST', '/admin/v1/apps', body);
+    },
+    text: (d) => `app ${d.app} installed for ${d.user}\n${Object.entries(d.env).map(([k, v]) => `${k}=${v}`).join('\n')}`,
+  },
+  'app list': {
+    usage: 'pier app list [--user U]',
+    run: (inv) => call(inv, 'GET', `/admin/v1/apps${inv.values.user ? `?user=${enc(flag(inv, 'user'))}` : ''}`),
+    text: (d: any[]) => table([['USER', 'APP', 'VERSION', 'APP KEY', 'PROVIDERS'], ...d.map((a) => [a.user, a.app, a.version, a.appKey, a.providers.join(',')])]),
+  },
+  'app uninstall': {
+    usage: 'pier app uninstall --user U APP [--purge]',
+    run: (inv) => call(inv, 'DELETE', `/admin/v1/apps/${enc(flag(inv, 'user'))}/${enc(arg(inv, 0, 'APP'))}${inv.values.purge ? '?purge=true' : ''}`),
+    text: (d) => `app ${d.app} uninstalled for ${d.user}${d.purged ? ' (purged)' : ''}`,
+  },
+  'provider list': {
+    usage: 'pier provider list',
+    run: (inv) => call(inv, 'GET', '/admin/v1/providers'),
+    text: (d: any[]) => table([['NAME', 'USER', 'APP', 'TARGET', 'ENDPOINT', 'STATE'], ...d.map((p) => [p.name, p.user, p.app, `${p.dataType}/${p.group}/${p.version}`, p.endpoint, p.state])]),
+  },
+  'provider suspend': {
+    usage: 'pier provider suspend NAME',
+    run: (inv) => call(inv, 'POST', `/admin/v1/providers/${enc(arg(inv, 0, 'NAME'))}/suspend`),
+    text: (d) => `provider ${d.name} is ${d.state}`,
+  },
+  'provider resume': {
+    usage: 'pier provider resume NAME',
+    run: (inv) => call(inv, 'POST', `/admin/v1/providers/${enc(arg(inv, 0, 'NAME'))}/resume`),
+    text: (d) => `provider ${d.name} is ${d.state}`,
+  },
+  status: {
+    usage: 'pier status',
+    run: (inv) => call(inv, 'GET', '/admin/v1/status'),
+    text: (d) =>
+      [
+        `bus: ${d.bus.kind} (${d.bus.connected ? 'connected' : 'disconnected'})`,
+        `roles: ${d.roles.join(', ')}`,
+        `registry revision: ${d.registry.revision}${d.registry.fresh ? '' : ' (stale)'}`,
+        `connections: ${d.connections}, uploads in progress: ${d.uploads}`,
+        'replicas:',
+        ...d.replicas.map((r: any) => `  ${r.id}  ${r.roles.join(',')}  since ${r.startedAt}`),
+      ].join('\n'),
+  },
+};

@@ -1,0 +1,119 @@
+import type { Bus } from '../bus/bus.js';
+import { PierError } from '../bus/errors.js';
+import { call } from '../bus/rpc.js';
+import { registry, USER_NAME, APP_NAME, PROVIDER_STATES, type ProviderState } from '../bus/subjects.js';
+import { AggregatorRegistry } from 'prom-client';
+import { assertValid, compile } from '../lib/validation.js';
+import { safeEqual } from '../lib/tokens.js';
+import type { RegistryCache } from '../lib/registry-cache.js';
+import { describeProcesses } from '../lib/presence.js';
+import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
+
+export interface AdminDeps {
+  bus: Bus;
+  cache: RegistryCache;
+  adminToken: string;
+  /** The `OS_SYSTEM_SERVER` value given to installed apps. */
+  systemServerUrl: () => string;
+  roles: string[];
+}
+
+const installSchema = compile({
+  $$strict: true,
+  user: { type: 'string', pattern: USER_NAME, messages: { stringPattern: `must match ${USER_NAME}` } },
+  manifest: { type: 'string', min: 1 },
+  providers: { type: 'array', optional: true, items: 'string' },
+  host: { type: 'string', optional: true, min: 1, max: 253 },
+});
+
+/** Admin calls carry `Authorization: Bearer <admin token>`, compared in constant time. */
+export function requireAdmin(deps: AdminDeps, req: HttpRequestData): void {
+  const header = req.headers.authorization ?? '';
+  const token = header.startsWith('Bearer ') ? header.slice(7) : '';
+  if (token === '' || !safeEqual(token, deps.adminToken)) throw new PierError('UNAUTHORIZED', 'admin token missing or wrong');
+}
+
+function pathName(req: HttpRequestData, key: string, pattern: RegExp, what: string): string {
+  const v = req.params[key];
+  if (!pattern.test(v)) throw new PierError('BAD_REQUEST', `${what}: must match ${pattern}`);
+  return v;
+}
+
+/** The admin API handlers. Each checks the token, validates, and asks the registry over the bus. */
+export function adminHandlers(deps: AdminDeps) {
+  const guard =
+    (fn: (req: HttpRequestData) => Promise<HttpReply>) =>
+    (req: HttpRequestData): Promise<HttpReply> => {
+      requireAdmin(deps, req);
+      return fn(req);
+    };
+
+  return {
+    userAdd: guard(async (req) => {
+      const body = parseJsonBody(req);
+      return ok(await call(deps.bus, registry.userAdd, { name: body.name as string }));
+    }),
+    userList: guard(async () => ok(await call(deps.bus, registry.userList, {}))),
+    userToken: guard(async (req) => ok(await call(deps.bus, registry.userToken, { name: pathName(req, 'name', USER_NAME, 'user') }))),
+    userRevoke: guard(async (req) => ok(await call(deps.bus, registry.userRevoke, { name: pathName(req, 'name', USER_NAME, 'user') }))),
+
+    appInstall: guard(async (req) => {
+      const body = parseJsonBody(req);
+      assertValid(installSchema, body);
+      const installed = await call(deps.bus, registry.appInstall, {
+        user: body.user as string,
+        manifest: body.manifest as string,
+        providers: (body.providers as string[] | undefined) ?? [],
+        host: (body.host as string | undefined) ?? '127.0.0.1',
+      });
+      return ok({
+        app: installed.app,
+        user: installed.user,
+        env: { OS_SYSTEM_SERVER: deps.systemServerUrl(), OS_APP_KEY: installed.appKey, OS_APP_SECRET: installed.appSecret },
+      });
+    }),
+    appList: guard(async (req) => {
+      const user = req.query.get('user') ?? undefined;
+      if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
+      return ok(await call(deps.bus, registry.appList, user === undefined ? {} : { user }));
+    }),
+    appUninstall: guard(async (req) => {
+      const purge = req.query.get('purge');
+      if (purge !== null && purge !== 'true' && purge !== 'false') throw new PierError('BAD_REQUEST', 'purge: must be true or false');
+      return ok(
+        await call(deps.bus, registry.appUninstall, {
+          user: pathName(req, 'user', USER_NAME, 'user'),
+          app: pathName(req, 'app', APP_NAME, 'app'),
+          purge: purge === 'true',
+        }),
+      );
+    }),
+
+    providerList: guard(async () => ok(await call(deps.bus, registry.providerList, {}))),
+    providerSetState: (state: ProviderState) =>
+      guard(async (req) => {
+        if (!PROVIDER_STATES.includes(state)) throw new PierError('BAD_REQUEST', 'state: unknown');
+        return ok(await call(deps.bus, registry.providerSetState, { name: req.params.name, state }));
+      }),
+
+    status: guard(async () => {
+      const reports = await describeProcesses(deps.bus, 300);
+      const sum = (key: string) => reports.reduce((n, r) => n + (r.counters[key] ?? 0), 0);
+      return ok({
+        roles: [...new Set(reports.flatMap((r) => r.info.roles))].sort(),
+        bus: { kind: deps.bus.kind, connected: deps.bus.isConnected() },
+        registry: { revision: deps.cache.currentRevision(), fresh: deps.cache.isFresh() },
+        replicas: reports.map((r) => r.info).sort((a, b) => a.id.localeCompare(b.id)),
+        connections: sum('connections'),
+        uploads: sum('uploads'),
+      });
+    }),
+  };
+}
+
+/** Prometheus text for every process on the bus, merged (each series keeps its `instance` label). */
+export async function clusterMetrics(bus: Bus): Promise<HttpReply> {
+  const reports = await describeProcesses(bus, 300);
+  const merged = AggregatorRegistry.aggregate(reports.map((r) => r.metrics) as any);
+  return { status: 200, text: await merged.metrics(), headers: { 'content-type': merged.contentType } };
+}

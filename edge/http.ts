@@ -1,0 +1,189 @@
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import { asPierError, PierError } from '../bus/errors.js';
+import type { Logger } from '../lib/log.js';
+import type { Metrics } from '../lib/metrics.js';
+
+/** Everything a handler may read, copied out of uWS's request before any await (uWS frees it). */
+export interface HttpRequestData {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  headers: Record<string, string>;
+  params: Record<string, string>;
+  remoteAddress: string;
+  body: Buffer;
+}
+
+export interface HttpReply {
+  status: number;
+  /** Serialised as JSON with `content-type: application/json`. */
+  json?: unknown;
+  text?: string;
+  headers?: Record<string, string>;
+}
+
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'del';
+
+export interface Route {
+  method: Method;
+  /** uWS pattern, `:name` for a parameter. */
+  path: string;
+  handler: (req: HttpRequestData) => Promise<HttpReply> | HttpReply;
+  /** Largest body accepted, in bytes (0 = no body read). */
+  bodyLimit?: number;
+}
+
+export interface HttpDeps {
+  listener: string;
+  log: Logger;
+  metrics: Metrics;
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  200: '200 OK', 201: '201 Created', 204: '204 No Content', 400: '400 Bad Request', 401: '401 Unauthorized',
+  403: '403 Forbidden', 404: '404 Not Found', 405: '405 Method Not Allowed', 409: '409 Conflict',
+  413: '413 Payload Too Large', 429: '429 Too Many Requests', 500: '500 Internal Server Error',
+  502: '502 Bad Gateway', 503: '503 Service Unavailable', 504: '504 Gateway Timeout',
+};
+
+/** The success envelope (CONTRACT.md section 0). */
+export function ok(data?: unknown, message = 'success'): HttpReply {
+  return { status: 200, json: data === undefined ? { code: 0, message } : { code: 0, message, data } };
+}
+
+/** The error envelope: HTTP status and `code` are the same number. */
+export function errorReply(err: PierError): HttpReply {
+  const status = err.status;
+  const json: Record<string, unknown> = { code: status, message: err.message };
+  if (err.data !== undefined) json.data = err.data;
+  return { status, json };
+}
+
+export function parseJsonBody(req: HttpRequestData): Record<string, unknown> {
+  if (req.body.length === 0) throw new PierError('BAD_REQUEST', 'body: must be a JSON object');
+  let value: unknown;
+  try {
+    value = JSON.parse(req.body.toString('utf8'));
+  } catch {
+    throw new PierError('BAD_REQUEST', 'body: is not valid JSON');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new PierError('BAD_REQUEST', 'body: must be a JSON object');
+  return value as Record<string, unknown>;
+}
+
+function copyRequest(res: HttpResponse, req: HttpRequest, paramNames: string[]): Omit<HttpRequestData, 'body'> {
+  const headers: Record<string, string> = {};
+  req.forEach((k, v) => {
+    headers[k] = v;
+  });
+  const params: Record<string, string> = {};
+  paramNames.forEach((name, i) => {
+    params[name] = decodeURIComponent(req.getParameter(i));
+  });
+  return {
+    method: req.getMethod(),
+    path: req.getUrl(),
+    query: new URLSearchParams(req.getQuery() ?? ''),
+    headers,
+    params,
+    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+  };
+}
+
+/** Reads the whole body up to `limit` bytes; a larger body is refused before it is buffered. */
+interface ResponseState {
+  aborted: boolean;
+  /** Set by whoever waits on the request, to be told of an abort (uWS calls nothing else then). */
+  onAbort?: () => void;
+}
+
+function readBody(res: HttpResponse, declared: string, limit: number, state: ResponseState): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    if (declared !== '' && Number(declared) > limit) {
+      reject(new PierError('PAYLOAD_TOO_LARGE', `body: must be at most ${limit} bytes`));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    res.onData((chunk, isLast) => {
+      if (done) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        done = true;
+        reject(new PierError('PAYLOAD_TOO_LARGE', `body: must be at most ${limit} bytes`));
+        return;
+      }
+      chunks.push(Buffer.from(chunk.slice(0))); // uWS reuses the chunk's memory: copy it
+      if (isLast) {
+        done = true;
+        resolve(Buffer.concat(chunks));
+      }
+    });
+    // An aborted request never calls onData again: settle so nothing waits forever.
+    state.onAbort = () => {
+      if (done) return;
+      done = true;
+      reject(new PierError('BAD_REQUEST', 'request aborted'));
+    };
+  });
+}
+
+export function send(res: HttpResponse, reply: HttpReply, state: ResponseState): void {
+  if (state.aborted) return;
+  const body = reply.json !== undefined ? JSON.stringify(reply.json) : (reply.text ?? '');
+  res.cork(() => {
+    res.writeStatus(STATUS_TEXT[reply.status] ?? String(reply.status));
+    if (reply.json !== undefined) res.writeHeader('content-type', 'application/json');
+    for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
+    res.end(body);
+  });
+}
+
+function paramNamesOf(path: string): string[] {
+  return path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
+}
+
+/**
+ * Mounts a listener's route table: each route's handler, a 405 (with `Allow`) for other methods on
+ * a known path, and a 404 for everything else. Handlers return replies or throw PierErrors; this is
+ * the one place where an error becomes an HTTP status.
+ */
+export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps): void {
+  const allowed = new Map<string, Method[]>();
+  for (const route of routes) {
+    allowed.set(route.path, [...(allowed.get(route.path) ?? []), route.method]);
+    const names = paramNamesOf(route.path);
+    app[route.method](route.path, (res: HttpResponse, req: HttpRequest) => {
+      const started = process.hrtime.bigint();
+      const state: ResponseState = { aborted: false };
+      res.onAborted(() => {
+        state.aborted = true;
+        state.onAbort?.();
+      });
+      const data = copyRequest(res, req, names);
+      const limit = route.bodyLimit ?? 0;
+      const bodyPromise = limit > 0 ? readBody(res, data.headers['content-length'] ?? '', limit, state) : Promise.resolve(Buffer.alloc(0));
+      void bodyPromise
+        .then((body) => route.handler({ ...data, body }))
+        .catch((err: unknown) => {
+          const e = asPierError(err);
+          if (e.status >= 500) deps.log.error({ err: e.cause ?? e, route: route.path }, e.message);
+          return errorReply(e);
+        })
+        .then((reply) => {
+          send(res, reply, state);
+          const labels = { listener: deps.listener, route: `${data.method.toUpperCase()} ${route.path}` };
+          deps.metrics.httpRequests.inc({ ...labels, status: String(reply.status) });
+          deps.metrics.httpSeconds.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+        });
+    });
+  }
+  for (const [path, methods] of allowed) {
+    const allow = methods.map((m) => (m === 'del' ? 'DELETE' : m.toUpperCase())).join(', ');
+    app.any(path, (res) => {
+      send(res, { ...errorReply(new PierError('METHOD_NOT_ALLOWED', `method not allowed; use ${allow}`)), headers: { allow } }, { aborted: false });
+    });
+  }
+  app.any('/*', (res) => send(res, errorReply(new PierError('NOT_FOUND', 'no such route')), { aborted: false }));
+}

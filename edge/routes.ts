@@ -1,0 +1,41 @@
+import { clusterMetrics, adminHandlers, type AdminDeps } from './admin-api.js';
+import { healthz, readyz } from './health.js';
+import type { Route } from './http.js';
+
+/** The listeners of contract section 8, by name. */
+export const LISTENERS = ['public', 'system', 'local', 'upload', 'admin'] as const;
+export type ListenerName = (typeof LISTENERS)[number];
+
+/**
+ * Every route of every listener, in one table. Features land here as their issues do; until then a
+ * listener answers its probes and 404.
+ */
+export function routeTable(deps: AdminDeps & { adminBodyBytes: number }): Record<ListenerName, Route[]> {
+  const probes: Route[] = [
+    { method: 'get', path: '/healthz', handler: healthz },
+    { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache) },
+  ];
+  const admin = adminHandlers(deps);
+  const body = deps.adminBodyBytes;
+  return {
+    public: [...probes],
+    system: [...probes],
+    local: [...probes],
+    upload: [...probes],
+    admin: [
+      ...probes,
+      { method: 'get', path: '/metrics', handler: () => clusterMetrics(deps.bus) },
+      { method: 'get', path: '/admin/v1/status', handler: admin.status },
+      { method: 'get', path: '/admin/v1/users', handler: admin.userList },
+      { method: 'post', path: '/admin/v1/users', handler: admin.userAdd, bodyLimit: body },
+      { method: 'post', path: '/admin/v1/users/:name/tokens', handler: admin.userToken },
+      { method: 'post', path: '/admin/v1/users/:name/revoke', handler: admin.userRevoke },
+      { method: 'get', path: '/admin/v1/apps', handler: admin.appList },
+      { method: 'post', path: '/admin/v1/apps', handler: admin.appInstall, bodyLimit: body },
+      { method: 'del', path: '/admin/v1/apps/:user/:app', handler: admin.appUninstall },
+      { method: 'get', path: '/admin/v1/providers', handler: admin.providerList },
+      { method: 'post', path: '/admin/v1/providers/:name/suspend', handler: admin.providerSetState('suspended') },
+      { method: 'post', path: '/admin/v1/providers/:name/resume', handler: admin.providerSetState('active') },
+    ],
+  };
+}

@@ -1,0 +1,160 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+
+/** Roles a process can run. Features not built yet have no role. */
+export const ROLES = ['edge', 'registry'] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface Ports {
+  public: number;
+  system: number;
+  local: number;
+  upload: number;
+  admin: number;
+}
+
+/** The one configuration object, built and checked at start-up and passed down. */
+export interface Config {
+  instanceId: string;
+  roles: Role[];
+  dataDir: string;
+  natsUrl: string | null;
+  domain: string;
+  /** Address the public, system, local and upload listeners bind; admin is always loopback. */
+  bindHost: string;
+  ports: Ports;
+  /** `OS_SYSTEM_SERVER` handed to apps at install; null = `http://127.0.0.1:<system port in use>`. */
+  systemServerUrl: string | null;
+  adminToken: string;
+  masterKey: Buffer;
+  logLevel: string;
+  limits: { adminBodyBytes: number };
+  registry: { heartbeatMs: number; maxStalenessMs: number };
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/** Flags of `pier start`, by name, as given on the command line. */
+export interface StartFlags {
+  roles?: string;
+  'data-dir'?: string;
+}
+
+/** Every environment variable Pier reads, and nothing else reads the environment. */
+export const ENV = {
+  dataDir: 'PIER_DATA_DIR',
+  roles: 'PIER_ROLES',
+  natsUrl: 'NATS_URL',
+  domain: 'PIER_DOMAIN',
+  bindHost: 'PIER_BIND_HOST',
+  publicPort: 'PIER_PUBLIC_PORT',
+  systemPort: 'PIER_SYSTEM_PORT',
+  localPort: 'PIER_LOCAL_PORT',
+  uploadPort: 'PIER_UPLOAD_PORT',
+  adminPort: 'PIER_ADMIN_PORT',
+  systemServerUrl: 'PIER_SYSTEM_URL',
+  adminToken: 'PIER_ADMIN_TOKEN',
+  masterKey: 'PIER_MASTER_KEY',
+  logLevel: 'PIER_LOG_LEVEL',
+  adminBodyBytes: 'PIER_ADMIN_BODY_BYTES',
+  registryHeartbeatMs: 'PIER_REGISTRY_HEARTBEAT_MS',
+  registryMaxStalenessMs: 'PIER_REGISTRY_MAX_STALENESS_MS',
+} as const;
+
+export const DEFAULT_PORTS: Ports = { public: 8080, system: 40080, local: 40010, upload: 40030, admin: 40090 };
+
+type Env = Record<string, string | undefined>;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new ConfigError(`${name}: must be an integer from ${min} to ${max}, got "${raw}"`);
+  return Number(raw);
+}
+
+function parseRoles(raw: string | undefined, source: string): Role[] {
+  if (raw === undefined || raw === '' || raw === 'all') return [...ROLES];
+  const roles = raw.split(',').map((r) => r.trim()).filter(Boolean);
+  for (const r of roles) {
+    if (!(ROLES as readonly string[]).includes(r)) throw new ConfigError(`${source}: unknown role "${r}" (roles: ${ROLES.join(', ')})`);
+  }
+  return [...new Set(roles)] as Role[];
+}
+
+function ensureWritableDir(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    accessSync(dir, constants.W_OK | constants.R_OK);
+  } catch (err) {
+    throw new ConfigError(`${ENV.dataDir}: ${dir} is not a writable directory (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+}
+
+/**
+ * A secret given in the environment, or else read from (or created in) a 0600 file in the data
+ * dir. Creation uses O_EXCL, so processes starting together on one data dir agree on one value.
+ */
+function secretFile(path: string, make: () => string): string {
+  try {
+    writeFileSync(path, make(), { flag: 'wx', mode: 0o600 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new ConfigError(`cannot create ${path}: ${(err as Error).message}`);
+  }
+  const value = readFileSync(path, 'utf8').trim();
+  if (value === '') throw new ConfigError(`${path} is empty: delete it to have a new one generated`);
+  return value;
+}
+
+function parseMasterKey(text: string, source: string): Buffer {
+  const key = /^[0-9a-fA-F]{64}$/.test(text) ? Buffer.from(text, 'hex') : Buffer.from(text, 'base64');
+  if (key.length !== 32) throw new ConfigError(`${source}: must be 32 bytes, as 64 hex digits or base64`);
+  return key;
+}
+
+export function loadConfig(env: Env, flags: StartFlags = {}): Config {
+  const dataDir = resolve(flags['data-dir'] ?? env[ENV.dataDir] ?? './data');
+  const natsUrl = env[ENV.natsUrl] || null;
+  const roles = flags.roles !== undefined ? parseRoles(flags.roles, '--roles') : parseRoles(env[ENV.roles], ENV.roles);
+  if (roles.length === 0) throw new ConfigError('--roles: give at least one role');
+  if (!natsUrl && roles.length !== ROLES.length) {
+    throw new ConfigError(`--roles ${roles.join(',')}: running a subset of roles needs ${ENV.natsUrl} (the in-process bus only joins roles inside one process)`);
+  }
+  if (natsUrl && !/^(nats|tls|ws|wss):\/\/[^\s]+$/.test(natsUrl.split(',')[0])) throw new ConfigError(`${ENV.natsUrl}: must look like nats://host:4222, got "${natsUrl}"`);
+
+  const ports: Ports = {
+    public: integer(env, ENV.publicPort, DEFAULT_PORTS.public, 0, 65535),
+    system: integer(env, ENV.systemPort, DEFAULT_PORTS.system, 0, 65535),
+    local: integer(env, ENV.localPort, DEFAULT_PORTS.local, 0, 65535),
+    upload: integer(env, ENV.uploadPort, DEFAULT_PORTS.upload, 0, 65535),
+    admin: integer(env, ENV.adminPort, DEFAULT_PORTS.admin, 0, 65535),
+  };
+  const domain = env[ENV.domain] || 'localhost';
+  if (!/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(domain)) throw new ConfigError(`${ENV.domain}: "${domain}" is not a domain name`);
+
+  ensureWritableDir(dataDir);
+  const adminToken = env[ENV.adminToken] || secretFile(join(dataDir, 'admin.token'), () => randomBytes(32).toString('base64url'));
+  if (adminToken.length < 16) throw new ConfigError(`${ENV.adminToken}: must be at least 16 characters`);
+  const masterKeyText = env[ENV.masterKey] || secretFile(join(dataDir, 'master.key'), () => randomBytes(32).toString('base64'));
+  const masterKey = parseMasterKey(masterKeyText, env[ENV.masterKey] ? ENV.masterKey : join(dataDir, 'master.key'));
+
+  const heartbeatMs = integer(env, ENV.registryHeartbeatMs, 500, 50, 60_000);
+  return {
+    instanceId: `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+    roles,
+    dataDir,
+    natsUrl,
+    domain,
+    bindHost: env[ENV.bindHost] || '0.0.0.0',
+    ports,
+    systemServerUrl: env[ENV.systemServerUrl] || null,
+    adminToken,
+    masterKey,
+    logLevel: env[ENV.logLevel] || 'info',
+    limits: { adminBodyBytes: integer(env, ENV.adminBodyBytes, 1024 * 1024, 1024, 64 * 1024 * 1024) },
+    registry: { heartbeatMs, maxStalenessMs: integer(env, ENV.registryMaxStalenessMs, Math.max(5_000, heartbeatMs * 10), 100, 3_600_000) },
+  };
+}

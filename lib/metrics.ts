@@ -1,0 +1,57 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { PierError } from '../bus/errors.js';
+
+/**
+ * The process's Prometheus registry and the metrics every part shares. Each process labels its
+ * series with `instance`, so the admin listener can merge several processes without collisions.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+
+  /** Actor endpoints, after the NATS services framework: requests, errors, processing time, last error. */
+  readonly actorRequests: Counter<'endpoint'>;
+  readonly actorErrors: Counter<'endpoint' | 'code'>;
+  readonly actorSeconds: Histogram<'endpoint'>;
+  readonly actorLastError: Gauge<'endpoint' | 'code'>;
+
+  readonly httpRequests: Counter<'listener' | 'route' | 'status'>;
+  readonly httpSeconds: Histogram<'listener' | 'route'>;
+
+  readonly registryRevision: Gauge;
+  readonly registryResyncs: Counter;
+
+  constructor(instance: string) {
+    this.registry.setDefaultLabels({ instance });
+    const registers = [this.registry];
+    this.actorRequests = new Counter({ name: 'pier_actor_requests_total', help: 'Requests handled by actor endpoints', labelNames: ['endpoint'], registers });
+    this.actorErrors = new Counter({ name: 'pier_actor_errors_total', help: 'Requests that ended in an error', labelNames: ['endpoint', 'code'], registers });
+    this.actorSeconds = new Histogram({
+      name: 'pier_actor_processing_seconds',
+      help: 'Processing time of actor endpoints',
+      labelNames: ['endpoint'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    });
+    this.actorLastError = new Gauge({ name: 'pier_actor_last_error_timestamp_seconds', help: 'When each endpoint last failed, by error code', labelNames: ['endpoint', 'code'], registers });
+    this.httpRequests = new Counter({ name: 'pier_http_requests_total', help: 'HTTP requests answered by the edge', labelNames: ['listener', 'route', 'status'], registers });
+    this.httpSeconds = new Histogram({
+      name: 'pier_http_request_seconds',
+      help: 'Time to answer HTTP requests at the edge',
+      labelNames: ['listener', 'route'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+      registers,
+    });
+    this.registryRevision = new Gauge({ name: 'pier_registry_cache_revision', help: 'Registry revision held by this process cache', registers });
+    this.registryResyncs = new Counter({ name: 'pier_registry_cache_resyncs_total', help: 'Full snapshot reloads of the registry cache', registers });
+  }
+
+  /** The hook `serve()` calls after each actor request. */
+  observeActor = (endpoint: string, seconds: number, error: PierError | undefined): void => {
+    this.actorRequests.inc({ endpoint });
+    this.actorSeconds.observe({ endpoint }, seconds);
+    if (error) {
+      this.actorErrors.inc({ endpoint, code: error.code });
+      this.actorLastError.set({ endpoint, code: error.code }, Date.now() / 1000);
+    }
+  };
+}

@@ -1,0 +1,184 @@
+import type { Bus, Subscription } from '../bus/bus.js';
+import { PierError } from '../bus/errors.js';
+import { call, onEvent } from '../bus/rpc.js';
+import { registry, registryEvents, type AppView, type Change, type ChangeEvent, type ProviderView, type Snapshot } from '../bus/subjects.js';
+import type { Logger } from './log.js';
+import type { Metrics } from './metrics.js';
+import { sha256Hex } from './tokens.js';
+
+export interface RegistryCacheOptions {
+  /** Past this long without hearing the registry, lookups answer 503 instead of trusting old data. */
+  maxStalenessMs: number;
+  log: Logger;
+  metrics: Metrics;
+  now?: () => number;
+}
+
+/**
+ * A read cache of the registry, fed by its change events, so that the edge and the actors check
+ * tokens and look up apps without a bus round trip. Consistency rules:
+ * - events are applied strictly in revision order; a gap triggers a snapshot reload, and events
+ *   arriving meanwhile are buffered and replayed on top of it;
+ * - the registry's heartbeat carries its revision, so a lost event is noticed within one beat
+ *   (this is what bounds a token revocation to about one second on every edge);
+ * - a cache that has not heard the registry for `maxStalenessMs` refuses to answer (503): it cannot
+ *   know what was revoked meanwhile.
+ */
+export class RegistryCache {
+  private revision = -1;
+  private lastHeard = 0;
+  private tokens = new Map<string, string>();
+  private users = new Set<string>();
+  private apps = new Map<string, AppView>();
+  private appsByKey = new Map<string, AppView>();
+  private providers = new Map<string, ProviderView>();
+  private subs: Subscription[] = [];
+  private loading: Promise<void> | null = null;
+  private buffered: ChangeEvent[] = [];
+  private retryTimer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private readonly now: () => number;
+  /** Listeners for applied changes (e.g. the gateway closing an uninstalled app's connections). */
+  private readonly listeners = new Set<(change: Change) => void>();
+
+  constructor(
+    private readonly bus: Bus,
+    private readonly options: RegistryCacheOptions,
+  ) {
+    this.now = options.now ?? Date.now;
+  }
+
+  /** Subscribes and starts loading; does not wait for the registry (see `ready()`). */
+  start(): void {
+    this.subs.push(
+      onEvent(this.bus, registryEvents.changes, (ev) => this.onChange(ev)),
+      onEvent(this.bus, registryEvents.heartbeat, (hb) => {
+        this.lastHeard = this.now();
+        if (hb.revision > this.revision) this.reload();
+      }),
+    );
+    this.reload();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    for (const s of this.subs) s.unsubscribe();
+    this.subs = [];
+  }
+
+  /** Resolves once a snapshot has been loaded (retrying while the registry is unreachable). */
+  async ready(): Promise<void> {
+    while (this.revision < 0 && !this.stopped) {
+      await (this.loading ?? new Promise((r) => setTimeout(r, 50)));
+    }
+  }
+
+  isFresh(): boolean {
+    return this.revision >= 0 && this.now() - this.lastHeard <= this.options.maxStalenessMs;
+  }
+
+  currentRevision(): number {
+    return this.revision;
+  }
+
+  onApplied(listener: (change: Change) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The user a token belongs to, or undefined when the token is unknown or revoked. */
+  userForToken(token: string): string | undefined {
+    this.assertFresh();
+    const user = this.tokens.get(sha256Hex(token));
+    return user !== undefined && this.users.has(user) ? user : undefined;
+  }
+
+  app(user: string, name: string): AppView | undefined {
+    this.assertFresh();
+    return this.apps.get(`${user}/${name}`);
+  }
+
+  appByKey(appKey: string): AppView | undefined {
+    this.assertFresh();
+    return this.appsByKey.get(appKey);
+  }
+
+  provider(name: string): ProviderView | undefined {
+    this.assertFresh();
+    return this.providers.get(name);
+  }
+
+  listProviders(): ProviderView[] {
+    this.assertFresh();
+    return [...this.providers.values()];
+  }
+
+  private assertFresh(): void {
+    if (!this.isFresh()) throw new PierError('UNAVAILABLE', 'registry is not reachable; try again shortly');
+  }
+
+  private onChange(ev: ChangeEvent): void {
+    this.lastHeard = this.now();
+    if (this.loading) {
+      this.buffered.push(ev);
+      return;
+    }
+    if (ev.revision <= this.revision) return;
+    if (ev.revision !== this.revision + 1) {
+      this.buffered.push(ev);
+      this.reload();
+      return;
+    }
+    this.apply(ev);
+  }
+
+  private reload(): void {
+    if (this.loading || this.stopped) return;
+    this.loading = call(this.bus, registry.snapshot, {}, 2_000)
+      .then((snap) => {
+        this.load(snap);
+        const pending = this.buffered.sort((a, b) => a.revision - b.revision);
+        this.buffered = [];
+        for (const ev of pending) if (ev.revision === this.revision + 1) this.apply(ev);
+      })
+      .catch((err: unknown) => {
+        this.options.log.warn({ err: (err as Error).message }, 'registry snapshot not loaded; retrying');
+        if (!this.stopped) this.retryTimer = setTimeout(() => this.reload(), 500);
+      })
+      .finally(() => {
+        this.loading = null;
+      });
+  }
+
+  private load(snap: Snapshot): void {
+    this.options.metrics.registryResyncs.inc();
+    this.tokens = new Map(snap.tokens.map((t) => [t.digest, t.user]));
+    this.users = new Set(snap.users.map((u) => u.name));
+    this.apps = new Map(snap.apps.map((a) => [a.id, a]));
+    this.appsByKey = new Map(snap.apps.map((a) => [a.appKey, a]));
+    this.providers = new Map(snap.providers.map((p) => [p.name, p]));
+    this.revision = snap.revision;
+    this.lastHeard = this.now();
+    this.options.metrics.registryRevision.set(this.revision);
+  }
+
+  private apply(ev: ChangeEvent): void {
+    for (const c of ev.changes) {
+      if (c.kind === 'user') this.users.add(c.value.name);
+      else if (c.kind === 'token' && c.op === 'put') this.tokens.set(c.value.digest, c.value.user);
+      else if (c.kind === 'token' && c.op === 'delete') this.tokens.delete(c.key);
+      else if (c.kind === 'app' && c.op === 'put') {
+        this.apps.set(c.value.id, c.value);
+        this.appsByKey.set(c.value.appKey, c.value);
+      } else if (c.kind === 'app' && c.op === 'delete') {
+        const old = this.apps.get(c.key);
+        this.apps.delete(c.key);
+        if (old) this.appsByKey.delete(old.appKey);
+      } else if (c.kind === 'provider') this.providers.set(c.value.name, c.value);
+    }
+    this.revision = ev.revision;
+    this.options.metrics.registryRevision.set(this.revision);
+    for (const c of ev.changes) for (const l of this.listeners) l(c);
+  }
+}

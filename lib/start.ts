@@ -1,0 +1,70 @@
+import type { Bus } from '../bus/bus.js';
+import { MemoryBus } from '../bus/bus-memory.js';
+import { NatsBus } from '../bus/bus-nats.js';
+import { startRegistry } from '../actors/registry/index.js';
+import { startEdge } from '../edge/server.js';
+import type { Config } from './config.js';
+import { createLogger } from './log.js';
+import { Metrics } from './metrics.js';
+import { announceProcess } from './presence.js';
+import { RegistryCache } from './registry-cache.js';
+import type { Running } from './runtime.js';
+
+export interface StartedProcess {
+  config: Config;
+  ports: Config['ports'] | null;
+  stop(): Promise<void>;
+}
+
+async function connectBus(config: Config, log: ReturnType<typeof createLogger>): Promise<Bus> {
+  const onHandlerError = (err: unknown) => log.error({ err }, 'bus subscriber failed');
+  if (!config.natsUrl) return new MemoryBus(onHandlerError);
+  return NatsBus.connect({
+    url: config.natsUrl,
+    name: `pier ${config.roles.join(',')} ${config.instanceId}`,
+    onHandlerError,
+    onStatus: (event, detail) => log.warn({ event, detail }, 'nats connection status'),
+  });
+}
+
+/**
+ * Starts the roles of `config` in this process. Actors start before the edge so that a single
+ * process is ready as soon as it listens; in a cluster, order does not matter (caches retry).
+ */
+export async function startProcess(config: Config): Promise<StartedProcess> {
+  const log = createLogger({ level: config.logLevel, name: 'pier' });
+  const metrics = new Metrics(config.instanceId);
+  const bus = await connectBus(config, log);
+  const ctx = { bus, config, log, metrics };
+  const running: Running[] = [];
+  let ports: Config['ports'] | null = null;
+  try {
+    if (config.roles.includes('registry')) running.push(await startRegistry(ctx));
+    if (config.roles.includes('edge')) {
+      const cache = new RegistryCache(bus, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics });
+      cache.start();
+      running.push({ stop: async () => cache.stop() });
+      const edge = await startEdge(ctx, cache);
+      running.push(edge);
+      ports = edge.ports;
+    }
+  } catch (err) {
+    for (const r of running.reverse()) await r.stop().catch(() => undefined);
+    await bus.close();
+    throw err;
+  }
+  const presence = announceProcess(bus, { id: config.instanceId, roles: config.roles, startedAt: new Date().toISOString() }, metrics, () => ({}));
+  log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports }, 'pier ready');
+
+  return {
+    config,
+    ports,
+    async stop() {
+      presence.unsubscribe();
+      // Edge first (stop taking work), then the actors, then the bus.
+      for (const r of running.reverse()) await r.stop().catch((err) => log.error({ err }, 'stop failed'));
+      await bus.close();
+      log.info('pier stopped');
+    },
+  };
+}
