@@ -92,7 +92,7 @@ function checkGrants(entries: Record<string, unknown>[]): FieldError[] {
   const seen = new Map<string, number>();
   entries.forEach((entry, i) => {
     const path = `permission.sysData[${i}]`;
-    const found = (entry.dataType === 'secret' ? checkSecretGrant : checkProviderGrant)(entry).map((e) => ({ ...e, field: `${path}.${e.field}` }));
+    const found = (entry.dataType === 'secret' ? checkSecretGrant : checkProviderGrant)(entry).map((e) => ({ ...e, field: e.field === 'body' ? path : `${path}.${e.field}` }));
     if (found.length === 0 && entry.version === 'v2' && entry.dataType !== 'secret' && entry.appName === undefined) {
       found.push({ field: `${path}.appName`, message: 'is required for version v2' });
     }

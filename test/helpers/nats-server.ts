@@ -1,0 +1,82 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const BIN = process.env.NATS_SERVER_BIN ?? 'nats-server';
+const PATH = `${process.env.PATH}:/usr/sbin:/usr/local/sbin`;
+
+function probe(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.on('error', () => resolve(false));
+  });
+}
+
+/**
+ * A real nats-server for a test, after nats.js's launcher: random port (`-p -1`), the port read
+ * from the ports file, probed before use, and the process and its files removed at the end.
+ */
+export class NatsServer {
+  private constructor(
+    private proc: ChildProcess,
+    readonly port: number,
+    private readonly dir: string,
+    private readonly args: string[],
+  ) {}
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  static async start(extraArgs: string[] = []): Promise<NatsServer> {
+    const dir = mkdtempSync(join(tmpdir(), 'pier-nats-'));
+    const args = ['-a', '127.0.0.1', '-p', '-1', '--ports_file_dir', dir, ...extraArgs];
+    const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PATH } });
+    let log = '';
+    proc.stderr!.on('data', (d) => (log += d));
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline) {
+      const file = readdirSync(dir).find((f) => f.endsWith('.ports'));
+      if (file) {
+        const ports = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nats: string[] };
+        const port = Number(new URL(ports.nats[0]).port);
+        if (await probe(port)) return new NatsServer(proc, port, dir, args);
+      }
+      if (proc.exitCode !== null) break;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    proc.kill('SIGKILL');
+    throw new Error(`nats-server did not start: ${log.slice(-500)}`);
+  }
+
+  /** Stops the server (SIGKILL) and starts it again on the same port. */
+  async restart(downMs = 0): Promise<void> {
+    await this.kill();
+    if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
+    const args = this.args.map((a, i) => (this.args[i - 1] === '-p' ? String(this.port) : a));
+    this.proc = spawn(BIN, args, { stdio: 'ignore', env: { ...process.env, PATH } });
+    const deadline = Date.now() + 10_000;
+    while (!(await probe(this.port))) {
+      if (Date.now() > deadline) throw new Error('nats-server did not restart');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  private kill(): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.proc.once('exit', () => resolve());
+      this.proc.kill('SIGKILL');
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,121 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+export const BIN = join(ROOT, 'bin', 'pier.js');
+
+export interface Ports {
+  public: number;
+  system: number;
+  local: number;
+  upload: number;
+  admin: number;
+}
+
+export function tempDir(prefix = 'pier-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** Environment for a Pier process on random ports, a given data dir and (optionally) NATS. */
+export function pierEnv(dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('PIER_') && k !== 'NATS_URL') env[k] = v;
+  return {
+    ...env,
+    PIER_DATA_DIR: dataDir,
+    PIER_PUBLIC_PORT: '0',
+    PIER_SYSTEM_PORT: '0',
+    PIER_LOCAL_PORT: '0',
+    PIER_UPLOAD_PORT: '0',
+    PIER_ADMIN_PORT: '0',
+    PIER_LOG_LEVEL: 'info',
+    ...extra,
+  };
+}
+
+/** A `pier start` child process; resolves once it logged "pier ready" (with its ports). */
+export class PierProcess {
+  logs = '';
+  private constructor(
+    readonly proc: ChildProcess,
+    readonly ports: Ports | null,
+    readonly env: Record<string, string>,
+  ) {}
+
+  get adminUrl(): string {
+    return `http://127.0.0.1:${this.ports!.admin}`;
+  }
+
+  static start(env: Record<string, string>, args: string[] = [], timeoutMs = 20_000): Promise<PierProcess> {
+    const proc = spawn(process.execPath, [BIN, 'start', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    return new Promise((resolve, reject) => {
+      let out = '';
+      let err = '';
+      const timer = setTimeout(() => {
+        proc.kill('SIGKILL');
+        reject(new Error(`pier did not become ready in ${timeoutMs} ms:\n${out}\n${err}`));
+      }, timeoutMs);
+      proc.stderr!.on('data', (d) => (err += d));
+      proc.stdout!.on('data', (d) => {
+        out += d;
+        for (const line of out.split('\n')) {
+          if (!line.includes('"pier ready"')) continue;
+          clearTimeout(timer);
+          const p = new PierProcess(proc, JSON.parse(line).ports, env);
+          p.logs = out;
+          proc.stdout!.removeAllListeners('data');
+          proc.stdout!.on('data', (d) => (p.logs += d));
+          resolve(p);
+          return;
+        }
+      });
+      proc.on('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`pier exited with ${code} before ready:\n${out}\n${err}`));
+      });
+    });
+  }
+
+  /** Graceful stop (SIGTERM); resolves with the exit code. */
+  stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return Promise.resolve(this.proc.exitCode);
+    return new Promise((resolve) => {
+      this.proc.once('exit', (code) => resolve(code));
+      this.proc.kill(signal);
+    });
+  }
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  json: any;
+}
+
+/** Runs the `pier` CLI as a user would, against an admin URL and token. */
+export function cli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (d) => (stdout += d));
+    proc.stderr.on('data', (d) => (stderr += d));
+    proc.on('exit', (code) => {
+      let json: unknown;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        json = undefined;
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
+
+export function cleanup(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
