@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { PierError } from '../bus/errors.js';
 import { ConfigError, loadConfig } from '../lib/config.js';
 import { startProcess } from '../lib/start.js';
 import { CliError } from './admin-client.js';
@@ -61,7 +62,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${values.json || !command.text ? JSON.stringify(data, null, values.json ? 0 : 2) : command.text(data)}\n`);
     return 0;
   } catch (err) {
-    if (err instanceof CliError || err instanceof ConfigError) {
+    if (err instanceof CliError || err instanceof ConfigError || err instanceof PierError) {
       process.stderr.write(`pier: ${err.message}\n`);
       return 1;
     }

@@ -72,7 +72,7 @@ export interface InstallRequest {
   host: string;
 }
 
-export function appInstall(deps: RegistryDeps, req: InstallRequest): Promise<InstalledApp> {
+export async function appInstall(deps: RegistryDeps, req: InstallRequest): Promise<InstalledApp> {
   // Parse and validate everything before the transaction: bad input changes nothing.
   const manifest = parseManifest(req.manifest);
   const docs = parseProviderDocs(req.providers, req.user);

@@ -1,0 +1,65 @@
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BIN, cleanup, pierEnv, tempDir } from '../helpers/pier.js';
+
+function start(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [BIN, 'start', ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('exit', (code) => resolve({ code, stderr }));
+  });
+}
+
+test('a port already taken: one clear line, exit 1', async (t) => {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  const dir = tempDir();
+  t.teardown(() => {
+    server.close();
+    cleanup(dir);
+  });
+  const r = await start(pierEnv(dir, { PIER_ADMIN_PORT: String(port) }));
+  t.is(r.code, 1);
+  t.is(r.stderr, `pier: admin listener: cannot listen on 127.0.0.1:${port} (port taken or address not available)\n`);
+});
+
+test('a data dir that cannot be written: one clear line, exit 1', async (t) => {
+  const dir = tempDir();
+  t.teardown(() => cleanup(dir));
+  const file = join(dir, 'not-a-dir');
+  writeFileSync(file, 'x');
+  const r = await start(pierEnv(join(file, 'data')));
+  t.is(r.code, 1);
+  t.regex(r.stderr, /^pier: PIER_DATA_DIR: .*not-a-dir\/data is not a writable directory \(ENOTDIR\)\n$/);
+});
+
+test('bad values are refused before anything starts', async (t) => {
+  const dir = tempDir();
+  t.teardown(() => cleanup(dir));
+  const cases: Array<[Record<string, string>, string[], string]> = [
+    [{}, ['--roles', 'edge,teleporter'], 'pier: --roles: unknown role "teleporter" (roles: edge, registry)\n'],
+    [{}, ['--roles', 'edge'], 'pier: --roles edge: running a subset of roles needs NATS_URL (the in-process bus only joins roles inside one process)\n'],
+    [{ PIER_SYSTEM_PORT: '70000' }, [], 'pier: PIER_SYSTEM_PORT: must be an integer from 0 to 65535, got "70000"\n'],
+    [{ PIER_PUBLIC_PORT: 'eighty' }, [], 'pier: PIER_PUBLIC_PORT: must be an integer from 0 to 65535, got "eighty"\n'],
+    [{ PIER_MASTER_KEY: 'short' }, [], 'pier: PIER_MASTER_KEY: must be 32 bytes, as 64 hex digits or base64\n'],
+    [{ NATS_URL: 'localhost:4222' }, [], 'pier: NATS_URL: must look like nats://host:4222, got "localhost:4222"\n'],
+  ];
+  for (const [extra, args, expected] of cases) {
+    const r = await start(pierEnv(dir, extra), args);
+    t.is(r.code, 1, expected);
+    t.is(r.stderr, expected);
+  }
+});
+
+test('NATS that cannot be reached: one clear line, exit 1', async (t) => {
+  const dir = tempDir();
+  t.teardown(() => cleanup(dir));
+  const r = await start(pierEnv(dir, { NATS_URL: 'nats://127.0.0.1:9' }));
+  t.is(r.code, 1);
+  t.regex(r.stderr, /^pier: cannot connect to NATS at nats:\/\/127\.0\.0\.1:9: .*\n$/);
+});

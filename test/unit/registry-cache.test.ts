@@ -1,0 +1,78 @@
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { MemoryBus } from '../../bus/bus-memory.js';
+import { PierError } from '../../bus/errors.js';
+import { call, publishEvent } from '../../bus/rpc.js';
+import { registry, registryEvents } from '../../bus/subjects.js';
+import { startRegistry } from '../../actors/registry/index.js';
+import { loadConfig } from '../../lib/config.js';
+import { createLogger } from '../../lib/log.js';
+import { Metrics } from '../../lib/metrics.js';
+import { RegistryCache } from '../../lib/registry-cache.js';
+import { cleanup, tempDir } from '../helpers/pier.js';
+import { Writable } from 'node:stream';
+
+const silent = createLogger({ level: 'silent', name: 'test', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
+
+async function setup(t: { teardown(fn: () => Promise<void> | void): void }, staleMs = 5_000) {
+  const dir = tempDir();
+  const config = loadConfig({ PIER_DATA_DIR: dir, PIER_MASTER_KEY: randomBytes(32).toString('hex'), PIER_REGISTRY_HEARTBEAT_MS: '100' });
+  const bus = new MemoryBus();
+  const metrics = new Metrics('test');
+  const reg = await startRegistry({ bus, config, log: silent, metrics });
+  let clock = Date.now();
+  const cache = new RegistryCache(bus, { maxStalenessMs: staleMs, log: silent, metrics, now: () => clock });
+  cache.start();
+  await cache.ready();
+  t.teardown(async () => {
+    cache.stop();
+    await reg.stop();
+    await bus.close();
+    cleanup(join(dir));
+  });
+  return { bus, cache, advance: (ms: number) => (clock += ms), setClock: () => (clock = Date.now()) };
+}
+
+const until = async (cond: () => boolean) => {
+  while (!cond()) await new Promise((r) => setTimeout(r, 5));
+};
+
+test('a new token is known to the cache, and its revocation too', async (t) => {
+  const { bus, cache } = await setup(t);
+  const { token } = await call(bus, registry.userAdd, { name: 'alice' });
+  await until(() => cache.userForToken(token) === 'alice');
+  t.is(cache.userForToken('pier_nope'), undefined);
+  await call(bus, registry.userRevoke, { name: 'alice' });
+  await until(() => cache.userForToken(token) === undefined);
+  t.pass();
+});
+
+test('a missed change event is recovered from the heartbeat', async (t) => {
+  const { bus, cache } = await setup(t);
+  const before = cache.currentRevision();
+  // Commit a change while the cache is deaf to change events: only the heartbeat tells it.
+  const deaf = (cache as any).subs[0];
+  deaf.unsubscribe();
+  const { token } = await call(bus, registry.userAdd, { name: 'bob' });
+  await until(() => cache.currentRevision() > before);
+  t.is(cache.userForToken(token), 'bob');
+});
+
+test('an out-of-order event triggers a reload instead of being applied on a gap', async (t) => {
+  const { bus, cache } = await setup(t);
+  await call(bus, registry.userAdd, { name: 'carol' });
+  await until(() => cache.currentRevision() === 1);
+  // A forged event from the future: the cache must not trust it, and must reload to the truth.
+  publishEvent(bus, registryEvents.changes, { revision: 7, changes: [{ kind: 'token', op: 'put', value: { digest: 'x', user: 'carol' } }] });
+  await new Promise((r) => setTimeout(r, 300));
+  t.is(cache.currentRevision(), 1);
+});
+
+test('a cache that has not heard the registry refuses to answer (503)', async (t) => {
+  const { cache, advance } = await setup(t, 1_000);
+  advance(60_000);
+  const err = t.throws(() => cache.userForToken('pier_x'), { instanceOf: PierError });
+  t.is(err!.code, 'UNAVAILABLE');
+  t.false(cache.isFresh());
+});
