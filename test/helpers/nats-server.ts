@@ -29,13 +29,19 @@ export class NatsServer {
     private readonly args: string[],
   ) {}
 
+  /** Whether the process is still running (false after a kill). */
+  get alive(): boolean {
+    return this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
   get url(): string {
     return `nats://127.0.0.1:${this.port}`;
   }
 
-  static async start(extraArgs: string[] = []): Promise<NatsServer> {
+  /** `port` -1 lets the server pick; a cluster node needs its port known before its peers start. */
+  static async start(extraArgs: string[] = [], port = -1): Promise<NatsServer> {
     const dir = mkdtempSync(join(tmpdir(), 'pier-nats-'));
-    const args = ['-a', '127.0.0.1', '-p', '-1', '--ports_file_dir', dir, ...extraArgs];
+    const args = ['-a', '127.0.0.1', '-p', String(port), '--ports_file_dir', dir, ...extraArgs];
     const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PATH } });
     let log = '';
     proc.stderr!.on('data', (d) => (log += d));
@@ -67,7 +73,7 @@ export class NatsServer {
     }
   }
 
-  private kill(): Promise<void> {
+  kill(): Promise<void> {
     if (this.proc.exitCode !== null || this.proc.signalCode !== null) return Promise.resolve();
     return new Promise((resolve) => {
       this.proc.once('exit', () => resolve());
