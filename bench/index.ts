@@ -1,0 +1,20 @@
+import { cpus } from 'node:os';
+import { benchRegistry } from './registry.js';
+
+/** `npm run bench [-- NAME...]`: runs the named benchmarks (all by default) and prints one JSON document. */
+const BENCHES: Record<string, () => Promise<Record<string, unknown>>> = {
+  registry: benchRegistry,
+};
+
+const wanted = process.argv.slice(2);
+const unknown = wanted.filter((w) => !(w in BENCHES));
+if (unknown.length > 0) {
+  process.stderr.write(`bench: unknown benchmark ${unknown.join(', ')} (have: ${Object.keys(BENCHES).join(', ')})\n`);
+  process.exit(2);
+}
+const results: Record<string, unknown> = {};
+for (const name of wanted.length > 0 ? wanted : Object.keys(BENCHES)) results[name] = await BENCHES[name]();
+process.stdout.write(
+  `${JSON.stringify({ machine: { cpus: cpus().length, node: process.version, note: 'shared 2-core VM: expect run-to-run noise of 10-20%' }, at: new Date().toISOString(), results }, null, 2)}\n`,
+);
+process.exit(0);
