@@ -1,20 +1,10 @@
 import { PierError } from '../../bus/errors.js';
-import type { OpApi } from '../../bus/subjects.js';
+import type { OpApi, ProviderView } from '../../bus/subjects.js';
 import { compile, describe, type FieldError } from '../../lib/validation.js';
 import { parseYamlDocuments } from './yaml.js';
 
-/** A validated ProviderRegistry document (spec table; CONTRACT.md section 2). */
-export interface ProviderDoc {
-  name: string;
-  namespace: string;
-  version: 'v1' | 'v2';
-  dataType: string;
-  group: string;
-  endpoint: string;
-  deployment: string;
-  description: string;
-  opApis: OpApi[];
-}
+/** A validated ProviderRegistry document (spec table): a provider before Pier gives it an owner and a state. */
+export type ProviderDoc = Omit<ProviderView, 'user' | 'app' | 'state' | 'appliedAt'>;
 
 const SEGMENT = /^[A-Za-z0-9_.-]{1,128}$/;
 const DNS_NAME = /^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$/;

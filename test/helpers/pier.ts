@@ -7,13 +7,7 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export const BIN = join(ROOT, 'bin', 'pier.js');
 
-export interface Ports {
-  public: number;
-  system: number;
-  local: number;
-  upload: number;
-  admin: number;
-}
+import type { Ports } from '../../lib/config.js';
 
 export function tempDir(prefix = 'pier-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
