@@ -28,7 +28,7 @@ export async function benchRegistry(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
   const config = loadConfig({ PIER_DATA_DIR: dir, PIER_MASTER_KEY: randomBytes(32).toString('hex'), NATS_URL: nats.url, PIER_ROLES: 'registry' });
   const actorBus = await NatsBus.connect({ url: nats.url, name: 'bench-registry' });
-  const reg = await startRegistry({ bus: actorBus, config, log: silent, metrics: new Metrics('bench') });
+  const reg = await startRegistry({ bus: actorBus, config, log: silent, metrics: new Metrics('bench'), now: Date.now });
   const buses = await Promise.all([0, 1, 2].map((i) => NatsBus.connect({ url: nats.url, name: `bench-edge-${i}` })));
   const caches = buses.slice(1).map((b) => new RegistryCache(b, { maxStalenessMs: 5_000, log: silent, metrics: new Metrics('bench') }));
   caches.forEach((c) => c.start());

@@ -4,3 +4,5 @@
  */
 export * from './subjects-registry.js';
 export * from './subjects-process.js';
+export * from './subjects-token.js';
+export * from './subjects-provider.js';

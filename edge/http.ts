@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { asPierError, PierError } from '../bus/errors.js';
 import type { Logger } from '../lib/log.js';
@@ -19,10 +20,15 @@ export interface HttpReply {
   /** Serialised as JSON with `content-type: application/json`. */
   json?: unknown;
   text?: string;
+  /** Raw bytes, sent as they are. */
+  body?: Uint8Array;
+  /** A body written piece by piece, each piece only once the client has taken the previous one. */
+  stream?: AsyncIterable<Uint8Array>;
   headers?: Record<string, string>;
 }
 
-export type Method = 'get' | 'post' | 'put' | 'patch' | 'del';
+/** `any` routes take every method (no 405). */
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'del' | 'any';
 
 export interface Route {
   method: Method;
@@ -39,12 +45,7 @@ export interface HttpDeps {
   metrics: Metrics;
 }
 
-const STATUS_TEXT: Record<number, string> = {
-  200: '200 OK', 201: '201 Created', 204: '204 No Content', 400: '400 Bad Request', 401: '401 Unauthorized',
-  403: '403 Forbidden', 404: '404 Not Found', 405: '405 Method Not Allowed', 409: '409 Conflict',
-  413: '413 Payload Too Large', 429: '429 Too Many Requests', 500: '500 Internal Server Error',
-  502: '502 Bad Gateway', 503: '503 Service Unavailable', 504: '504 Gateway Timeout',
-};
+const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? ''}`.trimEnd();
 
 /** The success envelope (CONTRACT.md section 0). */
 export function ok(data?: unknown, message = 'success'): HttpReply {
@@ -78,7 +79,12 @@ function copyRequest(res: HttpResponse, req: HttpRequest, paramNames: string[]):
   });
   const params: Record<string, string> = {};
   paramNames.forEach((name, i) => {
-    params[name] = decodeURIComponent(req.getParameter(i));
+    const raw = req.getParameter(i);
+    try {
+      params[name] = decodeURIComponent(raw);
+    } catch {
+      params[name] = raw; // malformed %-escape: handlers validate the raw text
+    }
   });
   return {
     method: req.getMethod(),
@@ -129,13 +135,54 @@ function readBody(res: HttpResponse, declared: string, limit: number, state: Res
   });
 }
 
-export function send(res: HttpResponse, reply: HttpReply, state: ResponseState): void {
+function writeHead(res: HttpResponse, reply: HttpReply): void {
+  res.writeStatus(statusLine(reply.status));
+  if (reply.json !== undefined) res.writeHeader('content-type', 'application/json');
+  for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
+}
+
+/** Resolves when uWS can take more data for this response, or it was aborted. */
+function writable(res: HttpResponse, state: ResponseState): Promise<void> {
+  return new Promise((resolve) => {
+    const previous = state.onAbort;
+    state.onAbort = () => {
+      previous?.();
+      resolve();
+    };
+    res.onWritable(() => {
+      resolve();
+      return true;
+    });
+  });
+}
+
+async function sendStream(res: HttpResponse, reply: HttpReply, stream: AsyncIterable<Uint8Array>, state: ResponseState): Promise<void> {
+  res.cork(() => writeHead(res, reply));
+  const it = stream[Symbol.asyncIterator]();
+  try {
+    for (let r = await it.next(); !r.done; r = await it.next()) {
+      if (state.aborted) return;
+      let ok = true;
+      res.cork(() => {
+        ok = res.write(r.value);
+      });
+      if (!ok) await writable(res, state);
+    }
+    if (!state.aborted) res.cork(() => res.end());
+  } catch {
+    // The status is already sent: the only honest signal left is to cut the connection.
+    if (!state.aborted) res.close();
+  } finally {
+    if (state.aborted) void it.return?.();
+  }
+}
+
+export async function send(res: HttpResponse, reply: HttpReply, state: ResponseState): Promise<void> {
   if (state.aborted) return;
-  const body = reply.json !== undefined ? JSON.stringify(reply.json) : (reply.text ?? '');
+  if (reply.stream) return sendStream(res, reply, reply.stream, state);
+  const body = reply.json !== undefined ? JSON.stringify(reply.json) : (reply.body ?? reply.text ?? '');
   res.cork(() => {
-    res.writeStatus(STATUS_TEXT[reply.status] ?? String(reply.status));
-    if (reply.json !== undefined) res.writeHeader('content-type', 'application/json');
-    for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
+    writeHead(res, reply);
     res.end(body);
   });
 }
@@ -152,7 +199,7 @@ function paramNamesOf(path: string): string[] {
 export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps): void {
   const allowed = new Map<string, Method[]>();
   for (const route of routes) {
-    allowed.set(route.path, [...(allowed.get(route.path) ?? []), route.method]);
+    if (route.method !== 'any') allowed.set(route.path, [...(allowed.get(route.path) ?? []), route.method]);
     const names = paramNamesOf(route.path);
     app[route.method](route.path, (res: HttpResponse, req: HttpRequest) => {
       const started = process.hrtime.bigint();
@@ -171,8 +218,8 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps):
           if (e.status >= 500) deps.log.error({ err: e.cause ?? e, route: route.path }, e.message);
           return errorReply(e);
         })
-        .then((reply) => {
-          send(res, reply, state);
+        .then(async (reply) => {
+          await send(res, reply, state);
           const labels = { listener: deps.listener, route: `${data.method.toUpperCase()} ${route.path}` };
           deps.metrics.httpRequests.inc({ ...labels, status: String(reply.status) });
           deps.metrics.httpSeconds.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
@@ -182,8 +229,8 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps):
   for (const [path, methods] of allowed) {
     const allow = methods.map((m) => (m === 'del' ? 'DELETE' : m.toUpperCase())).join(', ');
     app.any(path, (res) => {
-      send(res, { ...errorReply(new PierError('METHOD_NOT_ALLOWED', `method not allowed; use ${allow}`)), headers: { allow } }, { aborted: false });
+      void send(res, { ...errorReply(new PierError('METHOD_NOT_ALLOWED', `method not allowed; use ${allow}`)), headers: { allow } }, { aborted: false });
     });
   }
-  app.any('/*', (res) => send(res, errorReply(new PierError('NOT_FOUND', 'no such route')), { aborted: false }));
+  app.any('/*', (res) => void send(res, errorReply(new PierError('NOT_FOUND', 'no such route')), { aborted: false }));
 }

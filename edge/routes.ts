@@ -1,5 +1,6 @@
 import { clusterMetrics, adminHandlers, type AdminDeps } from './admin-api.js';
 import { healthz, readyz } from './health.js';
+import { accessToken, providerCall, type SystemDeps } from './system-api.js';
 import type { Route } from './http.js';
 
 /** The listeners of contract section 8, by name. */
@@ -10,7 +11,7 @@ export type ListenerName = (typeof LISTENERS)[number];
  * Every route of every listener, in one table. Features land here as their issues do; until then a
  * listener answers its probes and 404.
  */
-export function routeTable(deps: AdminDeps & { adminBodyBytes: number }): Record<ListenerName, Route[]> {
+export function routeTable(deps: AdminDeps & SystemDeps & { adminBodyBytes: number; providerBodyBytes: number }): Record<ListenerName, Route[]> {
   const probes: Route[] = [
     { method: 'get', path: '/healthz', handler: healthz },
     { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache) },
@@ -19,7 +20,11 @@ export function routeTable(deps: AdminDeps & { adminBodyBytes: number }): Record
   const body = deps.adminBodyBytes;
   return {
     public: [...probes],
-    system: [...probes],
+    system: [
+      ...probes,
+      { method: 'post', path: '/permission/v1alpha1/access', handler: (req) => accessToken(deps, req), bodyLimit: 64 * 1024 },
+      { method: 'any', path: '/system-server/v1alpha1/:dataType/:group/:version/:op', handler: (req) => providerCall(deps, req), bodyLimit: deps.providerBodyBytes },
+    ],
     local: [...probes],
     upload: [...probes],
     admin: [

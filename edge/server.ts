@@ -1,5 +1,4 @@
 import uWS from 'uWebSockets.js';
-import type { RegistryCache } from '../lib/registry-cache.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { ConfigError, type Ports } from '../lib/config.js';
 import { mountRoutes } from './http.js';
@@ -27,14 +26,16 @@ function listen(app: uWS.TemplatedApp, host: string, port: number, name: string)
  * The edge: one uWS app per listener of contract section 8. The admin listener binds loopback
  * only, whatever the bind host.
  */
-export async function startEdge(ctx: RoleContext, cache: RegistryCache): Promise<RunningEdge> {
+export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
   const ports = { ...ctx.config.ports };
   const table = routeTable({
     bus: ctx.bus,
-    cache,
+    cache: ctx.cache,
     adminToken: ctx.config.adminToken,
     roles: ctx.config.roles,
     adminBodyBytes: ctx.config.limits.adminBodyBytes,
+    providerBodyBytes: ctx.config.provider.bodyBytes,
+    providerTimeoutMs: ctx.config.provider.timeoutMs,
     systemServerUrl: () => ctx.config.systemServerUrl ?? `http://127.0.0.1:${ports.system}`,
   });
   const sockets: uWS.us_listen_socket[] = [];

@@ -1,10 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { hostname } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 
 /** Roles a process can run. Features not built yet have no role. */
-export const ROLES = ['edge', 'registry'] as const;
+export const ROLES = ['edge', 'registry', 'token', 'provider'] as const;
 export type Role = (typeof ROLES)[number];
 
 export interface Ports {
@@ -32,6 +32,10 @@ export interface Config {
   logLevel: string;
   limits: { adminBodyBytes: number };
   registry: { heartbeatMs: number; maxStalenessMs: number };
+  /** Added to the system clock: for hosts whose clock is known to be off, and for tests. */
+  clockOffsetMs: number;
+  token: { windowMs: number; failuresPerKey: number; failuresPerClient: number; failureWindowMs: number; bcryptThreads: number };
+  provider: { timeoutMs: number; bodyBytes: number };
 }
 
 export class ConfigError extends Error {
@@ -63,6 +67,14 @@ export const ENV = {
   adminBodyBytes: 'PIER_ADMIN_BODY_BYTES',
   registryHeartbeatMs: 'PIER_REGISTRY_HEARTBEAT_MS',
   registryMaxStalenessMs: 'PIER_REGISTRY_MAX_STALENESS_MS',
+  clockOffsetMs: 'PIER_CLOCK_OFFSET_MS',
+  tokenWindowMs: 'PIER_TOKEN_WINDOW_MS',
+  tokenFailuresPerKey: 'PIER_TOKEN_FAILURES_PER_KEY',
+  tokenFailuresPerClient: 'PIER_TOKEN_FAILURES_PER_CLIENT',
+  tokenFailureWindowMs: 'PIER_TOKEN_FAILURE_WINDOW_MS',
+  bcryptThreads: 'PIER_BCRYPT_THREADS',
+  providerTimeoutMs: 'PIER_PROVIDER_TIMEOUT_MS',
+  providerBodyBytes: 'PIER_PROVIDER_BODY_BYTES',
 } as const;
 
 export const DEFAULT_PORTS: Ports = { public: 8080, system: 40080, local: 40010, upload: 40030, admin: 40090 };
@@ -72,7 +84,7 @@ type Env = Record<string, string | undefined>;
 function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new ConfigError(`${name}: must be an integer from ${min} to ${max}, got "${raw}"`);
+  if (!/^-?\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new ConfigError(`${name}: must be an integer from ${min} to ${max}, got "${raw}"`);
   return Number(raw);
 }
 
@@ -156,5 +168,17 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     logLevel: env[ENV.logLevel] || 'info',
     limits: { adminBodyBytes: integer(env, ENV.adminBodyBytes, 1024 * 1024, 1024, 64 * 1024 * 1024) },
     registry: { heartbeatMs, maxStalenessMs: integer(env, ENV.registryMaxStalenessMs, Math.max(5_000, heartbeatMs * 10), 100, 3_600_000) },
+    clockOffsetMs: integer(env, ENV.clockOffsetMs, 0, -10 * 365 * 86_400_000, 10 * 365 * 86_400_000),
+    token: {
+      windowMs: integer(env, ENV.tokenWindowMs, 30_000, 1_000, 3_600_000),
+      failuresPerKey: integer(env, ENV.tokenFailuresPerKey, 10, 1, 1_000_000),
+      failuresPerClient: integer(env, ENV.tokenFailuresPerClient, 50, 1, 1_000_000),
+      failureWindowMs: integer(env, ENV.tokenFailureWindowMs, 60_000, 1_000, 86_400_000),
+      bcryptThreads: integer(env, ENV.bcryptThreads, availableParallelism(), 1, 256),
+    },
+    provider: {
+      timeoutMs: integer(env, ENV.providerTimeoutMs, 30_000, 100, 3_600_000),
+      bodyBytes: integer(env, ENV.providerBodyBytes, 8 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    },
   };
 }

@@ -2,6 +2,7 @@ import type { Bus } from '../bus/bus.js';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
+import type { RegistryCache } from './registry-cache.js';
 
 /** What every role is started with. */
 export interface RoleContext {
@@ -9,6 +10,10 @@ export interface RoleContext {
   config: Config;
   log: Logger;
   metrics: Metrics;
+  /** This process's read cache of the registry (started before any role). */
+  cache: RegistryCache;
+  /** Milliseconds since the epoch, with the configured offset: the only clock roles read. */
+  now: () => number;
 }
 
 /** A started role: stop it to release its subscriptions, listeners and files. */

@@ -8,7 +8,9 @@ import { createLogger } from './log.js';
 import { Metrics } from './metrics.js';
 import { announceProcess } from './presence.js';
 import { RegistryCache } from './registry-cache.js';
-import type { Running } from './runtime.js';
+import type { RoleContext, Running } from './runtime.js';
+import { startToken } from '../actors/token/index.js';
+import { startProvider } from '../actors/provider/index.js';
 
 export interface StartedProcess {
   config: Config;
@@ -35,16 +37,20 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   const log = createLogger({ level: config.logLevel, name: 'pier' });
   const metrics = new Metrics(config.instanceId);
   const bus = await connectBus(config, log);
-  const ctx = { bus, config, log, metrics };
-  const running: Running[] = [];
+  const now = () => Date.now() + config.clockOffsetMs;
+  const cache = new RegistryCache(bus, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics, now });
+  const ctx: RoleContext = { bus, config, log, metrics, cache, now };
+  const running: Running[] = [{ stop: async () => cache.stop() }];
   let ports: Config['ports'] | null = null;
   try {
     if (config.roles.includes('registry')) running.push(await startRegistry(ctx));
+    // Every other role reads the registry through the cache; it loads in the background and the
+    // roles answer 503 until it has.
+    cache.start();
+    if (config.roles.includes('token')) running.push(await startToken(ctx));
+    if (config.roles.includes('provider')) running.push(await startProvider(ctx));
     if (config.roles.includes('edge')) {
-      const cache = new RegistryCache(bus, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics });
-      cache.start();
-      running.push({ stop: async () => cache.stop() });
-      const edge = await startEdge(ctx, cache);
+      const edge = await startEdge(ctx);
       running.push(edge);
       ports = edge.ports;
     }

@@ -10,12 +10,12 @@ import { RegistryStore } from './store.js';
  * `<data>/registry`. Every committed write is published on `pier.registry.changes`; a heartbeat
  * carries the current revision so that caches which missed an event catch up within one beat.
  */
-export async function startRegistry(ctx: RoleContext): Promise<Running> {
+export async function startRegistry(ctx: Omit<RoleContext, 'cache'>): Promise<Running> {
   const store = RegistryStore.open(join(ctx.config.dataDir, 'registry'));
   const deps: h.RegistryDeps = {
     store,
     masterKey: ctx.config.masterKey,
-    now: () => new Date(),
+    now: () => new Date(ctx.now()),
     publish: (event) => publishEvent(ctx.bus, registryEvents.changes, event),
   };
   const hooks = { observe: ctx.metrics.observeActor };

@@ -20,7 +20,7 @@ async function setup(t: { teardown(fn: () => Promise<void> | void): void }, stal
   const config = loadConfig({ PIER_DATA_DIR: dir, PIER_MASTER_KEY: randomBytes(32).toString('hex'), PIER_REGISTRY_HEARTBEAT_MS: '100' });
   const bus = new MemoryBus();
   const metrics = new Metrics('test');
-  const reg = await startRegistry({ bus, config, log: silent, metrics });
+  const reg = await startRegistry({ bus, config, log: silent, metrics, now: Date.now });
   let clock = Date.now();
   const cache = new RegistryCache(bus, { maxStalenessMs: staleMs, log: silent, metrics, now: () => clock });
   cache.start();

@@ -1,0 +1,29 @@
+/** Hop-by-hop headers (RFC 9110 section 7.6.1) and those a proxy recomputes: never forwarded either way. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length']);
+
+/** Credentials of the caller that a provider must never see. */
+const CALLER_SECRETS = new Set(['x-access-token', 'x-authorization', 'cookie', 'authorization']);
+
+/** Headers of the caller's request as the provider gets them, plus who is calling. */
+export function requestHeaders(client: Record<string, string>, caller: { app: string; user: string }): Record<string, string> {
+  const dropped = new Set((client.connection ?? '').split(',').map((s) => s.trim().toLowerCase()));
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(client)) {
+    if (HOP_BY_HOP.has(k) || CALLER_SECRETS.has(k) || dropped.has(k) || k.startsWith('x-pier-') || k === 'x-bfl-user') continue;
+    out[k] = v;
+  }
+  out['x-pier-caller'] = caller.app;
+  out['x-bfl-user'] = caller.user;
+  return out;
+}
+
+/** Headers of the provider's answer as the caller gets them. */
+export function responseHeaders(upstream: Record<string, string | string[] | undefined>): Record<string, string> {
+  const dropped = new Set(String(upstream.connection ?? '').split(',').map((s) => s.trim().toLowerCase()));
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(upstream)) {
+    if (v === undefined || HOP_BY_HOP.has(k) || dropped.has(k) || k === 'date') continue;
+    out[k] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}

@@ -1,0 +1,52 @@
+import { Agent, errors, request, type Dispatcher } from 'undici';
+import { PierError } from '../../bus/errors.js';
+
+export interface UpstreamResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: AsyncIterable<Uint8Array> & { destroy(err?: Error): void };
+}
+
+/**
+ * HTTP out to providers. One keep-alive pool per provider origin (undici's Agent), so a slow
+ * provider fills only its own connections. Nothing is retried: a provider call may not be
+ * idempotent.
+ */
+export class Upstream {
+  private readonly agent = new Agent({ connections: 128, pipelining: 1, keepAliveTimeout: 30_000, connect: { timeout: 5_000 } });
+
+  async send(
+    provider: string,
+    url: string,
+    init: { method: string; headers: Record<string, string>; body: Uint8Array | AsyncIterable<Uint8Array> | null; timeoutMs: number },
+  ): Promise<UpstreamResponse> {
+    try {
+      const res = await request(url, {
+        method: init.method as Dispatcher.HttpMethod,
+        headers: init.headers,
+        body: init.body as any,
+        dispatcher: this.agent,
+        headersTimeout: init.timeoutMs,
+        bodyTimeout: init.timeoutMs,
+        signal: AbortSignal.timeout(init.timeoutMs),
+      });
+      return { status: res.statusCode, headers: res.headers, body: res.body };
+    } catch (err) {
+      throw upstreamError(provider, init.timeoutMs, err);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+}
+
+/** What went wrong talking to a provider, as the caller should hear it (no internal addresses). */
+export function upstreamError(provider: string, timeoutMs: number, err: unknown): PierError {
+  if (err instanceof PierError) return err;
+  const e = err as Error & { code?: string; name?: string };
+  if (err instanceof errors.HeadersTimeoutError || err instanceof errors.BodyTimeoutError || e.name === 'TimeoutError' || e.code === 'UND_ERR_HEADERS_TIMEOUT') {
+    return new PierError('TIMEOUT', `provider "${provider}" did not answer within ${timeoutMs} ms`, { cause: err });
+  }
+  return new PierError('BAD_GATEWAY', `provider "${provider}" is unreachable`, { cause: err });
+}

@@ -1,0 +1,64 @@
+import { Counter } from 'prom-client';
+import { call, serve } from '../../bus/rpc.js';
+import { registry, token } from '../../bus/subjects.js';
+import { AccessTokens } from '../../lib/access-token.js';
+import { FailureLimiter } from '../../lib/rate-limit.js';
+import type { RoleContext, Running } from '../../lib/runtime.js';
+import { BcryptPool } from './bcrypt-pool.js';
+import { issueAccessToken, VerifiedProofs, type RefusalReason, type TokenDeps } from './handler.js';
+
+/**
+ * The token actor (queue group `token`): verifies an app's bcrypt proof in worker threads and
+ * issues signed 5-minute access tokens. App secrets come from the registry on first use and are
+ * forgotten when the app changes (uninstall, reinstall).
+ */
+export async function startToken(ctx: RoleContext): Promise<Running> {
+  const { config } = ctx;
+  const pool = new BcryptPool(config.token.bcryptThreads);
+  const secrets = new Map<string, Promise<string>>();
+  const forget = ctx.cache.onApplied((change) => {
+    if (change.kind === 'app') secrets.clear();
+  });
+  const registers = [ctx.metrics.registry];
+  const issued = new Counter({ name: 'pier_tokens_issued_total', help: 'Access tokens issued', registers });
+  const refused = new Counter({ name: 'pier_tokens_refused_total', help: 'Access token requests refused, by reason', labelNames: ['reason'], registers });
+
+  const deps: TokenDeps = {
+    cache: ctx.cache,
+    secretOf: (appKey) => {
+      let s = secrets.get(appKey);
+      if (!s) {
+        s = call(ctx.bus, registry.appCredentials, { appKey }).then((c) => c.appSecret);
+        s.catch(() => secrets.delete(appKey));
+        secrets.set(appKey, s);
+      }
+      return s;
+    },
+    compare: (plain, hash) => pool.compare(plain, hash),
+    tokens: new AccessTokens(config.masterKey),
+    now: ctx.now,
+    windowMs: config.token.windowMs,
+    failuresByKey: new FailureLimiter(config.token.failuresPerKey, config.token.failureWindowMs, ctx.now),
+    failuresByClient: new FailureLimiter(config.token.failuresPerClient, config.token.failureWindowMs, ctx.now),
+    verified: new VerifiedProofs(),
+    refused: (reason: RefusalReason) => refused.inc({ reason }),
+  };
+  const sub = serve(
+    ctx.bus,
+    token.issue,
+    async (req) => {
+      const out = await issueAccessToken(deps, req);
+      issued.inc();
+      return out;
+    },
+    { observe: ctx.metrics.observeActor },
+  );
+  ctx.log.info({ threads: config.token.bcryptThreads }, 'token actor started');
+  return {
+    async stop() {
+      sub.unsubscribe();
+      forget();
+      await pool.close();
+    },
+  };
+}

@@ -1,0 +1,44 @@
+import { endpoint } from './rpc.js';
+
+/** A call to `/system-server/v1alpha1/<dataType>/<group>/<version>/<op>`, as the edge received it. */
+export interface ProviderCall {
+  dataType: string;
+  group: string;
+  version: string;
+  op: string;
+  method: string;
+  /** Raw query string, without `?`. */
+  query: string;
+  /** The client's headers (lower-case names); the actor decides what is forwarded. */
+  headers: Record<string, string>;
+  accessToken: string;
+  /** The body when small (bus/stream.ts INLINE_BYTES), else null and `bodyStream` names where to pull it. */
+  body: Uint8Array | null;
+  bodyStream: string | null;
+}
+
+export interface ProviderAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: Uint8Array | null;
+  /** Where the edge pulls the rest of a large answer; the actor reads the provider as it is pulled. */
+  bodyStream: string | null;
+}
+
+const segment = { type: 'string', min: 1, max: 256 } as const;
+
+export const provider = {
+  /** Authorises the access token and op, finds the active provider, calls it (v2 forward or v1 envelope). */
+  call: endpoint<ProviderCall, ProviderAnswer>('pier.provider.call', 'provider', {
+    dataType: segment,
+    group: segment,
+    version: segment,
+    op: segment,
+    method: { type: 'string', min: 1, max: 16 },
+    query: { type: 'string', max: 16 * 1024 },
+    headers: { type: 'record', key: { type: 'string' }, value: { type: 'string' } },
+    accessToken: { type: 'string', max: 64 * 1024 },
+    body: { type: 'any', nullable: true },
+    bodyStream: { type: 'string', nullable: true },
+  }),
+};

@@ -1,0 +1,59 @@
+import type { Bus } from '../bus/bus.js';
+import { PierError } from '../bus/errors.js';
+import { call } from '../bus/rpc.js';
+import { bufferSource, INLINE_BYTES, pullStream, serveStream } from '../bus/stream.js';
+import { accessRequestSchema, provider, token, type AccessRequest } from '../bus/subjects.js';
+import { assertValid, compile } from '../lib/validation.js';
+import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
+
+export interface SystemDeps {
+  bus: Bus;
+  providerTimeoutMs: number;
+}
+
+const checkAccess = compile(accessRequestSchema);
+
+/** `POST /permission/v1alpha1/access`: validated here, verified and issued by the token actor. */
+export async function accessToken(deps: SystemDeps, req: HttpRequestData): Promise<HttpReply> {
+  const body = parseJsonBody(req);
+  assertValid(checkAccess, body);
+  const issued = await call(deps.bus, token.issue, { ...(body as unknown as AccessRequest), client: req.remoteAddress });
+  return ok(issued);
+}
+
+/**
+ * `/system-server/v1alpha1/<dataType>/<group>/<version>/<op>`: handed to the provider actor. A
+ * large body is served to it piece by piece; a large answer is pulled piece by piece as the client
+ * reads it.
+ */
+export async function providerCall(deps: SystemDeps, req: HttpRequestData): Promise<HttpReply> {
+  const accessToken = req.headers['x-access-token'] ?? '';
+  if (accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
+  const large = req.body.byteLength > INLINE_BYTES;
+  const served = large ? serveStream(deps.bus, bufferSource(req.body), deps.providerTimeoutMs) : null;
+  try {
+    const answer = await call(
+      deps.bus,
+      provider.call,
+      {
+        dataType: req.params.dataType,
+        group: req.params.group,
+        version: req.params.version,
+        op: req.params.op,
+        method: req.method.toUpperCase(),
+        query: req.query.toString(),
+        headers: req.headers,
+        accessToken,
+        body: large ? null : req.body,
+        bodyStream: served?.subject ?? null,
+      },
+      // The actor's own deadline (504 with the provider's name) must fire before the bus's.
+      deps.providerTimeoutMs + 2_000,
+    );
+    if (answer.bodyStream) return { status: answer.status, headers: answer.headers, stream: pullStream(deps.bus, answer.bodyStream, deps.providerTimeoutMs) };
+    return { status: answer.status, headers: answer.headers, body: answer.body ?? new Uint8Array(0) };
+  } catch (err) {
+    served?.close();
+    throw err;
+  }
+}

@@ -1,0 +1,59 @@
+import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
+import { PierError } from '../bus/errors.js';
+
+/** What an access token grants: one app, ops of one (dataType, group, version), until `exp`. */
+export interface AccessClaims {
+  /** `<user>/<app>` */
+  app: string;
+  /** The app key at issue: a reinstall or key rotation makes older tokens dead. */
+  key: string;
+  dataType: string;
+  group: string;
+  version: string;
+  ops: string[];
+  /** Issued at / expires at, Unix milliseconds. */
+  iat: number;
+  exp: number;
+}
+
+export const ACCESS_TOKEN_TTL_MS = 5 * 60 * 1000;
+const PREFIX = 'pat1';
+
+/**
+ * Access tokens are signed (HMAC-SHA256, key derived from the master key), so any replica of any
+ * actor verifies them alone, with no shared cache. Revocation comes from the registry: the token
+ * names the app key it was issued to, and the verifier checks that key is still installed.
+ */
+export class AccessTokens {
+  private readonly key: Buffer;
+
+  constructor(masterKey: Buffer) {
+    this.key = Buffer.from(hkdfSync('sha256', masterKey, 'pier', 'access-token v1', 32));
+  }
+
+  sign(claims: AccessClaims): string {
+    const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
+    return `${PREFIX}.${payload}.${this.mac(payload)}`;
+  }
+
+  /** The claims of a genuine, unexpired token; 401 for anything else (the reason stays vague on purpose). */
+  verify(token: string, nowMs: number): AccessClaims {
+    const parts = token.split('.');
+    if (parts.length !== 3 || parts[0] !== PREFIX) throw new PierError('UNAUTHORIZED', 'access token is invalid');
+    const expected = Buffer.from(this.mac(parts[1]));
+    const given = Buffer.from(parts[2]);
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new PierError('UNAUTHORIZED', 'access token is invalid');
+    let claims: AccessClaims;
+    try {
+      claims = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as AccessClaims;
+    } catch {
+      throw new PierError('UNAUTHORIZED', 'access token is invalid');
+    }
+    if (!(nowMs < claims.exp)) throw new PierError('UNAUTHORIZED', 'access token has expired');
+    return claims;
+  }
+
+  private mac(payload: string): string {
+    return createHmac('sha256', this.key).update(PREFIX).update('.').update(payload).digest('base64url');
+  }
+}
