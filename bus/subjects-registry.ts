@@ -133,6 +133,21 @@ export interface AppSummary {
   installedAt: string;
 }
 
+/** Existing credentials brought to an install (see `appInstall`). */
+export interface ImportedCredentials {
+  OS_APP_KEY: string;
+  OS_APP_SECRET: string;
+}
+
+/**
+ * Imported keys and secrets must keep the guarantees of generated ones: the secret carries at
+ * least 128 bits (22 base64url characters) and key + 10-digit timestamp + secret fit bcrypt's 72 bytes.
+ */
+export const credentialsSchema = {
+  OS_APP_KEY: { type: 'string', pattern: /^[A-Za-z0-9_-]{8,32}$/, messages: { stringPattern: 'must be 8-32 characters of [A-Za-z0-9_-]' } },
+  OS_APP_SECRET: { type: 'string', pattern: /^[A-Za-z0-9_-]{22,54}$/, messages: { stringPattern: 'must be 22-54 characters of [A-Za-z0-9_-] (at least 128 bits)' } },
+} as const;
+
 export interface AppCredentials {
   user: string;
   app: string;
@@ -159,12 +174,17 @@ export const registry = {
   userRevoke: endpoint<{ name: string }, { name: string; revoked: number }>('pier.registry.user.revoke', Q, { name: userName }),
   userList: endpoint<Record<string, never>, UserSummary[]>('pier.registry.user.list', Q, {}),
 
-  /** Installs an app from manifest text (YAML) plus ProviderRegistry documents. 409 when installed. */
-  appInstall: endpoint<{ user: string; manifest: string; providers: string[]; host: string }, InstalledApp>('pier.registry.app.install', Q, {
+  /**
+   * Installs an app from manifest text (YAML) plus ProviderRegistry documents. 409 when installed.
+   * `credentials` keeps an app's existing key and secret (moving it from another platform);
+   * otherwise new ones are generated.
+   */
+  appInstall: endpoint<{ user: string; manifest: string; providers: string[]; host: string; credentials?: ImportedCredentials }, InstalledApp>('pier.registry.app.install', Q, {
     user: userName,
     manifest: { type: 'string', max: MANIFEST_MAX },
     providers: { type: 'array', max: 32, items: { type: 'string', max: MANIFEST_MAX } },
     host: { type: 'string', min: 1, max: 253, pattern: /^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$/ },
+    credentials: { type: 'object', optional: true, strict: true, props: credentialsSchema },
   }),
   appList: endpoint<{ user?: string }, AppSummary[]>('pier.registry.app.list', Q, { user: { ...userName, optional: true } }),
   /** Removes the app and its key at once; its providers become `suspended`. 404 when not installed. */

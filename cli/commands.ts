@@ -61,11 +61,21 @@ export const COMMANDS: Record<string, Command> = {
     text: (d: any[]) => table([['NAME', 'TOKENS', 'CREATED'], ...d.map((u) => [u.name, String(u.tokens), u.createdAt])]),
   },
   'app install': {
-    usage: 'pier app install --user U --manifest FILE [--provider FILE]... [--host H]',
+    usage: 'pier app install --user U --manifest FILE [--provider FILE]... [--host H] [--credentials FILE]',
     run: (inv) => {
       const providers = ((inv.values.provider as string[] | undefined) ?? []).map((p) => readFile(p, '--provider'));
       const body: Record<string, unknown> = { user: flag(inv, 'user'), manifest: readFile(flag(inv, 'manifest'), '--manifest'), providers };
       if (inv.values.host !== undefined) body.host = flag(inv, 'host');
+      // A JSON file {"OS_APP_KEY", "OS_APP_SECRET"}: an app moving in keeps its credentials.
+      // A file, not flags, so the secret never shows in the process list.
+      if (inv.values.credentials !== undefined) {
+        try {
+          body.credentials = JSON.parse(readFile(flag(inv, 'credentials'), '--credentials'));
+        } catch (err) {
+          if (err instanceof CliError) throw err;
+          throw new CliError('--credentials: the file is not valid JSON');
+        }
+      }
       return call(inv, 'POST', '/admin/v1/apps', body);
     },
     text: (d) => `app ${d.app} installed for ${d.user}\n${Object.entries(d.env).map(([k, v]) => `${k}=${v}`).join('\n')}`,

@@ -12,6 +12,7 @@ const OPTIONS = {
   manifest: { type: 'string' },
   provider: { type: 'string', multiple: true },
   host: { type: 'string' },
+  credentials: { type: 'string' },
   purge: { type: 'boolean' },
   roles: { type: 'string' },
   'data-dir': { type: 'string' },

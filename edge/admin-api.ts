@@ -1,7 +1,7 @@
 import type { Bus } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
-import { registry, USER_NAME, APP_NAME, PROVIDER_STATES, type ProviderState } from '../bus/subjects.js';
+import { credentialsSchema, registry, USER_NAME, APP_NAME, PROVIDER_STATES, type ImportedCredentials, type ProviderState } from '../bus/subjects.js';
 import { AggregatorRegistry } from 'prom-client';
 import { assertValid, compile } from '../lib/validation.js';
 import { safeEqual } from '../lib/tokens.js';
@@ -24,6 +24,7 @@ const installSchema = compile({
   manifest: { type: 'string', min: 1 },
   providers: { type: 'array', optional: true, items: 'string' },
   host: { type: 'string', optional: true, min: 1, max: 253 },
+  credentials: { type: 'object', optional: true, strict: true, props: credentialsSchema },
 });
 
 /** Admin calls carry `Authorization: Bearer <admin token>`, compared in constant time. */
@@ -65,6 +66,7 @@ export function adminHandlers(deps: AdminDeps) {
         manifest: body.manifest as string,
         providers: (body.providers as string[] | undefined) ?? [],
         host: (body.host as string | undefined) ?? '127.0.0.1',
+        ...(body.credentials === undefined ? {} : { credentials: body.credentials as ImportedCredentials }),
       });
       return ok({
         app: installed.app,

@@ -9,6 +9,8 @@ export interface HttpRequestData {
   method: string;
   path: string;
   query: URLSearchParams;
+  /** The query string exactly as sent (without `?`), for passing through untouched. */
+  rawQuery: string;
   headers: Record<string, string>;
   params: Record<string, string>;
   remoteAddress: string;
@@ -90,6 +92,7 @@ function copyRequest(res: HttpResponse, req: HttpRequest, paramNames: string[]):
     method: req.getMethod(),
     path: req.getUrl(),
     query: new URLSearchParams(req.getQuery() ?? ''),
+    rawQuery: req.getQuery() ?? '',
     headers,
     params,
     remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),

@@ -41,7 +41,7 @@ export async function providerCall(deps: SystemDeps, req: HttpRequestData): Prom
         version: req.params.version,
         op: req.params.op,
         method: req.method.toUpperCase(),
-        query: req.query.toString(),
+        query: req.rawQuery,
         headers: req.headers,
         accessToken,
         body: large ? null : req.body,

@@ -1,5 +1,5 @@
 import { PierError } from '../../bus/errors.js';
-import type { AppCredentials, AppSummary, ChangeEvent, InstalledApp, IssuedToken, ProviderState, ProviderView, UserSummary } from '../../bus/subjects.js';
+import type { AppCredentials, AppSummary, ChangeEvent, ImportedCredentials, InstalledApp, IssuedToken, ProviderState, ProviderView, UserSummary } from '../../bus/subjects.js';
 import { open, seal } from '../../lib/secret-box.js';
 import { newAppKey, newAppSecret, newUserToken, sha256Hex } from '../../lib/tokens.js';
 import { parseManifest } from './manifest.js';
@@ -70,21 +70,29 @@ export interface InstallRequest {
   manifest: string;
   providers: string[];
   host: string;
+  credentials?: ImportedCredentials;
 }
+
+/** bcrypt reads 72 bytes of `app_key + timestamp + app_secret`; timestamps have 10 digits. */
+const BCRYPT_INPUT_BYTES = 72;
 
 export async function appInstall(deps: RegistryDeps, req: InstallRequest): Promise<InstalledApp> {
   // Parse and validate everything before the transaction: bad input changes nothing.
   const manifest = parseManifest(req.manifest);
   const docs = parseProviderDocs(req.providers, req.user);
   const id = `${req.user}/${manifest.name}`;
-  const appKey = newAppKey();
-  const appSecret = newAppSecret();
+  const appKey = req.credentials?.OS_APP_KEY ?? newAppKey();
+  const appSecret = req.credentials?.OS_APP_SECRET ?? newAppSecret();
+  if (appKey.length + 10 + appSecret.length > BCRYPT_INPUT_BYTES) {
+    throw new PierError('BAD_REQUEST', `credentials: OS_APP_KEY and OS_APP_SECRET together must be at most ${BCRYPT_INPUT_BYTES - 10} characters, so bcrypt covers the whole secret`);
+  }
   const secretSealed = seal(deps.masterKey, Buffer.from(appSecret), secretContext(id));
   const now = deps.now().toISOString();
 
   return commit(deps, (w) => {
     requireUser(deps, req.user);
     if (deps.store.getApp(id)) throw new PierError('CONFLICT', `app "${manifest.name}" is already installed for user "${req.user}"`);
+    if (deps.store.appByKey(appKey)) throw new PierError('CONFLICT', 'credentials: OS_APP_KEY is already used by another app');
     const others = deps.store.listProviders();
     for (const doc of docs) {
       const owner = others.find((p) => p.name === doc.name);

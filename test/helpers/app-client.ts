@@ -1,0 +1,38 @@
+import bcrypt from 'bcryptjs';
+
+/** The three values an installed app gets (install output `env`). */
+export interface AppEnv {
+  OS_SYSTEM_SERVER: string;
+  OS_APP_KEY: string;
+  OS_APP_SECRET: string;
+}
+
+export interface Perm {
+  group: string;
+  dataType: string;
+  version: string;
+  ops: string[];
+}
+
+/** What an app does: bcrypt(app_key + timestamp + app_secret) at cost 10. */
+export function proof(env: Pick<AppEnv, 'OS_APP_KEY' | 'OS_APP_SECRET'>, timestamp: number, cost = 10): Promise<string> {
+  return bcrypt.hash(`${env.OS_APP_KEY}${timestamp}${env.OS_APP_SECRET}`, cost);
+}
+
+export async function requestAccess(systemServer: string, body: unknown): Promise<{ status: number; json: any }> {
+  const res = await fetch(`${systemServer}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, json: await res.json() };
+}
+
+/** Obtains an access token as an app would; throws with the answer when refused. */
+export async function accessToken(env: AppEnv, perm: Perm, nowSeconds = Math.floor(Date.now() / 1000)): Promise<string> {
+  const r = await requestAccess(env.OS_SYSTEM_SERVER, { app_key: env.OS_APP_KEY, timestamp: nowSeconds, token: await proof(env, nowSeconds), perm });
+  if (r.status !== 200) throw new Error(`access refused: ${r.status} ${JSON.stringify(r.json)}`);
+  return r.json.data.access_token;
+}
+
+export function callProvider(systemServer: string, path: string, token: string | null, init: RequestInit = {}): Promise<Response> {
+  const headers: Record<string, string> = { ...(init.headers as Record<string, string>) };
+  if (token !== null) headers['x-access-token'] = token;
+  return fetch(`${systemServer}/system-server/v1alpha1/${path}`, { ...init, headers });
+}
