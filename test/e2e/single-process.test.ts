@@ -161,7 +161,7 @@ test('/metrics serves Prometheus text with the edge and registry series', async 
 test('status reports roles, bus and this process', async (t) => {
   const r = await cli(['status', '--json'], env);
   t.is(r.code, 0, r.stderr);
-  t.deepEqual(r.json.roles, ['edge', 'registry']);
+  t.deepEqual(r.json.roles, ['edge', 'provider', 'registry', 'token']);
   t.deepEqual(r.json.bus, { kind: 'memory', connected: true });
   t.is(r.json.replicas.length, 1);
   t.is(r.json.connections, 0);

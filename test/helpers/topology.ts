@@ -10,6 +10,7 @@ interface ComposeService {
   build?: string;
   command?: string[];
   environment?: Record<string, string>;
+  deploy?: { replicas?: number };
 }
 
 export function freePort(): Promise<number> {
@@ -73,7 +74,11 @@ export class LocalTopology {
       topo.nats.set(n, await NatsServer.start(args, client.get(n)));
     }
     try {
-      for (const [name, svc] of Object.entries(services)) {
+      const instances = Object.entries(services).flatMap(([name, svc]) => {
+        const n = svc.deploy?.replicas ?? 1;
+        return Array.from({ length: n }, (_, i) => [n > 1 ? `${name}-${i + 1}` : name, svc] as const);
+      });
+      for (const [name, svc] of instances) {
         if (svc.build === undefined) continue;
         const dir = tempDir(`pier-${name}-`);
         topo.dirs.push(dir);
