@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { PierError } from '../bus/errors.js';
 
 /**
@@ -22,6 +22,8 @@ export class Metrics {
 
   constructor(instance: string) {
     this.registry.setDefaultLabels({ instance });
+    // Process and event-loop metrics (nodejs_eventloop_lag_p99_seconds is reset at each scrape).
+    collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
     this.actorRequests = new Counter({ name: 'pier_actor_requests_total', help: 'Requests handled by actor endpoints', labelNames: ['endpoint'], registers });
     this.actorErrors = new Counter({ name: 'pier_actor_errors_total', help: 'Requests that ended in an error', labelNames: ['endpoint', 'code'], registers });

@@ -1,0 +1,103 @@
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import bcrypt from 'bcryptjs';
+import { Pool } from 'undici';
+import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
+import { providerDoc } from '../test/helpers/provider-server.js';
+import { fixedRate, maxRate, measureUtilisation, round, type Target } from './load.js';
+
+const NOTES = { group: 'api.notes', dataType: 'legacy_notes', version: 'v2' };
+
+function startUpstream(): Promise<{ port: number; stop(): void }> {
+  const proc = spawn(process.execPath, [fileURLToPath(new URL('./upstream.js', import.meta.url))], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve) => proc.stdout.once('data', (d) => resolve({ port: Number(String(d).trim()), stop: () => proc.kill('SIGKILL') })));
+}
+
+async function eventLoopP99(adminUrl: string): Promise<number> {
+  const text = await (await fetch(`${adminUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('nodejs_eventloop_lag_p99_seconds'));
+  return Number(line?.split(' ').at(-1)) * 1000;
+}
+
+/**
+ * Pier (one process, the `npm start` shape) in front of a provider in its own process, next to
+ * calling that provider directly, with 1 KiB bodies. Plus the token endpoint, cold and warm, and
+ * the edge's event-loop delay while invalid token requests flood in.
+ */
+export async function benchProvider(): Promise<Record<string, unknown>> {
+  const dir = tempDir('pier-bench-');
+  const upstream = await startUpstream();
+  const pier = await PierProcess.start(pierEnv(join(dir, 'data')));
+  try {
+    const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+    await cli(['user', 'add', 'alice'], env);
+    writeFileSync(join(dir, 'notes.yaml'), 'metadata: { name: notes }\n');
+    writeFileSync(join(dir, 'p.yaml'), providerDoc('alice', 'provider-notes-alice', upstream.port, { ...NOTES, version: 'v2', ops: { echo: '/echo' } }));
+    writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { appName: notes, port: 80, version: v2, dataType: legacy_notes, group: api.notes, ops: [echo] }\n');
+    await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'notes.yaml'), '--provider', join(dir, 'p.yaml')], env);
+    const app = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
+    const system = `http://127.0.0.1:${pier.ports!.system}`;
+    const ts = () => Math.floor(Date.now() / 1000);
+    const accessBody = (t: number, token: string) => Buffer.from(JSON.stringify({ app_key: app.OS_APP_KEY, timestamp: t, token, perm: { ...NOTES, ops: ['echo'] } }));
+    const t0 = ts();
+    const first = await (await fetch(`${system}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: accessBody(t0, bcrypt.hashSync(`${app.OS_APP_KEY}${t0}${app.OS_APP_SECRET}`, 10)) })).json();
+    const body = Buffer.alloc(1024, 'y');
+    const direct: Target = { origin: `http://127.0.0.1:${upstream.port}`, path: '/echo', method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body };
+    const viaPier: Target = { origin: system, path: '/system-server/v1alpha1/legacy_notes/api.notes/v2/echo', method: 'POST', headers: { ...direct.headers, 'x-access-token': first.data.access_token }, body };
+
+    await fixedRate(viaPier, 500, 2); // warm-up: JIT, connection pools
+    await fixedRate(direct, 500, 2);
+    const d = await measureUtilisation(() => fixedRate(direct, 1000, 5));
+    const p = await measureUtilisation(() => fixedRate(viaPier, 1000, 5));
+    const maxDirect = await maxRate(direct, 64, 5);
+    const maxPier = await measureUtilisation(() => maxRate(viaPier, 64, 5));
+
+    // Tokens: cold = every proof new (one bcrypt each, cost 10); warm = the same proof again (cache).
+    const tc = ts();
+    const proofs = await Promise.all(Array.from({ length: 60 }, () => bcrypt.hash(`${app.OS_APP_KEY}${tc}${app.OS_APP_SECRET}`, 10)));
+    const pool = new Pool(system, { connections: 16 });
+    const post = async (b: Buffer) => {
+      const r = await pool.request({ path: '/permission/v1alpha1/access', method: 'POST', headers: { 'content-type': 'application/json' }, body: b });
+      await r.body.arrayBuffer();
+      return r.statusCode;
+    };
+    let c0 = performance.now();
+    const coldStatuses = await Promise.all(proofs.map((pr) => post(accessBody(tc, pr))));
+    const coldPerS = proofs.length / ((performance.now() - c0) / 1000);
+    const warm = accessBody(tc, proofs[0]);
+    c0 = performance.now();
+    let warmDone = 0;
+    await Promise.all(Array.from({ length: 16 }, async () => {
+      for (let i = 0; i < 250; i++) if ((await post(warm)) === 200) warmDone++;
+    }));
+    const warmPerS = warmDone / ((performance.now() - c0) / 1000);
+
+    // Flood: 1,000 invalid token requests a second for 5 s (proofs made with a wrong secret).
+    const bad = bcrypt.hashSync(`${app.OS_APP_KEY}${ts()}wrong-secret-wrong-secret`, 10);
+    await eventLoopP99(pier.adminUrl); // resets the histogram
+    const flood = await fixedRate({ origin: system, path: '/permission/v1alpha1/access', method: 'POST', headers: { 'content-type': 'application/json' }, body: accessBody(ts(), bad) }, 1000, 5, 401);
+    const loopP99 = await eventLoopP99(pier.adminUrl);
+    await pool.close();
+
+    const added = (k: 'p50_ms' | 'p90_ms' | 'p99_ms') => round(p.result[k] - d.result[k]);
+    return {
+      shape: 'npm start (one process, in-process bus); provider in its own process; load generator in this process',
+      fixed_rate_1000_rps_1KiB: {
+        direct: d.result,
+        via_pier: p.result,
+        added_by_pier_ms: { p50: added('p50_ms'), p90: added('p90_ms'), p99: added('p99_ms') },
+        goal_added_ms: { p50: 0.5, p90: 1, p99: 2 },
+        loadgen_event_loop_utilisation: { direct: d.loadgen_event_loop_utilisation, via_pier: p.loadgen_event_loop_utilisation },
+      },
+      max_rate_64_clients: { direct_rps: maxDirect.rps, via_pier_rps: maxPier.result.rps, ratio: round(maxPier.result.rps / maxDirect.rps, 2), goal_ratio: 0.5, errors: maxPier.result.errors, loadgen_event_loop_utilisation: maxPier.loadgen_event_loop_utilisation },
+      tokens_per_s: { cold_bcrypt_cost10: round(coldPerS, 1), cold_all_200: coldStatuses.every((s) => s === 200), warm_cached: Math.round(warmPerS) },
+      invalid_token_flood_1000_rps: { edge_event_loop_delay_p99_ms: round(loopP99), goal_ms: 10, answers: flood, note: 'after 10 failures the key is rate limited (429), so most of the flood is refused without a hash' },
+    };
+  } finally {
+    await pier.stop();
+    upstream.stop();
+    cleanup(dir);
+  }
+}
