@@ -4,6 +4,8 @@ import { Pool } from 'undici';
 export interface LatencySummary {
   requests: number;
   errors: number;
+  /** Answers by HTTP status (fixed-rate runs). */
+  statuses?: Record<string, number>;
   p50_ms: number;
   p90_ms: number;
   p99_ms: number;
@@ -35,6 +37,7 @@ export function measureUtilisation<T>(fn: () => Promise<T>): Promise<{ result: T
 export async function fixedRate(target: Target, rate: number, seconds: number, expectStatus = 200): Promise<LatencySummary> {
   const pool = new Pool(target.origin, { connections: 256, pipelining: 1 });
   const latencies: number[] = [];
+  const statuses: Record<string, number> = {};
   let errors = 0;
   const pending: Promise<void>[] = [];
   const total = rate * seconds;
@@ -49,6 +52,7 @@ export async function fixedRate(target: Target, rate: number, seconds: number, e
         .request({ path: target.path, method: target.method, headers: target.headers, body: target.body })
         .then(async (res) => {
           await res.body.arrayBuffer();
+          statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1;
           if (res.statusCode === expectStatus) latencies.push(performance.now() - t0);
           else errors++;
         })
@@ -59,7 +63,7 @@ export async function fixedRate(target: Target, rate: number, seconds: number, e
   }
   await Promise.all(pending);
   await pool.close();
-  return summarise(latencies, errors);
+  return { ...summarise(latencies, errors), statuses };
 }
 
 /** Closed loop: `concurrency` clients back to back for `seconds`; requests per second. */

@@ -15,10 +15,16 @@ function startUpstream(): Promise<{ port: number; stop(): void }> {
   return new Promise((resolve) => proc.stdout.once('data', (d) => resolve({ port: Number(String(d).trim()), stop: () => proc.kill('SIGKILL') })));
 }
 
+/**
+ * The edge process's event-loop delay p99 since the previous scrape, in ms. prom-client samples
+ * with a 10 ms timer and reports the whole interval (an idle loop reads about 10 ms), so the
+ * timer's own 10 ms are taken off.
+ */
+const SAMPLING_MS = 10;
 async function eventLoopP99(adminUrl: string): Promise<number> {
   const text = await (await fetch(`${adminUrl}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith('nodejs_eventloop_lag_p99_seconds'));
-  return Number(line?.split(' ').at(-1)) * 1000;
+  return Math.max(0, Number(line?.split(' ').at(-1)) * 1000 - SAMPLING_MS);
 }
 
 /**
@@ -77,7 +83,7 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
     // Flood: 1,000 invalid token requests a second for 5 s (proofs made with a wrong secret).
     const bad = bcrypt.hashSync(`${app.OS_APP_KEY}${ts()}wrong-secret-wrong-secret`, 10);
     await eventLoopP99(pier.adminUrl); // resets the histogram
-    const flood = await fixedRate({ origin: system, path: '/permission/v1alpha1/access', method: 'POST', headers: { 'content-type': 'application/json' }, body: accessBody(ts(), bad) }, 1000, 5, 401);
+    const flood = await fixedRate({ origin: system, path: '/permission/v1alpha1/access', method: 'POST', headers: { 'content-type': 'application/json' }, body: accessBody(ts(), bad) }, 1000, 5, 429);
     const loopP99 = await eventLoopP99(pier.adminUrl);
     await pool.close();
 
@@ -93,7 +99,7 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
       },
       max_rate_64_clients: { direct_rps: maxDirect.rps, via_pier_rps: maxPier.result.rps, ratio: round(maxPier.result.rps / maxDirect.rps, 2), goal_ratio: 0.5, errors: maxPier.result.errors, loadgen_event_loop_utilisation: maxPier.loadgen_event_loop_utilisation },
       tokens_per_s: { cold_bcrypt_cost10: round(coldPerS, 1), cold_all_200: coldStatuses.every((s) => s === 200), warm_cached: Math.round(warmPerS) },
-      invalid_token_flood_1000_rps: { edge_event_loop_delay_p99_ms: round(loopP99), goal_ms: 10, answers: flood, note: 'after 10 failures the key is rate limited (429), so most of the flood is refused without a hash' },
+      invalid_token_flood_1000_rps: { edge_event_loop_delay_p99_ms: round(loopP99), goal_ms: 10, answers_429: flood, note: 'the first failures cost a bcrypt each (401); past 10 the key is rate limited (429) and refused without a hash' },
     };
   } finally {
     await pier.stop();

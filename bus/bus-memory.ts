@@ -27,7 +27,10 @@ export function subjectMatches(pattern: string[], subject: string[]): boolean {
  */
 export class MemoryBus implements Bus {
   readonly kind = 'memory' as const;
+  /** Subscriptions with wildcards, scanned on each publish. */
   private subscriptions: MemorySubscription[] = [];
+  /** Subscriptions to exact subjects (inboxes, most of them), found by lookup. */
+  private exact = new Map<string, MemorySubscription[]>();
   private pending: Array<() => void> = [];
   private draining = false;
   private closed = false;
@@ -58,11 +61,19 @@ export class MemoryBus implements Bus {
       handler,
       active: true,
       unsubscribe: () => {
+        if (!sub.active) return;
         sub.active = false;
-        this.subscriptions = this.subscriptions.filter((s) => s !== sub);
+        if (wildcard) this.subscriptions = this.subscriptions.filter((s) => s !== sub);
+        else {
+          const list = this.exact.get(subject)!.filter((s) => s !== sub);
+          if (list.length > 0) this.exact.set(subject, list);
+          else this.exact.delete(subject);
+        }
       },
     };
-    this.subscriptions.push(sub);
+    const wildcard = sub.tokens.some((t) => t === '*' || t === '>');
+    if (wildcard) this.subscriptions.push(sub);
+    else this.exact.set(subject, [...(this.exact.get(subject) ?? []), sub]);
     return sub;
   }
 
@@ -102,6 +113,7 @@ export class MemoryBus implements Bus {
     await this.flush();
     this.closed = true;
     this.subscriptions = [];
+    this.exact.clear();
   }
 
   /** Every plain subscription, plus one random member of each queue group. */
@@ -109,8 +121,10 @@ export class MemoryBus implements Bus {
     const tokens = subject.split('.');
     const plain: MemorySubscription[] = [];
     const groups = new Map<string, MemorySubscription[]>();
-    for (const sub of this.subscriptions) {
-      if (!subjectMatches(sub.tokens, tokens)) continue;
+    const candidates = this.subscriptions.filter((sub) => subjectMatches(sub.tokens, tokens));
+    const exact = this.exact.get(subject);
+    if (exact) candidates.push(...exact);
+    for (const sub of candidates) {
       if (sub.queue === undefined) plain.push(sub);
       else {
         const members = groups.get(sub.queue);

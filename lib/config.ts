@@ -174,7 +174,8 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       failuresPerKey: integer(env, ENV.tokenFailuresPerKey, 10, 1, 1_000_000),
       failuresPerClient: integer(env, ENV.tokenFailuresPerClient, 50, 1, 1_000_000),
       failureWindowMs: integer(env, ENV.tokenFailureWindowMs, 60_000, 1_000, 86_400_000),
-      bcryptThreads: integer(env, ENV.bcryptThreads, availableParallelism(), 1, 256),
+      // One core stays free for the event loops: a flood of proofs must not stall every other request.
+      bcryptThreads: integer(env, ENV.bcryptThreads, Math.max(1, availableParallelism() - 1), 1, 256),
     },
     provider: {
       timeoutMs: integer(env, ENV.providerTimeoutMs, 30_000, 100, 3_600_000),

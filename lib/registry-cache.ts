@@ -32,6 +32,8 @@ export class RegistryCache {
   private apps = new Map<string, AppView>();
   private appsByKey = new Map<string, AppView>();
   private providers = new Map<string, ProviderView>();
+  /** Active providers by `user, dataType, group, version`: the provider-call hot path. */
+  private activeByTarget = new Map<string, ProviderView>();
   private subs: Subscription[] = [];
   private loading: Promise<void> | null = null;
   private buffered: ChangeEvent[] = [];
@@ -114,6 +116,19 @@ export class RegistryCache {
     return [...this.providers.values()];
   }
 
+  /** The active provider of a user for (dataType, group, version), if any. */
+  activeProvider(user: string, dataType: string, group: string, version: string): ProviderView | undefined {
+    this.assertFresh();
+    return this.activeByTarget.get(`${user}\0${dataType}\0${group}\0${version}`);
+  }
+
+  private indexProviders(): void {
+    this.activeByTarget = new Map();
+    for (const p of this.providers.values()) {
+      if (p.state === 'active') this.activeByTarget.set(`${p.user}\0${p.dataType}\0${p.group}\0${p.version}`, p);
+    }
+  }
+
   private assertFresh(): void {
     if (!this.isFresh()) throw new PierError('UNAVAILABLE', 'registry is not reachable; try again shortly');
   }
@@ -158,6 +173,7 @@ export class RegistryCache {
     this.apps = new Map(snap.apps.map((a) => [a.id, a]));
     this.appsByKey = new Map(snap.apps.map((a) => [a.appKey, a]));
     this.providers = new Map(snap.providers.map((p) => [p.name, p]));
+    this.indexProviders();
     this.revision = snap.revision;
     this.lastHeard = this.now();
     this.options.metrics.registryRevision.set(this.revision);
@@ -177,6 +193,7 @@ export class RegistryCache {
         if (old) this.appsByKey.delete(old.appKey);
       } else if (c.kind === 'provider') this.providers.set(c.value.name, c.value);
     }
+    if (ev.changes.some((c) => c.kind === 'provider')) this.indexProviders();
     this.revision = ev.revision;
     this.options.metrics.registryRevision.set(this.revision);
     for (const c of ev.changes) for (const l of this.listeners) l(c);

@@ -29,9 +29,7 @@ export function authorise(deps: ProviderDeps, req: ProviderCall): { claims: Acce
   if (claims.dataType !== req.dataType || claims.group !== req.group || claims.version !== req.version || !claims.ops.includes(req.op)) {
     throw new PierError('FORBIDDEN', `op "${req.op}" of ${req.dataType}/${req.group}/${req.version} is not granted by this access token`);
   }
-  const target = deps.cache
-    .listProviders()
-    .find((p) => p.user === user && p.state === 'active' && p.dataType === req.dataType && p.group === req.group && p.version === req.version);
+  const target = deps.cache.activeProvider(user, req.dataType, req.group, req.version);
   if (!target || !target.opApis.some((o) => o.name === req.op)) {
     throw new PierError('NOT_FOUND', `no active provider serves ${req.dataType}/${req.group}/${req.version} with op "${req.op}"`);
   }

@@ -26,9 +26,9 @@ export class Upstream {
         headers: init.headers,
         body: init.body as any,
         dispatcher: this.agent,
+        // Time to the answer's headers, then the longest silence inside its body.
         headersTimeout: init.timeoutMs,
         bodyTimeout: init.timeoutMs,
-        signal: AbortSignal.timeout(init.timeoutMs),
       });
       return { status: res.statusCode, headers: res.headers, body: res.body };
     } catch (err) {
