@@ -94,7 +94,7 @@ export type Change =
   | { kind: 'token'; op: 'put'; value: TokenView }
   | { kind: 'token'; op: 'delete'; key: string }
   | { kind: 'app'; op: 'put'; value: AppView }
-  | { kind: 'app'; op: 'delete'; key: string; purge: boolean }
+  | { kind: 'app'; op: 'delete'; key: string; purge: boolean; value: AppView }
   | { kind: 'provider'; op: 'put'; value: ProviderView };
 
 /** Everything one registry write transaction changed, stamped with the revision it produced. */
@@ -201,6 +201,9 @@ export const registry = {
     name: { type: 'string', min: 1, max: 253 },
     state: { type: 'enum', values: [...PROVIDER_STATES] },
   }),
+
+  /** Re-seals app secrets under the current master key (part of `pier vault rotate-master-key`). */
+  appReseal: endpoint<Record<string, never>, { resealed: number }>('pier.registry.app.reseal', Q, {}, 60_000),
 
   /** The whole registry as the caches see it, with its revision. */
   snapshot: endpoint<Record<string, never>, Snapshot>('pier.registry.snapshot', Q, {}),

@@ -6,3 +6,4 @@ export * from './subjects-registry.js';
 export * from './subjects-process.js';
 export * from './subjects-token.js';
 export * from './subjects-provider.js';
+export * from './subjects-vault.js';

@@ -105,6 +105,21 @@ export const COMMANDS: Record<string, Command> = {
     run: (inv) => call(inv, 'POST', `/admin/v1/providers/${enc(arg(inv, 0, 'NAME'))}/resume`),
     text: (d) => `provider ${d.name} is ${d.state}`,
   },
+  'vault audit': {
+    usage: 'pier vault audit [--user U] [--limit N]',
+    run: (inv) => {
+      const q = new URLSearchParams();
+      if (inv.values.user !== undefined) q.set('user', flag(inv, 'user'));
+      if (inv.values.limit !== undefined) q.set('limit', flag(inv, 'limit'));
+      return call(inv, 'GET', `/admin/v1/vault/audit${q.size > 0 ? `?${q}` : ''}`);
+    },
+    text: (d: any[]) => table([['AT', 'USER', 'APP', 'OP', 'WORKSPACE', 'ENV', 'NAME', 'OUTCOME'], ...d.map((e) => [e.at, e.user ?? '-', e.app ?? '-', e.op, e.workspace, e.env ?? '-', e.name ?? '-', e.outcome])]),
+  },
+  'vault rotate-master-key': {
+    usage: 'pier vault rotate-master-key   (after restarting with the new PIER_MASTER_KEY and PIER_MASTER_KEY_PREVIOUS)',
+    run: (inv) => call(inv, 'POST', '/admin/v1/vault/rotate-master-key'),
+    text: (d) => `re-wrapped ${d.rewrapped_data_keys} data key(s), re-sealed ${d.resealed_app_secrets} app secret(s): PIER_MASTER_KEY_PREVIOUS can go`,
+  },
   status: {
     usage: 'pier status',
     run: (inv) => call(inv, 'GET', '/admin/v1/status'),

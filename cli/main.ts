@@ -13,6 +13,7 @@ const OPTIONS = {
   provider: { type: 'string', multiple: true },
   host: { type: 'string' },
   credentials: { type: 'string' },
+  limit: { type: 'string' },
   purge: { type: 'boolean' },
   roles: { type: 'string' },
   'data-dir': { type: 'string' },

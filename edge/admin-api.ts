@@ -1,7 +1,7 @@
 import type { Bus } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
-import { credentialsSchema, registry, USER_NAME, APP_NAME, PROVIDER_STATES, type ImportedCredentials, type ProviderState } from '../bus/subjects.js';
+import { credentialsSchema, registry, vault, USER_NAME, APP_NAME, PROVIDER_STATES, type ImportedCredentials, type ProviderState } from '../bus/subjects.js';
 import { AggregatorRegistry } from 'prom-client';
 import { assertValid, compile } from '../lib/validation.js';
 import { safeEqual } from '../lib/tokens.js';
@@ -97,6 +97,20 @@ export function adminHandlers(deps: AdminDeps) {
         if (!PROVIDER_STATES.includes(state)) throw new PierError('BAD_REQUEST', 'state: unknown');
         return ok(await call(deps.bus, registry.providerSetState, { name: req.params.name, state }));
       }),
+
+    vaultAudit: guard(async (req) => {
+      const user = req.query.get('user') ?? undefined;
+      if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
+      const limitText = req.query.get('limit') ?? '100';
+      if (!/^\d{1,6}$/.test(limitText) || Number(limitText) < 1) throw new PierError('BAD_REQUEST', 'limit: must be an integer from 1 to 100000');
+      return ok(await call(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) }));
+    }),
+    /** After restarting every process with the new PIER_MASTER_KEY and the old one as PIER_MASTER_KEY_PREVIOUS. */
+    rotateMasterKey: guard(async () => {
+      const { rewrapped } = await call(deps.bus, vault.rotate, {});
+      const { resealed } = await call(deps.bus, registry.appReseal, {});
+      return ok({ rewrapped_data_keys: rewrapped, resealed_app_secrets: resealed });
+    }),
 
     status: guard(async () => {
       const reports = await describeProcesses(deps.bus, 300);

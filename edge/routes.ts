@@ -41,6 +41,8 @@ export function routeTable(deps: AdminDeps & SystemDeps & { adminBodyBytes: numb
       { method: 'get', path: '/admin/v1/providers', handler: admin.providerList },
       { method: 'post', path: '/admin/v1/providers/:name/suspend', handler: admin.providerSetState('suspended') },
       { method: 'post', path: '/admin/v1/providers/:name/resume', handler: admin.providerSetState('active') },
+      { method: 'get', path: '/admin/v1/vault/audit', handler: admin.vaultAudit },
+      { method: 'post', path: '/admin/v1/vault/rotate-master-key', handler: admin.rotateMasterKey },
     ],
   };
 }

@@ -36,6 +36,7 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
     adminBodyBytes: ctx.config.limits.adminBodyBytes,
     providerBodyBytes: ctx.config.provider.bodyBytes,
     providerTimeoutMs: ctx.config.provider.timeoutMs,
+    vaultName: ctx.config.vaultName,
     systemServerUrl: () => ctx.config.systemServerUrl ?? `http://127.0.0.1:${ports.system}`,
   });
   const sockets: uWS.us_listen_socket[] = [];

@@ -2,13 +2,15 @@ import type { Bus } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
 import { bufferSource, INLINE_BYTES, pullStream, serveStream } from '../bus/stream.js';
-import { accessRequestSchema, provider, token, type AccessRequest } from '../bus/subjects.js';
+import { accessRequestSchema, provider, token, vault, type AccessRequest } from '../bus/subjects.js';
+import { userTokenOf } from '../lib/user-token.js';
 import { assertValid, compile } from '../lib/validation.js';
-import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
+import { errorReply, ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
 
 export interface SystemDeps {
   bus: Bus;
   providerTimeoutMs: number;
+  vaultName: string;
 }
 
 const checkAccess = compile(accessRequestSchema);
@@ -27,6 +29,7 @@ export async function accessToken(deps: SystemDeps, req: HttpRequestData): Promi
  * reads it.
  */
 export async function providerCall(deps: SystemDeps, req: HttpRequestData): Promise<HttpReply> {
+  if (req.params.dataType === 'secret') return vaultCall(deps, req);
   const accessToken = req.headers['x-access-token'] ?? '';
   if (accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
   const large = req.body.byteLength > INLINE_BYTES;
@@ -56,4 +59,27 @@ export async function providerCall(deps: SystemDeps, req: HttpRequestData): Prom
     served?.close();
     throw err;
   }
+}
+
+/**
+ * `/system-server/v1alpha1/secret/secret.<vault>/v1/<Op>?workspace=<ws>`: the vault, a built-in
+ * provider. POST only; the answer's envelope is the vault's own (`code: 200`, `message: ""`).
+ */
+async function vaultCall(deps: SystemDeps, req: HttpRequestData): Promise<HttpReply> {
+  const { group, version, op } = req.params;
+  if (group !== `secret.${deps.vaultName}` || version !== 'v1') throw new PierError('NOT_FOUND', `no vault at secret/${group}/${version}`);
+  if (req.method !== 'post') return { ...errorReply(new PierError('METHOD_NOT_ALLOWED', 'vault operations take POST')), headers: { allow: 'POST' } };
+  const body = req.body.byteLength === 0 ? {} : parseJsonBody(req);
+  const answer = await call(deps.bus, vault.op, {
+    op,
+    workspace: req.query.get('workspace') ?? '',
+    userToken: userTokenOf(req.headers),
+    accessToken: req.headers['x-access-token'] ?? '',
+    body,
+  });
+  return {
+    status: 200,
+    json: { code: 200, message: '', data: answer.data },
+    headers: answer.version === undefined ? {} : { 'x-pier-secret-version': String(answer.version) },
+  };
 }

@@ -1,5 +1,6 @@
 import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { PierError } from '../bus/errors.js';
+import type { Keyring } from './keyring.js';
 
 /** What an access token grants: one app, ops of one (dataType, group, version), until `exp`. */
 export interface AccessClaims {
@@ -26,17 +27,21 @@ const PREFIX = 'pat1';
  */
 export class AccessTokens {
   private readonly key: Buffer;
+  /** During a master-key rotation, tokens signed under the previous key stay good until they expire. */
+  private readonly previousKey: Buffer | null;
   /** Tokens already checked, with their claims: a token is used many times in its 5 minutes. */
   private readonly checked = new Map<string, AccessClaims>();
   private static readonly MAX_CHECKED = 10_000;
 
-  constructor(masterKey: Buffer) {
-    this.key = Buffer.from(hkdfSync('sha256', masterKey, 'pier', 'access-token v1', 32));
+  constructor(keyring: Keyring) {
+    const derive = (k: Buffer) => Buffer.from(hkdfSync('sha256', k, 'pier', 'access-token v1', 32));
+    this.key = derive(keyring.current);
+    this.previousKey = keyring.previous ? derive(keyring.previous) : null;
   }
 
   sign(claims: AccessClaims): string {
     const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
-    return `${PREFIX}.${payload}.${this.mac(payload)}`;
+    return `${PREFIX}.${payload}.${this.mac(payload, this.key)}`;
   }
 
   /** The claims of a genuine, unexpired token; 401 for anything else (the reason stays vague on purpose). */
@@ -55,9 +60,12 @@ export class AccessTokens {
   private check(token: string, nowMs: number): AccessClaims {
     const parts = token.split('.');
     if (parts.length !== 3 || parts[0] !== PREFIX) throw new PierError('UNAUTHORIZED', 'access token is invalid');
-    const expected = Buffer.from(this.mac(parts[1]));
     const given = Buffer.from(parts[2]);
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new PierError('UNAUTHORIZED', 'access token is invalid');
+    const matches = (key: Buffer) => {
+      const expected = Buffer.from(this.mac(parts[1], key));
+      return given.length === expected.length && timingSafeEqual(given, expected);
+    };
+    if (!matches(this.key) && !(this.previousKey && matches(this.previousKey))) throw new PierError('UNAUTHORIZED', 'access token is invalid');
     let claims: AccessClaims;
     try {
       claims = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as AccessClaims;
@@ -68,7 +76,7 @@ export class AccessTokens {
     return claims;
   }
 
-  private mac(payload: string): string {
-    return createHmac('sha256', this.key).update(PREFIX).update('.').update(payload).digest('base64url');
+  private mac(payload: string, key: Buffer): string {
+    return createHmac('sha256', key).update(PREFIX).update('.').update(payload).digest('base64url');
   }
 }

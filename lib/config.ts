@@ -2,9 +2,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
+import { Keyring } from './keyring.js';
 
 /** Roles a process can run. Features not built yet have no role. */
-export const ROLES = ['edge', 'registry', 'token', 'provider'] as const;
+export const ROLES = ['edge', 'registry', 'token', 'provider', 'vault'] as const;
 export type Role = (typeof ROLES)[number];
 
 export interface Ports {
@@ -28,7 +29,8 @@ export interface Config {
   /** `OS_SYSTEM_SERVER` handed to apps at install; null = `http://127.0.0.1:<system port in use>`. */
   systemServerUrl: string | null;
   adminToken: string;
-  masterKey: Buffer;
+  /** The master key (and, during a rotation, the previous one). */
+  keyring: Keyring;
   logLevel: string;
   limits: { adminBodyBytes: number };
   registry: { heartbeatMs: number; maxStalenessMs: number };
@@ -36,6 +38,8 @@ export interface Config {
   clockOffsetMs: number;
   token: { windowMs: number; failuresPerKey: number; failuresPerClient: number; failureWindowMs: number; bcryptThreads: number };
   provider: { timeoutMs: number; bodyBytes: number };
+  /** The vault is the provider `secret` / `secret.<vaultName>` / `v1`. */
+  vaultName: string;
 }
 
 export class ConfigError extends Error {
@@ -63,6 +67,7 @@ export const ENV = {
   systemServerUrl: 'PIER_SYSTEM_URL',
   adminToken: 'PIER_ADMIN_TOKEN',
   masterKey: 'PIER_MASTER_KEY',
+  previousMasterKey: 'PIER_MASTER_KEY_PREVIOUS',
   logLevel: 'PIER_LOG_LEVEL',
   adminBodyBytes: 'PIER_ADMIN_BODY_BYTES',
   registryHeartbeatMs: 'PIER_REGISTRY_HEARTBEAT_MS',
@@ -75,6 +80,7 @@ export const ENV = {
   bcryptThreads: 'PIER_BCRYPT_THREADS',
   providerTimeoutMs: 'PIER_PROVIDER_TIMEOUT_MS',
   providerBodyBytes: 'PIER_PROVIDER_BODY_BYTES',
+  vaultName: 'PIER_VAULT_NAME',
 } as const;
 
 export const DEFAULT_PORTS: Ports = { public: 8080, system: 40080, local: 40010, upload: 40030, admin: 40090 };
@@ -147,11 +153,15 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
   const domain = env[ENV.domain] || 'localhost';
   if (!/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(domain)) throw new ConfigError(`${ENV.domain}: "${domain}" is not a domain name`);
 
+  const vaultName = env[ENV.vaultName] || 'vault';
+  if (!/^[a-z][a-z0-9-]{0,62}$/.test(vaultName)) throw new ConfigError(`${ENV.vaultName}: must match ^[a-z][a-z0-9-]{0,62}$, got "${vaultName}"`);
+
   ensureWritableDir(dataDir);
   const adminToken = env[ENV.adminToken] || secretFile(join(dataDir, 'admin.token'), () => randomBytes(32).toString('base64url'));
   if (adminToken.length < 16) throw new ConfigError(`${ENV.adminToken}: must be at least 16 characters`);
   const masterKeyText = env[ENV.masterKey] || secretFile(join(dataDir, 'master.key'), () => randomBytes(32).toString('base64'));
   const masterKey = parseMasterKey(masterKeyText, env[ENV.masterKey] ? ENV.masterKey : join(dataDir, 'master.key'));
+  const previousKey = env[ENV.previousMasterKey] ? parseMasterKey(env[ENV.previousMasterKey]!, ENV.previousMasterKey) : null;
 
   const heartbeatMs = integer(env, ENV.registryHeartbeatMs, 500, 50, 60_000);
   return {
@@ -164,7 +174,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     ports,
     systemServerUrl: env[ENV.systemServerUrl] || null,
     adminToken,
-    masterKey,
+    keyring: new Keyring(masterKey, previousKey),
     logLevel: env[ENV.logLevel] || 'info',
     limits: { adminBodyBytes: integer(env, ENV.adminBodyBytes, 1024 * 1024, 1024, 64 * 1024 * 1024) },
     registry: { heartbeatMs, maxStalenessMs: integer(env, ENV.registryMaxStalenessMs, Math.max(5_000, heartbeatMs * 10), 100, 3_600_000) },
@@ -181,5 +191,6 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       timeoutMs: integer(env, ENV.providerTimeoutMs, 30_000, 100, 3_600_000),
       bodyBytes: integer(env, ENV.providerBodyBytes, 8 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     },
+    vaultName,
   };
 }

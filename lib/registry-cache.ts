@@ -101,6 +101,11 @@ export class RegistryCache {
     return this.apps.get(`${user}/${name}`);
   }
 
+  appsOf(user: string): AppView[] {
+    this.assertFresh();
+    return [...this.apps.values()].filter((a) => a.user === user);
+  }
+
   appByKey(appKey: string): AppView | undefined {
     this.assertFresh();
     return this.appsByKey.get(appKey);

@@ -11,6 +11,7 @@ import { RegistryCache } from './registry-cache.js';
 import type { RoleContext, Running } from './runtime.js';
 import { startToken } from '../actors/token/index.js';
 import { startProvider } from '../actors/provider/index.js';
+import { startVault } from '../actors/vault/index.js';
 
 export interface StartedProcess {
   config: Config;
@@ -49,6 +50,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     cache.start();
     if (config.roles.includes('token')) running.push(await startToken(ctx));
     if (config.roles.includes('provider')) running.push(await startProvider(ctx));
+    if (config.roles.includes('vault')) running.push(await startVault(ctx));
     if (config.roles.includes('edge')) {
       const edge = await startEdge(ctx);
       running.push(edge);

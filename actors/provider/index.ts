@@ -21,7 +21,7 @@ export async function startProvider(ctx: RoleContext): Promise<Running> {
   const deps: ProviderDeps = {
     bus: ctx.bus,
     cache: ctx.cache,
-    tokens: new AccessTokens(ctx.config.masterKey),
+    tokens: new AccessTokens(ctx.config.keyring),
     now: ctx.now,
     upstream,
     timeoutMs: ctx.config.provider.timeoutMs,

@@ -1,6 +1,6 @@
 import { PierError } from '../../bus/errors.js';
 import type { AppCredentials, AppSummary, ChangeEvent, ImportedCredentials, InstalledApp, IssuedToken, ProviderState, ProviderView, UserSummary } from '../../bus/subjects.js';
-import { open, seal } from '../../lib/secret-box.js';
+import type { Keyring } from '../../lib/keyring.js';
 import { newAppKey, newAppSecret, newUserToken, sha256Hex } from '../../lib/tokens.js';
 import { parseManifest } from './manifest.js';
 import { parseProviderDocs } from './provider-doc.js';
@@ -8,7 +8,7 @@ import type { AppRecord, RegistryStore, Writer } from './store.js';
 
 export interface RegistryDeps {
   store: RegistryStore;
-  masterKey: Buffer;
+  keyring: Keyring;
   now: () => Date;
   /** Hears every committed change, in commit order, to publish it. */
   publish: (event: ChangeEvent) => void;
@@ -86,7 +86,7 @@ export async function appInstall(deps: RegistryDeps, req: InstallRequest): Promi
   if (appKey.length + 10 + appSecret.length > BCRYPT_INPUT_BYTES) {
     throw new PierError('BAD_REQUEST', `credentials: OS_APP_KEY and OS_APP_SECRET together must be at most ${BCRYPT_INPUT_BYTES - 10} characters, so bcrypt covers the whole secret`);
   }
-  const secretSealed = seal(deps.masterKey, Buffer.from(appSecret), secretContext(id));
+  const secretSealed = deps.keyring.seal(Buffer.from(appSecret), secretContext(id));
   const now = deps.now().toISOString();
 
   return commit(deps, (w) => {
@@ -151,7 +151,7 @@ export function appUninstall(deps: RegistryDeps, user: string, name: string, pur
 export function appCredentials(deps: RegistryDeps, appKey: string): AppCredentials {
   const app = deps.store.appByKey(appKey);
   if (!app) throw new PierError('NOT_FOUND', 'unknown app key');
-  const appSecret = open(deps.masterKey, app.secretSealed, secretContext(app.id)).toString();
+  const appSecret = deps.keyring.open(app.secretSealed, secretContext(app.id)).toString();
   return { user: app.user, app: app.name, appKey: app.appKey, appSecret };
 }
 
@@ -167,5 +167,19 @@ export function providerSetState(deps: RegistryDeps, name: string, state: Provid
     const next = { ...p, state };
     if (p.state !== state) w.putProvider(next);
     return next;
+  });
+}
+
+/** Re-seals every app secret not sealed under the current master key (a master-key rotation). */
+export function appReseal(deps: RegistryDeps): Promise<{ resealed: number }> {
+  return commit(deps, (w) => {
+    let resealed = 0;
+    for (const app of deps.store.listApps()) {
+      if (!deps.keyring.isStale(app.secretSealed)) continue;
+      const secret = deps.keyring.open(app.secretSealed, secretContext(app.id));
+      w.putApp({ ...app, secretSealed: deps.keyring.seal(secret, secretContext(app.id)) });
+      resealed++;
+    }
+    return { resealed };
   });
 }

@@ -14,7 +14,7 @@ export async function startRegistry(ctx: Omit<RoleContext, 'cache'>): Promise<Ru
   const store = RegistryStore.open(join(ctx.config.dataDir, 'registry'));
   const deps: h.RegistryDeps = {
     store,
-    masterKey: ctx.config.masterKey,
+    keyring: ctx.config.keyring,
     now: () => new Date(ctx.now()),
     publish: (event) => publishEvent(ctx.bus, registryEvents.changes, event),
   };
@@ -31,6 +31,7 @@ export async function startRegistry(ctx: Omit<RoleContext, 'cache'>): Promise<Ru
     serve(ctx.bus, registry.providerList, () => store.listProviders(), hooks),
     serve(ctx.bus, registry.providerSetState, (r) => h.providerSetState(deps, r.name, r.state), hooks),
     serve(ctx.bus, registry.snapshot, () => store.snapshot(), hooks),
+    serve(ctx.bus, registry.appReseal, () => h.appReseal(deps), hooks),
   ];
   const beat = () => {
     try {

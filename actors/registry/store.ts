@@ -129,7 +129,7 @@ export class RegistryStore {
         deleteApp: (app, purge) => {
           this.apps.remove(app.id);
           this.appKeys.remove(app.appKey);
-          changes.push({ kind: 'app', op: 'delete', key: app.id, purge });
+          changes.push({ kind: 'app', op: 'delete', key: app.id, purge, value: publicView(app) });
         },
         putProvider: (value) => {
           this.providers.put(value.name, value);

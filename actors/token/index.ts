@@ -35,7 +35,7 @@ export async function startToken(ctx: RoleContext): Promise<Running> {
       return s;
     },
     compare: (plain, hash) => pool.compare(plain, hash),
-    tokens: new AccessTokens(config.masterKey),
+    tokens: new AccessTokens(config.keyring),
     now: ctx.now,
     windowMs: config.token.windowMs,
     failuresByKey: new FailureLimiter(config.token.failuresPerKey, config.token.failureWindowMs, ctx.now),

@@ -7,6 +7,7 @@ import type { ChangeEvent } from '../../../bus/subjects.js';
 import * as h from '../../../actors/registry/handler.js';
 import { RegistryStore } from '../../../actors/registry/store.js';
 import { cleanup, ROOT, tempDir } from '../../helpers/pier.js';
+import { Keyring } from '../../../lib/keyring.js';
 
 const manifest = readFileSync(join(ROOT, 'examples', 'PlatformManifest.yaml'), 'utf8');
 const notes = readFileSync(join(ROOT, 'examples', 'notes-manifest.yaml'), 'utf8');
@@ -16,7 +17,7 @@ function setup(t: { teardown(fn: () => void): void }) {
   const dir = tempDir();
   const store = RegistryStore.open(join(dir, 'registry'));
   const events: ChangeEvent[] = [];
-  const deps: h.RegistryDeps = { store, masterKey: randomBytes(32), now: () => new Date('2026-01-02T03:04:05Z'), publish: (e) => events.push(e) };
+  const deps: h.RegistryDeps = { store, keyring: new Keyring(randomBytes(32)), now: () => new Date('2026-01-02T03:04:05Z'), publish: (e) => events.push(e) };
   t.teardown(() => {
     void store.close().then(() => cleanup(dir));
   });
@@ -81,7 +82,7 @@ test('the app secret is sealed: not in the database file, and opened only for it
   }
   const creds = h.appCredentials({ ...deps, store: reopened }, app.appKey);
   t.is(creds.appSecret, app.appSecret);
-  const wrongKey = t.throws(() => h.appCredentials({ ...deps, store: reopened, masterKey: randomBytes(32) }, app.appKey), { instanceOf: PierError });
+  const wrongKey = t.throws(() => h.appCredentials({ ...deps, store: reopened, keyring: new Keyring(randomBytes(32)) }, app.appKey), { instanceOf: PierError });
   t.is(wrongKey!.code, 'INTERNAL');
   t.notRegex(wrongKey!.message, new RegExp(app.appSecret));
 });

@@ -1,0 +1,155 @@
+import { PierError } from '../../bus/errors.js';
+import { SECRET_ENVS, SECRET_NAME, SECRET_OPS, SECRET_VALUE_MAX_BYTES, WORKSPACE_NAME, type AuditEntry, type SecretOp, type VaultAnswer, type VaultRequest } from '../../bus/subjects.js';
+import type { AccessTokens } from '../../lib/access-token.js';
+import type { RegistryCache } from '../../lib/registry-cache.js';
+import { open, seal } from '../../lib/secret-box.js';
+import { assertValid, compile } from '../../lib/validation.js';
+import type { DataKeys } from './data-keys.js';
+import { nameOf, scopeKey, secretKey, type SecretRecord, type VaultStore } from './store.js';
+
+export interface VaultDeps {
+  store: VaultStore;
+  keys: DataKeys;
+  cache: RegistryCache;
+  tokens: AccessTokens;
+  vaultGroup: string;
+  now: () => number;
+  /** Records one audit entry; inside a write transaction it commits with it. */
+  audit: (entry: AuditEntry) => void;
+}
+
+const env = { type: 'enum', values: [...SECRET_ENVS], optional: true, messages: { enumValue: `must be one of ${SECRET_ENVS.join(', ')}` } } as const;
+const name = { type: 'string', pattern: SECRET_NAME, messages: { stringPattern: 'must be 1-256 characters of [A-Za-z0-9_.-]' } } as const;
+const value = { type: 'string' } as const;
+
+/** Request bodies per operation; other fields are ignored. */
+const bodies: Record<SecretOp, ReturnType<typeof compile>> = {
+  RetrieveSecret: compile({ $$strict: false, name, env }),
+  CreateSecret: compile({ $$strict: false, name, value, env }),
+  UpdateSecret: compile({ $$strict: false, name, value, env, version: { type: 'number', integer: true, min: 1, optional: true } }),
+  DeleteSecret: compile({ $$strict: false, name, env }),
+  ListSecret: compile({ $$strict: false, env }),
+};
+
+interface Caller {
+  user: string;
+  app: string;
+}
+
+/** Associated data of a sealed value: the record's full path, so a ciphertext moved elsewhere fails. */
+const valueContext = (key: string) => `pier/vault/secret/${key}`;
+
+/** The checks of CONTRACT.md section 5: user (401), app (401), app of that user (403), exact op (403). */
+function authorise(deps: VaultDeps, req: VaultRequest, op: string, partial: Partial<Caller>): Caller {
+  if (req.userToken === '') throw new PierError('UNAUTHORIZED', 'X-Authorization header is required');
+  if (req.accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
+  const user = deps.cache.userForToken(req.userToken);
+  if (!user) throw new PierError('UNAUTHORIZED', 'user token is invalid or revoked');
+  partial.user = user;
+  const claims = deps.tokens.verify(req.accessToken, deps.now());
+  const [owner, app] = claims.app.split('/');
+  const installed = deps.cache.app(owner, app);
+  if (!installed || installed.appKey !== claims.key) throw new PierError('UNAUTHORIZED', 'access token is no longer valid: its app was uninstalled or reinstalled');
+  partial.app = app;
+  if (owner !== user) throw new PierError('FORBIDDEN', 'the access token belongs to an app of another user');
+  const wanted = `${op}?workspace=${req.workspace}`;
+  if (claims.dataType !== 'secret' || claims.group !== deps.vaultGroup || claims.version !== 'v1' || !claims.ops.includes(wanted)) {
+    throw new PierError('FORBIDDEN', `${wanted} is not granted by this access token`);
+  }
+  return { user, app };
+}
+
+function openValue(deps: VaultDeps, scope: string, key: string, record: SecretRecord): string {
+  const dataKey = deps.keys.get(scope);
+  if (!dataKey) throw new PierError('INTERNAL', 'secret could not be decrypted');
+  try {
+    return open(dataKey, record.sealed, valueContext(key)).toString('utf8');
+  } catch (err) {
+    throw new PierError('INTERNAL', 'secret could not be decrypted', { cause: err });
+  }
+}
+
+function checkValueSize(v: string): void {
+  if (Buffer.byteLength(v, 'utf8') > SECRET_VALUE_MAX_BYTES) throw new PierError('PAYLOAD_TOO_LARGE', `value: must be at most ${SECRET_VALUE_MAX_BYTES} bytes`);
+}
+
+/** Runs one vault operation and audits it, whatever its outcome. */
+export async function vaultOp(deps: VaultDeps, req: VaultRequest): Promise<VaultAnswer> {
+  const caller: Partial<Caller> = {};
+  const body = req.body;
+  const entry = (outcome: string): AuditEntry => ({
+    at: new Date(deps.now()).toISOString(),
+    user: caller.user ?? null,
+    app: caller.app ?? null,
+    op: req.op,
+    workspace: req.workspace,
+    env: typeof body.env === 'string' ? body.env.slice(0, 32) : 'prod',
+    name: typeof body.name === 'string' ? body.name.slice(0, 256) : null,
+    outcome,
+  });
+  try {
+    if (!(SECRET_OPS as readonly string[]).includes(req.op)) throw new PierError('NOT_FOUND', `no vault operation "${req.op}" (operations: ${SECRET_OPS.join(', ')})`);
+    if (!WORKSPACE_NAME.test(req.workspace)) throw new PierError('BAD_REQUEST', 'workspace: the query parameter must be 1-64 characters of [A-Za-z0-9_.-]');
+    const op = req.op as SecretOp;
+    const who = authorise(deps, req, op, caller);
+    assertValid(bodies[op], body);
+    const scope = scopeKey(who.user, req.workspace, (body.env as string | undefined) ?? 'prod');
+    const answer = await perform(deps, op, scope, who, body, entry);
+    return answer;
+  } catch (err) {
+    const e = err instanceof PierError ? err : new PierError('INTERNAL', 'internal error', { cause: err });
+    deps.audit(entry(e.code));
+    throw e;
+  }
+}
+
+async function perform(deps: VaultDeps, op: SecretOp, scope: string, who: Caller, body: Record<string, unknown>, entry: (outcome: string) => AuditEntry): Promise<VaultAnswer> {
+  const env = (body.env as string | undefined) ?? 'prod';
+  const now = () => new Date(deps.now()).toISOString();
+  const { store } = deps;
+
+  if (op === 'RetrieveSecret') {
+    const key = secretKey(scope, body.name as string);
+    const record = store.secrets.get(key);
+    if (!record) throw new PierError('NOT_FOUND', `secret "${body.name}" not found in ${env}`);
+    const value = openValue(deps, scope, key, record);
+    deps.audit(entry('ok'));
+    return { data: { name: body.name, value, env }, version: record.version };
+  }
+  if (op === 'ListSecret') {
+    const data = store.listScope(scope).map(({ key, value: record }) => ({ name: nameOf(key), value: openValue(deps, scope, key, record), env }));
+    deps.audit(entry('ok'));
+    return { data };
+  }
+
+  // Writes: the check, the write and its audit entry commit together, or not at all.
+  const key = secretKey(scope, body.name as string);
+  if (op !== 'DeleteSecret') checkValueSize(body.value as string);
+  return store.root.transaction(() => {
+    const existing = store.secrets.get(key);
+    if (op === 'CreateSecret') {
+      if (existing) throw new PierError('CONFLICT', `secret "${body.name}" already exists in ${env}`);
+      const sealed = seal(deps.keys.getOrCreate(scope), Buffer.from(body.value as string, 'utf8'), valueContext(key));
+      const at = now();
+      store.secrets.put(key, { sealed, version: 1, createdAt: at, createdBy: who.app, updatedAt: at, updatedBy: who.app, history: [] });
+      deps.audit(entry('ok'));
+      return { data: '', version: 1 };
+    }
+    if (!existing) throw new PierError('NOT_FOUND', `secret "${body.name}" not found in ${env}`);
+    if (op === 'DeleteSecret') {
+      store.secrets.remove(key);
+      deps.audit(entry('ok'));
+      return { data: '' };
+    }
+    // UpdateSecret, optionally check-and-set on `version`.
+    if (body.version !== undefined && body.version !== existing.version) {
+      throw new PierError('CONFLICT', `secret "${body.name}" is at version ${existing.version}, not ${body.version}`, { data: { version: existing.version } });
+    }
+    const sealed = seal(deps.keys.getOrCreate(scope), Buffer.from(body.value as string, 'utf8'), valueContext(key));
+    const version = existing.version + 1;
+    const history = [...existing.history, { version: existing.version, at: existing.updatedAt, by: existing.updatedBy }].slice(-100);
+    store.secrets.put(key, { ...existing, sealed, version, updatedAt: now(), updatedBy: who.app, history });
+    deps.audit(entry('ok'));
+    return { data: '', version };
+  });
+}

@@ -1,0 +1,76 @@
+import { join } from 'node:path';
+import { Counter } from 'prom-client';
+import { serve } from '../../bus/rpc.js';
+import { vault, type AppView } from '../../bus/subjects.js';
+import { AccessTokens } from '../../lib/access-token.js';
+import type { RoleContext, Running } from '../../lib/runtime.js';
+import { DataKeys } from './data-keys.js';
+import { vaultOp, type VaultDeps } from './handler.js';
+import { VaultStore } from './store.js';
+
+/** Workspaces an app's manifest grants on this vault (from `<Op>?workspace=<ws>` ops). */
+function workspacesOf(app: AppView, group: string): Set<string> {
+  const out = new Set<string>();
+  for (const g of app.grants) {
+    if (g.dataType !== 'secret' || g.group !== group) continue;
+    for (const op of g.ops) out.add(op.slice(op.indexOf('=') + 1));
+  }
+  return out;
+}
+
+/**
+ * The vault actor (queue group `vault`): the only code that touches secrets. Values are sealed
+ * with per-(user, workspace, env) data keys, themselves wrapped by the master key.
+ */
+export async function startVault(ctx: RoleContext): Promise<Running> {
+  const store = VaultStore.open(join(ctx.config.dataDir, 'vault'));
+  const keys = new DataKeys(store, ctx.config.keyring, () => new Date(ctx.now()));
+  const group = `secret.${ctx.config.vaultName}`;
+  const replica = ctx.config.instanceId;
+  let seq = 0;
+  const outcomes = new Counter({ name: 'pier_vault_operations_total', help: 'Vault operations by op and outcome', labelNames: ['op', 'outcome'], registers: [ctx.metrics.registry] });
+  const deps: VaultDeps = {
+    store,
+    keys,
+    cache: ctx.cache,
+    tokens: new AccessTokens(ctx.config.keyring),
+    vaultGroup: group,
+    now: ctx.now,
+    audit: (entry) => {
+      outcomes.inc({ op: entry.op, outcome: entry.outcome });
+      void store.audit.put([Date.parse(entry.at), replica, seq++], entry);
+    },
+  };
+
+  // `pier app uninstall --purge`: the app's workspaces go, unless another app of the user still uses them.
+  const stopPurging = ctx.cache.onApplied((change) => {
+    if (change.kind !== 'app' || change.op !== 'delete' || !change.purge) return;
+    const removed = change.value;
+    const stillUsed = new Set(ctx.cache.appsOf(removed.user).flatMap((a) => [...workspacesOf(a, group)]));
+    const doomed = [...workspacesOf(removed, group)].filter((ws) => !stillUsed.has(ws));
+    void store.root.transaction(() => {
+      for (const ws of doomed) {
+        for (const scope of store.scopesOf(removed.user, ws)) {
+          for (const { key } of store.listScope(scope)) store.secrets.remove(key);
+          keys.remove(scope);
+        }
+        deps.audit({ at: new Date(ctx.now()).toISOString(), user: removed.user, app: removed.name, op: 'Purge', workspace: ws, env: null, name: null, outcome: 'ok' });
+      }
+    });
+  });
+
+  const hooks = { observe: ctx.metrics.observeActor };
+  const subs = [
+    serve(ctx.bus, vault.op, (req) => vaultOp(deps, req), hooks),
+    serve(ctx.bus, vault.audit, (req) => store.readAudit(req.limit, req.user), hooks),
+    serve(ctx.bus, vault.rotate, async () => ({ rewrapped: await keys.rewrapAll() }), hooks),
+  ];
+  ctx.log.info({ group }, 'vault actor started');
+  return {
+    async stop() {
+      for (const s of subs) s.unsubscribe();
+      stopPurging();
+      await store.close();
+    },
+  };
+}

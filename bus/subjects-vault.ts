@@ -1,0 +1,55 @@
+import { endpoint } from './rpc.js';
+
+export const SECRET_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'] as const;
+export type SecretOp = (typeof SECRET_OPS)[number];
+export const SECRET_ENVS = ['test', 'dev', 'staging', 'prod'] as const;
+export type SecretEnv = (typeof SECRET_ENVS)[number];
+export const SECRET_NAME = /^[A-Za-z0-9_.-]{1,256}$/;
+export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
+export const WORKSPACE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** One vault operation as the edge received it (CONTRACT.md section 5); the actor checks everything. */
+export interface VaultRequest {
+  op: string;
+  workspace: string;
+  /** X-Authorization: the user. */
+  userToken: string;
+  /** X-Access-Token: the app. */
+  accessToken: string;
+  /** The JSON body, parsed; validated by the actor per op. */
+  body: Record<string, unknown>;
+}
+
+/** `data` of the answer, exactly as the contract shows it; `version` travels beside it (a header). */
+export interface VaultAnswer {
+  data: unknown;
+  version?: number;
+}
+
+export interface AuditEntry {
+  at: string;
+  user: string | null;
+  app: string | null;
+  op: string;
+  workspace: string;
+  env: string | null;
+  name: string | null;
+  /** `ok`, or the error code of a refusal or failure. */
+  outcome: string;
+}
+
+export const vault = {
+  op: endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', {
+    op: { type: 'string', min: 1, max: 64 },
+    workspace: { type: 'string', max: 256 },
+    userToken: { type: 'string', max: 512 },
+    accessToken: { type: 'string', max: 64 * 1024 },
+    body: { type: 'object' },
+  }),
+  audit: endpoint<{ user?: string; limit: number }, AuditEntry[]>('pier.vault.audit', 'vault', {
+    user: { type: 'string', optional: true, max: 64 },
+    limit: { type: 'number', integer: true, min: 1, max: 100_000 },
+  }),
+  /** Re-wraps every data key not wrapped under the current master key. */
+  rotate: endpoint<Record<string, never>, { rewrapped: number }>('pier.vault.rotate', 'vault', {}, 60_000),
+};
