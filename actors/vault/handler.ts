@@ -60,9 +60,9 @@ function authorise(deps: VaultDeps, req: VaultRequest, op: string, partial: Part
 }
 
 function openValue(deps: VaultDeps, scope: string, key: string, record: SecretRecord): string {
-  const dataKey = deps.keys.get(scope);
-  if (!dataKey) throw new PierError('INTERNAL', 'secret could not be decrypted');
   try {
+    const dataKey = deps.keys.get(scope);
+    if (!dataKey) throw new Error(`no data key for the scope of ${key}`);
     return open(dataKey, record.sealed, valueContext(key)).toString('utf8');
   } catch (err) {
     throw new PierError('INTERNAL', 'secret could not be decrypted', { cause: err });

@@ -36,3 +36,44 @@ export function callProvider(systemServer: string, path: string, token: string |
   if (token !== null) headers['x-access-token'] = token;
   return fetch(`${systemServer}/system-server/v1alpha1/${path}`, { ...init, headers });
 }
+
+export const VAULT_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'];
+
+/** The perm an app asks for to use the vault on one workspace. */
+export function vaultPerm(workspace: string, ops = VAULT_OPS): Perm {
+  return { dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ops.map((op) => `${op}?workspace=${workspace}`) };
+}
+
+export interface VaultReply {
+  status: number;
+  text: string;
+  json: any;
+  version: string | null;
+}
+
+/** One vault operation as an app sends it: X-Authorization (the user) and X-Access-Token (the app). */
+export async function vaultCall(
+  systemServer: string,
+  op: string,
+  workspace: string,
+  auth: { user: string | null; access: string | null },
+  body: unknown,
+  method = 'POST',
+): Promise<VaultReply> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (auth.user !== null) headers['x-authorization'] = auth.user;
+  if (auth.access !== null) headers['x-access-token'] = auth.access;
+  const res = await fetch(`${systemServer}/system-server/v1alpha1/secret/secret.vault/v1/${op}?workspace=${workspace}`, {
+    method,
+    headers,
+    body: method === 'GET' ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, text, json, version: res.headers.get('x-pier-secret-version') };
+}

@@ -11,6 +11,7 @@ interface ComposeService {
   command?: string[];
   environment?: Record<string, string>;
   deploy?: { replicas?: number };
+  volumes?: string[];
 }
 
 export function freePort(): Promise<number> {
@@ -78,9 +79,13 @@ export class LocalTopology {
         const n = svc.deploy?.replicas ?? 1;
         return Array.from({ length: n }, (_, i) => [n > 1 ? `${name}-${i + 1}` : name, svc] as const);
       });
+      const volumes = new Map<string, string>();
       for (const [name, svc] of instances) {
         if (svc.build === undefined) continue;
-        const dir = tempDir(`pier-${name}-`);
+        // Replicas mounting one named volume at /data share one data dir, as on one host.
+        const volume = svc.volumes?.find((v) => v.endsWith(':/data'))?.split(':')[0];
+        const dir = volume ? (volumes.get(volume) ?? tempDir(`pier-${volume}-`)) : tempDir(`pier-${name}-`);
+        if (volume) volumes.set(volume, dir);
         topo.dirs.push(dir);
         const env: Record<string, string> = {};
         for (const [k, v] of Object.entries(svc.environment ?? {})) {
@@ -100,6 +105,6 @@ export class LocalTopology {
   async stop(): Promise<void> {
     await Promise.all([...this.pier.values()].map((p) => p.stop('SIGKILL')));
     await Promise.all([...this.nats.values()].map((n) => n.stop()));
-    this.dirs.forEach(cleanup);
+    new Set(this.dirs).forEach(cleanup);
   }
 }
