@@ -2,6 +2,7 @@ import test from 'ava';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanup, cli, pierEnv, PierProcess, ROOT, tempDir } from '../helpers/pier.js';
+import { ROLES } from '../../lib/config.js';
 
 const example = (name: string) => join(ROOT, 'examples', name);
 
@@ -161,7 +162,7 @@ test('/metrics serves Prometheus text with the edge and registry series', async 
 test('status reports roles, bus and this process', async (t) => {
   const r = await cli(['status', '--json'], env);
   t.is(r.code, 0, r.stderr);
-  t.deepEqual(r.json.roles, ['edge', 'provider', 'registry', 'token']);
+  t.deepEqual(r.json.roles, [...ROLES].sort());
   t.deepEqual(r.json.bus, { kind: 'memory', connected: true });
   t.is(r.json.replicas.length, 1);
   t.is(r.json.connections, 0);

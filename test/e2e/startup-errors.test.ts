@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, cleanup, pierEnv, tempDir } from '../helpers/pier.js';
+import { ROLES } from '../../lib/config.js';
 
 function start(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
@@ -42,7 +43,7 @@ test('bad values are refused before anything starts', async (t) => {
   const dir = tempDir();
   t.teardown(() => cleanup(dir));
   const cases: Array<[Record<string, string>, string[], string]> = [
-    [{}, ['--roles', 'edge,teleporter'], 'pier: --roles: unknown role "teleporter" (roles: edge, registry, token, provider)\n'],
+    [{}, ['--roles', 'edge,teleporter'], `pier: --roles: unknown role "teleporter" (roles: ${ROLES.join(', ')})\n`],
     [{}, ['--roles', 'edge'], 'pier: --roles edge: running a subset of roles needs NATS_URL (the in-process bus only joins roles inside one process)\n'],
     [{ PIER_SYSTEM_PORT: '70000' }, [], 'pier: PIER_SYSTEM_PORT: must be an integer from 0 to 65535, got "70000"\n'],
     [{ PIER_PUBLIC_PORT: 'eighty' }, [], 'pier: PIER_PUBLIC_PORT: must be an integer from 0 to 65535, got "eighty"\n'],
