@@ -1,11 +1,13 @@
 import { cpus } from 'node:os';
 import { benchProvider } from './provider.js';
 import { benchRegistry } from './registry.js';
+import { benchVault } from './vault.js';
 
 /** `npm run bench [-- NAME...]`: runs the named benchmarks (all by default) and prints one JSON document. */
 const BENCHES: Record<string, () => Promise<Record<string, unknown>>> = {
   registry: benchRegistry,
   provider: benchProvider,
+  vault: benchVault,
 };
 
 const wanted = process.argv.slice(2);

@@ -66,19 +66,29 @@ export async function fixedRate(target: Target, rate: number, seconds: number, e
   return { ...summarise(latencies, errors), statuses };
 }
 
-/** Closed loop: `concurrency` clients back to back for `seconds`; requests per second. */
-export async function maxRate(target: Target, concurrency: number, seconds: number): Promise<{ rps: number; errors: number }> {
+/**
+ * Closed loop: `concurrency` clients back to back for `seconds`; requests per second and latency.
+ * `body` may vary per request (e.g. a new secret name each time).
+ */
+export async function maxRate(
+  target: Target,
+  concurrency: number,
+  seconds: number,
+  bodyOf?: (i: number) => Buffer,
+): Promise<{ rps: number; errors: number } & LatencySummary> {
   const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1 });
-  let done = 0;
+  const latencies: number[] = [];
   let errors = 0;
+  let n = 0;
   const end = performance.now() + seconds * 1000;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (performance.now() < end) {
+        const t0 = performance.now();
         try {
-          const res = await pool.request({ path: target.path, method: target.method, headers: target.headers, body: target.body });
+          const res = await pool.request({ path: target.path, method: target.method, headers: target.headers, body: bodyOf ? bodyOf(n++) : target.body });
           await res.body.arrayBuffer();
-          if (res.statusCode === 200) done++;
+          if (res.statusCode === 200) latencies.push(performance.now() - t0);
           else errors++;
         } catch {
           errors++;
@@ -87,5 +97,5 @@ export async function maxRate(target: Target, concurrency: number, seconds: numb
     }),
   );
   await pool.close();
-  return { rps: Math.round(done / seconds), errors };
+  return { rps: Math.round(latencies.length / seconds), ...summarise(latencies, errors) };
 }
