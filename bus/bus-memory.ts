@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { checkSubject, type Bus, type BusMessage, type MessageHandler, type PublishOptions, type RequestOptions, type Subscription } from './bus.js';
+import { checkSubject, type Bus, type BusMessage, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type Subscription } from './bus.js';
 import { PierError } from './errors.js';
 
 interface MemorySubscription extends Subscription {
@@ -94,6 +94,32 @@ export class MemoryBus implements Bus {
         resolve(msg);
       });
       this.publish(subject, data, { reply, headers: options.headers });
+    });
+  }
+
+  requestMany(subject: string, data: Uint8Array, options: RequestManyOptions): Promise<BusMessage[]> {
+    this.assertOpen();
+    const receivers = this.pickReceivers(subject).length;
+    if (receivers === 0) return Promise.resolve([]);
+    const expected = Math.min(receivers, options.expected ?? receivers);
+    return new Promise((resolve) => {
+      const got: BusMessage[] = [];
+      const reply = this.inbox();
+      let stall: NodeJS.Timeout | undefined;
+      const finish = () => {
+        clearTimeout(timer);
+        clearTimeout(stall);
+        sub.unsubscribe();
+        resolve(got);
+      };
+      const timer = setTimeout(finish, options.timeoutMs);
+      const sub = this.subscribe(reply, (msg) => {
+        got.push(msg);
+        clearTimeout(stall);
+        if (got.length >= expected) finish();
+        else if (options.expected === undefined) stall = setTimeout(finish, options.stallMs);
+      });
+      this.publish(subject, data, { reply });
     });
   }
 

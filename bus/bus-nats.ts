@@ -1,5 +1,5 @@
-import { connect, Events, ErrorCode, headers as natsHeaders, createInbox, type MsgHdrs, type NatsConnection, type Msg } from 'nats';
-import { checkSubject, type Bus, type BusMessage, type Headers, type MessageHandler, type PublishOptions, type RequestOptions, type Subscription } from './bus.js';
+import { connect, Events, ErrorCode, headers as natsHeaders, createInbox, RequestStrategy, type MsgHdrs, type NatsConnection, type Msg } from 'nats';
+import { checkSubject, type Bus, type BusMessage, type Headers, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type Subscription } from './bus.js';
 import { PierError } from './errors.js';
 
 export interface NatsBusOptions {
@@ -90,6 +90,24 @@ export class NatsBus implements Bus {
       if (code === ErrorCode.Timeout) throw new PierError('TIMEOUT', `request to ${subject} timed out after ${options.timeoutMs} ms`, { cause: err });
       throw new PierError('UNAVAILABLE', `request to ${subject} failed: ${(err as Error).message}`, { cause: err });
     }
+  }
+
+  async requestMany(subject: string, data: Uint8Array, options: RequestManyOptions): Promise<BusMessage[]> {
+    checkSubject(subject, false);
+    const got: BusMessage[] = [];
+    try {
+      const replies = await this.nc.requestMany(
+        subject,
+        data,
+        options.expected === undefined
+          ? { strategy: RequestStrategy.JitterTimer, maxWait: options.timeoutMs, jitter: options.stallMs }
+          : { strategy: RequestStrategy.Count, maxWait: options.timeoutMs, maxMessages: options.expected },
+      );
+      for await (const m of replies) got.push(toBusMessage(m));
+    } catch (err) {
+      if ((err as { code?: string }).code !== ErrorCode.NoResponders) throw new PierError('UNAVAILABLE', `request to ${subject} failed: ${(err as Error).message}`, { cause: err });
+    }
+    return got;
   }
 
   inbox(): string {

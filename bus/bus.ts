@@ -10,6 +10,8 @@
  *   to exactly one member of the group (and to every plain subscription as well).
  * - `request` rejects with PierError `UNAVAILABLE` when nobody subscribes to the subject, and with
  *   `TIMEOUT` when nobody answered within the deadline. It never hangs.
+ * - `requestMany` collects every answer that comes within the deadline, and stops early once answers
+ *   stall for `stallMs` after the first; nobody subscribed is an empty list, at once.
  * - Headers are string to string, and arrive as sent.
  * - Payloads are opaque bytes: encoding is the caller's business (see codec.ts).
  */
@@ -40,11 +42,21 @@ export interface RequestOptions {
   headers?: Headers;
 }
 
+export interface RequestManyOptions {
+  timeoutMs: number;
+  /** Stop once answers stall this long after the first (when `expected` is not given). */
+  stallMs: number;
+  /** Stop as soon as this many answers arrived. */
+  expected?: number;
+}
+
 export interface Bus {
   readonly kind: 'memory' | 'nats';
   publish(subject: string, data: Uint8Array, options?: PublishOptions): void;
   subscribe(subject: string, handler: MessageHandler, options?: { queue?: string }): Subscription;
   request(subject: string, data: Uint8Array, options: RequestOptions): Promise<BusMessage>;
+  /** Scatter-gather: the answers of every subscriber (see the rules above). */
+  requestMany(subject: string, data: Uint8Array, options: RequestManyOptions): Promise<BusMessage[]>;
   /** A fresh subject nobody else uses, for collecting replies. */
   inbox(): string;
   /** Resolves once everything published so far has reached the server (memory: the subscribers). */

@@ -3,6 +3,8 @@ import type { EventSubject } from './rpc.js';
 /** What every Pier process (whatever its roles) says about itself. */
 export interface ProcessInfo {
   id: string;
+  /** Dot-free id used inside subjects (`pier.gw.conn.<busId>`, `pier.cb.deliver.<busId>`). */
+  busId: string;
   roles: string[];
   pid: number;
   host: string;
@@ -15,6 +17,6 @@ export const processSubjects = {
    * prom-client's JSON. The admin listener sums them into one /metrics and one `pier status`.
    */
   describe: 'pier.process.describe',
-  /** Announced at start and every few seconds; lets `pier status` see replicas. */
+  /** Every process, every `PIER_HEARTBEAT_MS`: who is alive, with which roles (lib/peers.ts). */
   heartbeat: { subject: 'pier.process.heartbeat' } as EventSubject<ProcessInfo>,
 };

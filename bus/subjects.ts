@@ -7,3 +7,4 @@ export * from './subjects-process.js';
 export * from './subjects-token.js';
 export * from './subjects-provider.js';
 export * from './subjects-vault.js';
+export * from './subjects-gateway.js';

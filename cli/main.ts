@@ -14,17 +14,18 @@ const OPTIONS = {
   host: { type: 'string' },
   credentials: { type: 'string' },
   limit: { type: 'string' },
+  app: { type: 'string' },
   purge: { type: 'boolean' },
   roles: { type: 'string' },
   'data-dir': { type: 'string' },
 } as const;
 
 function usage(): string {
-  return ['usage:', '  pier start [--roles edge,registry] [--data-dir DIR]', ...Object.values(COMMANDS).map((c) => `  ${c.usage} [--json]`)].join('\n');
+  return ['usage:', '  pier start [--roles edge,registry,...] [--data-dir DIR] [--app USER/APP (sidecar)]', ...Object.values(COMMANDS).map((c) => `  ${c.usage} [--json]`)].join('\n');
 }
 
 async function runStart(values: Record<string, unknown>): Promise<void> {
-  const config = loadConfig(process.env, { roles: values.roles as string | undefined, 'data-dir': values['data-dir'] as string | undefined });
+  const config = loadConfig(process.env, { roles: values.roles as string | undefined, 'data-dir': values['data-dir'] as string | undefined, app: values.app as string | undefined });
   const proc = await startProcess(config);
   let stopping = false;
   const shutdown = (signal: string) => {

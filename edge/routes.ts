@@ -1,6 +1,7 @@
 import { clusterMetrics, adminHandlers, type AdminDeps } from './admin-api.js';
 import { healthz, readyz } from './health.js';
 import { accessToken, providerCall, type SystemDeps } from './system-api.js';
+import { localApi, type LocalDeps } from './local-api.js';
 import type { Route } from './http.js';
 
 /** The listeners of contract section 8, by name. */
@@ -11,12 +12,13 @@ export type ListenerName = (typeof LISTENERS)[number];
  * Every route of every listener, in one table. Features land here as their issues do; until then a
  * listener answers its probes and 404.
  */
-export function routeTable(deps: AdminDeps & SystemDeps & { adminBodyBytes: number; providerBodyBytes: number }): Record<ListenerName, Route[]> {
+export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & { adminBodyBytes: number; providerBodyBytes: number }): Record<ListenerName, Route[]> {
   const probes: Route[] = [
     { method: 'get', path: '/healthz', handler: healthz },
     { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache) },
   ];
   const admin = adminHandlers(deps);
+  const local = localApi(deps);
   const body = deps.adminBodyBytes;
   return {
     public: [...probes],
@@ -25,7 +27,12 @@ export function routeTable(deps: AdminDeps & SystemDeps & { adminBodyBytes: numb
       { method: 'post', path: '/permission/v1alpha1/access', handler: (req) => accessToken(deps, req), bodyLimit: 64 * 1024 },
       { method: 'any', path: '/system-server/v1alpha1/:dataType/:group/:version/:op', handler: (req) => providerCall(deps, req), bodyLimit: deps.providerBodyBytes },
     ],
-    local: [...probes],
+    local: [
+      ...probes,
+      { method: 'post', path: '/runtime/ws/conn/send', handler: local.send, bodyLimit: 1024 * 1024 },
+      { method: 'post', path: '/runtime/ws/conn/close', handler: local.close, bodyLimit: 1024 * 1024 },
+      { method: 'get', path: '/runtime/ws/conn/list', handler: local.list },
+    ],
     upload: [...probes],
     admin: [
       ...probes,

@@ -2,6 +2,7 @@ import uWS from 'uWebSockets.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { ConfigError, type Ports } from '../lib/config.js';
 import { mountRoutes } from './http.js';
+import { Gateway } from './gateway.js';
 import { LISTENERS, routeTable, type ListenerName } from './routes.js';
 
 export interface RunningEdge {
@@ -37,14 +38,20 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
     providerBodyBytes: ctx.config.provider.bodyBytes,
     providerTimeoutMs: ctx.config.provider.timeoutMs,
     vaultName: ctx.config.vaultName,
+    peers: ctx.peers,
+    sidecarApp: ctx.config.sidecarApp,
+    now: ctx.now,
     systemServerUrl: () => ctx.config.systemServerUrl ?? `http://127.0.0.1:${ports.system}`,
   });
   const sockets: uWS.us_listen_socket[] = [];
+  const gateway = new Gateway(ctx);
   try {
     for (const name of LISTENERS) {
       const app = uWS.App();
+      if (name === 'public') gateway.attach(app);
       mountRoutes(app, table[name], { listener: name, log: ctx.log, metrics: ctx.metrics });
-      const host = name === 'admin' ? '127.0.0.1' : ctx.config.bindHost;
+      // Admin is loopback only; so is a sidecar's local API (it lives in the app's network namespace).
+      const host = name === 'admin' || (name === 'local' && ctx.config.sidecarApp) ? '127.0.0.1' : ctx.config.bindHost;
       const socket = await listen(app, host, ctx.config.ports[name as ListenerName], name);
       sockets.push(socket);
       ports[name] = uWS.us_socket_local_port(socket);
@@ -53,11 +60,15 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
     for (const s of sockets) uWS.us_listen_socket_close(s);
     throw err;
   }
+  gateway.start();
+  ctx.counters.set('connections', () => gateway.count());
   ctx.log.info({ ports }, 'edge listening');
   return {
     ports,
     async stop() {
+      // Stop taking new work, then close the connections and hand over their close events.
       for (const s of sockets) uWS.us_listen_socket_close(s);
+      await gateway.stop();
     },
   };
 }

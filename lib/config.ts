@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { Keyring } from './keyring.js';
 
 /** Roles a process can run. Features not built yet have no role. */
-export const ROLES = ['edge', 'registry', 'token', 'provider', 'vault'] as const;
+export const ROLES = ['edge', 'registry', 'token', 'provider', 'vault', 'callback'] as const;
 export type Role = (typeof ROLES)[number];
 
 export interface Ports {
@@ -40,6 +40,19 @@ export interface Config {
   provider: { timeoutMs: number; bodyBytes: number };
   /** The vault is the provider `secret` / `secret.<vaultName>` / `v1`. */
   vaultName: string;
+  /** Process heartbeats, and how long a silent process counts as alive. */
+  heartbeatMs: number;
+  peerDeadMs: number;
+  gateway: {
+    idleMs: number;
+    maxFrameBytes: number;
+    outboundBufferBytes: number;
+    callbackTimeoutMs: number;
+    /** How long an undeliverable callback is retried before it is counted as dropped. */
+    callbackRetryMs: number;
+  };
+  /** Sidecar mode (`--app USER/APP`): the local listener serves this one app, on loopback, without headers. */
+  sidecarApp: { user: string; app: string } | null;
 }
 
 export class ConfigError extends Error {
@@ -50,6 +63,7 @@ export class ConfigError extends Error {
 export interface StartFlags {
   roles?: string;
   'data-dir'?: string;
+  app?: string;
 }
 
 /** Every environment variable Pier reads, and nothing else reads the environment. */
@@ -81,6 +95,13 @@ export const ENV = {
   providerTimeoutMs: 'PIER_PROVIDER_TIMEOUT_MS',
   providerBodyBytes: 'PIER_PROVIDER_BODY_BYTES',
   vaultName: 'PIER_VAULT_NAME',
+  heartbeatMs: 'PIER_HEARTBEAT_MS',
+  peerDeadMs: 'PIER_PEER_DEAD_MS',
+  wsIdleMs: 'PIER_WS_IDLE_MS',
+  wsMaxFrameBytes: 'PIER_WS_MAX_FRAME_BYTES',
+  wsOutboundBytes: 'PIER_WS_OUTBOUND_BUFFER_BYTES',
+  callbackTimeoutMs: 'PIER_CALLBACK_TIMEOUT_MS',
+  callbackRetryMs: 'PIER_CALLBACK_RETRY_MS',
 } as const;
 
 export const DEFAULT_PORTS: Ports = { public: 8080, system: 40080, local: 40010, upload: 40030, admin: 40090 };
@@ -156,6 +177,13 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
   const vaultName = env[ENV.vaultName] || 'vault';
   if (!/^[a-z][a-z0-9-]{0,62}$/.test(vaultName)) throw new ConfigError(`${ENV.vaultName}: must match ^[a-z][a-z0-9-]{0,62}$, got "${vaultName}"`);
 
+  let sidecarApp: Config['sidecarApp'] = null;
+  if (flags.app !== undefined) {
+    const m = /^([a-z][a-z0-9-]{0,30})\/([a-z][a-z0-9]{0,30})$/.exec(flags.app);
+    if (!m) throw new ConfigError(`--app: must be USER/APP, got "${flags.app}"`);
+    sidecarApp = { user: m[1], app: m[2] };
+  }
+
   ensureWritableDir(dataDir);
   const adminToken = env[ENV.adminToken] || secretFile(join(dataDir, 'admin.token'), () => randomBytes(32).toString('base64url'));
   if (adminToken.length < 16) throw new ConfigError(`${ENV.adminToken}: must be at least 16 characters`);
@@ -192,5 +220,15 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       bodyBytes: integer(env, ENV.providerBodyBytes, 8 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     },
     vaultName,
+    heartbeatMs: integer(env, ENV.heartbeatMs, 1_000, 50, 60_000),
+    peerDeadMs: integer(env, ENV.peerDeadMs, 10_000, 200, 600_000),
+    gateway: {
+      idleMs: integer(env, ENV.wsIdleMs, 45_000, 100, 3_600_000),
+      maxFrameBytes: integer(env, ENV.wsMaxFrameBytes, 64 * 1024, 1024, 16 * 1024 * 1024),
+      outboundBufferBytes: integer(env, ENV.wsOutboundBytes, 1024 * 1024, 1024, 256 * 1024 * 1024),
+      callbackTimeoutMs: integer(env, ENV.callbackTimeoutMs, 5_000, 100, 600_000),
+      callbackRetryMs: integer(env, ENV.callbackRetryMs, 60_000, 100, 86_400_000),
+    },
+    sidecarApp,
   };
 }

@@ -1,4 +1,3 @@
-import { hostname } from 'node:os';
 import type { Bus, Subscription } from '../bus/bus.js';
 import { decode, encode } from '../bus/codec.js';
 import { processSubjects, type ProcessInfo } from '../bus/subjects.js';
@@ -16,8 +15,7 @@ export interface ProcessReport {
  * Makes this process answer `pier.process.describe`. `counters` is read at each question so
  * roles can contribute live numbers (connections, uploads in progress) without a push.
  */
-export function announceProcess(bus: Bus, info: Omit<ProcessInfo, 'host' | 'pid'>, metrics: Metrics, counters: () => Record<string, number>): Subscription {
-  const full: ProcessInfo = { ...info, host: hostname(), pid: process.pid };
+export function announceProcess(bus: Bus, full: ProcessInfo, metrics: Metrics, counters: () => Record<string, number>): Subscription {
   return bus.subscribe(processSubjects.describe, (msg) => {
     if (!msg.reply) return;
     const reply = msg.reply;

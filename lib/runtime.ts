@@ -3,6 +3,7 @@ import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import type { RegistryCache } from './registry-cache.js';
+import type { Peers } from './peers.js';
 
 /** What every role is started with. */
 export interface RoleContext {
@@ -14,6 +15,10 @@ export interface RoleContext {
   cache: RegistryCache;
   /** Milliseconds since the epoch, with the configured offset: the only clock roles read. */
   now: () => number;
+  /** Live Pier processes, from heartbeats. */
+  peers: Peers;
+  /** Live numbers a role reports to `pier status` (summed over processes), by name. */
+  counters: Map<string, () => number>;
 }
 
 /** A started role: stop it to release its subscriptions, listeners and files. */

@@ -12,6 +12,11 @@ import type { RoleContext, Running } from './runtime.js';
 import { startToken } from '../actors/token/index.js';
 import { startProvider } from '../actors/provider/index.js';
 import { startVault } from '../actors/vault/index.js';
+import { startCallback } from '../actors/callback/index.js';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { Peers } from './peers.js';
+import type { ProcessInfo } from '../bus/subjects.js';
 
 export interface StartedProcess {
   config: Config;
@@ -40,8 +45,12 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   const bus = await connectBus(config, log);
   const now = () => Date.now() + config.clockOffsetMs;
   const cache = new RegistryCache(bus, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics, now });
-  const ctx: RoleContext = { bus, config, log, metrics, cache, now };
-  const running: Running[] = [{ stop: async () => cache.stop() }];
+  const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };
+  const peers = new Peers(bus, self, { intervalMs: config.heartbeatMs, deadAfterMs: config.peerDeadMs });
+  const counters = new Map<string, () => number>();
+  const ctx: RoleContext = { bus, config, log, metrics, cache, now, peers, counters };
+  const running: Running[] = [{ stop: async () => cache.stop() }, { stop: async () => peers.stop() }];
+  peers.start();
   let ports: Config['ports'] | null = null;
   try {
     if (config.roles.includes('registry')) running.push(await startRegistry(ctx));
@@ -51,6 +60,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     if (config.roles.includes('token')) running.push(await startToken(ctx));
     if (config.roles.includes('provider')) running.push(await startProvider(ctx));
     if (config.roles.includes('vault')) running.push(await startVault(ctx));
+    if (config.roles.includes('callback')) running.push(await startCallback(ctx));
     if (config.roles.includes('edge')) {
       const edge = await startEdge(ctx);
       running.push(edge);
@@ -61,7 +71,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     await bus.close();
     throw err;
   }
-  const presence = announceProcess(bus, { id: config.instanceId, roles: config.roles, startedAt: new Date().toISOString() }, metrics, () => ({}));
+  const presence = announceProcess(bus, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])));
   log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports }, 'pier ready');
 
   return {

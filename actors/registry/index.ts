@@ -10,7 +10,7 @@ import { RegistryStore } from './store.js';
  * `<data>/registry`. Every committed write is published on `pier.registry.changes`; a heartbeat
  * carries the current revision so that caches which missed an event catch up within one beat.
  */
-export async function startRegistry(ctx: Omit<RoleContext, 'cache'>): Promise<Running> {
+export async function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'log' | 'metrics' | 'now'>): Promise<Running> {
   const store = RegistryStore.open(join(ctx.config.dataDir, 'registry'));
   const deps: h.RegistryDeps = {
     store,

@@ -103,6 +103,16 @@ export function busContract(test: TestFn, name: string, pair: MakePair): void {
     t.is(reply.headers?.['x-answer'], 'to-abc');
   });
 
+  test(`${name}: requestMany gathers every subscriber's answer; nobody subscribed is an empty list`, async (t) => {
+    const [client, server] = await pair();
+    const p = prefix();
+    for (const who of ['a', 'b', 'c']) server.subscribe(`${p}.many`, (m) => server.publish(m.reply!, enc(who)));
+    await server.flush();
+    const replies = await client.requestMany(`${p}.many`, enc('?'), { timeoutMs: 5_000, stallMs: 200 });
+    t.deepEqual(replies.map((r) => dec(r.data)).sort(), ['a', 'b', 'c']);
+    t.deepEqual(await client.requestMany(`${p}.nobody`, enc('?'), { timeoutMs: 60_000, stallMs: 60_000 }), []);
+  });
+
   test(`${name}: request with nobody subscribed fails at once with UNAVAILABLE`, async (t) => {
     const [client] = await pair();
     // A deadline would end in TIMEOUT; UNAVAILABLE proves the request did not wait for it.

@@ -1,0 +1,69 @@
+import type { GatewayEvent } from '../../bus/subjects.js';
+
+/** What a callback replica holds for one connection: its queue of events not yet delivered. */
+export interface ConnState {
+  connId: string;
+  edge: string;
+  user: string;
+  app: string;
+  target: GatewayEvent['target'];
+  queue: GatewayEvent[];
+  lastSeq: number;
+  running: boolean;
+  /** Its close is queued or delivered: nothing may follow. */
+  closed: boolean;
+}
+
+/**
+ * The connections whose events this replica delivers. Closed ones are remembered for a while
+ * (tombstones), so a late event for them is refused instead of being delivered after `close`.
+ */
+export class ConnTable {
+  private readonly conns = new Map<string, ConnState>();
+  private readonly tombstones = new Map<string, number>();
+
+  constructor(private readonly tombstoneMs = 10 * 60_000) {}
+
+  get(connId: string): ConnState | undefined {
+    return this.conns.get(connId);
+  }
+
+  isClosed(connId: string): boolean {
+    return this.conns.get(connId)?.closed === true || this.tombstones.has(connId);
+  }
+
+  getOrCreate(ev: GatewayEvent): ConnState {
+    let c = this.conns.get(ev.connId);
+    if (!c) {
+      c = { connId: ev.connId, edge: ev.edge, user: ev.user, app: ev.app, target: ev.target, queue: [], lastSeq: 0, running: false, closed: false };
+      this.conns.set(ev.connId, c);
+    }
+    return c;
+  }
+
+  /** Forgets a connection whose close was delivered (or dropped). */
+  finish(connId: string): void {
+    this.conns.delete(connId);
+    this.tombstones.set(connId, Date.now());
+    if (this.tombstones.size > 100_000) this.prune();
+  }
+
+  ofEdge(edge: string): ConnState[] {
+    return [...this.conns.values()].filter((c) => c.edge === edge);
+  }
+
+  size(): number {
+    return this.conns.size;
+  }
+
+  /** Some connection still has events to deliver. */
+  busy(): boolean {
+    for (const c of this.conns.values()) if (c.queue.length > 0) return true;
+    return false;
+  }
+
+  private prune(): void {
+    const cutoff = Date.now() - this.tombstoneMs;
+    for (const [id, at] of this.tombstones) if (at < cutoff) this.tombstones.delete(id);
+  }
+}

@@ -1,0 +1,64 @@
+import { createHmac } from 'node:crypto';
+import { Agent, request } from 'undici';
+import type { GatewayEvent } from '../../bus/subjects.js';
+
+export interface DeliveryOptions {
+  timeoutMs: number;
+  /** Keep retrying an event for at least this long before counting it as dropped. */
+  retryMs: number;
+}
+
+export type Outcome = 'delivered' | 'dropped';
+
+/** The callback body (CONTRACT.md section 6), exactly these four fields. */
+export function callbackBody(ev: GatewayEvent): string {
+  return JSON.stringify({ data: ev.data, action: ev.action, user_name: ev.user, conn_id: ev.connId });
+}
+
+export function sign(body: string, secret: string): string {
+  return createHmac('sha256', secret).update(body).digest('hex');
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * POSTs gateway events to apps. Any 2xx is delivered; anything else (status, refusal, timeout) is
+ * retried with exponential backoff (100 ms doubling to 5 s) until `retryMs` has passed.
+ */
+export class Deliverer {
+  private readonly agent = new Agent({ connections: 64, keepAliveTimeout: 30_000, connect: { timeout: 5_000 } });
+
+  constructor(
+    private readonly options: DeliveryOptions,
+    private readonly hooks: { retried: () => void },
+  ) {}
+
+  async deliver(ev: GatewayEvent, secret: () => Promise<string>): Promise<Outcome> {
+    const body = callbackBody(ev);
+    const url = `http://${ev.target.host}:${ev.target.port}${ev.target.url}`;
+    const deadline = Date.now() + this.options.retryMs;
+    for (let attempt = 0, wait = 100; ; attempt++, wait = Math.min(wait * 2, 5_000)) {
+      if (attempt > 0) this.hooks.retried();
+      try {
+        const headers: Record<string, string> = {
+          'content-type': 'application/json',
+          'x-pier-event-id': ev.eventId,
+          'x-pier-seq': String(ev.seq),
+          'x-pier-signature': sign(body, await secret()),
+        };
+        if (ev.cookie) headers.cookie = ev.cookie;
+        const res = await request(url, { method: 'POST', headers, body, dispatcher: this.agent, headersTimeout: this.options.timeoutMs, bodyTimeout: this.options.timeoutMs });
+        await res.body.dump();
+        if (res.statusCode >= 200 && res.statusCode < 300) return 'delivered';
+      } catch {
+        // refused, reset, timed out, or no secret yet: retried like a non-2xx
+      }
+      if (Date.now() >= deadline) return 'dropped';
+      await sleep(Math.min(wait, deadline - Date.now() + 1));
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+}

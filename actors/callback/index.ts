@@ -1,0 +1,118 @@
+import { Counter, Gauge, Histogram } from 'prom-client';
+import { decode, encode } from '../../bus/codec.js';
+import { call } from '../../bus/rpc.js';
+import { gatewaySubjects, registry, type EventAck, type GatewayEvent } from '../../bus/subjects.js';
+import type { RoleContext, Running } from '../../lib/runtime.js';
+import { ConnTable, type ConnState } from './connections.js';
+import { Deliverer } from './delivery.js';
+
+/**
+ * The callback actor: gateway events → the app's `options.websocket` endpoint. Each edge sends all
+ * events of one connection to one callback replica (chosen by rendezvous hashing over the live
+ * replicas), which keeps a FIFO per connection: open, messages in order, close last. A slow app
+ * holds up only its own connections' queues. When an edge dies, the replica raises `close` for
+ * that edge's connections it holds, after their queued events.
+ */
+export async function startCallback(ctx: RoleContext): Promise<Running> {
+  const registers = [ctx.metrics.registry];
+  const delivered = new Counter({ name: 'pier_callbacks_delivered_total', help: 'Gateway callbacks answered 2xx', labelNames: ['action'], registers });
+  const retried = new Counter({ name: 'pier_callbacks_retried_total', help: 'Gateway callback attempts after a failure', registers });
+  const dropped = new Counter({ name: 'pier_callbacks_dropped_total', help: 'Gateway callbacks given up after the retry period', labelNames: ['action'], registers });
+  const latency = new Histogram({ name: 'pier_callback_seconds', help: 'From receiving a gateway event to the app answering 2xx', buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30, 60], registers });
+  const held: Gauge = new Gauge({
+    name: 'pier_callback_connections',
+    help: 'Connections whose events this replica delivers',
+    registers,
+    collect: () => {
+      held.set(table.size());
+    },
+  });
+
+  const table = new ConnTable();
+  const deliverer = new Deliverer({ timeoutMs: ctx.config.gateway.callbackTimeoutMs, retryMs: ctx.config.gateway.callbackRetryMs }, { retried: () => retried.inc() });
+  const secrets = new Map<string, Promise<string>>();
+  const forgetSecrets = ctx.cache.onApplied((c) => {
+    if (c.kind === 'app' && c.op === 'put') secrets.delete(c.value.id);
+  });
+
+  /** The app secret, fetched once per app and kept (a close after uninstall is still signed). */
+  const secretOf = (conn: ConnState) => () => {
+    const id = `${conn.user}/${conn.app}`;
+    let s = secrets.get(id);
+    if (!s) {
+      const app = ctx.cache.app(conn.user, conn.app);
+      if (!app) return Promise.reject(new Error(`app ${id} is not installed`));
+      s = call(ctx.bus, registry.appCredentials, { appKey: app.appKey }).then((c) => c.appSecret);
+      s.catch(() => secrets.delete(id));
+      secrets.set(id, s);
+    }
+    return s;
+  };
+
+  async function drain(conn: ConnState): Promise<void> {
+    conn.running = true;
+    while (conn.queue.length > 0) {
+      const ev = conn.queue[0];
+      const started = performance.now();
+      const outcome = await deliverer.deliver(ev, secretOf(conn));
+      if (outcome === 'delivered') {
+        delivered.inc({ action: ev.action });
+        latency.observe((performance.now() - started) / 1000);
+      } else {
+        dropped.inc({ action: ev.action });
+        ctx.log.warn({ connId: ev.connId, seq: ev.seq, action: ev.action, app: `${ev.user}/${ev.app}` }, 'gateway callback dropped after retries');
+      }
+      conn.queue.shift();
+      if (ev.action === 'close') table.finish(conn.connId);
+    }
+    conn.running = false;
+  }
+
+  function enqueue(conn: ConnState, ev: GatewayEvent): void {
+    conn.queue.push(ev);
+    conn.lastSeq = Math.max(conn.lastSeq, ev.seq);
+    if (ev.action === 'close') conn.closed = true;
+    if (!conn.running) void drain(conn);
+  }
+
+  const sub = ctx.bus.subscribe(gatewaySubjects.deliver(ctx.peers.self.busId), (msg) => {
+    let ev: GatewayEvent;
+    try {
+      ev = decode<GatewayEvent>(msg.data);
+    } catch {
+      return;
+    }
+    const closed = table.isClosed(ev.connId);
+    if (!closed) {
+      const conn = table.getOrCreate(ev);
+      // A resent event (after a failover) that this replica already has is not queued twice.
+      if (ev.seq > conn.lastSeq) enqueue(conn, ev);
+    }
+    if (msg.reply) ctx.bus.publish(msg.reply, encode({ ok: true, closed } satisfies EventAck));
+  });
+
+  // An edge that died cannot say its connections closed: this replica says it for those it holds.
+  const stopWatching = ctx.peers.onDeath((peer) => {
+    if (!peer.roles.includes('edge')) return;
+    for (const conn of table.ofEdge(peer.busId)) {
+      if (conn.closed) continue;
+      const seq = conn.lastSeq + 1;
+      ctx.log.info({ connId: conn.connId, edge: peer.id }, 'edge lost: raising close');
+      enqueue(conn, { eventId: `${conn.connId}:${seq}`, connId: conn.connId, edge: conn.edge, user: conn.user, app: conn.app, seq, action: 'close', data: {}, cookie: null, target: conn.target });
+    }
+  });
+  ctx.counters.set('callback_connections', () => table.size());
+  ctx.log.info({ busId: ctx.peers.self.busId }, 'callback actor started');
+
+  return {
+    async stop() {
+      sub.unsubscribe();
+      stopWatching();
+      // Deliver what is queued (the edge's closes at shutdown among them), for a bounded time.
+      const end = Date.now() + 5_000;
+      while (table.busy() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      forgetSecrets();
+      await deliverer.close();
+    },
+  };
+}

@@ -1,0 +1,76 @@
+import type { WebsocketOptions } from './subjects-registry.js';
+
+/** Callback actions (CONTRACT.md section 6). */
+export type GatewayAction = 'open' | 'message' | 'close';
+
+/**
+ * One gateway event, from the edge holding the connection to the callback replica that delivers
+ * it. Events of one connection all go to one callback replica, in `seq` order.
+ */
+export interface GatewayEvent {
+  eventId: string;
+  connId: string;
+  /** busId of the edge that holds the connection (it is also the prefix of `connId`). */
+  edge: string;
+  user: string;
+  app: string;
+  /** Per connection, from 1. */
+  seq: number;
+  action: GatewayAction;
+  data: unknown;
+  /** The client's Cookie header, on `message` only. */
+  cookie: string | null;
+  /** Where the app listens, captured at open: close is delivered even after an uninstall. */
+  target: WebsocketOptions & { host: string };
+}
+
+/** The callback replica's answer to an event: taken in charge (`closed` when it already raised that connection's close). */
+export interface EventAck {
+  ok: true;
+  closed: boolean;
+}
+
+/** A send or close aimed at connections, by id or by user; each edge answers for its own. */
+export interface ConnCommand {
+  op: 'send' | 'close';
+  /** `<user>/<app>`: an edge acts only on that app's connections. */
+  appId: string;
+  connIds?: string[];
+  users?: string[];
+  /** JSON text to send as one text frame (op `send`). */
+  text?: string;
+}
+
+export interface ConnCommandResult {
+  count: number;
+}
+
+export interface ListedConn {
+  user: string;
+  id: string;
+  userAgent: string;
+}
+
+/** Pier's WebSocket close codes (4000-4099 are Pier's). */
+export const CLOSE_CODES = {
+  GOING_AWAY: 1001,
+  TOO_BIG: 1009,
+  IDLE: 4000,
+  CLOSED_BY_APP: 4001,
+  APP_UNINSTALLED: 4002,
+  /** The cluster lost this edge long enough to raise the connection's close without it. */
+  LOST: 4003,
+  SLOW_CONSUMER: 4008,
+} as const;
+
+/** Subjects of the gateway. Per-connection and per-user subjects carry interest: only holders subscribe. */
+export const gatewaySubjects = {
+  /** Commands for connections held by one edge. */
+  edge: (edgeBusId: string) => `pier.gw.edge.${edgeBusId}`,
+  /** Commands for one user's connections to one app; subscribed only by edges holding some. */
+  user: (user: string, app: string) => `pier.gw.user.${user}.${app}`,
+  /** Scatter-gather to every edge: the connections of one app (request `{appId}` → ListedConn[]). */
+  list: 'pier.gw.list',
+  /** Events for one callback replica. */
+  deliver: (callbackBusId: string) => `pier.cb.deliver.${callbackBusId}`,
+};

@@ -1,0 +1,112 @@
+import type { Bus } from '../bus/bus.js';
+import { decode, encode } from '../bus/codec.js';
+import { gatewaySubjects, type EventAck, type GatewayEvent } from '../bus/subjects.js';
+import type { Logger } from '../lib/log.js';
+import type { Peers } from '../lib/peers.js';
+
+interface Outbox {
+  replica: string | null;
+  /** Sent or waiting, not yet acknowledged, in seq order. */
+  events: GatewayEvent[];
+  resending: boolean;
+  /** Since when the oldest unacknowledged event has waited (reset at each acknowledgement). */
+  since: number;
+}
+
+/** FNV-1a: a fast, stable hash for rendezvous choice. */
+function fnv(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+/**
+ * Sends each connection's gateway events to one callback replica, in order. The replica is chosen
+ * by rendezvous hashing over the live callback replicas, so every edge picks the same one for a
+ * connection and a lost replica moves only its own connections. Events stay here until the replica
+ * acknowledges them; if it fails, the unacknowledged ones are sent again, in order, to the next
+ * choice (an app may then see an event twice, with the same X-Pier-Event-Id).
+ */
+export class EventForwarder {
+  private readonly outboxes = new Map<string, Outbox>();
+
+  constructor(
+    private readonly bus: Bus,
+    private readonly peers: Peers,
+    private readonly options: { giveUpMs: number; ackTimeoutMs: number },
+    private readonly log: Logger,
+    /** The callback replica already raised this connection's close (the edge was thought dead). */
+    private readonly onClosedByCluster: (connId: string) => void,
+  ) {}
+
+  emit(ev: GatewayEvent): void {
+    let box = this.outboxes.get(ev.connId);
+    if (!box) {
+      box = { replica: this.choose(ev.connId), events: [], resending: false, since: Date.now() };
+      this.outboxes.set(ev.connId, box);
+    }
+    if (box.events.length === 0) box.since = Date.now();
+    box.events.push(ev);
+    if (!box.resending) this.send(box, ev);
+  }
+
+  /** Resolves once every event was acknowledged, or after `timeoutMs`. */
+  async flush(timeoutMs: number): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    while (this.outboxes.size > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  pending(): number {
+    let n = 0;
+    for (const b of this.outboxes.values()) n += b.events.length;
+    return n;
+  }
+
+  private choose(connId: string): string | null {
+    let best: string | null = null;
+    let bestScore = -1;
+    for (const p of this.peers.alive('callback')) {
+      const score = fnv(`${connId}|${p.busId}`);
+      if (score > bestScore) {
+        best = p.busId;
+        bestScore = score;
+      }
+    }
+    return best;
+  }
+
+  private send(box: Outbox, ev: GatewayEvent): void {
+    if (!box.replica) return this.retryLater(box, ev.connId);
+    this.bus
+      .request(gatewaySubjects.deliver(box.replica), encode(ev), { timeoutMs: this.options.ackTimeoutMs })
+      .then((msg) => {
+        const ack = decode<EventAck>(msg.data);
+        box.events = box.events.filter((e) => e.seq !== ev.seq);
+        box.since = Date.now();
+        if (ack.closed) this.onClosedByCluster(ev.connId);
+        if (box.events.length === 0 && ev.action === 'close') this.outboxes.delete(ev.connId);
+        else if (box.events.length === 0 && ack.closed) this.outboxes.delete(ev.connId);
+      })
+      .catch(() => this.retryLater(box, ev.connId));
+  }
+
+  /** Sends everything unacknowledged again, in order, to the replica chosen now. */
+  private retryLater(box: Outbox, connId: string): void {
+    if (box.resending) return;
+    box.resending = true;
+    setTimeout(() => {
+      box.resending = false;
+      if (box.events.length === 0) return;
+      if (Date.now() - box.since > this.options.giveUpMs && this.peers.alive('callback').length === 0) {
+        this.log.error({ connId, events: box.events.length }, 'no callback replica for too long: gateway events dropped');
+        this.outboxes.delete(connId);
+        return;
+      }
+      box.replica = this.choose(connId);
+      for (const ev of [...box.events]) this.send(box, ev);
+    }, 250);
+  }
+}

@@ -1,0 +1,264 @@
+import { randomBytes } from 'node:crypto';
+import uWS from 'uWebSockets.js';
+import { Counter, Gauge } from 'prom-client';
+import type { Subscription } from '../bus/bus.js';
+import { decode, encode } from '../bus/codec.js';
+import { CLOSE_CODES, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type GatewayEvent, type ListedConn } from '../bus/subjects.js';
+import type { RoleContext } from '../lib/runtime.js';
+import { userTokenOf } from '../lib/user-token.js';
+import { EventForwarder } from './gateway-forwarder.js';
+import { frameToData, originAllowed, parseAppHost } from './gateway-host.js';
+
+/** Per-connection data, set once at upgrade (never properties patched onto `ws`). */
+interface Conn {
+  connId: string;
+  user: string;
+  app: string;
+  userAgent: string;
+  cookie: string;
+  target: GatewayEvent['target'];
+  seq: number;
+  lastSeen: number;
+  /** Closed by the cluster already (its close was raised elsewhere): no second close event. */
+  silent: boolean;
+  open: boolean;
+}
+
+type Ws = uWS.WebSocket<Conn>;
+const userKey = (user: string, app: string) => `${user}/${app}`;
+const PONG = '{"event":"pong","data":{}}';
+
+function refuse(res: uWS.HttpResponse, status: '401 Unauthorized' | '403 Forbidden' | '404 Not Found' | '503 Service Unavailable', message: string): void {
+  res.writeStatus(status).writeHeader('content-type', 'application/json').end(JSON.stringify({ code: Number(status.slice(0, 3)), message }));
+}
+
+/**
+ * The browser side of the WebSocket gateway on the public listener, and this edge's share of the
+ * app-side commands. Connections are held here only; everything about them that other processes
+ * need travels on the bus: events to the callback actor, commands by connection (this edge's
+ * subject) or by user (a subject this edge subscribes to only while it holds that user's connections).
+ */
+export class Gateway {
+  private readonly conns = new Map<string, Ws>();
+  private readonly byUser = new Map<string, { sockets: Set<Ws>; sub: Subscription }>();
+  private readonly subs: Subscription[] = [];
+  private readonly forwarder: EventForwarder;
+  private sweeper: NodeJS.Timeout | null = null;
+  private stopUninstallWatch: (() => void) | null = null;
+  private readonly metrics;
+  private stopping = false;
+
+  constructor(private readonly ctx: RoleContext) {
+    const registers = [ctx.metrics.registry];
+    this.metrics = {
+      connections: new Gauge({ name: 'pier_ws_connections', help: 'Open WebSocket connections on this edge', registers }),
+      messagesIn: new Counter({ name: 'pier_ws_messages_in_total', help: 'Frames received from clients', registers }),
+      messagesOut: new Counter({ name: 'pier_ws_messages_out_total', help: 'Frames sent to clients', registers }),
+      closes: new Counter({ name: 'pier_ws_closes_total', help: 'Connections closed, by code', labelNames: ['code'], registers }),
+      refused: new Counter({ name: 'pier_ws_upgrades_refused_total', help: 'Upgrades refused, by status', labelNames: ['status'], registers }),
+    };
+    this.forwarder = new EventForwarder(ctx.bus, ctx.peers, { giveUpMs: ctx.config.gateway.callbackRetryMs, ackTimeoutMs: 5_000 }, ctx.log, (connId) => {
+      const ws = this.conns.get(connId);
+      if (!ws) return;
+      ws.getUserData().silent = true;
+      ws.end(CLOSE_CODES.LOST, 'connection lost by the gateway cluster');
+    });
+  }
+
+  count(): number {
+    return this.conns.size;
+  }
+
+  /** Mounts `GET /ws` on the public listener (before its catch-all 404). */
+  attach(app: uWS.TemplatedApp): void {
+    const g = this.ctx.config.gateway;
+    app.ws<Conn>('/ws', {
+      maxPayloadLength: g.maxFrameBytes,
+      // uWS must never drop a frame on its own: the 4008 limit is enforced in send().
+      maxBackpressure: g.outboundBufferBytes * 4 + 64 * 1024,
+      closeOnBackpressureLimit: 0,
+      idleTimeout: 0,
+      sendPingsAutomatically: false,
+      upgrade: (res, req, context) => this.upgrade(res, req, context),
+      open: (ws) => this.opened(ws),
+      message: (ws, message, isBinary) => this.received(ws, message, isBinary),
+      close: (ws, code) => this.closed(ws, code),
+    });
+  }
+
+  start(): void {
+    const { bus, peers, cache } = this.ctx;
+    this.subs.push(
+      bus.subscribe(gatewaySubjects.edge(peers.self.busId), (msg) => this.command(msg.data, msg.reply)),
+      bus.subscribe(gatewaySubjects.list, (msg) => {
+        if (!msg.reply) return;
+        const { appId } = decode<{ appId: string }>(msg.data);
+        const listed: ListedConn[] = [];
+        for (const ws of this.conns.values()) {
+          const c = ws.getUserData();
+          if (userKey(c.user, c.app) === appId) listed.push({ user: c.user, id: c.connId, userAgent: c.userAgent });
+        }
+        bus.publish(msg.reply, encode(listed));
+      }),
+    );
+    // Uninstalling an app closes its connections at once (each gets its close callback).
+    this.stopUninstallWatch = cache.onApplied((c) => {
+      if (c.kind !== 'app' || c.op !== 'delete') return;
+      for (const ws of [...this.conns.values()]) {
+        const d = ws.getUserData();
+        if (userKey(d.user, d.app) === c.key) ws.end(CLOSE_CODES.APP_UNINSTALLED, 'app uninstalled');
+      }
+    });
+    const idleMs = this.ctx.config.gateway.idleMs;
+    this.sweeper = setInterval(() => {
+      const now = Date.now();
+      for (const ws of [...this.conns.values()]) if (now - ws.getUserData().lastSeen > idleMs) ws.end(CLOSE_CODES.IDLE, 'idle timeout');
+    }, Math.max(50, Math.min(1_000, Math.floor(idleMs / 4))));
+  }
+
+  /** Going away: every connection closed (1001), and their close events handed over. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.stopUninstallWatch?.();
+    for (const ws of [...this.conns.values()]) ws.end(CLOSE_CODES.GOING_AWAY, 'gateway shutting down');
+    await this.forwarder.flush(5_000);
+    for (const s of this.subs) s.unsubscribe();
+    for (const u of this.byUser.values()) u.sub.unsubscribe();
+  }
+
+  private upgrade(res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t): void {
+    // Everything needed is copied out of `req` now: it is gone after this call.
+    const headers: Record<string, string> = {};
+    req.forEach((k, v) => {
+      headers[k] = v;
+    });
+    const { cache, config } = this.ctx;
+    const fail = (status: Parameters<typeof refuse>[1], message: string) => {
+      this.metrics.refused.inc({ status: status.slice(0, 3) });
+      refuse(res, status, message);
+    };
+    if (this.stopping) return fail('503 Service Unavailable', 'gateway shutting down');
+    const host = headers.host ?? '';
+    const target = parseAppHost(host, config.domain);
+    if (!target) return fail('404 Not Found', `Host must be <app>.<user>.${config.domain}`);
+    let user: string | undefined;
+    try {
+      const token = userTokenOf(headers);
+      user = token ? cache.userForToken(token) : undefined;
+      if (!user) return fail('401 Unauthorized', 'a valid user token is required (auth_token cookie or X-Authorization)');
+      if (user !== target.user) return fail('403 Forbidden', "the token's user does not own this app instance");
+      if (!originAllowed(headers.origin, host)) return fail('403 Forbidden', "Origin is not the app's origin");
+      const app = cache.app(target.user, target.app);
+      if (!app) return fail('404 Not Found', `app "${target.app}" is not installed for "${target.user}"`);
+      if (!app.websocket) return fail('404 Not Found', `app "${target.app}" has no websocket option`);
+      const conn: Conn = {
+        connId: `${this.ctx.peers.self.busId}.${randomBytes(16).toString('base64url')}`,
+        user,
+        app: target.app,
+        userAgent: headers['user-agent'] ?? '',
+        cookie: headers.cookie ?? '',
+        target: { host: app.host, port: app.websocket.port, url: app.websocket.url },
+        seq: 0,
+        lastSeen: Date.now(),
+        silent: false,
+        open: false,
+      };
+      res.upgrade(conn, headers['sec-websocket-key'] ?? '', headers['sec-websocket-protocol'] ?? '', headers['sec-websocket-extensions'] ?? '', context);
+    } catch {
+      fail('503 Service Unavailable', 'registry not reachable; try again shortly');
+    }
+  }
+
+  private event(c: Conn, action: GatewayAction, data: unknown, cookie: string | null): void {
+    c.seq++;
+    this.forwarder.emit({ eventId: `${c.connId}:${c.seq}`, connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, action, data, cookie, target: c.target });
+  }
+
+  private opened(ws: Ws): void {
+    const c = ws.getUserData();
+    c.open = true;
+    this.conns.set(c.connId, ws);
+    const key = userKey(c.user, c.app);
+    let entry = this.byUser.get(key);
+    if (!entry) {
+      entry = { sockets: new Set(), sub: this.ctx.bus.subscribe(gatewaySubjects.user(c.user, c.app), (msg) => this.command(msg.data, msg.reply)) };
+      this.byUser.set(key, entry);
+    }
+    entry.sockets.add(ws);
+    this.metrics.connections.set(this.conns.size);
+    this.event(c, 'open', {}, null);
+  }
+
+  private received(ws: Ws, message: ArrayBuffer, isBinary: boolean): void {
+    const c = ws.getUserData();
+    c.lastSeen = Date.now();
+    this.metrics.messagesIn.inc();
+    const { data, ping } = frameToData(message, isBinary);
+    if (ping) {
+      this.send(ws, PONG);
+      return;
+    }
+    this.event(c, 'message', data, c.cookie || null);
+  }
+
+  private closed(ws: Ws, code: number): void {
+    const c = ws.getUserData();
+    c.open = false;
+    this.conns.delete(c.connId);
+    const key = userKey(c.user, c.app);
+    const entry = this.byUser.get(key);
+    if (entry) {
+      entry.sockets.delete(ws);
+      if (entry.sockets.size === 0) {
+        entry.sub.unsubscribe();
+        this.byUser.delete(key);
+      }
+    }
+    this.metrics.connections.set(this.conns.size);
+    this.metrics.closes.inc({ code: String(code) });
+    if (!c.silent) this.event(c, 'close', {}, null);
+  }
+
+  /** One text frame; a client that lets more than the outbound limit pile up is closed with 4008. */
+  private send(ws: Ws, text: string): boolean {
+    if (!ws.getUserData().open) return false;
+    // Outside uWS's own callbacks nothing is corked: cork so the frame goes out in one write.
+    ws.cork(() => ws.send(text, false));
+    this.metrics.messagesOut.inc();
+    if (ws.getBufferedAmount() > this.ctx.config.gateway.outboundBufferBytes) {
+      ws.end(CLOSE_CODES.SLOW_CONSUMER, 'slow consumer: outbound buffer full');
+      return false;
+    }
+    return true;
+  }
+
+  /** A send or close for connections this edge holds (by id, or all of the named users'). */
+  private command(data: Uint8Array, reply: string | undefined): void {
+    let count = 0;
+    try {
+      const cmd = decode<ConnCommand>(data);
+      const targets = new Set<Ws>();
+      for (const id of cmd.connIds ?? []) {
+        const ws = this.conns.get(id);
+        if (ws && userKey(ws.getUserData().user, ws.getUserData().app) === cmd.appId) targets.add(ws);
+      }
+      for (const user of cmd.users ?? []) {
+        const [, app] = cmd.appId.split('/');
+        for (const ws of this.byUser.get(userKey(user, app))?.sockets ?? []) if (userKey(user, app) === cmd.appId) targets.add(ws);
+      }
+      if (cmd.op === 'send') {
+        for (const ws of targets) if (this.send(ws, cmd.text ?? 'null')) count++;
+      } else {
+        for (const ws of targets) {
+          if (!ws.getUserData().open) continue;
+          ws.end(CLOSE_CODES.CLOSED_BY_APP, 'closed by the app');
+          count++;
+        }
+      }
+    } catch (err) {
+      this.ctx.log.warn({ err: (err as Error).message }, 'bad gateway command');
+    }
+    if (reply) this.ctx.bus.publish(reply, encode({ count } satisfies ConnCommandResult));
+  }
+}

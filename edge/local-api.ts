@@ -1,0 +1,131 @@
+import type { Bus } from '../bus/bus.js';
+import { decode, encode } from '../bus/codec.js';
+import { PierError } from '../bus/errors.js';
+import { gatewaySubjects, USER_NAME, type AppView, type ConnCommand, type ConnCommandResult, type ListedConn } from '../bus/subjects.js';
+import type { Peers } from '../lib/peers.js';
+import { FailureLimiter } from '../lib/rate-limit.js';
+import type { RegistryCache } from '../lib/registry-cache.js';
+import { safeEqual, sha256Hex } from '../lib/tokens.js';
+import { assertValid, compile } from '../lib/validation.js';
+import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
+
+export interface LocalDeps {
+  bus: Bus;
+  cache: RegistryCache;
+  peers: Peers;
+  /** Sidecar mode: the one app this listener serves, without headers. */
+  sidecarApp: { user: string; app: string } | null;
+  now: () => number;
+}
+
+const CONN_ID = /^[0-9a-f]{12}\.[A-Za-z0-9_-]{22}$/;
+const sendSchema = compile({
+  $$strict: false,
+  payload: { type: 'any' },
+  conn_id: { type: 'string', optional: true, max: 64 },
+  users: { type: 'array', optional: true, max: 10_000, items: { type: 'string', pattern: USER_NAME, messages: { stringPattern: `must match ${USER_NAME}` } } },
+});
+const closeSchema = compile({
+  $$strict: false,
+  conns: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
+  users: { type: 'array', optional: true, max: 10_000, items: { type: 'string', pattern: USER_NAME, messages: { stringPattern: `must match ${USER_NAME}` } } },
+});
+
+/**
+ * The app side of the gateway (port 40010). Whichever edge gets the call, it reaches the edges
+ * holding the connections over the bus: by connection through the holder's own subject, by user
+ * through per-user subjects only holders subscribe to.
+ */
+export function localApi(deps: LocalDeps) {
+  const failures = new FailureLimiter(20, 60_000, deps.now);
+
+  /** Which app is calling: the sidecar's, or the one whose key and secret are in the headers. */
+  function caller(req: HttpRequestData): AppView {
+    if (deps.sidecarApp) {
+      const app = deps.cache.app(deps.sidecarApp.user, deps.sidecarApp.app);
+      if (!app) throw new PierError('UNAVAILABLE', `app ${deps.sidecarApp.user}/${deps.sidecarApp.app} is not installed`);
+      return app;
+    }
+    if (failures.blocked(req.remoteAddress)) throw new PierError('RATE_LIMITED', 'too many failed attempts; retry later');
+    const key = req.headers['x-app-key'] ?? '';
+    const secret = req.headers['x-app-secret'] ?? '';
+    const app = key ? deps.cache.appByKey(key) : undefined;
+    // Compared in constant time, and through digests: the edge never holds app secrets.
+    if (!app || !safeEqual(sha256Hex(secret), app.secretDigest)) {
+      failures.fail(req.remoteAddress);
+      throw new PierError('UNAUTHORIZED', 'X-App-Key and X-App-Secret are required and must match an installed app');
+    }
+    return app;
+  }
+
+  async function toConn(connId: string, cmd: Omit<ConnCommand, 'connIds'>): Promise<number> {
+    if (!CONN_ID.test(connId)) return 0;
+    try {
+      const msg = await deps.bus.request(gatewaySubjects.edge(connId.slice(0, 12)), encode({ ...cmd, connIds: [connId] }), { timeoutMs: 2_000 });
+      return decode<ConnCommandResult>(msg.data).count;
+    } catch (err) {
+      if (err instanceof PierError && err.code === 'UNAVAILABLE') return 0; // its edge is gone, and the connection with it
+      throw err;
+    }
+  }
+
+  async function toUsers(users: string[], cmd: Omit<ConnCommand, 'users'>): Promise<number> {
+    const counts = await Promise.all(
+      [...new Set(users)].map(async (user) => {
+        const replies = await deps.bus.requestMany(gatewaySubjects.user(user, cmd.appId.split('/')[1]), encode({ ...cmd, users: [user] }), { timeoutMs: 2_000, stallMs: 25 });
+        return replies.reduce((n, m) => n + decode<ConnCommandResult>(m.data).count, 0);
+      }),
+    );
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  return {
+    async send(req: HttpRequestData): Promise<HttpReply> {
+      const app = caller(req);
+      const body = parseJsonBody(req);
+      assertValid(sendSchema, body);
+      const hasConn = typeof body.conn_id === 'string' && body.conn_id !== '';
+      const users = (body.users as string[] | undefined) ?? [];
+      if (hasConn === users.length > 0) throw new PierError('BAD_REQUEST', 'give exactly one of conn_id and a non-empty users');
+      const cmd = { op: 'send' as const, appId: app.id, text: JSON.stringify(body.payload) };
+      if (hasConn) {
+        const delivered = await toConn(body.conn_id as string, cmd);
+        if (delivered === 0) throw new PierError('NOT_FOUND', `connection "${body.conn_id}" is not open`);
+        return ok({ delivered });
+      }
+      return ok({ delivered: await toUsers(users, cmd) });
+    },
+
+    async close(req: HttpRequestData): Promise<HttpReply> {
+      const app = caller(req);
+      const body = parseJsonBody(req);
+      assertValid(closeSchema, body);
+      const conns = (body.conns as string[] | undefined) ?? [];
+      const users = (body.users as string[] | undefined) ?? [];
+      if (conns.length === 0 && users.length === 0) throw new PierError('BAD_REQUEST', 'give a non-empty conns or users');
+      const cmd = { op: 'close' as const, appId: app.id };
+      // Connections first, then users: a connection named both ways is closed (and counted) once.
+      const byConn = await Promise.all([...new Set(conns)].map((id) => toConn(id, cmd)));
+      const byUser = await toUsers(users, cmd);
+      return ok({ closed: byConn.reduce((a, b) => a + b, 0) + byUser });
+    },
+
+    async list(req: HttpRequestData): Promise<HttpReply> {
+      const app = caller(req);
+      const edges = deps.peers.alive('edge').length;
+      const replies = await deps.bus.requestMany(gatewaySubjects.list, encode({ appId: app.id }), { timeoutMs: 1_000, stallMs: 1_000, expected: edges });
+      const byUser = new Map<string, { id: string; userAgent: string }[]>();
+      for (const m of replies) {
+        for (const c of decode<ListedConn[]>(m.data)) {
+          const list = byUser.get(c.user) ?? [];
+          list.push({ id: c.id, userAgent: c.userAgent });
+          byUser.set(c.user, list);
+        }
+      }
+      const data = [...byUser].sort(([a], [b]) => a.localeCompare(b)).map(([name, conns]) => ({ name, conns }));
+      const json: Record<string, unknown> = { code: 0, message: 'success', data };
+      if (replies.length < edges) json.partial = true;
+      return { status: 200, json };
+    },
+  };
+}
