@@ -73,7 +73,9 @@ export class Gateway {
   attach(app: uWS.TemplatedApp): void {
     const g = this.ctx.config.gateway;
     app.ws<Conn>('/ws', {
-      maxPayloadLength: g.maxFrameBytes,
+      // uWS drops the socket without a close frame (1006) past its own limit; frames between our
+      // limit and 16× it are refused here with a proper 1009.
+      maxPayloadLength: g.maxFrameBytes * 16,
       // uWS must never drop a frame on its own: the 4008 limit is enforced in send().
       maxBackpressure: g.outboundBufferBytes * 4 + 64 * 1024,
       closeOnBackpressureLimit: 0,
@@ -194,6 +196,10 @@ export class Gateway {
     const c = ws.getUserData();
     c.lastSeen = Date.now();
     this.metrics.messagesIn.inc();
+    if (message.byteLength > this.ctx.config.gateway.maxFrameBytes) {
+      ws.end(CLOSE_CODES.TOO_BIG, `frame over ${this.ctx.config.gateway.maxFrameBytes} bytes`);
+      return;
+    }
     const { data, ping } = frameToData(message, isBinary);
     if (ping) {
       this.send(ws, PONG);

@@ -1,0 +1,80 @@
+import { createHmac } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+
+export interface Callback {
+  body: { data: unknown; action: 'open' | 'message' | 'close'; user_name: string; conn_id: string };
+  raw: string;
+  headers: IncomingHttpHeaders;
+  url: string;
+}
+
+export interface AppBehaviour {
+  /** Milliseconds to wait before answering (drawn per request). */
+  delay?: () => number;
+  /** Answer 500 instead of 200 (drawn per request). */
+  fail?: () => boolean;
+}
+
+/**
+ * A real HTTP server playing an app's backend: records every gateway callback it accepts (2xx),
+ * in arrival order. Refused attempts (500) are counted, not recorded.
+ */
+export class WsApp {
+  readonly accepted: Callback[] = [];
+  refused = 0;
+  private constructor(
+    private readonly server: Server,
+    public behaviour: AppBehaviour,
+  ) {}
+
+  get port(): number {
+    return (this.server.address() as { port: number }).port;
+  }
+
+  static async start(behaviour: AppBehaviour = {}): Promise<WsApp> {
+    const server = createServer();
+    const app = new WsApp(server, behaviour);
+    server.on('request', (req, res) => {
+      let raw = '';
+      req.on('data', (d) => (raw += d));
+      req.on('end', () => {
+        const answer = () => {
+          if (app.behaviour.fail?.()) {
+            app.refused++;
+            res.writeHead(500).end();
+            return;
+          }
+          app.accepted.push({ body: JSON.parse(raw), raw, headers: req.headers, url: req.url! });
+          res.writeHead(200).end('ok');
+        };
+        const d = app.behaviour.delay?.() ?? 0;
+        if (d > 0) setTimeout(answer, d);
+        else answer();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return app;
+  }
+
+  of(connId: string): Callback[] {
+    return this.accepted.filter((c) => c.body.conn_id === connId);
+  }
+
+  /** Resolves when `cond` holds (polled); the test's own timeout bounds it. */
+  async until(cond: (app: WsApp) => boolean): Promise<void> {
+    while (!cond(this)) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise((r) => this.server.close(r));
+  }
+}
+
+export function verifySignature(c: Callback, secret: string): boolean {
+  return createHmac('sha256', secret).update(c.raw).digest('hex') === c.headers['x-pier-signature'];
+}
+
+export function wsManifest(name: string, port: number, url = '/ws/message'): string {
+  return `metadata: { name: ${name} }\noptions:\n  websocket: { url: ${url}, port: ${port} }\n`;
+}

@@ -1,0 +1,36 @@
+import WebSocket from 'ws';
+
+export interface Client {
+  ws: WebSocket;
+  received: string[];
+  closed: Promise<{ code: number; reason: string }>;
+}
+
+/** Opens a browser-like WebSocket to the gateway; rejects with the HTTP status when refused. */
+export function connect(port: number, host: string, headers: Record<string, string> = {}): Promise<Client> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, ...headers } });
+    const received: string[] = [];
+    let onClose!: (v: { code: number; reason: string }) => void;
+    const closed = new Promise<{ code: number; reason: string }>((r) => (onClose = r));
+    ws.on('message', (m) => received.push(String(m)));
+    ws.on('close', (code, reason) => onClose({ code, reason: String(reason) }));
+    ws.on('open', () => resolve({ ws, received, closed }));
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => reject(Object.assign(new Error(`refused ${res.statusCode}: ${body}`), { status: res.statusCode, body })));
+    });
+    ws.on('error', (err) => reject(err));
+  });
+}
+
+export async function refusal(port: number, host: string, headers: Record<string, string> = {}): Promise<number> {
+  try {
+    const c = await connect(port, host, headers);
+    c.ws.close();
+    return 101;
+  } catch (err) {
+    return (err as { status?: number }).status ?? -1;
+  }
+}
