@@ -1,0 +1,141 @@
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AppEnv } from '../helpers/app-client.js';
+import { NatsServer } from '../helpers/nats-server.js';
+import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { WsApp, wsManifest } from '../helpers/ws-app.js';
+import { connect, type Client } from '../helpers/ws-client.js';
+
+/**
+ * Two edges and two callback actors (plus the registry) as five processes over a real nats-server.
+ * The user's connections are split across both edges.
+ */
+let nats: NatsServer;
+let dir: string;
+let app: WsApp;
+let chat: AppEnv;
+let token: string;
+const edges: PierProcess[] = [];
+const others: PierProcess[] = [];
+const shared = { PIER_ADMIN_TOKEN: randomBytes(24).toString('hex'), PIER_MASTER_KEY: randomBytes(32).toString('hex'), PIER_HEARTBEAT_MS: '250', PIER_PEER_DEAD_MS: '2000' };
+
+const start = (name: string, roles: string) => PierProcess.start(pierEnv(join(dir, name), { ...shared, NATS_URL: nats.url }), ['--roles', roles]);
+const local = (edge: PierProcess, path: string, body?: unknown) =>
+  fetch(`http://127.0.0.1:${edge.ports!.local}${path}`, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: { 'x-app-key': chat.OS_APP_KEY, 'x-app-secret': chat.OS_APP_SECRET },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  }).then((r) => r.json());
+const open = (edge: PierProcess, agent: string) => connect(edge.ports!.public, 'chat.alice.localhost', { 'x-authorization': token, 'user-agent': agent });
+const until = async (cond: () => Promise<boolean> | boolean) => {
+  while (!(await cond())) await new Promise((r) => setTimeout(r, 25));
+};
+
+test.before(async () => {
+  dir = tempDir();
+  nats = await NatsServer.start();
+  app = await WsApp.start();
+  others.push(await start('registry', 'registry'));
+  others.push(...(await Promise.all([start('cb1', 'callback'), start('cb2', 'callback')])));
+  edges.push(...(await Promise.all([start('edge1', 'edge'), start('edge2', 'edge')])));
+  const env = { ...pierEnv(join(dir, 'cli'), shared), PIER_ADMIN_URL: edges[0].adminUrl };
+  token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
+  writeFileSync(join(dir, 'chat.yaml'), wsManifest('chat', app.port));
+  chat = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
+  // Both edges know the app before the tests connect.
+  for (const e of edges) await until(async () => (await local(e, '/runtime/ws/conn/list')).code === 0);
+});
+
+test.after.always(async () => {
+  await Promise.all([...edges, ...others].map((p) => p.stop('SIGKILL')));
+  await app?.stop();
+  await nats?.stop();
+  cleanup(dir);
+});
+
+test.serial('send, broadcast, list and close work whichever edge holds the connection and whichever takes the call', async (t) => {
+  const a = await open(edges[0], 'on-edge-1');
+  const b = await open(edges[1], 'on-edge-2');
+  const list = await local(edges[0], '/runtime/ws/conn/list');
+  t.is(list.partial, undefined);
+  const conns = list.data[0].conns as { id: string; userAgent: string }[];
+  t.deepEqual(conns.map((c) => c.userAgent).sort(), ['on-edge-1', 'on-edge-2']);
+  const idOnEdge2 = conns.find((c) => c.userAgent === 'on-edge-2')!.id;
+
+  t.deepEqual((await local(edges[0], '/runtime/ws/conn/send', { payload: { to: 'b' }, conn_id: idOnEdge2 })).data, { delivered: 1 });
+  t.deepEqual((await local(edges[1], '/runtime/ws/conn/send', { payload: 'all', users: ['alice'] })).data, { delivered: 2 });
+  await until(() => a.received.includes('"all"') && b.received.includes('"all"') && b.received.includes('{"to":"b"}'));
+  t.false(a.received.includes('{"to":"b"}'));
+
+  t.deepEqual((await local(edges[1], '/runtime/ws/conn/close', { users: ['alice'] })).data, { closed: 2 });
+  t.is((await a.closed).code, 4001);
+  t.is((await b.closed).code, 4001);
+  for (const c of conns) await app.until(() => app.of(c.id).at(-1)?.body.action === 'close');
+  t.deepEqual(app.of(idOnEdge2).map((c) => c.body.action), ['open', 'close']);
+});
+
+test.serial('order: 10 connections x 200 messages, an app that is slow and sometimes fails: complete and in order, close last', async (t) => {
+  app.behaviour = { delay: () => Math.floor(Math.random() * 4), fail: () => Math.random() < 0.1 };
+  t.teardown(() => {
+    app.behaviour = {};
+  });
+  const clients: Client[] = [];
+  for (let i = 0; i < 10; i++) clients.push(await open(edges[i % 2], `order-${i}`));
+  const ids: string[] = [];
+  await until(async () => {
+    const l = await local(edges[0], '/runtime/ws/conn/list');
+    ids.splice(0, ids.length, ...(l.data[0]?.conns ?? []).filter((c: { userAgent: string }) => c.userAgent.startsWith('order-')).map((c: { id: string }) => c.id));
+    return ids.length === 10;
+  });
+  for (let m = 0; m < 200; m++) for (const c of clients) c.ws.send(JSON.stringify({ event: 'n', data: { m } }));
+  for (const c of clients) c.ws.close(1000);
+  await app.until(() => ids.every((id) => app.of(id).some((k) => k.body.action === 'close')));
+  for (const id of ids) {
+    const calls = app.of(id);
+    t.is(calls[0].body.action, 'open');
+    t.is(calls.at(-1)!.body.action, 'close');
+    const ms = calls.filter((k) => k.body.action === 'message').map((k) => (k.body.data as { data: { m: number } }).data.m);
+    t.deepEqual(ms, Array.from({ length: 200 }, (_, i) => i), `connection ${id}: every message once, in order`);
+    t.deepEqual(calls.map((k) => Number(k.headers['x-pier-seq'])), Array.from({ length: 202 }, (_, i) => i + 1));
+  }
+  t.true(app.refused > 0, 'the app did refuse some attempts, which were retried');
+});
+
+test.serial('nats-server restarted: clients stay connected and messages flow again', async (t) => {
+  const c = await open(edges[0], 'through-restart');
+  await app.until(() => app.accepted.some((k) => k.body.action === 'open' && k.headers['x-pier-seq'] === '1' && !app.accepted.some((z) => z.body.conn_id === k.body.conn_id && z.body.action === 'close')));
+  await nats.restart(200);
+  await until(async () => (await local(edges[0], '/runtime/ws/conn/list')).code === 0);
+  c.ws.send(JSON.stringify({ event: 'after', data: {} }));
+  await app.until(() => app.accepted.some((k) => (k.body.data as { event?: string }).event === 'after'));
+  t.is(c.ws.readyState, c.ws.OPEN);
+  await until(async () => (await local(edges[1], '/runtime/ws/conn/send', { payload: 'back', users: ['alice'] })).data?.delivered === 1);
+  await until(() => c.received.includes('"back"'));
+  c.ws.close();
+  t.pass();
+});
+
+test.serial('kill -9 of an edge: its connections get their close from the cluster; the other edge keeps serving', async (t) => {
+  const doomed = await open(edges[1], 'doomed');
+  const survivor = await open(edges[0], 'survivor');
+  let doomedId = '';
+  await until(async () => {
+    const l = await local(edges[0], '/runtime/ws/conn/list');
+    doomedId = (l.data[0]?.conns ?? []).find((c: { userAgent: string }) => c.userAgent === 'doomed')?.id ?? '';
+    return doomedId !== '' && app.of(doomedId).length > 0;
+  });
+  await edges[1].stop('SIGKILL');
+  // Just after the death the cluster still counts that edge: the list says it is partial.
+  const right = await local(edges[0], '/runtime/ws/conn/list');
+  t.is(right.partial, true);
+  t.true(right.data[0].conns.some((c: { userAgent: string }) => c.userAgent === 'survivor'));
+  await app.until(() => app.of(doomedId).some((k) => k.body.action === 'close'));
+  t.deepEqual(app.of(doomedId).map((k) => k.body.action), ['open', 'close']);
+  // The survivor's edge still serves; a list answers within its second, partial or not.
+  t.deepEqual((await local(edges[0], '/runtime/ws/conn/send', { payload: 'still here', users: ['alice'] })).data, { delivered: 1 });
+  await until(() => survivor.received.includes('"still here"'));
+  survivor.ws.close();
+  await doomed.closed;
+});
