@@ -2,12 +2,14 @@ import { cpus } from 'node:os';
 import { benchProvider } from './provider.js';
 import { benchRegistry } from './registry.js';
 import { benchVault } from './vault.js';
+import { benchWs } from './ws.js';
 
 /** `npm run bench [-- NAME...]`: runs the named benchmarks (all by default) and prints one JSON document. */
 const BENCHES: Record<string, () => Promise<Record<string, unknown>>> = {
   registry: benchRegistry,
   provider: benchProvider,
   vault: benchVault,
+  ws: benchWs,
 };
 
 const wanted = process.argv.slice(2);

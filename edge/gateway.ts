@@ -202,7 +202,7 @@ export class Gateway {
     }
     const { data, ping } = frameToData(message, isBinary);
     if (ping) {
-      this.send(ws, PONG);
+      if (this.send(ws, PONG)) this.metrics.messagesOut.inc();
       return;
     }
     this.event(c, 'message', data, c.cookie || null);
@@ -226,12 +226,13 @@ export class Gateway {
     if (!c.silent) this.event(c, 'close', {}, null);
   }
 
-  /** One text frame; a client that lets more than the outbound limit pile up is closed with 4008. */
+  /**
+   * One text frame; a client that lets more than the outbound limit pile up is closed with 4008.
+   * Outside uWS's own callbacks nothing is corked: callers cork (one write per socket).
+   */
   private send(ws: Ws, text: string): boolean {
     if (!ws.getUserData().open) return false;
-    // Outside uWS's own callbacks nothing is corked: cork so the frame goes out in one write.
-    ws.cork(() => ws.send(text, false));
-    this.metrics.messagesOut.inc();
+    ws.send(text, false);
     if (ws.getBufferedAmount() > this.ctx.config.gateway.outboundBufferBytes) {
       ws.end(CLOSE_CODES.SLOW_CONSUMER, 'slow consumer: outbound buffer full');
       return false;
@@ -254,7 +255,15 @@ export class Gateway {
         for (const ws of this.byUser.get(userKey(user, app))?.sockets ?? []) if (userKey(user, app) === cmd.appId) targets.add(ws);
       }
       if (cmd.op === 'send') {
-        for (const ws of targets) if (this.send(ws, cmd.text ?? 'null')) count++;
+        const text = cmd.text ?? 'null';
+        for (const ws of targets) {
+          let sent = false;
+          ws.cork(() => {
+            sent = this.send(ws, text);
+          });
+          if (sent) count++;
+        }
+        this.metrics.messagesOut.inc(count);
       } else {
         for (const ws of targets) {
           if (!ws.getUserData().open) continue;

@@ -1,0 +1,166 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+import WebSocket from 'ws';
+import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
+import { measureUtilisation, round, summarise } from './load.js';
+
+function child(script: string, args: string[]): Promise<{ port: number; proc: ChildProcess }> {
+  const proc = spawn(process.execPath, [fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve) => proc.stdout!.once('data', (d) => resolve({ port: Number(String(d).trim()), proc })));
+}
+
+function rssKiB(pid: number): number {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
+}
+
+function open(port: number, host: string, token: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, 'x-authorization': token }, perMessageDeflate: false });
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+  });
+}
+
+async function openMany(n: number, port: number, host: (i: number) => string, token: (i: number) => string): Promise<WebSocket[]> {
+  const out: WebSocket[] = [];
+  for (let i = 0; i < n; i += 200) out.push(...(await Promise.all(Array.from({ length: Math.min(200, n - i) }, (_, k) => open(port, host(i + k), token(i + k))))));
+  return out;
+}
+
+/**
+ * The gateway under load, one-process Pier (the `npm start` shape): round trips through the
+ * callback actor and an app in its own process; broadcast next to a bare uWS publish; memory per
+ * idle connection.
+ */
+export async function benchWs(): Promise<Record<string, unknown>> {
+  const dir = tempDir('pier-bench-');
+  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_WS_IDLE_MS: '600000' }));
+  const children: ChildProcess[] = [];
+  try {
+    const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+    const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
+    // The app must know its credentials before Pier knows its port: the bench makes them, and
+    // installs the app with them (--credentials, as for an app moving in).
+    const creds = { OS_APP_KEY: `ak_${randomBytes(12).toString('base64url')}`, OS_APP_SECRET: randomBytes(24).toString('base64url') };
+    const app = await child('./ws-app.js', [String(pier.ports!.local), creds.OS_APP_KEY, creds.OS_APP_SECRET]);
+    children.push(app.proc);
+    writeFileSync(join(dir, 'creds.json'), JSON.stringify(creds));
+    writeFileSync(join(dir, 'chat.yaml'), `metadata: { name: chat }\noptions:\n  websocket: { url: /cb, port: ${app.port} }\n`);
+    await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--credentials', join(dir, 'creds.json')], env);
+    const port = pier.ports!.public;
+    const host = 'chat.alice.localhost';
+
+    // 1. Round trips: 1,000 connections of user u0's app, 1 message a second each, for 10 s.
+    const rtConns = await openMany(1000, port, () => host, () => token);
+    const latencies: number[] = [];
+    const byTime: Array<[number, number]> = [];
+    let lost = 0;
+    const rt = await measureUtilisation(async () => {
+      const sent = new Map<string, number>();
+      rtConns.forEach((ws) =>
+        ws.on('message', (m) => {
+          const id = String(m).replace(/"/g, '');
+          const t0 = sent.get(id);
+          if (t0 !== undefined) {
+            const sec = Number(id.split('-')[0]);
+            if (sec > 0) {
+              latencies.push(performance.now() - t0);
+              byTime.push([sec, performance.now() - t0]);
+            }
+            sent.delete(id);
+          }
+        }),
+      );
+      // Second 0 is a warm-up (JIT, connection pools): sent, answered, not counted.
+      const seconds = 11;
+      for (let s = 0; s < seconds; s++) {
+        for (let i = 0; i < rtConns.length; i++) {
+          setTimeout(() => {
+            const id = `${s}-${i}`;
+            sent.set(id, performance.now());
+            rtConns[i].send(JSON.stringify({ event: 'rt', data: id }));
+          }, s * 1000 + Math.floor((i * 1000) / rtConns.length));
+        }
+      }
+      await new Promise((r) => setTimeout(r, seconds * 1000 + 2000));
+      lost = sent.size;
+    });
+    for (const ws of rtConns) ws.terminate();
+    const perSecond = Array.from({ length: 10 }, (_, sec) => summarise(byTime.filter(([s]) => s === sec + 1).map(([, l]) => l), 0).p99_ms);
+
+    // 2. Broadcast: one user holding 1,000 connections; 8 concurrent sends naming that user.
+    const bConns = await openMany(1000, port, () => host, () => token);
+    let received = 0;
+    bConns.forEach((ws) => ws.on('message', () => received++));
+    const api = new Pool(`http://127.0.0.1:${pier.ports!.local}`, { connections: 8 });
+    const body = JSON.stringify({ users: ['alice'], payload: { event: 'news', data: 'x'.repeat(64) } });
+    const headers = { 'x-app-key': creds.OS_APP_KEY, 'x-app-secret': creds.OS_APP_SECRET };
+    const start = performance.now();
+    const end = start + 5_000;
+    const pier5 = await measureUtilisation(async () => {
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (performance.now() < end) {
+            const r = await api.request({ path: '/runtime/ws/conn/send', method: 'POST', headers, body });
+            await r.body.dump();
+          }
+        }),
+      );
+      await new Promise((r) => setTimeout(r, 500));
+    });
+    const pierRate = received / ((performance.now() - start) / 1000);
+    await api.close();
+    for (const ws of bConns) ws.terminate();
+
+    // Bare uWS: the same 1,000 connections subscribed to one topic, published to in a loop.
+    const bare = await child('./bare-publish.js', []);
+    children.push(bare.proc);
+    const bareConns = await Promise.all(Array.from({ length: 1000 }, () => new Promise<WebSocket>((res) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${bare.port}/ws`, { perMessageDeflate: false });
+      ws.once('open', () => res(ws));
+    })));
+    let bareReceived = 0;
+    bareConns.forEach((ws) => ws.on('message', () => bareReceived++));
+    const bareStart = performance.now();
+    const bareRun = await measureUtilisation(async () => {
+      while (performance.now() < bareStart + 5_000) {
+        bareConns[0].send(JSON.stringify({ count: 50, payload: JSON.stringify({ event: 'news', data: 'x'.repeat(64) }) }));
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    });
+    const bareRate = bareReceived / ((performance.now() - bareStart) / 1000);
+    for (const ws of bareConns) ws.terminate();
+
+    // 3. Memory per idle connection: RSS of the Pier process before and after 10,000 connections.
+    await new Promise((r) => setTimeout(r, 1000));
+    const before = rssKiB(pier.proc.pid!);
+    const idle = await openMany(10_000, port, () => host, () => token);
+    await new Promise((r) => setTimeout(r, 2000));
+    const after = rssKiB(pier.proc.pid!);
+    for (const ws of idle) ws.terminate();
+
+    const s = summarise(latencies, lost);
+    return {
+      shape: 'npm start (one process, in-process bus, callback actor inside); the app in its own process; clients in this process',
+      round_trip_1000_conns_1_msg_per_s: { samples: s.requests, lost, p50_ms: s.p50_ms, p99_ms: s.p99_ms, p99_ms_each_second: perSecond, goal_p99_ms: 5, client_event_loop_utilisation: rt.loadgen_event_loop_utilisation },
+      broadcast: {
+        pier_messages_per_s: Math.round(pierRate),
+        bare_uws_publish_messages_per_s: Math.round(bareRate),
+        ratio: round(pierRate / bareRate, 2),
+        goal_ratio: 0.5,
+        client_event_loop_utilisation: { pier: pier5.loadgen_event_loop_utilisation, bare: bareRun.loadgen_event_loop_utilisation },
+        note: 'Pier: 8 concurrent send calls naming one user who holds 1,000 connections; bare: one topic, 1,000 subscribers, 50 publishes per 10 ms',
+      },
+      idle_memory: { connections: idle.length, rss_delta_kib: after - before, per_connection_kib: round((after - before) / idle.length, 2), goal_kib: 8 },
+    };
+  } finally {
+    for (const c of children) c.kill('SIGKILL');
+    await pier.stop();
+    cleanup(dir);
+  }
+}
