@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
 import uWS from 'uWebSockets.js';
 import { Counter, Gauge } from 'prom-client';
 import type { Subscription } from '../bus/bus.js';
 import { decode, encode } from '../bus/codec.js';
 import { CLOSE_CODES, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type GatewayEvent, type ListedConn } from '../bus/subjects.js';
 import type { RoleContext } from '../lib/runtime.js';
-import { userTokenOf } from '../lib/user-token.js';
+import { asPierError } from '../bus/errors.js';
+import { identifyBrowserCaller, type BrowserCaller } from './app-identity.js';
 import { EventForwarder } from './gateway-forwarder.js';
-import { frameToData, originAllowed, parseAppHost } from './gateway-host.js';
+import { frameToData } from './gateway-host.js';
 
 /** Per-connection data, set once at upgrade (never properties patched onto `ws`). */
 interface Conn {
@@ -28,8 +30,8 @@ type Ws = uWS.WebSocket<Conn>;
 const userKey = (user: string, app: string) => `${user}/${app}`;
 const PONG = '{"event":"pong","data":{}}';
 
-function refuse(res: uWS.HttpResponse, status: '401 Unauthorized' | '403 Forbidden' | '404 Not Found' | '503 Service Unavailable', message: string): void {
-  res.writeStatus(status).writeHeader('content-type', 'application/json').end(JSON.stringify({ code: Number(status.slice(0, 3)), message }));
+function refuse(res: uWS.HttpResponse, status: number, message: string): void {
+  res.writeStatus(`${status} ${STATUS_CODES[status]}`).writeHeader('content-type', 'application/json').end(JSON.stringify({ code: status, message }));
 }
 
 /**
@@ -135,41 +137,33 @@ export class Gateway {
     req.forEach((k, v) => {
       headers[k] = v;
     });
-    const { cache, config } = this.ctx;
-    const fail = (status: Parameters<typeof refuse>[1], message: string) => {
-      this.metrics.refused.inc({ status: status.slice(0, 3) });
+    const fail = (status: number, message: string) => {
+      this.metrics.refused.inc({ status: String(status) });
       refuse(res, status, message);
     };
-    if (this.stopping) return fail('503 Service Unavailable', 'gateway shutting down');
-    const host = headers.host ?? '';
-    const target = parseAppHost(host, config.domain);
-    if (!target) return fail('404 Not Found', `Host must be <app>.<user>.${config.domain}`);
-    let user: string | undefined;
+    if (this.stopping) return fail(503, 'gateway shutting down');
+    let caller: BrowserCaller;
     try {
-      const token = userTokenOf(headers);
-      user = token ? cache.userForToken(token) : undefined;
-      if (!user) return fail('401 Unauthorized', 'a valid user token is required (auth_token cookie or X-Authorization)');
-      if (user !== target.user) return fail('403 Forbidden', "the token's user does not own this app instance");
-      if (!originAllowed(headers.origin, host)) return fail('403 Forbidden', "Origin is not the app's origin");
-      const app = cache.app(target.user, target.app);
-      if (!app) return fail('404 Not Found', `app "${target.app}" is not installed for "${target.user}"`);
-      if (!app.websocket) return fail('404 Not Found', `app "${target.app}" has no websocket option`);
-      const conn: Conn = {
-        connId: `${this.ctx.peers.self.busId}.${randomBytes(16).toString('base64url')}`,
-        user,
-        app: target.app,
-        userAgent: headers['user-agent'] ?? '',
-        cookie: headers.cookie ?? '',
-        target: { host: app.host, port: app.websocket.port, url: app.websocket.url },
-        seq: 0,
-        lastSeen: Date.now(),
-        silent: false,
-        open: false,
-      };
-      res.upgrade(conn, headers['sec-websocket-key'] ?? '', headers['sec-websocket-protocol'] ?? '', headers['sec-websocket-extensions'] ?? '', context);
-    } catch {
-      fail('503 Service Unavailable', 'registry not reachable; try again shortly');
+      caller = identifyBrowserCaller(headers, this.ctx.cache, this.ctx.config.domain, null);
+    } catch (err) {
+      const e = asPierError(err);
+      return fail(e.status, e.message);
     }
+    const { user, app } = caller;
+    if (!app.websocket) return fail(404, `app "${app.name}" has no websocket option`);
+    const conn: Conn = {
+      connId: `${this.ctx.peers.self.busId}.${randomBytes(16).toString('base64url')}`,
+      user,
+      app: app.name,
+      userAgent: headers['user-agent'] ?? '',
+      cookie: headers.cookie ?? '',
+      target: { host: app.host, port: app.websocket.port, url: app.websocket.url },
+      seq: 0,
+      lastSeen: Date.now(),
+      silent: false,
+      open: false,
+    };
+    res.upgrade(conn, headers['sec-websocket-key'] ?? '', headers['sec-websocket-protocol'] ?? '', headers['sec-websocket-extensions'] ?? '', context);
   }
 
   private event(c: Conn, action: GatewayAction, data: unknown, cookie: string | null): void {
