@@ -8,3 +8,4 @@ export * from './subjects-token.js';
 export * from './subjects-provider.js';
 export * from './subjects-vault.js';
 export * from './subjects-gateway.js';
+export * from './subjects-upload.js';

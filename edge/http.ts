@@ -1,4 +1,5 @@
 import { STATUS_CODES } from 'node:http';
+import { Readable } from 'node:stream';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { asPierError, PierError } from '../bus/errors.js';
 import type { Logger } from '../lib/log.js';
@@ -15,6 +16,8 @@ export interface HttpRequestData {
   params: Record<string, string>;
   remoteAddress: string;
   body: Buffer;
+  /** The body as a stream (routes with `streamBody`), read with backpressure on the client. */
+  stream?: Readable;
 }
 
 export interface HttpReply {
@@ -30,7 +33,7 @@ export interface HttpReply {
 }
 
 /** `any` routes take every method (no 405). */
-export type Method = 'get' | 'post' | 'put' | 'patch' | 'del' | 'any';
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'del' | 'options' | 'any';
 
 export interface Route {
   method: Method;
@@ -39,6 +42,8 @@ export interface Route {
   handler: (req: HttpRequestData) => Promise<HttpReply> | HttpReply;
   /** Largest body accepted, in bytes (0 = no body read). */
   bodyLimit?: number;
+  /** Hand the body over as a stream instead of reading it whole (uploads). */
+  streamBody?: boolean;
 }
 
 export interface HttpDeps {
@@ -190,6 +195,32 @@ export async function send(res: HttpResponse, reply: HttpReply, state: ResponseS
   });
 }
 
+/**
+ * The request body as a Node stream. When the reader falls behind, uWS stops reading the socket
+ * (pause) until the stream asks for more (resume): memory stays at the stream's window.
+ */
+function bodyStream(res: HttpResponse, state: ResponseState): Readable {
+  let paused = false;
+  const stream = new Readable({
+    highWaterMark: 256 * 1024,
+    read() {
+      if (paused && !state.aborted) {
+        paused = false;
+        res.resume();
+      }
+    },
+  });
+  res.onData((chunk, isLast) => {
+    if (!stream.push(Buffer.from(chunk.slice(0))) && !isLast) {
+      paused = true;
+      res.pause();
+    }
+    if (isLast) stream.push(null);
+  });
+  state.onAbort = () => stream.destroy(new PierError('BAD_REQUEST', 'request aborted'));
+  return stream;
+}
+
 function paramNamesOf(path: string): string[] {
   return path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
 }
@@ -213,9 +244,10 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps):
       });
       const data = copyRequest(res, req, names);
       const limit = route.bodyLimit ?? 0;
-      const bodyPromise = limit > 0 ? readBody(res, data.headers['content-length'] ?? '', limit, state) : Promise.resolve(Buffer.alloc(0));
+      const stream = route.streamBody ? bodyStream(res, state) : undefined;
+      const bodyPromise = !stream && limit > 0 ? readBody(res, data.headers['content-length'] ?? '', limit, state) : Promise.resolve(Buffer.alloc(0));
       void bodyPromise
-        .then((body) => route.handler({ ...data, body }))
+        .then((body) => route.handler({ ...data, body, stream }))
         .catch((err: unknown) => {
           const e = asPierError(err);
           if (e.status >= 500) deps.log.error({ err: e.cause ?? e, route: route.path }, e.message);

@@ -2,6 +2,7 @@ import { clusterMetrics, adminHandlers, type AdminDeps } from './admin-api.js';
 import { healthz, readyz } from './health.js';
 import { accessToken, providerCall, type SystemDeps } from './system-api.js';
 import { localApi, type LocalDeps } from './local-api.js';
+import { uploadApi, type UploadApiDeps } from './upload-api.js';
 import type { Route } from './http.js';
 
 /** The listeners of contract section 8, by name. */
@@ -12,13 +13,14 @@ export type ListenerName = (typeof LISTENERS)[number];
  * Every route of every listener, in one table. Features land here as their issues do; until then a
  * listener answers its probes and 404.
  */
-export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & { adminBodyBytes: number; providerBodyBytes: number }): Record<ListenerName, Route[]> {
+export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiDeps & { adminBodyBytes: number; providerBodyBytes: number }): Record<ListenerName, Route[]> {
   const probes: Route[] = [
     { method: 'get', path: '/healthz', handler: healthz },
     { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache) },
   ];
   const admin = adminHandlers(deps);
   const local = localApi(deps);
+  const uploads = uploadApi(deps);
   const body = deps.adminBodyBytes;
   return {
     public: [...probes],
@@ -33,7 +35,16 @@ export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & { adminBod
       { method: 'post', path: '/runtime/ws/conn/close', handler: local.close, bodyLimit: 1024 * 1024 },
       { method: 'get', path: '/runtime/ws/conn/list', handler: local.list },
     ],
-    upload: [...probes],
+    upload: [
+      ...probes,
+      { method: 'post', path: '/upload/', handler: uploads.create, bodyLimit: 64 * 1024 },
+      { method: 'post', path: '/upload', handler: uploads.create, bodyLimit: 64 * 1024 },
+      { method: 'options', path: '/upload/', handler: uploads.preflight },
+      { method: 'options', path: '/upload', handler: uploads.preflight },
+      { method: 'get', path: '/upload/:uid', handler: uploads.status },
+      { method: 'patch', path: '/upload/:uid', handler: uploads.append, streamBody: true },
+      { method: 'options', path: '/upload/:uid', handler: uploads.preflight },
+    ],
     admin: [
       ...probes,
       { method: 'get', path: '/metrics', handler: () => clusterMetrics(deps.bus) },

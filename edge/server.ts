@@ -39,6 +39,8 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
     providerTimeoutMs: ctx.config.provider.timeoutMs,
     vaultName: ctx.config.vaultName,
     peers: ctx.peers,
+    domain: ctx.config.domain,
+    chunkBytes: ctx.config.upload.chunkBytes,
     sidecarApp: ctx.config.sidecarApp,
     now: ctx.now,
     systemServerUrl: () => ctx.config.systemServerUrl ?? `http://127.0.0.1:${ports.system}`,

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { Keyring } from './keyring.js';
 
 /** Roles a process can run. Features not built yet have no role. */
-export const ROLES = ['edge', 'registry', 'token', 'provider', 'vault', 'callback'] as const;
+export const ROLES = ['edge', 'registry', 'token', 'provider', 'vault', 'callback', 'upload'] as const;
 export type Role = (typeof ROLES)[number];
 
 export interface Ports {
@@ -51,6 +51,7 @@ export interface Config {
     /** How long an undeliverable callback is retried before it is counted as dropped. */
     callbackRetryMs: number;
   };
+  upload: { chunkBytes: number; idleMs: number };
   /** Sidecar mode (`--app USER/APP`): the local listener serves this one app, on loopback, without headers. */
   sidecarApp: { user: string; app: string } | null;
 }
@@ -102,6 +103,8 @@ export const ENV = {
   wsOutboundBytes: 'PIER_WS_OUTBOUND_BUFFER_BYTES',
   callbackTimeoutMs: 'PIER_CALLBACK_TIMEOUT_MS',
   callbackRetryMs: 'PIER_CALLBACK_RETRY_MS',
+  uploadChunkBytes: 'PIER_UPLOAD_CHUNK_BYTES',
+  uploadIdleMs: 'PIER_UPLOAD_IDLE_MS',
 } as const;
 
 export const DEFAULT_PORTS: Ports = { public: 8080, system: 40080, local: 40010, upload: 40030, admin: 40090 };
@@ -228,6 +231,10 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       outboundBufferBytes: integer(env, ENV.wsOutboundBytes, 1024 * 1024, 1024, 256 * 1024 * 1024),
       callbackTimeoutMs: integer(env, ENV.callbackTimeoutMs, 5_000, 100, 600_000),
       callbackRetryMs: integer(env, ENV.callbackRetryMs, 60_000, 100, 86_400_000),
+    },
+    upload: {
+      chunkBytes: integer(env, ENV.uploadChunkBytes, 10 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+      idleMs: integer(env, ENV.uploadIdleMs, 24 * 3_600_000, 1_000, 365 * 86_400_000),
     },
     sidecarApp,
   };

@@ -13,6 +13,7 @@ import { startToken } from '../actors/token/index.js';
 import { startProvider } from '../actors/provider/index.js';
 import { startVault } from '../actors/vault/index.js';
 import { startCallback } from '../actors/callback/index.js';
+import { startUpload } from '../actors/upload/index.js';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Peers } from './peers.js';
@@ -61,6 +62,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     if (config.roles.includes('provider')) running.push(await startProvider(ctx));
     if (config.roles.includes('vault')) running.push(await startVault(ctx));
     if (config.roles.includes('callback')) running.push(await startCallback(ctx));
+    if (config.roles.includes('upload')) running.push(await startUpload(ctx));
     if (config.roles.includes('edge')) {
       const edge = await startEdge(ctx);
       running.push(edge);

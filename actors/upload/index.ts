@@ -1,0 +1,129 @@
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { Counter, Gauge } from 'prom-client';
+import { publishEvent, serve } from '../../bus/rpc.js';
+import { upload, uploadEvents } from '../../bus/subjects.js';
+import type { RoleContext, Running } from '../../lib/runtime.js';
+import { createPart, cutBack, partSize, removePart } from './files.js';
+import { createUpload, finish, getUpload, lockForWrite, type UploadDeps } from './handler.js';
+import { WriteSession } from './session.js';
+import { UploadStore, type Upload } from './store.js';
+
+const LEASE_MS = 15_000;
+
+/**
+ * The upload actor (queue group `upload`): the only code that writes uploaded files. It runs on
+ * the host that has the storage; replicas there share the LMDB environment of upload records.
+ */
+export async function startUpload(ctx: RoleContext): Promise<Running> {
+  const store = UploadStore.open(join(ctx.config.dataDir, 'uploads'));
+  const registers = [ctx.metrics.registry];
+  const bytes = new Counter({ name: 'pier_upload_bytes_total', help: 'Bytes written to uploads', registers });
+  const completed = new Counter({ name: 'pier_uploads_completed_total', help: 'Uploads completed', registers });
+  const failed = new Counter({ name: 'pier_upload_patches_failed_total', help: 'PATCHes refused or failed', registers });
+  const sessions = new Set<WriteSession>();
+  const active: Gauge = new Gauge({
+    name: 'pier_uploads_active',
+    help: 'Unfinished uploads',
+    registers,
+    collect: () => {
+      active.set(store.all().filter((u) => u.state === 'active').length);
+    },
+  });
+  const deps: UploadDeps = {
+    store,
+    cache: ctx.cache,
+    busId: ctx.peers.self.busId,
+    now: ctx.now,
+    chunkMaxBytes: ctx.config.upload.chunkBytes,
+    leaseMs: LEASE_MS,
+    completed: (ev) => {
+      completed.inc();
+      publishEvent(ctx.bus, uploadEvents.completed, ev);
+    },
+  };
+
+  await recover(deps);
+
+  const hooks = { observe: ctx.metrics.observeActor };
+  const subs = [
+    serve(ctx.bus, upload.create, (req) => createUpload(deps, req), hooks),
+    serve(ctx.bus, upload.get, (req) => getUpload(deps, req.user, req.app, req.id), hooks),
+    serve(
+      ctx.bus,
+      upload.begin,
+      async (req) => {
+        const session = randomBytes(9).toString('base64url').replace(/[-_]/g, 'x');
+        const u = await lockForWrite(deps, req, session);
+        const s = new WriteSession(
+          { ...deps, bus: ctx.bus, idleMs: 10_000, onEnd: () => sessions.delete(s), wrote: (n) => bytes.inc(n), failed: () => failed.inc() },
+          u,
+          Math.min(deps.chunkMaxBytes, u.fileSize - u.offset),
+        );
+        sessions.add(s);
+        await s.start();
+        return { subject: s.subject, maxBytes: s.maxBytes };
+      },
+      hooks,
+    ),
+  ];
+
+  // Uninstalling an app cancels its unfinished uploads.
+  const stopWatch = ctx.cache.onApplied((c) => {
+    if (c.kind !== 'app' || c.op !== 'delete') return;
+    for (const u of store.all()) {
+      if (u.state !== 'active' || `${u.user}/${u.app}` !== c.key) continue;
+      void removeUpload(store, u);
+    }
+  });
+
+  const sweeper = setInterval(() => void sweep(deps, ctx.config.upload.idleMs), Math.min(3_600_000, Math.max(1_000, Math.floor(ctx.config.upload.idleMs / 4))));
+  ctx.counters.set('uploads', () => store.all().filter((u) => u.state === 'active').length);
+  ctx.log.info({ chunkBytes: deps.chunkMaxBytes }, 'upload actor started');
+  return {
+    async stop() {
+      clearInterval(sweeper);
+      stopWatch();
+      for (const s of subs) s.unsubscribe();
+      await store.close();
+    },
+  };
+}
+
+async function removeUpload(store: UploadStore, u: Upload): Promise<void> {
+  await store.root.transaction(() => {
+    store.uploads.remove(u.id);
+    if (store.byTarget.get(UploadStore.targetKey(u.user, u.app, u.target)) === u.id) store.byTarget.remove(UploadStore.targetKey(u.user, u.app, u.target));
+  });
+  await removePart(u.part);
+}
+
+/**
+ * After a crash: each unfinished upload not being written by a live replica gets the offset of
+ * what is really on disk. Bytes past the recorded (acknowledged, fsynced) offset are cut off: they
+ * may be a torn write. A complete one is published.
+ */
+async function recover(deps: UploadDeps): Promise<void> {
+  const now = deps.now();
+  for (const u of deps.store.all()) {
+    if (u.state !== 'active' || (u.lock && u.lock.until > now)) continue;
+    const size = await partSize(u.part);
+    let offset = u.offset;
+    if (size > offset) await cutBack(u.part, offset);
+    if (size < offset) offset = size;
+    if (size === 0 && offset === 0) await createPart(u.part).catch(() => undefined);
+    const fixed: Upload = { ...u, offset, lock: null };
+    await deps.store.root.transaction(() => deps.store.uploads.put(u.id, fixed));
+    if (offset === u.fileSize) await finish(deps, fixed).catch(() => undefined);
+  }
+}
+
+/** Unfinished uploads idle past `idleMs` go, with their bytes; one being written never does. */
+async function sweep(deps: UploadDeps, idleMs: number): Promise<void> {
+  const now = deps.now();
+  for (const u of deps.store.all()) {
+    if (u.lock && u.lock.until > now) continue;
+    if (now - u.updatedAt <= idleMs) continue;
+    await removeUpload(deps.store, u);
+  }
+}

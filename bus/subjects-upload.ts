@@ -1,0 +1,87 @@
+import { endpoint, type EventSubject } from './rpc.js';
+
+/** The record the upload endpoints answer with (spec "Upload record"). */
+export interface UploadRecord {
+  id: string;
+  offset: number;
+  file_relative_path: string;
+  file_type: string;
+  file_size: number;
+  storage_path: string;
+}
+
+export const CONFLICT_POLICIES = ['replace', 'rename', 'fail'] as const;
+export type ConflictPolicy = (typeof CONFLICT_POLICIES)[number];
+
+export interface CreateUpload {
+  user: string;
+  app: string;
+  storagePath: string;
+  relativePath: string;
+  fileType: string;
+  fileSize: number;
+  conflict: ConflictPolicy;
+}
+
+/** `record` is null when a folder was created. `complete` for a 0-byte file. */
+export interface Created {
+  record: UploadRecord | null;
+  complete: boolean;
+}
+
+export interface BeginWrite {
+  user: string;
+  app: string;
+  id: string;
+  offset: number;
+}
+
+/** A write session: pieces go to `subject` in order; `maxBytes` is what this PATCH may still carry. */
+export interface WriteSession {
+  subject: string;
+  maxBytes: number;
+}
+
+/** A request to a write session's subject. Exactly one of `data`, `end`, `abort`. */
+export interface Piece {
+  seq: number;
+  data?: Uint8Array;
+  end?: boolean;
+  abort?: boolean;
+}
+
+export interface PieceAck {
+  ok: boolean;
+  error?: { code: string; message: string; data?: unknown };
+  /** On `end` and `abort`: the record after the write, fsynced. */
+  record?: UploadRecord;
+  complete?: boolean;
+}
+
+export interface UploadCompleted {
+  user: string;
+  app: string;
+  path: string;
+  size: number;
+}
+
+const userApp = { user: { type: 'string', min: 1, max: 64 }, app: { type: 'string', min: 1, max: 64 } } as const;
+const Q = 'upload';
+
+export const upload = {
+  create: endpoint<CreateUpload, Created>('pier.upload.create', Q, {
+    ...userApp,
+    storagePath: { type: 'string', max: 4096 },
+    relativePath: { type: 'string', max: 4096 },
+    fileType: { type: 'string', max: 64 },
+    fileSize: { type: 'number', integer: true, min: 0 },
+    conflict: { type: 'enum', values: [...CONFLICT_POLICIES] },
+  }, 30_000),
+  get: endpoint<{ user: string; app: string; id: string }, UploadRecord>('pier.upload.get', Q, { ...userApp, id: { type: 'string', max: 64 } }),
+  /** Locks the upload for one PATCH (409 `upload busy` when another holds it). */
+  begin: endpoint<BeginWrite, WriteSession>('pier.upload.begin', Q, { ...userApp, id: { type: 'string', max: 64 }, offset: { type: 'number', integer: true, min: 0 } }),
+};
+
+export const uploadEvents = {
+  completed: { subject: 'pier.upload.completed' } as EventSubject<UploadCompleted>,
+};

@@ -1,0 +1,168 @@
+import { Readable } from 'node:stream';
+import busboy from 'busboy';
+import type { Bus } from '../bus/bus.js';
+import { asPierError, PierError } from '../bus/errors.js';
+import { call } from '../bus/rpc.js';
+import { CONFLICT_POLICIES, upload, type ConflictPolicy } from '../bus/subjects.js';
+import type { RegistryCache } from '../lib/registry-cache.js';
+import { identifyBrowserCaller } from './app-identity.js';
+import { originAllowed } from './gateway-host.js';
+import type { HttpReply, HttpRequestData } from './http.js';
+import { streamToSession } from './upload-stream.js';
+
+export interface UploadApiDeps {
+  bus: Bus;
+  cache: RegistryCache;
+  domain: string;
+  sidecarApp: { user: string; app: string } | null;
+  chunkBytes: number;
+}
+
+/** The app's own origin may call the upload API from a browser; any other origin gets no CORS headers. */
+function cors(req: HttpRequestData): Record<string, string> {
+  const origin = req.headers.origin;
+  if (!origin || !originAllowed(origin, req.headers.host ?? '')) return {};
+  return { 'access-control-allow-origin': origin, 'access-control-allow-credentials': 'true', vary: 'Origin' };
+}
+
+/** Upload errors keep the spec's body: `code: 1` (CONTRACT.md section 0), the HTTP status says the class. */
+function failure(req: HttpRequestData, err: unknown): HttpReply {
+  const e = asPierError(err);
+  const json: Record<string, unknown> = { code: 1, message: e.message };
+  if (e.data !== undefined && e.message === 'Invalid offset') json.data = e.data;
+  return { status: e.status, json, headers: cors(req) };
+}
+
+const bad = (message: string) => new PierError('BAD_REQUEST', message);
+
+/** Small multipart (or urlencoded) bodies: the fields only. A file part in them is refused. */
+function parseFields(req: HttpRequestData): Promise<Record<string, string>> {
+  const type = req.headers['content-type'] ?? '';
+  return new Promise((resolve, reject) => {
+    let bb: busboy.Busboy;
+    try {
+      bb = busboy({ headers: { 'content-type': type }, limits: { fields: 16, fieldSize: 8192, files: 1 } });
+    } catch {
+      reject(bad('body: must be multipart/form-data'));
+      return;
+    }
+    const fields: Record<string, string> = {};
+    bb.on('field', (name, value) => {
+      fields[name] = value;
+    });
+    bb.on('file', (name, file) => {
+      file.resume();
+      reject(bad(`${name}: a POST carries no file; send the bytes with PATCH /upload/{id}`));
+    });
+    bb.on('error', () => reject(bad('body: is not valid multipart/form-data')));
+    bb.on('close', () => resolve(fields));
+    Readable.from([req.body]).pipe(bb);
+  });
+}
+
+function required(fields: Record<string, string>, name: string): string {
+  const v = fields[name];
+  if (v === undefined || v === '') throw bad(`${name}: is required`);
+  return v;
+}
+
+function nonNegativeInteger(text: string, name: string): number {
+  if (!/^\d{1,16}$/.test(text.trim()) || !Number.isSafeInteger(Number(text))) throw bad(`${name}: must be a non-negative integer`);
+  return Number(text);
+}
+
+/** The upload listener (port 40030): POST creates, PATCH appends, GET tells the offset. */
+export function uploadApi(deps: UploadApiDeps) {
+  const who = (req: HttpRequestData) => identifyBrowserCaller(req.headers, deps.cache, deps.domain, deps.sidecarApp);
+
+  return {
+    preflight(req: HttpRequestData): HttpReply {
+      const headers = cors(req);
+      if (!headers['access-control-allow-origin']) return { status: 403, json: { code: 1, message: "Origin is not the app's origin" } };
+      return {
+        status: 204,
+        headers: { ...headers, 'access-control-allow-methods': 'GET, POST, PATCH, OPTIONS', 'access-control-allow-headers': 'content-type, x-authorization', 'access-control-max-age': '600' },
+      };
+    },
+
+    async create(req: HttpRequestData): Promise<HttpReply> {
+      try {
+        const { user, app } = who(req);
+        const fields = await parseFields(req);
+        const conflict = (fields.conflict ?? 'replace') as ConflictPolicy;
+        if (!CONFLICT_POLICIES.includes(conflict)) throw bad(`conflict: must be one of ${CONFLICT_POLICIES.join(', ')}`);
+        const created = await call(deps.bus, upload.create, {
+          user,
+          app: app.name,
+          storagePath: required(fields, 'storage_path'),
+          relativePath: required(fields, 'file_relative_path'),
+          fileType: required(fields, 'file_type'),
+          fileSize: nonNegativeInteger(required(fields, 'file_size'), 'file_size'),
+          conflict,
+        });
+        const json = created.record ? { code: 0, message: 'success', data: created.record } : { code: 0, message: 'success' };
+        return { status: 200, json, headers: cors(req) };
+      } catch (err) {
+        return failure(req, err);
+      }
+    },
+
+    async status(req: HttpRequestData): Promise<HttpReply> {
+      try {
+        const { user, app } = who(req);
+        const record = await call(deps.bus, upload.get, { user, app: app.name, id: req.params.uid });
+        return { status: 200, json: { code: 0, message: 'success', data: record }, headers: cors(req) };
+      } catch (err) {
+        return failure(req, err);
+      }
+    },
+
+    async append(req: HttpRequestData): Promise<HttpReply> {
+      const stream = req.stream!;
+      try {
+        const { user, app } = who(req);
+        const result = await new Promise<{ record: unknown; complete: boolean }>((resolve, reject) => {
+          let bb: busboy.Busboy;
+          try {
+            // One byte over the cap lets the actor tell "too much" from "exactly the cap".
+            bb = busboy({ headers: { 'content-type': req.headers['content-type'] ?? '' }, limits: { files: 1, fields: 8, fieldSize: 64, fileSize: deps.chunkBytes + 1 } });
+          } catch {
+            reject(bad('body: must be multipart/form-data'));
+            return;
+          }
+          let offset: number | undefined;
+          let taken = false;
+          bb.on('field', (name, value) => {
+            if (name === 'upload_offset') offset = Number(value);
+            if (name === 'upload_offset' && !/^\d{1,16}$/.test(value.trim())) offset = NaN;
+          });
+          bb.on('file', (name, file) => {
+            if (name !== 'file' || taken) {
+              file.resume();
+              return;
+            }
+            taken = true;
+            if (offset === undefined) return (file.resume(), reject(bad('upload_offset: is required, before file')));
+            if (!Number.isSafeInteger(offset)) return (file.resume(), reject(bad('upload_offset: must be a non-negative integer')));
+            call(deps.bus, upload.begin, { user, app: app.name, id: req.params.uid, offset })
+              .then((session) => streamToSession(deps.bus, session, file, 30_000))
+              .then(resolve, (err) => {
+                file.resume();
+                reject(err);
+              });
+          });
+          bb.on('close', () => {
+            if (!taken) reject(bad('file: is required'));
+          });
+          bb.on('error', (err) => reject(stream.destroyed ? new PierError('BAD_REQUEST', 'request aborted') : bad(`body: is not valid multipart/form-data (${(err as Error).message})`)));
+          stream.on('error', (err) => bb.destroy(err));
+          stream.pipe(bb);
+        });
+        return { status: 200, json: { code: 0, message: result.complete ? 'File uploaded successfully' : 'Continue uploading', data: result.record }, headers: cors(req) };
+      } catch (err) {
+        stream.resume();
+        return failure(req, err);
+      }
+    },
+  };
+}
