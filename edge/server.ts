@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import uWS from 'uWebSockets.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { ConfigError, type Ports } from '../lib/config.js';
@@ -11,16 +13,54 @@ export interface RunningEdge {
   stop(): Promise<void>;
 }
 
-/** LIBUS_LISTEN_EXCLUSIVE_PORT: a port already taken is an error, not silently shared. */
-const EXCLUSIVE = 1;
-
-function listen(app: uWS.TemplatedApp, host: string, port: number, name: string): Promise<uWS.us_listen_socket> {
-  return new Promise((resolve, reject) => {
-    (app as any).listen(host, port, EXCLUSIVE, (socket: uWS.us_listen_socket | false) => {
-      if (socket) resolve(socket);
-      else reject(new ConfigError(`${name} listener: cannot listen on ${host}:${port} (port taken or address not available)`));
+/**
+ * Whether some socket already listens on `port`. uWS binds with SO_REUSEPORT, so a second Pier on
+ * the same port would silently share it; its exclusive mode, on the other hand, refuses to bind
+ * while connections of a crashed Pier linger (FIN-WAIT), so a restart would fail, and so would a
+ * plain bind probe. The kernel's socket table tells listening sockets apart from lingering ones.
+ */
+async function someoneListens(port: number): Promise<boolean> {
+  if (port === 0) return false;
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  let found = false;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    const text = await readFile(table, 'utf8').catch(() => null);
+    if (text === null) return portBusyByProbe(port);
+    // columns: sl local_address rem_address st ...; LISTEN is state 0A
+    found ||= text.split('\n').some((line) => {
+      const cols = line.trim().split(/\s+/);
+      return cols[1]?.endsWith(`:${hex}`) && cols[3] === '0A';
     });
+  }
+  return found;
+}
+
+/** Elsewhere than Linux: a plain bind tells (wrongly refusing while old connections linger). */
+function portBusyByProbe(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', () => resolve(true));
+    probe.listen(port, () => probe.close(() => resolve(false)));
   });
+}
+
+async function listen(app: uWS.TemplatedApp, host: string, port: number, name: string): Promise<uWS.us_listen_socket> {
+  const taken = () => new ConfigError(`${name} listener: cannot listen on ${host}:${port} (port taken or address not available)`);
+  if (await someoneListens(port)) throw taken();
+  const attempt = () => new Promise<uWS.us_listen_socket | false>((resolve) => app.listen(host, port, resolve));
+  // Nobody listens, yet the bind may fail for up to a minute: connections of a Pier that died
+  // linger in TIME_WAIT, and uWS does not set SO_REUSEADDR. Wait them out rather than give up.
+  const deadline = Date.now() + 75_000;
+  for (let warned = false; ; ) {
+    const socket = await attempt();
+    if (socket) return socket;
+    if (port === 0 || Date.now() > deadline) throw taken();
+    if (!warned) {
+      warned = true;
+      process.stderr.write(`pier: ${name} listener: port ${port} is still held by connections of a previous process (TIME_WAIT); retrying for up to a minute\n`);
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
 }
 
 /**

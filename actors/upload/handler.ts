@@ -15,6 +15,8 @@ export interface UploadDeps {
   chunkMaxBytes: number;
   leaseMs: number;
   completed: (ev: UploadCompleted) => void;
+  /** Whether a lock is held by a write session that is still alive (its lease running, its replica up). */
+  lockAlive: (lock: NonNullable<Upload['lock']>) => boolean;
 }
 
 export const invalidId = () => new PierError('BAD_REQUEST', 'Invalid upload ID');
@@ -97,7 +99,7 @@ export async function lockForWrite(deps: UploadDeps, req: BeginWrite, session: s
     if (!u || u.user !== req.user || u.app !== req.app || u.state !== 'active') throw invalidId();
     if (u.offset !== req.offset) throw new PierError('BAD_REQUEST', 'Invalid offset', { data: recordOf(u) });
     const now = deps.now();
-    if (u.lock && u.lock.until > now) throw new PierError('CONFLICT', 'upload busy');
+    if (u.lock && deps.lockAlive(u.lock)) throw new PierError('CONFLICT', 'upload busy');
     const locked: Upload = { ...u, lock: { owner: deps.busId, session, until: now + deps.leaseMs }, updatedAt: now };
     deps.store.uploads.put(u.id, locked);
     return locked;

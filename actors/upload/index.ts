@@ -30,6 +30,8 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
       active.set(store.all().filter((u) => u.state === 'active').length);
     },
   });
+  const startedAt = Date.now();
+  const self = ctx.peers.self.busId;
   const deps: UploadDeps = {
     store,
     cache: ctx.cache,
@@ -37,6 +39,15 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
     now: ctx.now,
     chunkMaxBytes: ctx.config.upload.chunkBytes,
     leaseMs: LEASE_MS,
+    // A lock outlives its writer only until its lease ends; sooner when its replica is known gone:
+    // this one restarted (a new busId), or another that heartbeats stopped. On the in-process bus
+    // there is no other replica; on NATS, others are trusted as alive until heartbeats had time to come.
+    lockAlive: (lock) => {
+      if (lock.until <= ctx.now()) return false;
+      if (lock.owner === self) return [...sessions].some((s) => s.subject.endsWith(`.${lock.session}`));
+      if (ctx.bus.kind === 'memory') return false;
+      return ctx.peers.alive('upload').some((p) => p.busId === lock.owner) || Date.now() - startedAt < 3 * ctx.config.heartbeatMs;
+    },
     completed: (ev) => {
       completed.inc();
       publishEvent(ctx.bus, uploadEvents.completed, ev);
@@ -44,6 +55,8 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
   };
 
   await recover(deps);
+  // On NATS, locks of replicas that died with us are known dead once heartbeats had time to come.
+  const lateRecovery = setTimeout(() => void recover(deps), 4 * ctx.config.heartbeatMs);
 
   const hooks = { observe: ctx.metrics.observeActor };
   const subs = [
@@ -83,6 +96,7 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
   return {
     async stop() {
       clearInterval(sweeper);
+      clearTimeout(lateRecovery);
       stopWatch();
       for (const s of subs) s.unsubscribe();
       await store.close();
@@ -104,9 +118,8 @@ async function removeUpload(store: UploadStore, u: Upload): Promise<void> {
  * may be a torn write. A complete one is published.
  */
 async function recover(deps: UploadDeps): Promise<void> {
-  const now = deps.now();
   for (const u of deps.store.all()) {
-    if (u.state !== 'active' || (u.lock && u.lock.until > now)) continue;
+    if (u.state !== 'active' || (u.lock && deps.lockAlive(u.lock))) continue;
     const size = await partSize(u.part);
     let offset = u.offset;
     if (size > offset) await cutBack(u.part, offset);
@@ -122,7 +135,7 @@ async function recover(deps: UploadDeps): Promise<void> {
 async function sweep(deps: UploadDeps, idleMs: number): Promise<void> {
   const now = deps.now();
   for (const u of deps.store.all()) {
-    if (u.lock && u.lock.until > now) continue;
+    if (u.lock && deps.lockAlive(u.lock)) continue;
     if (now - u.updatedAt <= idleMs) continue;
     await removeUpload(deps.store, u);
   }

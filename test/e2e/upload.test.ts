@@ -1,0 +1,274 @@
+import test from 'ava';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { multipart, UploadClient } from '../helpers/upload-client.js';
+
+const MiB = 1024 * 1024;
+let pier: PierProcess;
+let dir: string;
+let env: Record<string, string>;
+let root: string;
+const tokens: Record<string, string> = {};
+const clients: Record<string, UploadClient> = {};
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+const destOf = (user: string) => join(root, user, 'dest');
+
+/** Everything under a folder, for "nothing was written outside dest". */
+function listTree(d: string): string[] {
+  return readdirSync(d, { recursive: true, withFileTypes: false } as any).map(String).sort();
+}
+
+test.before(async () => {
+  dir = tempDir();
+  root = join(dir, 'files');
+  pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_UPLOAD_CHUNK_BYTES: String(10 * MiB), PIER_UPLOAD_IDLE_MS: '3000' }));
+  env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+  for (const user of ['alice', 'bob']) {
+    mkdirSync(join(destOf(user), 'docs'), { recursive: true });
+    tokens[user] = (await cli(['user', 'add', user, '--json'], env)).json.token;
+    const manifest = join(dir, `${user}.yaml`);
+    writeFileSync(manifest, `metadata: { name: files }\nupload: { fileType: [bin, ".TXT", Pdf], dest: ${destOf(user)}, limitedSize: ${60 * MiB} }\n`);
+    const r = await cli(['app', 'install', '--user', user, '--manifest', manifest], env);
+    if (r.code !== 0) throw new Error(r.stderr);
+    clients[user] = new UploadClient(pier.ports!.upload, `files.${user}.localhost`, tokens[user]);
+  }
+});
+
+test.after.always(async () => {
+  await pier?.stop();
+  cleanup(dir);
+});
+
+const alice = () => clients.alice;
+const newUpload = async (rel: string, size: number, extra: Record<string, string> = {}) => {
+  const r = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: rel, file_type: 'bin', file_size: size, ...extra });
+  if (r.status !== 200) throw new Error(JSON.stringify(r.json));
+  return r.json.data;
+};
+
+test('a 50 MiB file in 8 MiB chunks and a 3 MiB file in one chunk arrive byte-identical', async (t) => {
+  const big = randomBytes(50 * MiB);
+  const rec = await newUpload('big/fifty.bin', big.length);
+  t.deepEqual(rec, { id: rec.id, offset: 0, file_relative_path: 'big/fifty.bin', file_type: 'bin', file_size: big.length, storage_path: join(destOf('alice'), 'docs') });
+  let last;
+  for (let off = 0; off < big.length; off += 8 * MiB) {
+    last = await alice().patch(rec.id, off, big.subarray(off, off + 8 * MiB));
+    t.is(last.status, 200);
+    t.is(last.json.message, off + 8 * MiB >= big.length ? 'File uploaded successfully' : 'Continue uploading');
+    t.is(last.json.data.offset, Math.min(off + 8 * MiB, big.length));
+  }
+  t.is(sha(readFileSync(join(destOf('alice'), 'docs', 'big', 'fifty.bin'))), sha(big));
+
+  const small = randomBytes(3 * MiB);
+  const one = await newUpload('three.bin', small.length);
+  const done = await alice().patch(one.id, 0, small);
+  t.is(done.json.message, 'File uploaded successfully');
+  t.is(sha(readFileSync(join(destOf('alice'), 'docs', 'three.bin'))), sha(small));
+  // Finished uploads take no more bytes.
+  t.deepEqual((await alice().patch(one.id, small.length, Buffer.from('x'))).json, { code: 1, message: 'Invalid upload ID' });
+});
+
+test('the spec errors, exactly', async (t) => {
+  const rec = await newUpload('errors.bin', 100);
+  t.deepEqual(await alice().patch('no-such-id', 0, Buffer.from('x')), { status: 400, json: { code: 1, message: 'Invalid upload ID' } });
+  t.deepEqual(await clients.bob.patch(rec.id, 0, Buffer.from('x')), { status: 400, json: { code: 1, message: 'Invalid upload ID' } }, "another user's upload");
+  const wrong = await alice().patch(rec.id, 7, Buffer.from('x'));
+  t.deepEqual(wrong, { status: 400, json: { code: 1, message: 'Invalid offset', data: { ...rec, offset: 0 } } });
+  const past = await alice().patch(rec.id, 0, randomBytes(101));
+  t.is(past.status, 400);
+  t.is(past.json.message, 'file: the chunk goes past file_size (100 bytes)');
+  t.is((await alice().get(rec.id)).json.data.offset, 0, 'a refused chunk leaves nothing behind');
+
+  const fields = { storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'x.bin', file_type: 'bin', file_size: '10' };
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ ...fields, file_size: String(61 * MiB) }, `file_size: must be at most ${60 * MiB} bytes`],
+    [{ ...fields, file_type: 'exe' }, 'file_type: "exe" is not allowed (allowed: bin, .TXT, Pdf)'],
+    [{ ...fields, file_size: '-1' }, 'file_size: must be a non-negative integer'],
+    [{ ...fields, file_size: 'ten' }, 'file_size: must be a non-negative integer'],
+    [{ ...fields, conflict: 'merge' }, 'conflict: must be one of replace, rename, fail'],
+  ];
+  for (const name of ['storage_path', 'file_relative_path', 'file_type', 'file_size']) {
+    const partial = { ...fields };
+    delete (partial as Record<string, string>)[name];
+    cases.push([partial, `${name}: is required`]);
+  }
+  for (const [body, message] of cases) {
+    const r = await alice().create(body);
+    t.is(r.status, 400, message);
+    t.deepEqual(r.json, { code: 1, message });
+  }
+  for (const ok of ['txt', '.txt', 'TXT', 'pdf', '.PDF']) t.is((await alice().create({ ...fields, file_relative_path: `t-${ok}.x`, file_type: ok })).status, 200, ok);
+});
+
+test('a chunk over the cap is refused and leaves the offset where it was', async (t) => {
+  const rec = await newUpload('capped.bin', 20 * MiB);
+  const r = await alice().patch(rec.id, 0, randomBytes(10 * MiB + 1));
+  t.is(r.status, 400);
+  t.deepEqual(r.json, { code: 1, message: `file: a chunk may carry at most ${10 * MiB} bytes` });
+  t.is((await alice().get(rec.id)).json.data.offset, 0);
+  t.is((await alice().patch(rec.id, 0, randomBytes(10 * MiB))).json.data.offset, 10 * MiB, 'exactly the cap is fine');
+});
+
+test('hostile paths: all refused with 400, and nothing written outside dest', async (t) => {
+  const outside = join(dir, 'outside');
+  mkdirSync(outside, { recursive: true });
+  symlinkSync(outside, join(destOf('alice'), 'docs', 'escape'));
+  symlinkSync('/etc', join(destOf('alice'), 'etc-link'));
+  const before = listTree(outside);
+  const docs = join(destOf('alice'), 'docs');
+  const hostile: Array<[string, string]> = [
+    [docs, '../x.bin'],
+    [docs, 'a/../../x.bin'],
+    [docs, 'a/b/..'],
+    [docs, '..'],
+    [docs, './x.bin'],
+    [docs, '/etc/passwd'],
+    [docs, '//x.bin'],
+    [docs, 'a\\..\\x.bin'],
+    [docs, 'a/x\0.bin'],
+    [docs, '%2e%2e/x.bin'],
+    [docs, 'a/%2E%2E/%2e%2e/x.bin'],
+    [docs, '..%2fx.bin'],
+    [docs, 'escape/x.bin'],
+    [docs, 'escape/deeper/'],
+    [destOf('alice'), 'etc-link/passwd'],
+    ['/etc', 'passwd'],
+    [outside, 'x.bin'],
+    [join(docs, 'escape'), 'x.bin'],
+    ['docs', 'x.bin'],
+    [join(destOf('alice'), '..', 'dest', '..', '..'), 'x.bin'],
+    [docs, 'a//b.bin'],
+    [docs, 'C:/x.bin'],
+  ];
+  for (const [storage, rel] of hostile) {
+    const r = await alice().create({ storage_path: storage, file_relative_path: rel, file_type: 'bin', file_size: 4 });
+    t.is(r.status, 400, `${storage} + ${JSON.stringify(rel)} → ${JSON.stringify(r.json)}`);
+    t.is(r.json.code, 1);
+  }
+  t.deepEqual(listTree(outside), before);
+  t.false(existsSync(join(dir, 'x.bin')));
+});
+
+test('folders, zero-byte files, and two users with the same path', async (t) => {
+  const folder = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'new/nested/folder/', file_type: 'bin', file_size: 0 });
+  t.deepEqual(folder, { status: 200, json: { code: 0, message: 'success' } });
+  t.true(statSync(join(destOf('alice'), 'docs', 'new', 'nested', 'folder')).isDirectory());
+
+  const empty = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'empty.bin', file_type: 'bin', file_size: 0 });
+  t.is(empty.status, 200);
+  t.is(empty.json.data.offset, 0);
+  t.is(statSync(join(destOf('alice'), 'docs', 'empty.bin')).size, 0);
+
+  const a = randomBytes(2 * MiB);
+  const b = randomBytes(2 * MiB);
+  const [ra, rb] = await Promise.all([
+    alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'same/report.bin', file_type: 'bin', file_size: a.length }),
+    clients.bob.create({ storage_path: join(destOf('bob'), 'docs'), file_relative_path: 'same/report.bin', file_type: 'bin', file_size: b.length }),
+  ]);
+  t.not(ra.json.data.id, rb.json.data.id);
+  await Promise.all([alice().sendAll(ra.json.data.id, a, MiB), clients.bob.sendAll(rb.json.data.id, b, MiB)]);
+  t.is(sha(readFileSync(join(destOf('alice'), 'docs', 'same', 'report.bin'))), sha(a));
+  t.is(sha(readFileSync(join(destOf('bob'), 'docs', 'same', 'report.bin'))), sha(b));
+});
+
+test('an existing target: replaced by default, kept with conflict=rename or conflict=fail', async (t) => {
+  const docs = join(destOf('alice'), 'docs');
+  writeFileSync(join(docs, 'exists.bin'), 'old');
+  const one = Buffer.from('new!');
+  const r1 = await newUpload('exists.bin', one.length);
+  await alice().patch(r1.id, 0, one);
+  t.is(readFileSync(join(docs, 'exists.bin'), 'utf8'), 'new!');
+  const r2 = await newUpload('exists.bin', 5, { conflict: 'rename' });
+  await alice().patch(r2.id, 0, Buffer.from('third'));
+  t.is(readFileSync(join(docs, 'exists.bin'), 'utf8'), 'new!');
+  t.is(readFileSync(join(docs, 'exists (1).bin'), 'utf8'), 'third');
+  const r3 = await alice().create({ storage_path: docs, file_relative_path: 'exists.bin', file_type: 'bin', file_size: 3, conflict: 'fail' });
+  t.deepEqual(r3, { status: 409, json: { code: 1, message: 'the target file exists (conflict=fail)' } });
+});
+
+/** Starts a PATCH whose body arrives slowly; `cut()` drops the connection mid-chunk. */
+function slowPatch(id: string, offset: number, data: Buffer, sendBytes: number) {
+  const mp = multipart([['upload_offset', String(offset)], ['file', data]]);
+  const req = httpRequest({ host: '127.0.0.1', port: pier.ports!.upload, method: 'PATCH', path: `/upload/${id}`, headers: { host: 'files.alice.localhost', 'x-authorization': tokens.alice, 'content-type': mp.contentType, 'content-length': mp.body.length } });
+  req.on('error', () => undefined);
+  req.write(mp.body.subarray(0, sendBytes));
+  let status: Promise<number> = new Promise((resolve) => req.on('response', (res) => resolve(res.statusCode!)));
+  return { status, cut: () => req.destroy(), finish: () => req.end(mp.body.subarray(sendBytes)) };
+}
+
+test.serial('one PATCH at a time (409 upload busy); a dropped client leaves no lock and the upload resumes byte-identical', async (t) => {
+  const data = randomBytes(6 * MiB);
+  const rec = await newUpload('aborted.bin', data.length);
+  const first = slowPatch(rec.id, 0, data.subarray(0, 4 * MiB), 2 * MiB);
+  await new Promise((r) => setTimeout(r, 300));
+  const busy = await alice().patch(rec.id, 0, data.subarray(0, 10));
+  t.deepEqual(busy, { status: 409, json: { code: 1, message: 'upload busy' } });
+  first.cut();
+  // The next PATCH after a dead one succeeds (as soon as the edge has told the actor).
+  let offset = -1;
+  while (offset < 0) {
+    const g = await alice().get(rec.id);
+    const probe = await alice().patch(rec.id, g.json.data.offset, data.subarray(g.json.data.offset, g.json.data.offset + 1));
+    if (probe.status === 200) offset = probe.json.data.offset;
+    else t.true(probe.status === 409 || probe.json.message === 'Invalid offset', JSON.stringify(probe.json));
+  }
+  t.true(offset >= 1);
+  const done = await alice().sendAll(rec.id, data, 2 * MiB, offset);
+  t.is(done.json.message, 'File uploaded successfully');
+  t.is(sha(readFileSync(join(destOf('alice'), 'docs', 'aborted.bin'))), sha(data));
+});
+
+test.serial('kill -9 mid-upload: after restart a re-POST returns the durable offset; the file is only ever whole', async (t) => {
+  const data = randomBytes(9 * MiB);
+  const rec = await newUpload('crash.bin', data.length);
+  t.is((await alice().patch(rec.id, 0, data.subarray(0, 3 * MiB))).json.data.offset, 3 * MiB);
+  const target = join(destOf('alice'), 'docs', 'crash.bin');
+  const inflight = slowPatch(rec.id, 3 * MiB, data.subarray(3 * MiB, 6 * MiB), 2 * MiB);
+  await new Promise((r) => setTimeout(r, 300));
+  await pier.stop('SIGKILL');
+  inflight.cut();
+  t.false(existsSync(target), 'no half-written target');
+  // New ports: the old ones stay held for a minute by the killed process's connections (TIME_WAIT).
+  pier = await PierProcess.start(pier.env);
+  for (const user of ['alice', 'bob']) clients[user] = new UploadClient(pier.ports!.upload, `files.${user}.localhost`, tokens[user]);
+  const again = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'crash.bin', file_type: 'bin', file_size: data.length });
+  t.is(again.json.data.id, rec.id, 'the same upload, resumed');
+  t.is(again.json.data.offset, 3 * MiB, 'the acknowledged offset, not the bytes that were in flight');
+  t.false(existsSync(target));
+  const done = await alice().sendAll(rec.id, data, 3 * MiB, again.json.data.offset);
+  t.is(done.json.message, 'File uploaded successfully');
+  t.is(sha(readFileSync(target)), sha(data));
+});
+
+test.serial('idle uploads are swept with their bytes; one being written is not', async (t) => {
+  const idle = await newUpload('idle.bin', 1000);
+  await alice().patch(idle.id, 0, randomBytes(10));
+  const active = await newUpload('active.bin', 4 * MiB);
+  const data = randomBytes(4 * MiB);
+  // Keep "active" busy with small PATCHes for longer than the idle limit (3 s).
+  const end = Date.now() + 6_000;
+  let off = 0;
+  while (Date.now() < end) {
+    const r = await alice().patch(active.id, off, data.subarray(off, off + 1024));
+    t.is(r.status, 200);
+    off = r.json.data.offset;
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  t.deepEqual((await alice().get(idle.id)).json, { code: 1, message: 'Invalid upload ID' });
+  t.is((await alice().get(active.id)).json.data.offset, off);
+  t.deepEqual(readdirSync(join(destOf('alice'), '.pier-uploads')).filter((f) => f.startsWith(idle.id)), []);
+});
+
+test('identity and CORS: token and Host required; the app origin only', async (t) => {
+  const fields = { storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'who.bin', file_type: 'bin', file_size: 1 };
+  t.is((await new UploadClient(pier.ports!.upload, 'files.alice.localhost', 'pier_bogus').create(fields)).status, 401);
+  t.is((await new UploadClient(pier.ports!.upload, 'files.alice.localhost', tokens.bob).create(fields)).status, 403);
+  t.is((await new UploadClient(pier.ports!.upload, 'ghost.alice.localhost', tokens.alice).create(fields)).status, 404);
+  const ok = await alice().create(fields, { origin: 'https://files.alice.localhost' });
+  t.is(ok.status, 200);
+  const pre = await fetch(`http://127.0.0.1:${pier.ports!.upload}/upload/`, { method: 'OPTIONS', headers: { origin: 'http://evil.example' } });
+  t.is(pre.status, 403);
+});
