@@ -27,7 +27,7 @@ test.serial('the compose file describes a 3-node NATS cluster, every role, and a
   const roles = (name: string) => services[name].command?.[services[name].command!.indexOf('--roles') + 1];
   t.is(Object.values(services).filter((s) => s.image?.startsWith('nats')).length, 3);
   t.true(Object.keys(services).filter((n) => roles(n) === 'edge').length >= 2);
-  for (const role of ['registry', 'token', 'provider', 'vault', 'callback']) t.true(Object.keys(services).some((n) => roles(n)?.split(',').includes(role)), role);
+  for (const role of ['registry', 'token', 'provider', 'vault', 'callback', 'upload']) t.true(Object.keys(services).some((n) => roles(n)?.split(',').includes(role)), role);
   t.is(topo.nats.size, 3);
   t.true(topo.pier.size >= 3);
 });

@@ -84,6 +84,7 @@ export class LocalTopology {
         if (svc.build === undefined) continue;
         // Replicas mounting one named volume at /data share one data dir, as on one host.
         const volume = svc.volumes?.find((v) => v.endsWith(':/data'))?.split(':')[0];
+        // Bind mounts of host folders (app storage) are the host's own here: nothing to map.
         const dir = volume ? (volumes.get(volume) ?? tempDir(`pier-${volume}-`)) : tempDir(`pier-${name}-`);
         if (volume) volumes.set(volume, dir);
         topo.dirs.push(dir);
