@@ -3,6 +3,7 @@ import { benchProvider } from './provider.js';
 import { benchRegistry } from './registry.js';
 import { benchVault } from './vault.js';
 import { benchWs } from './ws.js';
+import { benchUpload } from './upload.js';
 
 /** `npm run bench [-- NAME...]`: runs the named benchmarks (all by default) and prints one JSON document. */
 const BENCHES: Record<string, () => Promise<Record<string, unknown>>> = {
@@ -10,6 +11,7 @@ const BENCHES: Record<string, () => Promise<Record<string, unknown>>> = {
   provider: benchProvider,
   vault: benchVault,
   ws: benchWs,
+  upload: benchUpload,
 };
 
 const wanted = process.argv.slice(2);

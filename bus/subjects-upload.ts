@@ -42,13 +42,17 @@ export interface WriteSession {
   maxBytes: number;
 }
 
-/** A request to a write session's subject. Exactly one of `data`, `end`, `abort`. */
+/**
+ * A request to a write session's subject. The bytes travel as the message payload itself (no
+ * encoding, no copy); `seq` and `kind` travel in the headers `pier-seq` and `pier-kind`.
+ */
 export interface Piece {
   seq: number;
-  data?: Uint8Array;
-  end?: boolean;
-  abort?: boolean;
+  kind: 'data' | 'end' | 'abort';
+  data: Uint8Array;
 }
+
+export const PIECE_HEADERS = { seq: 'pier-seq', kind: 'pier-kind' } as const;
 
 export interface PieceAck {
   ok: boolean;

@@ -202,7 +202,7 @@ export async function send(res: HttpResponse, reply: HttpReply, state: ResponseS
 function bodyStream(res: HttpResponse, state: ResponseState): Readable {
   let paused = false;
   const stream = new Readable({
-    highWaterMark: 256 * 1024,
+    highWaterMark: 1024 * 1024,
     read() {
       if (paused && !state.aborted) {
         paused = false;

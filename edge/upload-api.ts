@@ -125,7 +125,7 @@ export function uploadApi(deps: UploadApiDeps) {
           let bb: busboy.Busboy;
           try {
             // One byte over the cap lets the actor tell "too much" from "exactly the cap".
-            bb = busboy({ headers: { 'content-type': req.headers['content-type'] ?? '' }, limits: { files: 1, fields: 8, fieldSize: 64, fileSize: deps.chunkBytes + 1 } });
+            bb = busboy({ headers: { 'content-type': req.headers['content-type'] ?? '' }, highWaterMark: 1024 * 1024, fileHwm: 1024 * 1024, limits: { files: 1, fields: 8, fieldSize: 64, fileSize: deps.chunkBytes + 1 } });
           } catch {
             reject(bad('body: must be multipart/form-data'));
             return;

@@ -1,12 +1,14 @@
 import type { Readable } from 'node:stream';
 import type { Bus } from '../bus/bus.js';
-import { decode, encode } from '../bus/codec.js';
+import { decode } from '../bus/codec.js';
 import { PierError, type ErrorCode } from '../bus/errors.js';
 import { CHUNK_BYTES } from '../bus/stream.js';
-import type { Piece, PieceAck, UploadRecord, WriteSession } from '../bus/subjects.js';
+import { PIECE_HEADERS, type Piece, type PieceAck, type UploadRecord, type WriteSession } from '../bus/subjects.js';
 
-/** Pieces in flight to the upload actor at once: enough to overlap disk and network, bounded memory. */
-const WINDOW = 2;
+const EMPTY = new Uint8Array(0);
+
+/** Pieces in flight to the upload actor at once (at most 2 MiB): enough to keep disk and bus busy, bounded memory. */
+const WINDOW = 8;
 
 function ackError(ack: PieceAck): PierError {
   return new PierError((ack.error?.code ?? 'INTERNAL') as ErrorCode, ack.error?.message ?? 'upload failed', { data: ack.error?.data });
@@ -21,35 +23,31 @@ function ackError(ack: PieceAck): PierError {
 export async function streamToSession(bus: Bus, session: WriteSession, file: Readable, timeoutMs: number): Promise<{ record: UploadRecord; complete: boolean }> {
   let seq = 0;
   const inflight: Promise<PieceAck>[] = [];
-  const send = (piece: Omit<Piece, 'seq'>) => bus.request(session.subject, encode({ seq: seq++, ...piece }), { timeoutMs }).then((m) => decode<PieceAck>(m.data));
+  const send = (kind: Piece['kind'], data: Uint8Array = EMPTY) =>
+    bus
+      .request(session.subject, data, { timeoutMs, headers: { [PIECE_HEADERS.seq]: String(seq++), [PIECE_HEADERS.kind]: kind } })
+      .then((m) => decode<PieceAck>(m.data));
   const settleOldest = async () => {
     const ack = await inflight.shift()!;
     if (!ack.ok) throw ackError(ack);
   };
-  let parts: Buffer[] = [];
-  let size = 0;
   try {
+    // Pieces are the parser's own chunks (sliced, never copied), at most CHUNK_BYTES each.
     for await (const chunk of file as AsyncIterable<Buffer>) {
-      parts.push(chunk);
-      size += chunk.byteLength;
-      while (size >= CHUNK_BYTES) {
-        const all = Buffer.concat(parts);
-        inflight.push(send({ data: all.subarray(0, CHUNK_BYTES) }));
-        parts = [all.subarray(CHUNK_BYTES)];
-        size = all.byteLength - CHUNK_BYTES;
+      for (let off = 0; off < chunk.byteLength; off += CHUNK_BYTES) {
+        inflight.push(send('data', chunk.subarray(off, off + CHUNK_BYTES)));
         if (inflight.length >= WINDOW) await settleOldest();
       }
     }
-    if (size > 0) inflight.push(send({ data: Buffer.concat(parts) }));
     while (inflight.length > 0) await settleOldest();
   } catch (err) {
     // The session ends either way; a refused piece has already ended it on the actor's side.
     await Promise.allSettled(inflight);
-    await send({ abort: true }).catch(() => undefined);
+    await send('abort').catch(() => undefined);
     file.resume();
     throw err;
   }
-  const end = await send({ end: true });
+  const end = await send('end');
   if (!end.ok || !end.record) throw ackError(end);
   return { record: end.record, complete: end.complete === true };
 }

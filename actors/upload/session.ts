@@ -1,11 +1,13 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Bus, Subscription } from '../../bus/bus.js';
-import { decode, encode } from '../../bus/codec.js';
+import { encode } from '../../bus/codec.js';
 import { asPierError, PierError } from '../../bus/errors.js';
-import type { Piece, PieceAck } from '../../bus/subjects.js';
+import { PIECE_HEADERS, type Piece, type PieceAck } from '../../bus/subjects.js';
 import { cutBack } from './files.js';
 import { finish, type UploadDeps } from './handler.js';
 import { recordOf, type Upload } from './store.js';
+
+const MAX_PENDING_WRITES = 8;
 
 /**
  * One PATCH's bytes: pieces pulled in order from the edge, written at their offsets, fsynced before
@@ -22,6 +24,13 @@ export class WriteSession {
   private idle: NodeJS.Timeout | null = null;
   private lastLease = 0;
   private done = false;
+  /**
+   * Writes in progress. A piece is acknowledged once its write is issued (the edge's window bounds
+   * how many): several pwrites at distinct offsets run in parallel in libuv's pool, which is far
+   * faster than one at a time. Nothing counts as durable before `close` awaited them all and fsynced.
+   */
+  private readonly writes = new Set<Promise<unknown>>();
+  private writeError: unknown = null;
 
   constructor(
     private readonly deps: UploadDeps & { bus: Bus; idleMs: number; onEnd: () => void; wrote: (n: number) => void; failed: () => void },
@@ -35,8 +44,9 @@ export class WriteSession {
     this.fd = await open(this.upload.part, 'r+');
     this.sub = this.deps.bus.subscribe(this.subject, (msg) => {
       const reply = msg.reply;
+      const piece: Piece = { seq: Number(msg.headers?.[PIECE_HEADERS.seq]), kind: (msg.headers?.[PIECE_HEADERS.kind] ?? 'data') as Piece['kind'], data: msg.data };
       this.queue = this.queue.then(async () => {
-        const ack = await this.handle(decode<Piece>(msg.data)).catch((err: unknown) => this.fail(err));
+        const ack = await this.handle(piece).catch((err: unknown) => this.fail(err));
         if (reply) this.deps.bus.publish(reply, encode(ack));
       });
     });
@@ -55,16 +65,25 @@ export class WriteSession {
     if (p.seq !== this.expected) throw new PierError('BAD_REQUEST', `piece ${p.seq} out of order (${this.expected} expected)`);
     this.expected++;
     this.armIdle();
-    if (p.abort) return this.close('keep');
-    if (p.end) return this.close('keep');
+    if (p.kind !== 'data') return this.close('keep');
     const data = p.data!;
     if (this.written + data.byteLength > this.maxBytes) {
       const pastSize = this.upload.offset + this.written + data.byteLength > this.upload.fileSize;
       await this.close('discard');
       throw new PierError('BAD_REQUEST', pastSize ? `file: the chunk goes past file_size (${this.upload.fileSize} bytes)` : `file: a chunk may carry at most ${this.deps.chunkMaxBytes} bytes`);
     }
-    await this.fd!.write(data, 0, data.byteLength, this.upload.offset + this.written);
+    if (this.writeError) throw this.writeError;
+    const at = this.upload.offset + this.written;
+    const write: Promise<unknown> = this.fd!.write(data, 0, data.byteLength, at)
+      .catch((err: unknown) => {
+        this.writeError ??= new PierError('INTERNAL', 'the upload could not be written to disk', { cause: err });
+      })
+      .finally(() => this.writes.delete(write));
+    this.writes.add(write);
     this.written += data.byteLength;
+    // Backpressure: the acknowledgement waits while too many writes are pending, so memory held
+    // here stays at MAX_PENDING_WRITES pieces whatever the disk's speed.
+    while (this.writes.size >= MAX_PENDING_WRITES) await Promise.race(this.writes);
     this.deps.wrote(data.byteLength);
     await this.renewLease();
     return { ok: true };
@@ -96,12 +115,15 @@ export class WriteSession {
     if (this.idle) clearTimeout(this.idle);
     this.sub?.unsubscribe();
     try {
+      await Promise.all([...this.writes]);
+      if (this.writeError) mode = 'discard';
       if (mode === 'discard') {
         await cutBack(this.upload.part, this.upload.offset);
         this.written = 0;
       }
       await this.fd!.sync();
       await this.fd!.close();
+      if (this.writeError) throw this.writeError;
       const offset = this.upload.offset + this.written;
       const updated: Upload = { ...this.upload, offset, lock: null, updatedAt: this.deps.now() };
       const record = () =>

@@ -1,0 +1,124 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
+import { multipart } from '../test/helpers/upload-client.js';
+import { round } from './load.js';
+
+const MiB = 1024 * 1024;
+const CHUNK = 8 * MiB;
+const chunk = randomBytes(CHUNK);
+
+function rssKiB(pid: number): number {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
+}
+
+/** Runs `fn` while sampling a process's RSS; returns seconds taken and the peak growth in MiB. */
+async function measured(pid: number | null, fn: () => Promise<void>): Promise<{ seconds: number; peak_rss_growth_mib: number | null }> {
+  const base = pid ? rssKiB(pid) : 0;
+  let peak = base;
+  const sampler = pid ? setInterval(() => (peak = Math.max(peak, rssKiB(pid))), 25) : null;
+  const t0 = performance.now();
+  await fn();
+  const seconds = (performance.now() - t0) / 1000;
+  if (sampler) clearInterval(sampler);
+  return { seconds, peak_rss_growth_mib: pid ? round((peak - base) / 1024, 1) : null };
+}
+
+type Uploader = (size: number, name: string) => Promise<void>;
+
+async function runBoth(pid: number | null, uploader: Uploader): Promise<Record<string, unknown>> {
+  const one = await measured(pid, () => uploader(1024 * MiB, 'one-gib'));
+  const eight = await measured(pid, () => Promise.all(Array.from({ length: 8 }, (_, i) => uploader(128 * MiB, `eight-${i}`))).then(() => undefined));
+  return {
+    one_1GiB: { mb_per_s: round(1024 / one.seconds, 1), peak_rss_growth_mib: one.peak_rss_growth_mib },
+    eight_x_128MiB: { mb_per_s: round(1024 / eight.seconds, 1), peak_rss_growth_mib: eight.peak_rss_growth_mib },
+  };
+}
+
+function child(script: string, args: string[]): Promise<{ port: number; proc: ChildProcess }> {
+  const proc = spawn(process.execPath, [fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve) => proc.stdout!.once('data', (d) => resolve({ port: Number(String(d).trim()), proc })));
+}
+
+/**
+ * Pier next to @tus/server (same machine, same disk, same 8 MiB chunks) and a plain sequential
+ * write of the same bytes: MB/s for one 1 GiB upload and for 8 concurrent 128 MiB uploads, and the
+ * server's peak RSS growth.
+ */
+export async function benchUpload(): Promise<Record<string, unknown>> {
+  const dir = tempDir('pier-bench-');
+  const results: Record<string, unknown> = { chunk_mib: 8, note: 'one shared 2-core VM and disk; client in this process' };
+  try {
+    // Plain: write the bytes sequentially, fsync at the end of each file.
+    const plainDir = join(dir, 'plain');
+    mkdirSync(plainDir);
+    results.plain_disk_write = await runBoth(null, async (size, name) => {
+      const fd = await open(join(plainDir, name), 'w');
+      for (let off = 0; off < size; off += CHUNK) await fd.write(chunk, 0, CHUNK, off);
+      await fd.sync();
+      await fd.close();
+    });
+    rmSync(plainDir, { recursive: true });
+
+    // @tus/server with its file store.
+    const tusDir = join(dir, 'tus');
+    mkdirSync(tusDir);
+    const tus = await child('./tus-server.js', [tusDir]);
+    try {
+      results.tus_server = await runBoth(tus.proc.pid!, async (size) => {
+        const created = await request(`http://127.0.0.1:${tus.port}/files`, { method: 'POST', headers: { 'tus-resumable': '1.0.0', 'upload-length': String(size) } });
+        await created.body.dump();
+        const location = new URL(String(created.headers.location), `http://127.0.0.1:${tus.port}`).pathname;
+        for (let off = 0; off < size; off += CHUNK) {
+          const r = await request(`http://127.0.0.1:${tus.port}${location}`, { method: 'PATCH', headers: { 'tus-resumable': '1.0.0', 'upload-offset': String(off), 'content-type': 'application/offset+octet-stream' }, body: chunk });
+          await r.body.dump();
+          if (r.statusCode !== 204) throw new Error(`tus answered ${r.statusCode}`);
+        }
+      });
+    } finally {
+      tus.proc.kill('SIGKILL');
+      rmSync(tusDir, { recursive: true });
+    }
+
+    // Pier, the `npm start` shape.
+    const dest = join(dir, 'dest');
+    mkdirSync(dest);
+    const pier = await PierProcess.start(pierEnv(join(dir, 'data')));
+    try {
+      const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+      const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
+      writeFileSync(join(dir, 'files.yaml'), `metadata: { name: files }\nupload: { fileType: ["*"], dest: ${dest} }\n`);
+      await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'files.yaml')], env);
+      const origin = `http://127.0.0.1:${pier.ports!.upload}`;
+      const headers = { host: 'files.alice.localhost', 'x-authorization': token };
+      results.pier = await runBoth(pier.proc.pid!, async (size, name) => {
+        const form = multipart([['storage_path', dest], ['file_relative_path', name], ['file_type', 'bin'], ['file_size', String(size)]]);
+        const created = await request(`${origin}/upload/`, { method: 'POST', headers: { ...headers, 'content-type': form.contentType }, body: form.body });
+        const { data } = (await created.body.json()) as { data: { id: string } };
+        for (let off = 0; off < size; off += CHUNK) {
+          const mp = multipart([['upload_offset', String(off)], ['file', chunk]]);
+          const r = await request(`${origin}/upload/${data.id}`, { method: 'PATCH', headers: { ...headers, 'content-type': mp.contentType }, body: mp.body });
+          const answer = (await r.body.json()) as { code: number; message: string };
+          if (answer.code !== 0) throw new Error(`pier answered ${JSON.stringify(answer)}`);
+        }
+      });
+    } finally {
+      await pier.stop();
+    }
+    const ratio = (a: any, b: any, k: string) => round(a[k].mb_per_s / b[k].mb_per_s, 2);
+    const p = results.pier as any;
+    results.ratios = {
+      pier_to_tus: { one_1GiB: ratio(p, results.tus_server, 'one_1GiB'), eight_x_128MiB: ratio(p, results.tus_server, 'eight_x_128MiB'), goal: 1.2 },
+      pier_to_plain_write: { one_1GiB: ratio(p, results.plain_disk_write, 'one_1GiB'), eight_x_128MiB: ratio(p, results.plain_disk_write, 'eight_x_128MiB'), goal: 0.5 },
+      pier_peak_rss_growth_goal_mib: 64,
+    };
+    return results;
+  } finally {
+    cleanup(dir);
+  }
+}
