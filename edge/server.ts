@@ -19,20 +19,27 @@ export interface RunningEdge {
  * while connections of a crashed Pier linger (FIN-WAIT), so a restart would fail, and so would a
  * plain bind probe. The kernel's socket table tells listening sockets apart from lingering ones.
  */
-async function someoneListens(port: number): Promise<boolean> {
-  if (port === 0) return false;
+async function socketsOn(port: number): Promise<{ listening: boolean; lingering: boolean } | null> {
   const hex = port.toString(16).toUpperCase().padStart(4, '0');
-  let found = false;
+  const found = { listening: false, lingering: false };
   for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
     const text = await readFile(table, 'utf8').catch(() => null);
-    if (text === null) return portBusyByProbe(port);
+    if (text === null) return null;
     // columns: sl local_address rem_address st ...; LISTEN is state 0A
-    found ||= text.split('\n').some((line) => {
+    for (const line of text.split('\n')) {
       const cols = line.trim().split(/\s+/);
-      return cols[1]?.endsWith(`:${hex}`) && cols[3] === '0A';
-    });
+      if (!cols[1]?.endsWith(`:${hex}`)) continue;
+      if (cols[3] === '0A') found.listening = true;
+      else found.lingering = true;
+    }
   }
   return found;
+}
+
+async function someoneListens(port: number): Promise<boolean> {
+  if (port === 0) return false;
+  const sockets = await socketsOn(port);
+  return sockets === null ? portBusyByProbe(port) : sockets.listening;
 }
 
 /** Elsewhere than Linux: a plain bind tells (wrongly refusing while old connections linger). */
@@ -54,7 +61,7 @@ async function listen(app: uWS.TemplatedApp, host: string, port: number, name: s
   for (let warned = false; ; ) {
     const socket = await attempt();
     if (socket) return socket;
-    if (port === 0 || Date.now() > deadline) throw taken();
+    if (port === 0 || Date.now() > deadline || !(await socketsOn(port))?.lingering) throw taken();
     if (!warned) {
       warned = true;
       process.stderr.write(`pier: ${name} listener: port ${port} is still held by connections of a previous process (TIME_WAIT); retrying for up to a minute\n`);
