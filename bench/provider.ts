@@ -1,19 +1,14 @@
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import bcrypt from 'bcryptjs';
 import { Pool } from 'undici';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { providerDoc } from '../test/helpers/provider-server.js';
+import { startChild } from './children.js';
 import { fixedRate, maxRate, measureUtilisation, round, type Target } from './load.js';
 
 const NOTES = { group: 'api.notes', dataType: 'legacy_notes', version: 'v2' };
 
-function startUpstream(): Promise<{ port: number; stop(): void }> {
-  const proc = spawn(process.execPath, [fileURLToPath(new URL('./upstream.js', import.meta.url))], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve) => proc.stdout.once('data', (d) => resolve({ port: Number(String(d).trim()), stop: () => proc.kill('SIGKILL') })));
-}
 
 /**
  * The edge process's event-loop delay p99 since the previous scrape, in ms. prom-client samples
@@ -34,7 +29,7 @@ async function eventLoopP99(adminUrl: string): Promise<number> {
  */
 export async function benchProvider(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
-  const upstream = await startUpstream();
+  const upstream = await startChild('./upstream.js');
   const pier = await PierProcess.start(pierEnv(join(dir, 'data')));
   try {
     const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };

@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import { rssKiB, startChild } from './children.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { multipart } from '../test/helpers/upload-client.js';
 import { round } from './load.js';
@@ -13,9 +12,6 @@ const MiB = 1024 * 1024;
 const CHUNK = 8 * MiB;
 const chunk = randomBytes(CHUNK);
 
-function rssKiB(pid: number): number {
-  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
-}
 
 /** Runs `fn` while sampling a process's RSS; returns seconds taken and the peak growth in MiB. */
 async function measured(pid: number | null, fn: () => Promise<void>): Promise<{ seconds: number; peak_rss_growth_mib: number | null }> {
@@ -40,10 +36,6 @@ async function runBoth(pid: number | null, uploader: Uploader): Promise<Record<s
   };
 }
 
-function child(script: string, args: string[]): Promise<{ port: number; proc: ChildProcess }> {
-  const proc = spawn(process.execPath, [fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve) => proc.stdout!.once('data', (d) => resolve({ port: Number(String(d).trim()), proc })));
-}
 
 /**
  * Pier next to @tus/server (same machine, same disk, same 8 MiB chunks) and a plain sequential
@@ -68,7 +60,7 @@ export async function benchUpload(): Promise<Record<string, unknown>> {
     // @tus/server with its file store.
     const tusDir = join(dir, 'tus');
     mkdirSync(tusDir);
-    const tus = await child('./tus-server.js', [tusDir]);
+    const tus = await startChild('./tus-server.js', [tusDir]);
     try {
       results.tus_server = await runBoth(tus.proc.pid!, async (size) => {
         const created = await request(`http://127.0.0.1:${tus.port}/files`, { method: 'POST', headers: { 'tus-resumable': '1.0.0', 'upload-length': String(size) } });

@@ -1,15 +1,10 @@
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import bcrypt from 'bcryptjs';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
+import { startChild } from './children.js';
 import { maxRate, round, type Target } from './load.js';
 
-function startBare(): Promise<{ port: number; stop(): void }> {
-  const proc = spawn(process.execPath, [fileURLToPath(new URL('./bare-uws.js', import.meta.url))], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve) => proc.stdout.once('data', (d) => resolve({ port: Number(String(d).trim()), stop: () => proc.kill('SIGKILL') })));
-}
 
 /**
  * RetrieveSecret and CreateSecret through the whole stack (one process, the `npm start` shape),
@@ -17,7 +12,7 @@ function startBare(): Promise<{ port: number; stop(): void }> {
  */
 export async function benchVault(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
-  const bare = await startBare();
+  const bare = await startChild('./bare-uws.js');
   const pier = await PierProcess.start(pierEnv(join(dir, 'data')));
   try {
     const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };

@@ -1,21 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
+import { rssKiB, startChild } from './children.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { measureUtilisation, round, summarise } from './load.js';
 
-function child(script: string, args: string[]): Promise<{ port: number; proc: ChildProcess }> {
-  const proc = spawn(process.execPath, [fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve) => proc.stdout!.once('data', (d) => resolve({ port: Number(String(d).trim()), proc })));
-}
 
-function rssKiB(pid: number): number {
-  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
-}
 
 function open(port: number, host: string, token: string): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
@@ -46,7 +39,7 @@ export async function benchWs(): Promise<Record<string, unknown>> {
     // The app must know its credentials before Pier knows its port: the bench makes them, and
     // installs the app with them (--credentials, as for an app moving in).
     const creds = { OS_APP_KEY: `ak_${randomBytes(12).toString('base64url')}`, OS_APP_SECRET: randomBytes(24).toString('base64url') };
-    const app = await child('./ws-app.js', [String(pier.ports!.local), creds.OS_APP_KEY, creds.OS_APP_SECRET]);
+    const app = await startChild('./ws-app.js', [String(pier.ports!.local), creds.OS_APP_KEY, creds.OS_APP_SECRET]);
     children.push(app.proc);
     writeFileSync(join(dir, 'creds.json'), JSON.stringify(creds));
     writeFileSync(join(dir, 'chat.yaml'), `metadata: { name: chat }\noptions:\n  websocket: { url: /cb, port: ${app.port} }\n`);
@@ -117,7 +110,7 @@ export async function benchWs(): Promise<Record<string, unknown>> {
     for (const ws of bConns) ws.terminate();
 
     // Bare uWS: the same 1,000 connections subscribed to one topic, published to in a loop.
-    const bare = await child('./bare-publish.js', []);
+    const bare = await startChild('./bare-publish.js', []);
     children.push(bare.proc);
     const bareConns = await Promise.all(Array.from({ length: 1000 }, () => new Promise<WebSocket>((res) => {
       const ws = new WebSocket(`ws://127.0.0.1:${bare.port}/ws`, { perMessageDeflate: false });

@@ -1,5 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
-import type { ConflictPolicy, UploadRecord } from '../../bus/subjects.js';
+import type { CreateUpload, UploadRecord } from '../../bus/subjects.js';
 
 export interface UploadLock {
   /** busId of the upload replica holding the write session. */
@@ -10,18 +10,11 @@ export interface UploadLock {
 }
 
 /** An upload as the actor keeps it. `part` lives inside the app's `dest`, next to nothing else. */
-export interface Upload {
+export interface Upload extends CreateUpload {
   id: string;
-  user: string;
-  app: string;
-  storagePath: string;
-  relativePath: string;
-  fileType: string;
-  fileSize: number;
   offset: number;
   target: string;
   part: string;
-  conflict: ConflictPolicy;
   state: 'active' | 'done';
   createdAt: number;
   updatedAt: number;
