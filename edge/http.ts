@@ -107,6 +107,8 @@ function copyRequest(res: HttpResponse, req: HttpRequest, paramNames: string[]):
 /** Reads the whole body up to `limit` bytes; a larger body is refused before it is buffered. */
 interface ResponseState {
   aborted: boolean;
+  /** The response was ended: uWS forbids touching `res` after that (a late resume would throw). */
+  finished?: boolean;
   /** Set by whoever waits on the request, to be told of an abort (uWS calls nothing else then). */
   onAbort?: () => void;
 }
@@ -181,6 +183,7 @@ async function sendStream(res: HttpResponse, reply: HttpReply, stream: AsyncIter
     // The status is already sent: the only honest signal left is to cut the connection.
     if (!state.aborted) res.close();
   } finally {
+    state.finished = true;
     if (state.aborted) void it.return?.();
   }
 }
@@ -193,6 +196,7 @@ export async function send(res: HttpResponse, reply: HttpReply, state: ResponseS
     writeHead(res, reply);
     res.end(body);
   });
+  state.finished = true;
 }
 
 /**
@@ -204,13 +208,14 @@ function bodyStream(res: HttpResponse, state: ResponseState): Readable {
   const stream = new Readable({
     highWaterMark: 1024 * 1024,
     read() {
-      if (paused && !state.aborted) {
+      if (paused && !state.aborted && !state.finished) {
         paused = false;
         res.resume();
       }
     },
   });
   res.onData((chunk, isLast) => {
+    if (state.finished) return;
     if (!stream.push(Buffer.from(chunk.slice(0))) && !isLast) {
       paused = true;
       res.pause();

@@ -160,9 +160,35 @@ export function uploadApi(deps: UploadApiDeps) {
         });
         return { status: 200, json: { code: 0, message: result.complete ? 'File uploaded successfully' : 'Continue uploading', data: result.record }, headers: cors(req) };
       } catch (err) {
-        stream.resume();
+        await drain(stream, 4 * deps.chunkBytes);
         return failure(req, err);
       }
     },
   };
+}
+
+/**
+ * Reads what is left of a refused request's body before answering: a client still sending gets
+ * the answer (409, 400…) instead of a reset connection. Bounded in bytes and time.
+ */
+function drain(stream: Readable, maxBytes: number): Promise<void> {
+  return new Promise((resolve) => {
+    if (stream.readableEnded || stream.destroyed) return resolve();
+    let seen = 0;
+    const timer = setTimeout(done, 10_000);
+    function done() {
+      clearTimeout(timer);
+      stream.removeAllListeners('data');
+      resolve();
+    }
+    stream.unpipe();
+    stream.on('data', (chunk: Buffer) => {
+      seen += chunk.byteLength;
+      if (seen > maxBytes) done();
+    });
+    stream.once('end', done);
+    stream.once('close', done);
+    stream.once('error', done);
+    stream.resume();
+  });
 }

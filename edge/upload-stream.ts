@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { Bus } from '../bus/bus.js';
 import { decode } from '../bus/codec.js';
-import { PierError, type ErrorCode } from '../bus/errors.js';
+import { asPierError, PierError, type ErrorCode } from '../bus/errors.js';
 import { CHUNK_BYTES } from '../bus/stream.js';
 import { PIECE_HEADERS, type Piece, type PieceAck, type UploadRecord, type WriteSession } from '../bus/subjects.js';
 
@@ -23,10 +23,16 @@ function ackError(ack: PieceAck): PierError {
 export async function streamToSession(bus: Bus, session: WriteSession, file: Readable, timeoutMs: number): Promise<{ record: UploadRecord; complete: boolean }> {
   let seq = 0;
   const inflight: Promise<PieceAck>[] = [];
-  const send = (kind: Piece['kind'], data: Uint8Array = EMPTY) =>
+  // Never rejects: a piece in flight may fail before it is awaited (the actor gone), and an
+  // unawaited rejection would take the whole edge down.
+  const send = (kind: Piece['kind'], data: Uint8Array = EMPTY): Promise<PieceAck> =>
     bus
       .request(session.subject, data, { timeoutMs, headers: { [PIECE_HEADERS.seq]: String(seq++), [PIECE_HEADERS.kind]: kind } })
-      .then((m) => decode<PieceAck>(m.data));
+      .then((m) => decode<PieceAck>(m.data))
+      .catch((err: unknown) => {
+        const e = asPierError(err);
+        return { ok: false, error: { code: e.code, message: e.code === 'INTERNAL' ? 'upload failed' : `the upload writer is gone (${e.message})` } };
+      });
   const settleOldest = async () => {
     const ack = await inflight.shift()!;
     if (!ack.ok) throw ackError(ack);
@@ -43,7 +49,7 @@ export async function streamToSession(bus: Bus, session: WriteSession, file: Rea
   } catch (err) {
     // The session ends either way; a refused piece has already ended it on the actor's side.
     await Promise.allSettled(inflight);
-    await send('abort').catch(() => undefined);
+    await send('abort');
     file.resume();
     throw err;
   }

@@ -33,6 +33,8 @@ export function pierEnv(dataDir: string, extra: Record<string, string> = {}): Re
 /** A `pier start` child process; resolves once it logged "pier ready" (with its ports). */
 export class PierProcess {
   logs = '';
+  /** Everything the process wrote on stderr (its one-line errors, crashes). */
+  stderr = '';
   private constructor(
     readonly proc: ChildProcess,
     readonly ports: Ports | null,
@@ -60,8 +62,12 @@ export class PierProcess {
           clearTimeout(timer);
           const p = new PierProcess(proc, JSON.parse(line).ports, env);
           p.logs = out;
+          p.stderr = err;
           proc.stdout!.removeAllListeners('data');
           proc.stdout!.on('data', (d) => (p.logs += d));
+          proc.stderr!.removeAllListeners('data');
+          proc.stderr!.on('data', (d) => (p.stderr += d));
+          proc.removeAllListeners('exit');
           resolve(p);
           return;
         }

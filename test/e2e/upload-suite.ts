@@ -1,13 +1,34 @@
-import test from 'ava';
+import type { TestFn } from 'ava';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { cleanup, cli, tempDir } from '../helpers/pier.js';
 import { multipart, UploadClient } from '../helpers/upload-client.js';
 
 const MiB = 1024 * 1024;
-let pier: PierProcess;
+
+/** The processes under test, whatever their shape: one process, or an upload actor apart over NATS. */
+export interface UploadDeployment {
+  uploadPort(): number;
+  /** Environment for the CLI (admin URL and token). */
+  cliEnv(): Record<string, string>;
+  /** kill -9 of the process that writes uploads. */
+  crashWriter(): Promise<void>;
+  /** Starts it again on the same data. */
+  restartWriter(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Settings every deployment of this suite runs with. */
+export const SUITE_ENV = { PIER_UPLOAD_CHUNK_BYTES: String(10 * MiB), PIER_UPLOAD_IDLE_MS: '3000' };
+
+/**
+ * The upload contract (CONTRACT.md section 7), run against every deployment shape: the same
+ * cases whether the upload actor shares the edge's process or sits in its own over NATS.
+ */
+export function uploadSuite(test: TestFn, deploy: (dir: string) => Promise<UploadDeployment>): void {
+let deployment: UploadDeployment;
 let dir: string;
 let env: Record<string, string>;
 let root: string;
@@ -24,8 +45,8 @@ function listTree(d: string): string[] {
 test.before(async () => {
   dir = tempDir();
   root = join(dir, 'files');
-  pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_UPLOAD_CHUNK_BYTES: String(10 * MiB), PIER_UPLOAD_IDLE_MS: '3000' }));
-  env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+  deployment = await deploy(dir);
+  env = deployment.cliEnv();
   for (const user of ['alice', 'bob']) {
     mkdirSync(join(destOf(user), 'docs'), { recursive: true });
     tokens[user] = (await cli(['user', 'add', user, '--json'], env)).json.token;
@@ -33,20 +54,24 @@ test.before(async () => {
     writeFileSync(manifest, `metadata: { name: files }\nupload: { fileType: [bin, ".TXT", Pdf], dest: ${destOf(user)}, limitedSize: ${60 * MiB} }\n`);
     const r = await cli(['app', 'install', '--user', user, '--manifest', manifest], env);
     if (r.code !== 0) throw new Error(r.stderr);
-    clients[user] = new UploadClient(pier.ports!.upload, `files.${user}.localhost`, tokens[user]);
+    clients[user] = new UploadClient(deployment.uploadPort(), `files.${user}.localhost`, tokens[user]);
   }
 });
 
 test.after.always(async () => {
-  await pier?.stop();
+  await deployment?.stop();
   cleanup(dir);
 });
 
 const alice = () => clients.alice;
 const newUpload = async (rel: string, size: number, extra: Record<string, string> = {}) => {
-  const r = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: rel, file_type: 'bin', file_size: size, ...extra });
-  if (r.status !== 200) throw new Error(JSON.stringify(r.json));
-  return r.json.data;
+  // Right after an install, the actor's cache may not know the app yet (404): that settles at once.
+  for (;;) {
+    const r = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: rel, file_type: 'bin', file_size: size, ...extra });
+    if (r.status === 200) return r.json.data;
+    if (r.status !== 404) throw new Error(JSON.stringify(r.json));
+    await new Promise((res) => setTimeout(res, 50));
+  }
 };
 
 test('a 50 MiB file in 8 MiB chunks and a 3 MiB file in one chunk arrive byte-identical', async (t) => {
@@ -192,7 +217,7 @@ test('an existing target: replaced by default, kept with conflict=rename or conf
 /** Starts a PATCH whose body arrives slowly; `cut()` drops the connection mid-chunk. */
 function slowPatch(id: string, offset: number, data: Buffer, sendBytes: number) {
   const mp = multipart([['upload_offset', String(offset)], ['file', data]]);
-  const req = httpRequest({ host: '127.0.0.1', port: pier.ports!.upload, method: 'PATCH', path: `/upload/${id}`, headers: { host: 'files.alice.localhost', 'x-authorization': tokens.alice, 'content-type': mp.contentType, 'content-length': mp.body.length } });
+  const req = httpRequest({ host: '127.0.0.1', port: deployment.uploadPort(), method: 'PATCH', path: `/upload/${id}`, headers: { host: 'files.alice.localhost', 'x-authorization': tokens.alice, 'content-type': mp.contentType, 'content-length': mp.body.length } });
   req.on('error', () => undefined);
   req.write(mp.body.subarray(0, sendBytes));
   let status: Promise<number> = new Promise((resolve) => req.on('response', (res) => resolve(res.statusCode!)));
@@ -221,6 +246,15 @@ test.serial('one PATCH at a time (409 upload busy); a dropped client leaves no l
   t.is(sha(readFileSync(join(destOf('alice'), 'docs', 'aborted.bin'))), sha(data));
 });
 
+/** Re-POST of crash.bin, as a client resuming after a restart does (retrying while the writer comes back). */
+async function newUploadAgain(size: number) {
+  for (;;) {
+    const r = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'crash.bin', file_type: 'bin', file_size: size }).catch(() => null);
+    if (r?.status === 200) return r.json.data;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
+
 test.serial('kill -9 mid-upload: after restart a re-POST returns the durable offset; the file is only ever whole', async (t) => {
   const data = randomBytes(9 * MiB);
   const rec = await newUpload('crash.bin', data.length);
@@ -228,17 +262,21 @@ test.serial('kill -9 mid-upload: after restart a re-POST returns the durable off
   const target = join(destOf('alice'), 'docs', 'crash.bin');
   const inflight = slowPatch(rec.id, 3 * MiB, data.subarray(3 * MiB, 6 * MiB), 2 * MiB);
   await new Promise((r) => setTimeout(r, 300));
-  await pier.stop('SIGKILL');
+  await deployment.crashWriter();
   inflight.cut();
   t.false(existsSync(target), 'no half-written target');
-  // New ports: the old ones stay held for a minute by the killed process's connections (TIME_WAIT).
-  pier = await PierProcess.start(pier.env);
-  for (const user of ['alice', 'bob']) clients[user] = new UploadClient(pier.ports!.upload, `files.${user}.localhost`, tokens[user]);
-  const again = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'crash.bin', file_type: 'bin', file_size: data.length });
-  t.is(again.json.data.id, rec.id, 'the same upload, resumed');
-  t.is(again.json.data.offset, 3 * MiB, 'the acknowledged offset, not the bytes that were in flight');
+  await deployment.restartWriter();
+  for (const user of ['alice', 'bob']) clients[user] = new UploadClient(deployment.uploadPort(), `files.${user}.localhost`, tokens[user]);
+  const again = await newUploadAgain(data.length);
+  t.is(again.id, rec.id, 'the same upload, resumed');
+  t.is(again.offset, 3 * MiB, 'the acknowledged offset, not the bytes that were in flight');
   t.false(existsSync(target));
-  const done = await alice().sendAll(rec.id, data, 3 * MiB, again.json.data.offset);
+  // A replica that died may be counted alive for a few heartbeats: its lock answers busy until then.
+  let done = await alice().sendAll(rec.id, data, 3 * MiB, again.offset);
+  while (done.status === 409) {
+    await new Promise((r) => setTimeout(r, 200));
+    done = await alice().sendAll(rec.id, data, 3 * MiB, (await alice().get(rec.id)).json.data.offset);
+  }
   t.is(done.json.message, 'File uploaded successfully');
   t.is(sha(readFileSync(target)), sha(data));
 });
@@ -264,11 +302,12 @@ test.serial('idle uploads are swept with their bytes; one being written is not',
 
 test('identity and CORS: token and Host required; the app origin only', async (t) => {
   const fields = { storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'who.bin', file_type: 'bin', file_size: 1 };
-  t.is((await new UploadClient(pier.ports!.upload, 'files.alice.localhost', 'pier_bogus').create(fields)).status, 401);
-  t.is((await new UploadClient(pier.ports!.upload, 'files.alice.localhost', tokens.bob).create(fields)).status, 403);
-  t.is((await new UploadClient(pier.ports!.upload, 'ghost.alice.localhost', tokens.alice).create(fields)).status, 404);
+  t.is((await new UploadClient(deployment.uploadPort(), 'files.alice.localhost', 'pier_bogus').create(fields)).status, 401);
+  t.is((await new UploadClient(deployment.uploadPort(), 'files.alice.localhost', tokens.bob).create(fields)).status, 403);
+  t.is((await new UploadClient(deployment.uploadPort(), 'ghost.alice.localhost', tokens.alice).create(fields)).status, 404);
   const ok = await alice().create(fields, { origin: 'https://files.alice.localhost' });
   t.is(ok.status, 200);
-  const pre = await fetch(`http://127.0.0.1:${pier.ports!.upload}/upload/`, { method: 'OPTIONS', headers: { origin: 'http://evil.example' } });
+  const pre = await fetch(`http://127.0.0.1:${deployment.uploadPort()}/upload/`, { method: 'OPTIONS', headers: { origin: 'http://evil.example' } });
   t.is(pre.status, 403);
 });
+}
