@@ -73,4 +73,6 @@ export const gatewaySubjects = {
   list: 'pier.gw.list',
   /** Events for one callback replica. */
   deliver: (callbackBusId: string) => `pier.cb.deliver.${callbackBusId}`,
+  /** From callback replicas to the edge holding a connection: events up to `seq` are done with ({connId, seq}). */
+  settled: (edgeBusId: string) => `pier.gw.settled.${edgeBusId}`,
 };

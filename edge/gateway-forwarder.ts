@@ -6,11 +6,13 @@ import type { Peers } from '../lib/peers.js';
 
 interface Outbox {
   replica: string | null;
-  /** Sent or waiting, not yet acknowledged, in seq order. */
+  /** Not yet settled (delivered or given up) by the callback replica, in seq order. */
   events: GatewayEvent[];
   resending: boolean;
-  /** Since when the oldest unacknowledged event has waited (reset at each acknowledgement). */
+  /** Since when the oldest unsettled event has waited (reset at each settlement). */
   since: number;
+  /** Its close was emitted: the outbox goes once that is settled. */
+  closed: boolean;
 }
 
 /** FNV-1a: a fast, stable hash for rendezvous choice. */
@@ -27,8 +29,9 @@ function fnv(text: string): number {
  * Sends each connection's gateway events to one callback replica, in order. The replica is chosen
  * by rendezvous hashing over the live callback replicas, so every edge picks the same one for a
  * connection and a lost replica moves only its own connections. Events stay here until the replica
- * acknowledges them; if it fails, the unacknowledged ones are sent again, in order, to the next
- * choice (an app may then see an event twice, with the same X-Pier-Event-Id).
+ * says they are settled (delivered, or given up after the retry period); if the replica fails or
+ * dies, the unsettled ones are sent again, in order, to the next choice (an app may then see an
+ * event twice, with the same X-Pier-Event-Id, never lose one).
  */
 export class EventForwarder {
   private readonly outboxes = new Map<string, Outbox>();
@@ -40,15 +43,36 @@ export class EventForwarder {
     private readonly log: Logger,
     /** The callback replica already raised this connection's close (the edge was thought dead). */
     private readonly onClosedByCluster: (connId: string) => void,
-  ) {}
+  ) {
+    this.stopWatching = peers.onDeath((peer) => {
+      if (!peer.roles.includes('callback')) return;
+      for (const [connId, box] of this.outboxes) if (box.replica === peer.busId) this.retryLater(box, connId);
+    });
+  }
+
+  private readonly stopWatching: () => void;
+
+  /** The callback replica is done with events up to `seq` of `connId`. */
+  settled(connId: string, seq: number): void {
+    const box = this.outboxes.get(connId);
+    if (!box) return;
+    box.events = box.events.filter((e) => e.seq > seq);
+    box.since = Date.now();
+    if (box.events.length === 0 && box.closed) this.outboxes.delete(connId);
+  }
+
+  close(): void {
+    this.stopWatching();
+  }
 
   emit(ev: GatewayEvent): void {
     let box = this.outboxes.get(ev.connId);
     if (!box) {
-      box = { replica: this.choose(ev.connId), events: [], resending: false, since: Date.now() };
+      box = { replica: this.choose(ev.connId), events: [], resending: false, since: Date.now(), closed: false };
       this.outboxes.set(ev.connId, box);
     }
     if (box.events.length === 0) box.since = Date.now();
+    if (ev.action === 'close') box.closed = true;
     box.events.push(ev);
     if (!box.resending) this.send(box, ev);
   }
@@ -84,11 +108,10 @@ export class EventForwarder {
       .request(gatewaySubjects.deliver(box.replica), encode(ev), { timeoutMs: this.options.ackTimeoutMs })
       .then((msg) => {
         const ack = decode<EventAck>(msg.data);
-        box.events = box.events.filter((e) => e.seq !== ev.seq);
-        box.since = Date.now();
-        if (ack.closed) this.onClosedByCluster(ev.connId);
-        if (box.events.length === 0 && ev.action === 'close') this.outboxes.delete(ev.connId);
-        else if (box.events.length === 0 && ack.closed) this.outboxes.delete(ev.connId);
+        if (!ack.closed) return;
+        // The cluster already raised this connection's close: nothing of it will be delivered.
+        this.outboxes.delete(ev.connId);
+        this.onClosedByCluster(ev.connId);
       })
       .catch(() => this.retryLater(box, ev.connId));
   }

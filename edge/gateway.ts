@@ -94,6 +94,10 @@ export class Gateway {
     const { bus, peers, cache } = this.ctx;
     this.subs.push(
       bus.subscribe(gatewaySubjects.edge(peers.self.busId), (msg) => this.command(msg.data, msg.reply)),
+      bus.subscribe(gatewaySubjects.settled(peers.self.busId), (msg) => {
+        const { connId, seq } = decode<{ connId: string; seq: number }>(msg.data);
+        this.forwarder.settled(connId, seq);
+      }),
       bus.subscribe(gatewaySubjects.list, (msg) => {
         if (!msg.reply) return;
         const { appId } = decode<{ appId: string }>(msg.data);
@@ -127,6 +131,7 @@ export class Gateway {
     this.stopUninstallWatch?.();
     for (const ws of [...this.conns.values()]) ws.end(CLOSE_CODES.GOING_AWAY, 'gateway shutting down');
     await this.forwarder.flush(5_000);
+    this.forwarder.close();
     for (const s of this.subs) s.unsubscribe();
     for (const u of this.byUser.values()) u.sub.unsubscribe();
   }

@@ -74,7 +74,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     throw err;
   }
   const presence = announceProcess(bus, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])));
-  log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports }, 'pier ready');
+  log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, instance: config.instanceId }, 'pier ready');
 
   return {
     config,

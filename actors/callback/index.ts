@@ -63,6 +63,8 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
         ctx.log.warn({ connId: ev.connId, seq: ev.seq, action: ev.action, app: `${ev.user}/${ev.app}` }, 'gateway callback dropped after retries');
       }
       conn.queue.shift();
+      // The edge keeps each event until it hears this: a replica lost before delivering does not lose it.
+      ctx.bus.publish(gatewaySubjects.settled(ev.edge), encode({ connId: ev.connId, seq: ev.seq }));
       if (ev.action === 'close') table.finish(conn.connId);
     }
     conn.running = false;

@@ -117,6 +117,34 @@ test.serial('nats-server restarted: clients stay connected and messages flow aga
   t.pass();
 });
 
+test.serial('kill -9 of the callback replica holding a connection: no event is lost, order holds', async (t) => {
+  app.behaviour = { delay: () => 150 };
+  t.teardown(() => {
+    app.behaviour = {};
+  });
+  const c = await open(edges[0], 'failover');
+  for (let m = 0; m < 12; m++) c.ws.send(JSON.stringify({ event: 'f', data: { m } }));
+  let connId = '';
+  await app.until(() => {
+    const open = app.accepted.find((k) => k.body.action === 'open' && !app.of(k.body.conn_id).some((z) => z.body.action === 'close'));
+    connId = open?.body.conn_id ?? '';
+    return connId !== '' && app.of(connId).length >= 3;
+  });
+  // The replica that holds it is the one reporting a connection.
+  const metrics = await (await fetch(`${edges[0].adminUrl}/metrics`)).text();
+  const holder = metrics.split('\n').find((l) => l.startsWith('pier_callback_connections{') && !l.endsWith(' 0'));
+  const instance = /instance="([^"]+)"/.exec(holder ?? '')?.[1];
+  const victim = others.find((p) => p.instance === instance)!;
+  t.truthy(victim, 'found the callback replica holding the connection');
+  await victim.stop('SIGKILL');
+  c.ws.close(1000);
+  await app.until(() => app.of(connId).some((k) => k.body.action === 'close'));
+  const seqs = [...new Set(app.of(connId).map((k) => Number(k.headers['x-pier-seq'])))];
+  t.deepEqual(seqs, Array.from({ length: 14 }, (_, i) => i + 1), 'open, 12 messages, close: each at least once, in order');
+  const ms = [...new Set(app.of(connId).filter((k) => k.body.action === 'message').map((k) => (k.body.data as { data: { m: number } }).data.m))];
+  t.deepEqual(ms, Array.from({ length: 12 }, (_, i) => i));
+});
+
 test.serial('kill -9 of an edge: its connections get their close from the cluster; the other edge keeps serving', async (t) => {
   const doomed = await open(edges[1], 'doomed');
   const survivor = await open(edges[0], 'survivor');

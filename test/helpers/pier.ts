@@ -41,6 +41,11 @@ export class PierProcess {
     readonly env: Record<string, string>,
   ) {}
 
+  /** The `instance` label of this process's metrics. */
+  get instance(): string {
+    return /"instance":"([^"]+)"/.exec(this.logs)?.[1] ?? '';
+  }
+
   get adminUrl(): string {
     return `http://127.0.0.1:${this.ports!.admin}`;
   }
