@@ -56,10 +56,6 @@ export class PierError extends Error {
   }
 }
 
-export function isPierError(err: unknown): err is PierError {
-  return err instanceof PierError;
-}
-
 /**
  * Any thrown value as a PierError. Unknown failures become a generic 500 whose message says
  * nothing about internals: the original stays in `cause` for the log, never for the client.

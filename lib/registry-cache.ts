@@ -111,16 +111,6 @@ export class RegistryCache {
     return this.appsByKey.get(appKey);
   }
 
-  provider(name: string): ProviderView | undefined {
-    this.assertFresh();
-    return this.providers.get(name);
-  }
-
-  listProviders(): ProviderView[] {
-    this.assertFresh();
-    return [...this.providers.values()];
-  }
-
   /** The active provider of a user for (dataType, group, version), if any. */
   activeProvider(user: string, dataType: string, group: string, version: string): ProviderView | undefined {
     this.assertFresh();
