@@ -68,11 +68,9 @@ export function serve<Req, Res>(
   );
 }
 
-/**
- * Calls an endpoint; an error reply is thrown as PierError. The request is checked once, by the
- * actor that receives it (the trust boundary): a bad one comes back as the same 400.
- */
+/** Calls an endpoint. The request is checked before it leaves; an error reply is thrown as PierError. */
 export async function call<Req, Res>(bus: Bus, ep: Endpoint<Req, Res>, req: Req, timeoutMs = ep.timeoutMs): Promise<Res> {
+  assertValid(ep.check, req);
   const msg = await bus.request(ep.subject, encode(req), { timeoutMs });
   const reply = decode<Reply<Res>>(msg.data);
   if (reply.ok) return reply.data;
