@@ -1,0 +1,30 @@
+import test from 'ava';
+import { frameToData, originAllowed, parseAppHost } from '../../../edge/gateway-host.js';
+
+test('Host: <app>.<user>.<domain>, with or without a port; anything else is refused', (t) => {
+  t.deepEqual(parseAppHost('chat.alice.localhost', 'localhost'), { app: 'chat', user: 'alice' });
+  t.deepEqual(parseAppHost('Chat.Alice.Example.COM:8443', 'example.com'), { app: 'chat', user: 'alice' });
+  for (const bad of ['alice.localhost', 'x.chat.alice.localhost', 'chat.alice.other', 'chat-1.alice.localhost', '1chat.alice.localhost', '.alice.localhost', 'chat..localhost', '']) {
+    t.is(parseAppHost(bad, 'localhost'), null, bad);
+  }
+});
+
+test('Origin: absent, or the same host and port over http(s)', (t) => {
+  t.true(originAllowed(undefined, 'chat.alice.localhost'));
+  t.true(originAllowed('https://chat.alice.localhost', 'chat.alice.localhost'));
+  t.true(originAllowed('http://chat.alice.localhost:8080', 'chat.alice.localhost:8080'));
+  t.false(originAllowed('https://chat.alice.localhost:8080', 'chat.alice.localhost'));
+  t.false(originAllowed('https://evil.example', 'chat.alice.localhost'));
+  t.false(originAllowed('null', 'chat.alice.localhost'));
+  t.false(originAllowed('file://chat.alice.localhost', 'chat.alice.localhost'));
+});
+
+test('frames: {event, data} as sent; other text raw; binary base64; ping recognised', (t) => {
+  const text = (s: string) => frameToData(new TextEncoder().encode(s).buffer as ArrayBuffer, false);
+  t.deepEqual(text('{"event":"say","data":{"a":1}}'), { data: { event: 'say', data: { a: 1 } }, ping: false });
+  t.deepEqual(text('{"event":"ping","data":{}}'), { data: { event: 'ping', data: {} }, ping: true });
+  t.deepEqual(text('[1,2]'), { data: { event: '', data: { raw: '[1,2]' } }, ping: false });
+  t.deepEqual(text('{"data":1}'), { data: { event: '', data: { raw: '{"data":1}' } }, ping: false });
+  t.deepEqual(text('hello'), { data: { event: '', data: { raw: 'hello' } }, ping: false });
+  t.deepEqual(frameToData(new Uint8Array([0, 255]).buffer as ArrayBuffer, true), { data: { event: '', data: { raw: 'AP8=', encoding: 'base64' } }, ping: false });
+});

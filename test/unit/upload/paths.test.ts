@@ -1,0 +1,44 @@
+import test from 'ava';
+import { mkdirSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { PierError } from '../../../bus/errors.js';
+import { checkRelativePath, inside, resolveTarget, typeAllowed } from '../../../actors/upload/paths.js';
+import { cleanup, tempDir } from '../../helpers/pier.js';
+
+test('relative paths: refused as text before touching the disk', (t) => {
+  for (const ok of ['a.txt', 'a/b/c.txt', 'folder/', 'a b/ü.txt', '...txt', 'a..b']) t.notThrows(() => checkRelativePath(ok), ok);
+  for (const bad of ['', '/', '../a', 'a/../b', 'a/..', './a', 'a/./b', '/abs', 'a\\b', 'a\0b', '%2e%2e/a', 'a/%2F', 'a//b', 'C:/x', 'a\u0001b', `${'n'.repeat(256)}`]) {
+    t.throws(() => checkRelativePath(bad), { instanceOf: PierError }, JSON.stringify(bad));
+  }
+});
+
+test('inside(): the parent itself or below, never a sibling with a common prefix', (t) => {
+  t.true(inside('/data/a', '/data/a'));
+  t.true(inside('/data/a', '/data/a/b'));
+  t.false(inside('/data/a', '/data/ab'));
+  t.false(inside('/data/a', '/data'));
+});
+
+test('file types: case-insensitive, leading dot ignored, * for any', (t) => {
+  t.true(typeAllowed(['pdf'], '.PDF'));
+  t.true(typeAllowed(['.Csv'], 'csv'));
+  t.true(typeAllowed(['*'], 'anything'));
+  t.false(typeAllowed(['pdf'], 'pdfx'));
+  t.false(typeAllowed(['pdf'], ''));
+});
+
+test('targets: folders created one by one inside dest; a symlink out is refused before anything is created', async (t) => {
+  const dir = tempDir();
+  t.teardown(() => cleanup(dir));
+  const dest = join(dir, 'dest');
+  const outside = join(dir, 'outside');
+  mkdirSync(join(dest, 'in'), { recursive: true });
+  mkdirSync(outside);
+  symlinkSync(outside, join(dest, 'in', 'out'));
+  const ok = await resolveTarget(dest, join(dest, 'in'), 'x/y/z.bin');
+  t.is(ok.target, join(dest, 'in', 'x', 'y', 'z.bin'));
+  await t.throwsAsync(resolveTarget(dest, join(dest, 'in'), 'out/new/z.bin'), { message: /leads outside/ });
+  await t.throwsAsync(resolveTarget(dest, outside, 'z.bin'), { message: /inside the app's upload folder/ });
+  await t.throwsAsync(resolveTarget(dest, 'relative', 'z.bin'), { message: /absolute path/ });
+  await t.throwsAsync(resolveTarget(dest, join(dest, 'missing'), 'z.bin'), { message: /does not exist/ });
+});
