@@ -1,0 +1,50 @@
+import test from 'ava';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { WsApp, wsManifest } from '../helpers/ws-app.js';
+import { connect } from '../helpers/ws-client.js';
+
+test('an app that keeps failing: its event is retried, then dropped and counted; later events still come, in order', async (t) => {
+  const dir = tempDir();
+  let failing = true;
+  const app = await WsApp.start({ fail: () => failing });
+  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_CALLBACK_RETRY_MS: '1500' }));
+  t.teardown(async () => {
+    await pier.stop();
+    await app.stop();
+    cleanup(dir);
+  });
+  const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+  const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
+  writeFileSync(join(dir, 'chat.yaml'), wsManifest('chat', app.port));
+  await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml')], env);
+
+  const c = await connect(pier.ports!.public, 'chat.alice.localhost', { 'x-authorization': token });
+  c.ws.send(JSON.stringify({ event: 'lost', data: {} }));
+  // open and the first message are refused again and again for the whole retry period.
+  await app.until(() => app.refused >= 6);
+  const metrics = async () => (await fetch(`${pier.adminUrl}/metrics`)).text();
+  let text = '';
+  while (!/pier_callbacks_dropped_total\{[^}]*action="message"[^}]*\} 1/.test(text)) {
+    text = await metrics();
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  t.regex(text, /pier_callbacks_dropped_total\{[^}]*action="open"[^}]*\} 1/);
+  t.regex(text, /pier_callbacks_retried_total\{[^}]*\} \d+/);
+  t.regex(pier.logs, /gateway callback dropped after retries/);
+
+  failing = false;
+  c.ws.send(JSON.stringify({ event: 'kept', data: { n: 1 } }));
+  c.ws.send(JSON.stringify({ event: 'kept', data: { n: 2 } }));
+  c.ws.close();
+  await app.until(() => app.accepted.some((k) => k.body.action === 'close'));
+  t.deepEqual(
+    app.accepted.map((k) => [k.headers['x-pier-seq'], k.body.action, (k.body.data as { data?: { n?: number } }).data?.n ?? null]),
+    [
+      ['3', 'message', 1],
+      ['4', 'message', 2],
+      ['5', 'close', null],
+    ],
+  );
+});
