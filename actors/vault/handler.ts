@@ -14,8 +14,10 @@ export interface VaultDeps {
   tokens: AccessTokens;
   vaultGroup: string;
   now: () => number;
-  /** Records one audit entry; inside a write transaction it commits with it. */
+  /** Records an audit entry soon (batched with others): reads and refusals. */
   audit: (entry: AuditEntry) => void;
+  /** Records an audit entry in the write transaction running now: it commits with the change, or not at all. */
+  auditInTxn: (entry: AuditEntry) => void;
 }
 
 const env = { type: 'enum', values: [...SECRET_ENVS], optional: true, messages: { enumValue: `must be one of ${SECRET_ENVS.join(', ')}` } } as const;
@@ -132,13 +134,13 @@ async function perform(deps: VaultDeps, op: SecretOp, scope: string, who: Caller
       const sealed = seal(deps.keys.getOrCreate(scope), Buffer.from(body.value as string, 'utf8'), valueContext(key));
       const at = now();
       store.secrets.put(key, { sealed, version: 1, createdAt: at, createdBy: who.app, updatedAt: at, updatedBy: who.app, history: [] });
-      deps.audit(entry('ok'));
+      deps.auditInTxn(entry('ok'));
       return { data: '', version: 1 };
     }
     if (!existing) throw new PierError('NOT_FOUND', `secret "${body.name}" not found in ${env}`);
     if (op === 'DeleteSecret') {
       store.secrets.remove(key);
-      deps.audit(entry('ok'));
+      deps.auditInTxn(entry('ok'));
       return { data: '' };
     }
     // UpdateSecret, optionally check-and-set on `version`.
@@ -149,7 +151,7 @@ async function perform(deps: VaultDeps, op: SecretOp, scope: string, who: Caller
     const version = existing.version + 1;
     const history = [...existing.history, { version: existing.version, at: existing.updatedAt, by: existing.updatedBy }].slice(-100);
     store.secrets.put(key, { ...existing, sealed, version, updatedAt: now(), updatedBy: who.app, history });
-    deps.audit(entry('ok'));
+    deps.auditInTxn(entry('ok'));
     return { data: '', version };
   });
 }
