@@ -1,7 +1,12 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { accessToken, vaultCall, vaultPerm, type AppEnv } from '../helpers/app-client.js';
 import { cli, pierEnv, ROOT, tempDir, cleanup } from '../helpers/pier.js';
+import { UploadClient } from '../helpers/upload-client.js';
+import { WsApp } from '../helpers/ws-app.js';
+import { connect } from '../helpers/ws-client.js';
 import { LocalTopology, readCompose } from '../helpers/topology.js';
 
 const secrets = { PIER_ADMIN_TOKEN: randomBytes(24).toString('hex'), PIER_MASTER_KEY: randomBytes(32).toString('hex') };
@@ -43,11 +48,63 @@ test.serial('an install through one edge is seen through the other, across the N
   t.is(status.json.replicas.length, topo.pier.size);
 });
 
+test.serial('every feature through the topology: vault, WebSocket callbacks and upload, across both edges', async (t) => {
+  const callbacks = await WsApp.start();
+  t.teardown(() => callbacks.stop());
+  const dest = join(scratch, 'files');
+  mkdirSync(dest, { recursive: true });
+  const manifest = join(scratch, 'all.yaml');
+  writeFileSync(
+    manifest,
+    `metadata: { name: everything }
+permission:
+  sysData:
+    - { dataType: secret, group: secret.vault, version: v1, ops: [CreateSecret?workspace=w, RetrieveSecret?workspace=w] }
+options:
+  websocket: { url: /cb, port: ${callbacks.port} }
+upload: { fileType: ["*"], dest: ${dest} }
+`,
+  );
+  const user = (await cli(['user', 'add', 'carol', '--json'], cliVia('edge-1'))).json.token;
+  const app: AppEnv = (await cli(['app', 'install', '--user', 'carol', '--manifest', manifest, '--json'], cliVia('edge-1'))).json.env;
+  const edge1 = topo.pier.get('edge-1')!;
+  const edge2 = topo.pier.get('edge-2')!;
+
+  // Vault: a token from edge-1's system listener, used on edge-2's.
+  let access: string | undefined;
+  while (!access) access = await accessToken(app, vaultPerm('w', ['CreateSecret', 'RetrieveSecret'])).catch(() => undefined);
+  const sys2 = `http://127.0.0.1:${edge2.ports!.system}`;
+  let created = await vaultCall(sys2, 'CreateSecret', 'w', { user, access }, { name: 'k', value: 'through-compose' });
+  while (created.status !== 200) created = await vaultCall(sys2, 'CreateSecret', 'w', { user, access }, { name: 'k', value: 'through-compose' });
+  t.is((await vaultCall(sys2, 'RetrieveSecret', 'w', { user, access }, { name: 'k' })).json.data.value, 'through-compose');
+
+  // WebSocket on edge-1: the callback actor delivers; the app answers through edge-2's local API.
+  const c = await connect(edge1.ports!.public, 'everything.carol.localhost', { 'x-authorization': user });
+  c.ws.send(JSON.stringify({ event: 'hello', data: {} }));
+  await callbacks.until(() => callbacks.accepted.some((k) => k.body.action === 'message'));
+  const connId = callbacks.accepted[0].body.conn_id;
+  const sent = await fetch(`http://127.0.0.1:${edge2.ports!.local}/runtime/ws/conn/send`, {
+    method: 'POST',
+    headers: { 'x-app-key': app.OS_APP_KEY, 'x-app-secret': app.OS_APP_SECRET },
+    body: JSON.stringify({ conn_id: connId, payload: 'hi from the app' }),
+  });
+  t.deepEqual((await sent.json()).data, { delivered: 1 });
+  await until(async () => c.received.includes('"hi from the app"'));
+  c.ws.close();
+
+  // Upload through edge-2 to the upload actor.
+  const up = new UploadClient(edge2.ports!.upload, 'everything.carol.localhost', user);
+  const rec = await up.create({ storage_path: dest, file_relative_path: 'a/b.txt', file_type: 'txt', file_size: 5 });
+  t.is(rec.status, 200, JSON.stringify(rec.json));
+  t.is((await up.patch(rec.json.data.id, 0, Buffer.from('hello'))).json.message, 'File uploaded successfully');
+  t.is(readFileSync(join(dest, 'a', 'b.txt'), 'utf8'), 'hello');
+});
+
 test.serial('one NATS node dies: the processes fail over to the others', async (t) => {
   await topo.nats.get('nats-1')!.kill();
   for (const edge of ['edge-1', 'edge-2']) await until(async () => (await cli(['user', 'list', '--json'], cliVia(edge))).code === 0);
   const add = await cli(['user', 'add', 'bob', '--json'], cliVia('edge-1'));
   t.is(add.code, 0, add.stderr);
   const users = await cli(['user', 'list', '--json'], cliVia('edge-2'));
-  t.deepEqual(users.json.map((u: { name: string }) => u.name), ['alice', 'bob']);
+  t.deepEqual(users.json.map((u: { name: string }) => u.name), ['alice', 'bob', 'carol']);
 });
