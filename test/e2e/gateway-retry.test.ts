@@ -1,24 +1,11 @@
 import test from 'ava';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
-import { WsApp, wsManifest } from '../helpers/ws-app.js';
 import { connect } from '../helpers/ws-client.js';
+import { gatewayFixture } from '../helpers/ws-setup.js';
 
 test('an app that keeps failing: its event is retried, then dropped and counted; later events still come, in order', async (t) => {
-  const dir = tempDir();
   let failing = true;
-  const app = await WsApp.start({ fail: () => failing });
-  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_CALLBACK_RETRY_MS: '1500' }));
-  t.teardown(async () => {
-    await pier.stop();
-    await app.stop();
-    cleanup(dir);
-  });
-  const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
-  const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
-  writeFileSync(join(dir, 'chat.yaml'), wsManifest('chat', app.port));
-  await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml')], env);
+  const { pier, app, token, teardown } = await gatewayFixture({ PIER_CALLBACK_RETRY_MS: '1500' }, { fail: () => failing });
+  t.teardown(teardown);
 
   const c = await connect(pier.ports!.public, 'chat.alice.localhost', { 'x-authorization': token });
   c.ws.send(JSON.stringify({ event: 'lost', data: {} }));
