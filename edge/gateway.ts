@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
 import uWS from 'uWebSockets.js';
 import { Counter, Gauge } from 'prom-client';
 import type { Subscription } from '../bus/bus.js';
 import { decode, encode } from '../bus/codec.js';
 import { CLOSE_CODES, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type GatewayEvent, type ListedConn } from '../bus/subjects.js';
 import type { RoleContext } from '../lib/runtime.js';
-import { asPierError } from '../bus/errors.js';
+import { asPierError, PierError } from '../bus/errors.js';
+import { errorReply, send } from './http.js';
 import { identifyBrowserCaller, type BrowserCaller } from './app-identity.js';
 import { EventForwarder } from './gateway-forwarder.js';
 import { frameToData } from './gateway-host.js';
@@ -29,10 +29,6 @@ interface Conn {
 type Ws = uWS.WebSocket<Conn>;
 const userKey = (user: string, app: string) => `${user}/${app}`;
 const PONG = '{"event":"pong","data":{}}';
-
-function refuse(res: uWS.HttpResponse, status: number, message: string): void {
-  res.writeStatus(`${status} ${STATUS_CODES[status]}`).writeHeader('content-type', 'application/json').end(JSON.stringify({ code: status, message }));
-}
 
 /**
  * The browser side of the WebSocket gateway on the public listener, and this edge's share of the
@@ -142,20 +138,21 @@ export class Gateway {
     req.forEach((k, v) => {
       headers[k] = v;
     });
-    const fail = (status: number, message: string) => {
-      this.metrics.refused.inc({ status: String(status) });
-      refuse(res, status, message);
+    // Refused upgrades get the edge's usual error envelope; no connection is opened.
+    const fail = (err: unknown) => {
+      const e = asPierError(err);
+      this.metrics.refused.inc({ status: String(e.status) });
+      void send(res, errorReply(e), { aborted: false });
     };
-    if (this.stopping) return fail(503, 'gateway shutting down');
+    if (this.stopping) return fail(new PierError('UNAVAILABLE', 'gateway shutting down'));
     let caller: BrowserCaller;
     try {
       caller = identifyBrowserCaller(headers, this.ctx.cache, this.ctx.config.domain, null);
     } catch (err) {
-      const e = asPierError(err);
-      return fail(e.status, e.message);
+      return fail(err);
     }
     const { user, app } = caller;
-    if (!app.websocket) return fail(404, `app "${app.name}" has no websocket option`);
+    if (!app.websocket) return fail(new PierError('NOT_FOUND', `app "${app.name}" has no websocket option`));
     const conn: Conn = {
       connId: `${this.ctx.peers.self.busId}.${randomBytes(16).toString('base64url')}`,
       user,
