@@ -21,7 +21,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     const app = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
     const ts = Math.floor(Date.now() / 1000);
     const access = await (
-      await fetch(`${app.OS_SYSTEM_SERVER}/permission/v1alpha1/access`, {
+      await fetch(`http://${app.OS_SYSTEM_SERVER}/permission/v1alpha1/access`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ app_key: app.OS_APP_KEY, timestamp: ts, token: bcrypt.hashSync(`${app.OS_APP_KEY}${ts}${app.OS_APP_SECRET}`, 10), perm: { dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ['RetrieveSecret?workspace=chat', 'CreateSecret?workspace=chat'] } }),
@@ -30,9 +30,9 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     const value = 'v'.repeat(1024);
     const headers = { 'content-type': 'application/json', 'x-authorization': user, 'x-access-token': access.data.access_token };
     const path = (op: string) => `/system-server/v1alpha1/secret/secret.vault/v1/${op}?workspace=chat`;
-    await fetch(`${app.OS_SYSTEM_SERVER}${path('CreateSecret')}`, { method: 'POST', headers, body: JSON.stringify({ name: 'read-me', value }) });
+    await fetch(`http://${app.OS_SYSTEM_SERVER}${path('CreateSecret')}`, { method: 'POST', headers, body: JSON.stringify({ name: 'read-me', value }) });
 
-    const retrieve: Target = { origin: app.OS_SYSTEM_SERVER, path: path('RetrieveSecret'), method: 'POST', headers, body: Buffer.from(JSON.stringify({ name: 'read-me' })) };
+    const retrieve: Target = { origin: `http://${app.OS_SYSTEM_SERVER}`, path: path('RetrieveSecret'), method: 'POST', headers, body: Buffer.from(JSON.stringify({ name: 'read-me' })) };
     const create: Target = { ...retrieve, path: path('CreateSecret') };
     const ceiling: Target = { origin: `http://127.0.0.1:${bare.port}`, path: '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: retrieve.body };
 

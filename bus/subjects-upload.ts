@@ -33,12 +33,22 @@ export interface BeginWrite {
   user: string;
   app: string;
   id: string;
-  offset: number;
+  /**
+   * The client's `upload_offset`, checked before anything is written; null when the form sends
+   * `file` before `upload_offset` (the platform's own client does): the chunk is then written at
+   * the current offset, unconfirmed, and kept only if the edge ends the session with `end` once the
+   * offset turned out right (`discard` otherwise; an `abort` or silence discards it too).
+   */
+  offset: number | null;
 }
 
-/** A write session: pieces go to `subject` in order; `maxBytes` is what this PATCH may still carry. */
+/**
+ * A write session: pieces go to `subject` in order; `offset` is where this PATCH's bytes start;
+ * `maxBytes` is what it may still carry.
+ */
 export interface WriteSession {
   subject: string;
+  offset: number;
   maxBytes: number;
 }
 
@@ -48,7 +58,8 @@ export interface WriteSession {
  */
 export interface Piece {
   seq: number;
-  kind: 'data' | 'end' | 'abort';
+  /** `end`: keep the bytes; `abort`: the client went away (kept when the offset was confirmed); `discard`: cut them back. */
+  kind: 'data' | 'end' | 'abort' | 'discard';
   data: Uint8Array;
 }
 
@@ -83,7 +94,7 @@ export const upload = {
   }, 30_000),
   get: endpoint<{ user: string; app: string; id: string }, UploadRecord>('pier.upload.get', Q, { ...userApp, id: { type: 'string', max: 64 } }),
   /** Locks the upload for one PATCH (409 `upload busy` when another holds it). */
-  begin: endpoint<BeginWrite, WriteSession>('pier.upload.begin', Q, { ...userApp, id: { type: 'string', max: 64 }, offset: { type: 'number', integer: true, min: 0 } }),
+  begin: endpoint<BeginWrite, WriteSession>('pier.upload.begin', Q, { ...userApp, id: { type: 'string', max: 64 }, offset: { type: 'number', integer: true, min: 0, nullable: true } }),
 };
 
 export const uploadEvents = {

@@ -13,8 +13,8 @@ export interface AdminDeps {
   bus: Bus;
   cache: RegistryCache;
   adminToken: string;
-  /** The `OS_SYSTEM_SERVER` value given to installed apps. */
-  systemServerUrl: () => string;
+  /** The `OS_SYSTEM_SERVER` value given to installed apps: `host:port`, no scheme. */
+  systemServer: () => string;
   roles: string[];
 }
 
@@ -71,7 +71,7 @@ export function adminHandlers(deps: AdminDeps) {
       return ok({
         app: installed.app,
         user: installed.user,
-        env: { OS_SYSTEM_SERVER: deps.systemServerUrl(), OS_APP_KEY: installed.appKey, OS_APP_SECRET: installed.appSecret },
+        env: { OS_SYSTEM_SERVER: deps.systemServer(), OS_APP_KEY: installed.appKey, OS_APP_SECRET: installed.appSecret },
       });
     }),
     appList: guard(async (req) => {

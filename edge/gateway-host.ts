@@ -1,6 +1,11 @@
+/** The host name of a `Host` header value (`name`, `name:port`, `[v6]:port`), lower-case, without the port. */
+export function hostNameOf(host: string): string {
+  return host.trim().toLowerCase().replace(/:\d*$/, '');
+}
+
 /** `<app>.<user>.<domain>[:port]` → its app and user, or null when the Host is not of that form. */
 export function parseAppHost(host: string, domain: string): { app: string; user: string } | null {
-  const name = host.toLowerCase().replace(/:\d+$/, '');
+  const name = hostNameOf(host);
   const suffix = `.${domain.toLowerCase()}`;
   if (!name.endsWith(suffix)) return null;
   const labels = name.slice(0, -suffix.length).split('.');
@@ -8,12 +13,16 @@ export function parseAppHost(host: string, domain: string): { app: string; user:
   return { app: labels[0], user: labels[1] };
 }
 
-/** An `Origin`, when sent, must be the app's own: same host (and port) as the request's Host. */
+/**
+ * An `Origin`, when sent, must be the app's own: `http` or `https`, the same host name as the
+ * request's Host, any port. Cookies are scoped by host name, not port, so a page on the app's dev
+ * server (other port) or behind a proxy that drops or rewrites the port is still the app's page.
+ */
 export function originAllowed(origin: string | undefined, host: string): boolean {
   if (origin === undefined || origin === '') return true;
   try {
     const u = new URL(origin);
-    return (u.protocol === 'https:' || u.protocol === 'http:') && u.host.toLowerCase() === host.toLowerCase();
+    return (u.protocol === 'https:' || u.protocol === 'http:') && u.hostname.toLowerCase() === hostNameOf(host) && hostNameOf(host) !== '';
   } catch {
     return false;
   }

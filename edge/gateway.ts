@@ -28,7 +28,8 @@ interface Conn {
 
 type Ws = uWS.WebSocket<Conn>;
 const userKey = (user: string, app: string) => `${user}/${app}`;
-const PONG = '{"event":"pong","data":{}}';
+/** Exactly this text: the platform's browser library compares the frame to it as a string. */
+const PONG = '{"event":"pong"}';
 
 /**
  * The browser side of the WebSocket gateway on the public listener, and this edge's share of the

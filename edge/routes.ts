@@ -29,11 +29,14 @@ export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiD
       { method: 'post', path: '/permission/v1alpha1/access', handler: (req) => accessToken(deps, req), bodyLimit: 64 * 1024 },
       { method: 'any', path: '/system-server/v1alpha1/:dataType/:group/:version/:op', handler: (req) => providerCall(deps, req), bodyLimit: deps.providerBodyBytes },
     ],
+    // `/runtime/ws/conn/*` is the contract's path; `/tapr/ws/conn/*` is the one the platform's existing apps call.
     local: [
       ...probes,
-      { method: 'post', path: '/runtime/ws/conn/send', handler: local.send, bodyLimit: 1024 * 1024 },
-      { method: 'post', path: '/runtime/ws/conn/close', handler: local.close, bodyLimit: 1024 * 1024 },
-      { method: 'get', path: '/runtime/ws/conn/list', handler: local.list },
+      ...['/runtime', '/tapr'].flatMap((prefix): Route[] => [
+        { method: 'post', path: `${prefix}/ws/conn/send`, handler: local.send, bodyLimit: 1024 * 1024 },
+        { method: 'post', path: `${prefix}/ws/conn/close`, handler: local.close, bodyLimit: 1024 * 1024 },
+        { method: 'get', path: `${prefix}/ws/conn/list`, handler: local.list },
+      ]),
     ],
     upload: [
       ...probes,

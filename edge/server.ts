@@ -90,7 +90,7 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
     chunkBytes: ctx.config.upload.chunkBytes,
     sidecarApp: ctx.config.sidecarApp,
     now: ctx.now,
-    systemServerUrl: () => ctx.config.systemServerUrl ?? `http://127.0.0.1:${ports.system}`,
+    systemServer: () => ctx.config.systemServer ?? `127.0.0.1:${ports.system}`,
   });
   const sockets: uWS.us_listen_socket[] = [];
   const gateway = new Gateway(ctx);

@@ -62,8 +62,10 @@ export async function providerCall(deps: SystemDeps, req: HttpRequestData): Prom
 }
 
 /**
- * `/system-server/v1alpha1/secret/secret.<vault>/v1/<Op>?workspace=<ws>`: the vault, a built-in
- * provider. POST only; the answer's envelope is the vault's own (`code: 200`, `message: ""`).
+ * `/system-server/v1alpha1/secret/secret.<vault>/v1/<Op>?workspace=<ws>`: the vault, a built-in v1
+ * provider. POST only. Like every v1 provider answer, a success is wrapped: the outer envelope is
+ * the provider call's (`code: 0`), the vault's own (`code: 200`, `message: ""`) sits in its `data`,
+ * where the platform's clients read it (`.data.data`). Failures are not wrapped.
  */
 async function vaultCall(deps: SystemDeps, req: HttpRequestData): Promise<HttpReply> {
   const { group, version, op } = req.params;
@@ -79,7 +81,7 @@ async function vaultCall(deps: SystemDeps, req: HttpRequestData): Promise<HttpRe
   });
   return {
     status: 200,
-    json: { code: 200, message: '', data: answer.data },
+    json: { code: 0, message: 'success', data: { code: 200, message: '', data: answer.data } },
     headers: answer.version === undefined ? {} : { 'x-pier-secret-version': String(answer.version) },
   };
 }

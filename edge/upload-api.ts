@@ -3,7 +3,7 @@ import busboy from 'busboy';
 import type { Bus } from '../bus/bus.js';
 import { asPierError, PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
-import { CONFLICT_POLICIES, upload, type ConflictPolicy } from '../bus/subjects.js';
+import { CONFLICT_POLICIES, upload, type ConflictPolicy, type WriteSession } from '../bus/subjects.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
 import { identifyBrowserCaller } from './app-identity.js';
 import { originAllowed } from './gateway-host.js';
@@ -66,6 +66,12 @@ function required(fields: Record<string, string>, name: string): string {
   return v;
 }
 
+function present(fields: Record<string, string>, name: string): string {
+  const v = fields[name];
+  if (v === undefined) throw bad(`${name}: is required`);
+  return v;
+}
+
 function nonNegativeInteger(text: string, name: string): number {
   if (!/^\d{1,16}$/.test(text.trim()) || !Number.isSafeInteger(Number(text))) throw bad(`${name}: must be a non-negative integer`);
   return Number(text);
@@ -96,7 +102,8 @@ export function uploadApi(deps: UploadApiDeps) {
           app: app.name,
           storagePath: required(fields, 'storage_path'),
           relativePath: required(fields, 'file_relative_path'),
-          fileType: required(fields, 'file_type'),
+          // Present, but may be empty: the platform's client sends "" for files without a type.
+          fileType: present(fields, 'file_type'),
           fileSize: nonNegativeInteger(required(fields, 'file_size'), 'file_size'),
           conflict,
         });
@@ -121,43 +128,7 @@ export function uploadApi(deps: UploadApiDeps) {
       const stream = req.stream!;
       try {
         const { user, app } = who(req);
-        const result = await new Promise<{ record: unknown; complete: boolean }>((resolve, reject) => {
-          let bb: busboy.Busboy;
-          try {
-            // One byte over the cap lets the actor tell "too much" from "exactly the cap".
-            bb = busboy({ headers: { 'content-type': req.headers['content-type'] ?? '' }, highWaterMark: 1024 * 1024, fileHwm: 1024 * 1024, limits: { files: 1, fields: 8, fieldSize: 64, fileSize: deps.chunkBytes + 1 } });
-          } catch {
-            reject(bad('body: must be multipart/form-data'));
-            return;
-          }
-          let offset: number | undefined;
-          let taken = false;
-          bb.on('field', (name, value) => {
-            if (name === 'upload_offset') offset = Number(value);
-            if (name === 'upload_offset' && !/^\d{1,16}$/.test(value.trim())) offset = NaN;
-          });
-          bb.on('file', (name, file) => {
-            if (name !== 'file' || taken) {
-              file.resume();
-              return;
-            }
-            taken = true;
-            if (offset === undefined) return (file.resume(), reject(bad('upload_offset: is required, before file')));
-            if (!Number.isSafeInteger(offset)) return (file.resume(), reject(bad('upload_offset: must be a non-negative integer')));
-            call(deps.bus, upload.begin, { user, app: app.name, id: req.params.uid, offset })
-              .then((session) => streamToSession(deps.bus, session, file, 30_000))
-              .then(resolve, (err) => {
-                file.resume();
-                reject(err);
-              });
-          });
-          bb.on('close', () => {
-            if (!taken) reject(bad('file: is required'));
-          });
-          bb.on('error', (err) => reject(stream.destroyed ? new PierError('BAD_REQUEST', 'request aborted') : bad(`body: is not valid multipart/form-data (${(err as Error).message})`)));
-          stream.on('error', (err) => bb.destroy(err));
-          stream.pipe(bb);
-        });
+        const result = await appendChunk(deps, { user, app: app.name, id: req.params.uid }, req.headers['content-type'] ?? '', stream);
         return { status: 200, json: { code: 0, message: result.complete ? 'File uploaded successfully' : 'Continue uploading', data: result.record }, headers: cors(req) };
       } catch (err) {
         await drain(stream, 4 * deps.chunkBytes);
@@ -165,6 +136,83 @@ export function uploadApi(deps: UploadApiDeps) {
       }
     },
   };
+}
+
+function parseOffset(value: string | undefined): number {
+  if (value === undefined) throw bad('upload_offset: is required');
+  if (!/^\d{1,16}$/.test(value.trim()) || !Number.isSafeInteger(Number(value))) throw bad('upload_offset: must be a non-negative integer');
+  return Number(value);
+}
+
+/**
+ * One PATCH's multipart form, `upload_offset` and `file` in either order, streamed to the upload
+ * actor. With the offset first, the actor checks it before a byte is written. With the file first
+ * (the platform's own client), the chunk is written at the current offset, unconfirmed, and kept
+ * only if the `upload_offset` that follows it is that offset; otherwise it is cut back and the
+ * answer is "Invalid offset" with the current record, as if the offset had come first.
+ */
+function appendChunk(deps: UploadApiDeps, target: { user: string; app: string; id: string }, contentType: string, stream: Readable): Promise<{ record: unknown; complete: boolean }> {
+  return new Promise((resolve, reject) => {
+    let bb: busboy.Busboy;
+    try {
+      // One byte over the cap lets the actor tell "too much" from "exactly the cap".
+      bb = busboy({ headers: { 'content-type': contentType }, highWaterMark: 1024 * 1024, fileHwm: 1024 * 1024, limits: { files: 1, fields: 8, fieldSize: 64, fileSize: deps.chunkBytes + 1 } });
+    } catch {
+      reject(bad('body: must be multipart/form-data'));
+      return;
+    }
+    let offsetField: string | undefined;
+    let taken = false;
+    // Settles once the whole form is parsed: every field after the file is known then.
+    const parsed = new Promise<void>((done, fail) => {
+      bb.on('close', done);
+      bb.on('error', fail);
+    });
+    parsed.catch(() => undefined); // observed through `reject` below as well
+    bb.on('field', (name, value) => {
+      if (name === 'upload_offset') offsetField = value;
+    });
+    bb.on('file', (name, file) => {
+      // A client that goes away makes the part emit 'error', maybe before anything reads it (while
+      // the write session is being opened): unobserved, that error would take the process down.
+      // The failure reaches the answer through busboy's own 'error' and the reader of the part.
+      file.on('error', () => undefined);
+      if (name !== 'file' || taken) {
+        file.resume();
+        return;
+      }
+      taken = true;
+      let offset: number | null = null;
+      if (offsetField !== undefined) {
+        try {
+          offset = parseOffset(offsetField);
+        } catch (err) {
+          file.resume();
+          reject(err);
+          return;
+        }
+      }
+      // With the file first, the offset is checked once the form has ended, before the bytes count.
+      const confirm = offset !== null ? undefined : async () => {
+        await parsed;
+        const sent = parseOffset(offsetField);
+        if (sent !== session!.offset) throw new PierError('BAD_REQUEST', 'Invalid offset');
+      };
+      let session: WriteSession | undefined;
+      call(deps.bus, upload.begin, { ...target, offset })
+        .then((s) => streamToSession(deps.bus, (session = s), file, 30_000, confirm))
+        .then(resolve, (err) => {
+          file.resume();
+          reject(err);
+        });
+    });
+    bb.on('close', () => {
+      if (!taken) reject(offsetField === undefined ? bad('upload_offset: is required') : bad('file: is required'));
+    });
+    bb.on('error', (err) => reject(stream.destroyed ? new PierError('BAD_REQUEST', 'request aborted') : bad(`body: is not valid multipart/form-data (${(err as Error).message})`)));
+    stream.on('error', (err) => bb.destroy(err));
+    stream.pipe(bb);
+  });
 }
 
 /**

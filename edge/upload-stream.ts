@@ -18,9 +18,17 @@ function ackError(ack: PieceAck): PierError {
  * Moves one PATCH's file part to its write session in pieces of at most 256 KiB, with at most
  * WINDOW unacknowledged: the file stream is read only as fast as the actor writes, so memory does
  * not grow with the chunk. A client that goes away mid-chunk ends the session with `abort` (what
- * was written is kept, fsynced, for a resume).
+ * was written is kept, fsynced, for a resume, if its offset was confirmed). `confirm`, when given,
+ * runs once every byte is written and before the session ends: if it throws, the bytes are
+ * discarded and its error is answered (with the upload's record, for "Invalid offset").
  */
-export async function streamToSession(bus: Bus, session: WriteSession, file: Readable, timeoutMs: number): Promise<{ record: UploadRecord; complete: boolean }> {
+export async function streamToSession(
+  bus: Bus,
+  session: WriteSession,
+  file: Readable,
+  timeoutMs: number,
+  confirm?: () => Promise<void>,
+): Promise<{ record: UploadRecord; complete: boolean }> {
   let seq = 0;
   const inflight: Promise<PieceAck>[] = [];
   // Never rejects: a piece in flight may fail before it is awaited (the actor gone), and an
@@ -52,6 +60,15 @@ export async function streamToSession(bus: Bus, session: WriteSession, file: Rea
     await send('abort');
     file.resume();
     throw err;
+  }
+  if (confirm) {
+    try {
+      await confirm();
+    } catch (err) {
+      const ack = await send('discard');
+      const e = asPierError(err);
+      throw e.data === undefined && ack.record ? new PierError(e.code, e.message, { data: ack.record, cause: e }) : e;
+    }
   }
   const end = await send('end');
   if (!end.ok || !end.record) throw ackError(end);

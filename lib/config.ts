@@ -26,8 +26,11 @@ export interface Config {
   /** Address the public, system, local and upload listeners bind; admin is always loopback. */
   bindHost: string;
   ports: Ports;
-  /** `OS_SYSTEM_SERVER` handed to apps at install; null = `http://127.0.0.1:<system port in use>`. */
-  systemServerUrl: string | null;
+  /**
+   * `OS_SYSTEM_SERVER` handed to apps at install: a bare `host:port` (the platform's apps build
+   * `'http://' + OS_SYSTEM_SERVER`); null = `127.0.0.1:<system port in use>`.
+   */
+  systemServer: string | null;
   adminToken: string;
   /** The master key (and, during a rotation, the previous one). */
   keyring: Keyring;
@@ -151,6 +154,18 @@ function secretFile(path: string, make: () => string): string {
   return value;
 }
 
+/**
+ * `PIER_SYSTEM_URL` as the bare `host:port` apps get in `OS_SYSTEM_SERVER`. Operators often write a
+ * URL: an `http://` or `https://` scheme and a trailing slash are dropped rather than refused.
+ */
+export function normaliseSystemServer(raw: string): string {
+  const bare = raw.trim().replace(/^https?:\/\//i, '').replace(/\/+$/, '');
+  if (!/^([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$/.test(bare) || Number(bare.split(':').at(-1)) > 65535) {
+    throw new ConfigError(`${ENV.systemServerUrl}: must be host:port (apps build http://<host:port>), got "${raw}"`);
+  }
+  return bare;
+}
+
 function parseMasterKey(text: string, source: string): Buffer {
   const key = /^[0-9a-fA-F]{64}$/.test(text) ? Buffer.from(text, 'hex') : Buffer.from(text, 'base64');
   if (key.length !== 32) throw new ConfigError(`${source}: must be 32 bytes, as 64 hex digits or base64`);
@@ -203,7 +218,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     domain,
     bindHost: env[ENV.bindHost] || '0.0.0.0',
     ports,
-    systemServerUrl: env[ENV.systemServerUrl] || null,
+    systemServer: env[ENV.systemServerUrl] ? normaliseSystemServer(env[ENV.systemServerUrl]!) : null,
     adminToken,
     keyring: new Keyring(masterKey, previousKey),
     logLevel: env[ENV.logLevel] || 'info',

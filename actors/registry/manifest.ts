@@ -78,7 +78,9 @@ const checkSecretGrant = compile({
 const checkProviderGrant = compile({
   $$strict: true,
   appName: { type: 'string', optional: true, pattern: APP_NAME, messages: { stringPattern: `must match ${APP_NAME}` } },
-  port,
+  // Optional for every version (the platform's own v1 manifests omit it): Pier dials the
+  // ProviderRegistry's endpoint, so port, svc and namespace are kept only as the app declared them.
+  port: { ...port, optional: true },
   svc: { type: 'string', optional: true, min: 1, max: 253 },
   namespace: { type: 'string', optional: true, min: 1, max: 253 },
   version: { type: 'enum', values: ['v1', 'v2'] },

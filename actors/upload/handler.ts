@@ -17,15 +17,48 @@ export interface UploadDeps {
   completed: (ev: UploadCompleted) => void;
   /** Whether a lock is held by a write session that is still alive (its lease running, its replica up). */
   lockAlive: (lock: NonNullable<Upload['lock']>) => boolean;
+  /**
+   * A PATCH's lock being taken on this replica right now, not yet committed (so not yet visible in
+   * the store): a POST or GET must wait for it to see the lock at all.
+   */
+  locking: (id: string) => Promise<unknown> | undefined;
 }
 
 export const invalidId = () => new PierError('BAD_REQUEST', 'Invalid upload ID');
+export const invalidOffset = (u: Upload) => new PierError('BAD_REQUEST', 'Invalid offset', { data: recordOf(u) });
 
 function uploadOptions(deps: UploadDeps, user: string, appName: string) {
   const app = deps.cache.app(user, appName);
   if (!app) throw new PierError('NOT_FOUND', `app "${appName}" is not installed for "${user}"`);
   if (!app.upload) throw new PierError('BAD_REQUEST', `app "${appName}" has no upload option in its manifest`);
   return app.upload;
+}
+
+/**
+ * How long a request waits for a PATCH in progress on the same upload to settle. A client whose
+ * connection broke mid-PATCH re-POSTs at once, often before the edge has even seen the break, and
+ * sends its next PATCH right after: the re-POST (or GET) must answer the offset after that PATCH's
+ * bytes are settled (fsynced and recorded), and the next PATCH must find the lock released, or the
+ * client is told a stale offset or "upload busy" for a PATCH that is already dead. A PATCH still
+ * streaming past this bound is really concurrent: POST and GET then answer the offset recorded
+ * before it, and another PATCH gets 409 `upload busy`.
+ */
+const SETTLE_WAIT_MS = 2_000;
+const SETTLE_POLL_MS = 10;
+
+/**
+ * The upload once no live PATCH holds its lock (or SETTLE_WAIT_MS passed); undefined if absent.
+ * `pending`: also wait for a lock being taken on this replica and not yet committed (a PATCH's own
+ * begin must not wait for itself).
+ */
+async function settled(deps: UploadDeps, id: string, pending = true): Promise<Upload | undefined> {
+  const deadline = Date.now() + SETTLE_WAIT_MS;
+  for (;;) {
+    if (pending) await deps.locking(id)?.catch(() => undefined);
+    const u = deps.store.uploads.get(id);
+    if (!u?.lock || !deps.lockAlive(u.lock) || Date.now() >= deadline) return u;
+    await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
+  }
 }
 
 /** Publishes a complete upload at its target and marks it done (inside the caller's error handling). */
@@ -42,14 +75,18 @@ export async function finish(deps: UploadDeps, u: Upload): Promise<string> {
 /** `POST /upload/`: checks everything, creates the folder or the upload (or returns the unfinished one). */
 export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise<Created> {
   const options = uploadOptions(deps, req.user, req.app);
-  if (!typeAllowed(options.fileType, req.fileType)) throw new PierError('BAD_REQUEST', `file_type: "${req.fileType}" is not allowed (allowed: ${options.fileType.join(', ')})`);
+  // A folder has no type: only files are checked against the manifest's fileType.
+  if (!req.relativePath.endsWith('/') && !typeAllowed(options.fileType, req.fileType, req.relativePath)) {
+    const byName = req.fileType.trim() === '' || req.fileType.includes('/') ? ` for "${req.relativePath.split('/').at(-1)}"` : '';
+    throw new PierError('BAD_REQUEST', `file_type: "${req.fileType}" is not allowed${byName} (allowed: ${options.fileType.join(', ')})`);
+  }
   if (req.fileSize > options.limitedSize) throw new PierError('BAD_REQUEST', `file_size: must be at most ${options.limitedSize} bytes`);
   const { target, folder } = await resolveTarget(options.dest, req.storagePath, req.relativePath);
   if (folder) return { record: null, complete: false };
 
   const key = UploadStore.targetKey(req.user, req.app, target);
   const existingId = deps.store.byTarget.get(key);
-  const existing = existingId ? deps.store.uploads.get(existingId) : undefined;
+  const existing = existingId ? await settled(deps, existingId) : undefined;
   if (existing && existing.state === 'active' && existing.fileSize === req.fileSize) return { record: recordOf(existing), complete: false };
   if (req.conflict === 'fail' && (await stat(target).catch(() => null))) throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
 
@@ -86,18 +123,26 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   return { record: recordOf(u), complete: false };
 }
 
-export function getUpload(deps: UploadDeps, user: string, app: string, id: string): UploadRecord {
-  const u = deps.store.uploads.get(id);
-  if (!u || u.user !== user || u.app !== app) throw invalidId();
+export async function getUpload(deps: UploadDeps, user: string, app: string, id: string): Promise<UploadRecord> {
+  const owned = (u: Upload | undefined): u is Upload => u !== undefined && u.user === user && u.app === app;
+  if (!owned(deps.store.uploads.get(id))) throw invalidId();
+  const u = await settled(deps, id);
+  if (!owned(u)) throw invalidId();
   return recordOf(u);
 }
 
-/** Takes the upload's lock for one PATCH, after the spec's checks (id, offset), or 409 `upload busy`. */
+/**
+ * Takes the upload's lock for one PATCH, after the spec's checks (id, offset), or 409 `upload busy`
+ * when another PATCH still holds it once SETTLE_WAIT_MS has passed.
+ */
 export async function lockForWrite(deps: UploadDeps, req: BeginWrite, session: string): Promise<Upload> {
+  const mine = (u: Upload | undefined): u is Upload => u !== undefined && u.user === req.user && u.app === req.app && u.state === 'active';
+  if (!mine(deps.store.uploads.get(req.id))) throw invalidId(); // before waiting: another's upload tells nothing
+  await settled(deps, req.id, false);
   return deps.store.root.transaction(() => {
     const u = deps.store.uploads.get(req.id);
-    if (!u || u.user !== req.user || u.app !== req.app || u.state !== 'active') throw invalidId();
-    if (u.offset !== req.offset) throw new PierError('BAD_REQUEST', 'Invalid offset', { data: recordOf(u) });
+    if (!mine(u)) throw invalidId();
+    if (req.offset !== null && u.offset !== req.offset) throw invalidOffset(u);
     const now = deps.now();
     if (u.lock && deps.lockAlive(u.lock)) throw new PierError('CONFLICT', 'upload busy');
     const locked: Upload = { ...u, lock: { owner: deps.busId, session, until: now + deps.leaseMs }, updatedAt: now };

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { Counter, Gauge } from 'prom-client';
 import { publishEvent, serve } from '../../bus/rpc.js';
-import { upload, uploadEvents } from '../../bus/subjects.js';
+import { upload, uploadEvents, type BeginWrite, type WriteSession as WriteSessionReply } from '../../bus/subjects.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { createPart, cutBack, partSize, removePart } from './files.js';
 import { createUpload, finish, getUpload, lockForWrite, type UploadDeps } from './handler.js';
@@ -21,7 +21,11 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
   const bytes = new Counter({ name: 'pier_upload_bytes_total', help: 'Bytes written to uploads', registers });
   const completed = new Counter({ name: 'pier_uploads_completed_total', help: 'Uploads completed', registers });
   const failed = new Counter({ name: 'pier_upload_patches_failed_total', help: 'PATCHes refused or failed', registers });
-  const sessions = new Set<WriteSession>();
+  // Write sessions of this replica by id, from before their lock is taken until they end: a lock
+  // this replica holds is alive exactly while its session is in here.
+  const live = new Set<string>();
+  // Locks being taken, by upload id: committed but not yet visible to a POST reading the store.
+  const locking = new Map<string, Promise<unknown>>();
   const active: Gauge = new Gauge({
     name: 'pier_uploads_active',
     help: 'Unfinished uploads',
@@ -44,15 +48,36 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
     // there is no other replica; on NATS, others are trusted as alive until heartbeats had time to come.
     lockAlive: (lock) => {
       if (lock.until <= ctx.now()) return false;
-      if (lock.owner === self) return [...sessions].some((s) => s.subject.endsWith(`.${lock.session}`));
+      if (lock.owner === self) return live.has(lock.session);
       if (ctx.bus.kind === 'memory') return false;
       return ctx.peers.alive('upload').some((p) => p.busId === lock.owner) || Date.now() - startedAt < 3 * ctx.config.heartbeatMs;
     },
+    locking: (id) => locking.get(id),
     completed: (ev) => {
       completed.inc();
       publishEvent(ctx.bus, uploadEvents.completed, ev);
     },
   };
+
+  /** Locks the upload for one PATCH and opens its write session. */
+  async function beginWrite(req: BeginWrite): Promise<WriteSessionReply> {
+    const session = randomBytes(9).toString('base64url').replace(/[-_]/g, 'x');
+    live.add(session);
+    try {
+      const u = await lockForWrite(deps, req, session);
+      const s = new WriteSession(
+        { ...deps, bus: ctx.bus, idleMs: 10_000, onEnd: () => live.delete(session), wrote: (n) => bytes.inc(n), failed: () => failed.inc() },
+        u,
+        Math.min(deps.chunkMaxBytes, u.fileSize - u.offset),
+        req.offset !== null,
+      );
+      await s.start();
+      return { subject: s.subject, offset: u.offset, maxBytes: s.maxBytes };
+    } catch (err) {
+      live.delete(session); // a lock taken before the failure lapses with it
+      throw err;
+    }
+  }
 
   await recover(deps);
   // On NATS, locks of replicas that died with us are known dead once heartbeats had time to come.
@@ -65,17 +90,12 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
     serve(
       ctx.bus,
       upload.begin,
-      async (req) => {
-        const session = randomBytes(9).toString('base64url').replace(/[-_]/g, 'x');
-        const u = await lockForWrite(deps, req, session);
-        const s = new WriteSession(
-          { ...deps, bus: ctx.bus, idleMs: 10_000, onEnd: () => sessions.delete(s), wrote: (n) => bytes.inc(n), failed: () => failed.inc() },
-          u,
-          Math.min(deps.chunkMaxBytes, u.fileSize - u.offset),
-        );
-        sessions.add(s);
-        await s.start();
-        return { subject: s.subject, maxBytes: s.maxBytes };
+      (req) => {
+        const begun = beginWrite(req);
+        locking.set(req.id, begun);
+        return begun.finally(() => {
+          if (locking.get(req.id) === begun) locking.delete(req.id);
+        });
       },
       hooks,
     ),

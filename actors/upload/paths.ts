@@ -86,9 +86,21 @@ export async function resolveTarget(dest: string, storagePath: string, rel: stri
   return { storageReal, target, folder };
 }
 
-/** `fileType` of the manifest against the request's `file_type`: case-insensitive, leading dot ignored, `*` for any. */
-export function typeAllowed(allowed: string[], fileType: string): boolean {
+/** The extension of a path's last segment, without its dot (`report.PDF` → `PDF`); '' when it has none. */
+function extensionOf(path: string): string {
+  const name = path.split('/').at(-1) ?? '';
+  const dot = name.lastIndexOf('.');
+  return dot > 0 ? name.slice(dot + 1) : '';
+}
+
+/**
+ * `fileType` of the manifest against the request's `file_type` (CONTRACT.md section 7):
+ * case-insensitive, leading dot ignored, `*` for any. A MIME type (`application/pdf`) or an empty
+ * `file_type` means "the file name's extension": a name without one is allowed only by `*`.
+ */
+export function typeAllowed(allowed: string[], fileType: string, relativePath: string): boolean {
   const norm = (t: string) => t.trim().toLowerCase().replace(/^\./, '');
-  const wanted = norm(fileType);
-  return wanted !== '' && allowed.some((a) => a === '*' || norm(a) === wanted);
+  const declared = norm(fileType);
+  const wanted = declared === '' || declared.includes('/') ? norm(extensionOf(relativePath)) : declared;
+  return allowed.some((a) => a === '*' || (wanted !== '' && norm(a) === wanted));
 }

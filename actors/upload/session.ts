@@ -3,6 +3,8 @@ import type { Bus, Subscription } from '../../bus/bus.js';
 import { encode } from '../../bus/codec.js';
 import { asPierError, PierError } from '../../bus/errors.js';
 import { PIECE_HEADERS, type Piece, type PieceAck } from '../../bus/subjects.js';
+
+const PIECE_KINDS: readonly Piece['kind'][] = ['data', 'end', 'abort', 'discard'];
 import { cutBack } from './files.js';
 import { finish, type UploadDeps } from './handler.js';
 import { recordOf, type Upload } from './store.js';
@@ -12,7 +14,9 @@ const MAX_PENDING_WRITES = 8;
 /**
  * One PATCH's bytes: pieces pulled in order from the edge, written at their offsets, fsynced before
  * the offset is recorded and acknowledged. A chunk over the cap or past `file_size` is cut back to
- * where the PATCH started; an abort (or silence) keeps what was written, fsynced, for a resume.
+ * where the PATCH started; so is one whose offset was never confirmed (`file` sent before
+ * `upload_offset`) when the edge says `discard`, or when it ends otherwise than with `end`. An abort
+ * (or silence) of a confirmed PATCH keeps what was written, fsynced, for a resume.
  */
 export class WriteSession {
   readonly subject: string;
@@ -36,6 +40,8 @@ export class WriteSession {
     private readonly deps: UploadDeps & { bus: Bus; idleMs: number; onEnd: () => void; wrote: (n: number) => void; failed: () => void },
     private upload: Upload,
     readonly maxBytes: number,
+    /** The client's offset was checked before the first byte (false: `file` came before `upload_offset`). */
+    private readonly confirmed: boolean,
   ) {
     this.subject = `pier.upload.session.${deps.busId}.${upload.lock!.session}`;
   }
@@ -44,7 +50,8 @@ export class WriteSession {
     this.fd = await open(this.upload.part, 'r+');
     this.sub = this.deps.bus.subscribe(this.subject, (msg) => {
       const reply = msg.reply;
-      const piece: Piece = { seq: Number(msg.headers?.[PIECE_HEADERS.seq]), kind: (msg.headers?.[PIECE_HEADERS.kind] ?? 'data') as Piece['kind'], data: msg.data };
+      const kind = msg.headers?.[PIECE_HEADERS.kind] ?? 'data';
+      const piece: Piece = { seq: Number(msg.headers?.[PIECE_HEADERS.seq]), kind: (PIECE_KINDS.includes(kind as Piece['kind']) ? kind : 'discard') as Piece['kind'], data: msg.data };
       this.queue = this.queue.then(async () => {
         const ack = await this.handle(piece).catch((err: unknown) => this.fail(err));
         if (reply) this.deps.bus.publish(reply, encode(ack));
@@ -56,7 +63,7 @@ export class WriteSession {
   private armIdle(): void {
     if (this.idle) clearTimeout(this.idle);
     this.idle = setTimeout(() => {
-      this.queue = this.queue.then(() => this.close('keep')).then(() => undefined);
+      this.queue = this.queue.then(() => this.close(this.keepUnlessEnded())).then(() => undefined);
     }, this.deps.idleMs);
   }
 
@@ -65,7 +72,9 @@ export class WriteSession {
     if (p.seq !== this.expected) throw new PierError('BAD_REQUEST', `piece ${p.seq} out of order (${this.expected} expected)`);
     this.expected++;
     this.armIdle();
-    if (p.kind !== 'data') return this.close('keep');
+    if (p.kind === 'end') return this.close('keep');
+    if (p.kind === 'abort') return this.close(this.keepUnlessEnded());
+    if (p.kind === 'discard') return this.close('discard');
     const data = p.data!;
     if (this.written + data.byteLength > this.maxBytes) {
       const pastSize = this.upload.offset + this.written + data.byteLength > this.upload.fileSize;
@@ -87,6 +96,11 @@ export class WriteSession {
     this.deps.wrote(data.byteLength);
     await this.renewLease();
     return { ok: true };
+  }
+
+  /** A session that ends without `end`: its bytes are worth keeping only if their offset was confirmed. */
+  private keepUnlessEnded(): 'keep' | 'discard' {
+    return this.confirmed ? 'keep' : 'discard';
   }
 
   /** Keeps the lock alive while bytes flow (a dead writer's lock lapses within one lease). */

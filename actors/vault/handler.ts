@@ -41,19 +41,29 @@ interface Caller {
 /** Associated data of a sealed value: the record's full path, so a ciphertext moved elsewhere fails. */
 const valueContext = (key: string) => `pier/vault/secret/${key}`;
 
-/** The checks of CONTRACT.md section 5: user (401), app (401), app of that user (403), exact op (403). */
+/**
+ * The checks of CONTRACT.md section 5: the app from the access token (401), still installed (401);
+ * the user from X-Authorization when sent (401 if unknown or revoked), who must own the app (403),
+ * else the app's owner (the platform's existing apps send only X-Access-Token); the exact op (403).
+ */
 function authorise(deps: VaultDeps, req: VaultRequest, op: string, partial: Partial<Caller>): Caller {
-  if (req.userToken === '') throw new PierError('UNAUTHORIZED', 'X-Authorization header is required');
   if (req.accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
-  const user = deps.cache.userForToken(req.userToken);
-  if (!user) throw new PierError('UNAUTHORIZED', 'user token is invalid or revoked');
-  partial.user = user;
   const claims = deps.tokens.verify(req.accessToken, deps.now());
   const [owner, app] = claims.app.split('/');
   const installed = deps.cache.app(owner, app);
   if (!installed || installed.appKey !== claims.key) throw new PierError('UNAUTHORIZED', 'access token is no longer valid: its app was uninstalled or reinstalled');
   partial.app = app;
-  if (owner !== user) throw new PierError('FORBIDDEN', 'the access token belongs to an app of another user');
+  let user = owner;
+  if (req.userToken !== '') {
+    const named = deps.cache.userForToken(req.userToken);
+    if (!named) throw new PierError('UNAUTHORIZED', 'user token is invalid or revoked');
+    if (named !== owner) {
+      partial.user = named;
+      throw new PierError('FORBIDDEN', 'the access token belongs to an app of another user');
+    }
+    user = named;
+  }
+  partial.user = user;
   const wanted = `${op}?workspace=${req.workspace}`;
   if (claims.dataType !== 'secret' || claims.group !== deps.vaultGroup || claims.version !== 'v1' || !claims.ops.includes(wanted)) {
     throw new PierError('FORBIDDEN', `${wanted} is not granted by this access token`);

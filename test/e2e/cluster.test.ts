@@ -50,7 +50,7 @@ test.serial('install through the CLI on one edge; the other edge and status see 
     cliOn(edges[0]),
   );
   t.is(installed.code, 0, installed.stderr);
-  t.is(installed.json.env.OS_SYSTEM_SERVER, `http://127.0.0.1:${edges[0].ports!.system}`);
+  t.is(installed.json.env.OS_SYSTEM_SERVER, `127.0.0.1:${edges[0].ports!.system}`);
 
   const listed = await cli(['app', 'list', '--json'], cliOn(edges[1]));
   t.deepEqual(listed.json.map((a: { user: string; app: string; appKey: string }) => [a.user, a.app, a.appKey]), [['alice', 'notes', installed.json.env.OS_APP_KEY]]);

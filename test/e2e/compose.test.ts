@@ -73,10 +73,10 @@ upload: { fileType: ["*"], dest: ${dest} }
   // Vault: a token from edge-1's system listener, used on edge-2's.
   let access: string | undefined;
   while (!access) access = await accessToken(app, vaultPerm('w', ['CreateSecret', 'RetrieveSecret'])).catch(() => undefined);
-  const sys2 = `http://127.0.0.1:${edge2.ports!.system}`;
+  const sys2 = `127.0.0.1:${edge2.ports!.system}`;
   let created = await vaultCall(sys2, 'CreateSecret', 'w', { user, access }, { name: 'k', value: 'through-compose' });
   while (created.status !== 200) created = await vaultCall(sys2, 'CreateSecret', 'w', { user, access }, { name: 'k', value: 'through-compose' });
-  t.is((await vaultCall(sys2, 'RetrieveSecret', 'w', { user, access }, { name: 'k' })).json.data.value, 'through-compose');
+  t.is((await vaultCall(sys2, 'RetrieveSecret', 'w', { user, access }, { name: 'k' })).json.data.data.value, 'through-compose');
 
   // WebSocket on edge-1: the callback actor delivers; the app answers through edge-2's local API.
   const c = await connect(edge1.ports!.public, 'everything.carol.localhost', { 'x-authorization': user });

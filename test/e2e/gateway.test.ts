@@ -78,7 +78,7 @@ test.serial('callbacks: bodies and headers exactly as the contract says; signatu
   t.true(calls.every((k) => verifySignature(k, apps.chat.OS_APP_SECRET)));
   t.false(verifySignature(calls[0], 'not-the-secret'));
   t.true(calls.every((k) => k.url === '/ws/message' && k.headers['content-type'] === 'application/json'));
-  t.deepEqual(c.received, ['{"event":"pong","data":{}}'], 'ping answered with pong, not forwarded');
+  t.deepEqual(c.received, ['{"event":"pong"}'], 'ping answered with pong, not forwarded');
 });
 
 test.serial('upgrades refused: no, bad or revoked token; another user; foreign Origin; unknown app; app without websocket', async (t) => {

@@ -39,7 +39,7 @@ test.serial('user add and app install print the documents of contract section 8;
   t.is(app.json.app, 'chat');
   t.is(app.json.user, 'alice');
   t.deepEqual(Object.keys(app.json.env).sort(), ['OS_APP_KEY', 'OS_APP_SECRET', 'OS_SYSTEM_SERVER']);
-  t.is(app.json.env.OS_SYSTEM_SERVER, `http://127.0.0.1:${pier.ports!.system}`);
+  t.is(app.json.env.OS_SYSTEM_SERVER, `127.0.0.1:${pier.ports!.system}`);
   t.is(app.stdout.trim().split('\n').length, 1, '--json prints exactly one document');
 
   const provider = await cli(['app', 'install', '--user', 'alice', '--manifest', example('notes-manifest.yaml'), '--provider', example('ProviderRegistry.yaml'), '--json'], env);

@@ -79,7 +79,7 @@ test.serial('hashes from independent bcrypt implementations ($2a$, $2b$, $2y$) a
 
 test.serial('a token is still good a little before its 5 minutes end', async (t) => {
   const first = procs[0];
-  const r = await requestAccess(`http://127.0.0.1:${first.ports!.system}`, { app_key: fixture.OS_APP_KEY, timestamp: fixture.timestamp, token: fixture.hashes.libxcrypt_2b_cost10, perm: { ...NOTES, ops: ['echo'] } });
+  const r = await requestAccess(`127.0.0.1:${first.ports!.system}`, { app_key: fixture.OS_APP_KEY, timestamp: fixture.timestamp, token: fixture.hashes.libxcrypt_2b_cost10, perm: { ...NOTES, ops: ['echo'] } });
   // A clock 20 s before the token's end (the call comes a moment after that process starts).
   const { chat: nearlyLater } = await pierAt('nearly', Date.parse(r.json.data.expired_at) - 20_000);
   const res = await callProvider(nearlyLater.OS_SYSTEM_SERVER, 'legacy_notes/api.notes/v2/echo', r.json.data.access_token);

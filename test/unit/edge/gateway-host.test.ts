@@ -9,12 +9,18 @@ test('Host: <app>.<user>.<domain>, with or without a port; anything else is refu
   }
 });
 
-test('Origin: absent, or the same host and port over http(s)', (t) => {
+test('Origin: absent, or the same host name over http(s), any port on either side', (t) => {
   t.true(originAllowed(undefined, 'chat.alice.localhost'));
   t.true(originAllowed('https://chat.alice.localhost', 'chat.alice.localhost'));
   t.true(originAllowed('http://chat.alice.localhost:8080', 'chat.alice.localhost:8080'));
-  t.false(originAllowed('https://chat.alice.localhost:8080', 'chat.alice.localhost'));
+  // The app's dev server on another port; a proxy that drops the port from Host.
+  t.true(originAllowed('http://chat.alice.localhost:5173', 'chat.alice.localhost:8080'));
+  t.true(originAllowed('https://chat.alice.localhost:8080', 'chat.alice.localhost'));
+  t.true(originAllowed('https://Chat.Alice.Localhost', 'chat.alice.localhost:443'));
+  t.false(originAllowed('https://chat.bob.localhost', 'chat.alice.localhost'));
+  t.false(originAllowed('https://chat.alice.localhost.evil.example', 'chat.alice.localhost'));
   t.false(originAllowed('https://evil.example', 'chat.alice.localhost'));
+  t.false(originAllowed('https://chat.alice.localhost', ''));
   t.false(originAllowed('null', 'chat.alice.localhost'));
   t.false(originAllowed('file://chat.alice.localhost', 'chat.alice.localhost'));
 });

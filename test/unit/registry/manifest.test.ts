@@ -37,6 +37,25 @@ test('optional sections may be absent; limitedSize defaults to 4 GiB', (t) => {
   t.is(m.upload?.limitedSize, 4 * 1024 ** 3);
 });
 
+test('provider grants without port, svc or namespace install, v1 as the platform docs write it and v2', (t) => {
+  const v1 = `metadata:
+  name: reader
+permission:
+  sysData:
+    - dataType: legacy_notes
+      group: api.notes
+      version: v1
+      ops: [getNote]
+`;
+  t.deepEqual(parseManifest(v1).grants, [{ dataType: 'legacy_notes', group: 'api.notes', version: 'v1', ops: ['getNote'] }]);
+  const v2 = parseManifest(variant((m) => {
+    delete m.permission.sysData[1].port;
+    delete m.permission.sysData[1].svc;
+    delete m.permission.sysData[1].namespace;
+  }));
+  t.deepEqual(v2.grants[1], { dataType: 'legacy_notes', group: 'api.notes', version: 'v2', ops: ['getNote', 'listNotes'], appName: 'notes' });
+});
+
 /** [what is wrong, manifest text, the message it must start with] */
 const invalid: Array<[string, string, string]> = [
   ['malformed YAML', 'metadata: [name: chat', 'manifest: invalid YAML'],

@@ -20,11 +20,21 @@ test('inside(): the parent itself or below, never a sibling with a common prefix
 });
 
 test('file types: case-insensitive, leading dot ignored, * for any', (t) => {
-  t.true(typeAllowed(['pdf'], '.PDF'));
-  t.true(typeAllowed(['.Csv'], 'csv'));
-  t.true(typeAllowed(['*'], 'anything'));
-  t.false(typeAllowed(['pdf'], 'pdfx'));
-  t.false(typeAllowed(['pdf'], ''));
+  t.true(typeAllowed(['pdf'], '.PDF', 'a/b.txt'));
+  t.true(typeAllowed(['.Csv'], 'csv', 'x'));
+  t.true(typeAllowed(['*'], 'anything', 'x'));
+  t.false(typeAllowed(['pdf'], 'pdfx', 'a.pdf'), 'a declared extension is what is checked');
+});
+
+test('file types: a MIME type or an empty file_type means the file name extension', (t) => {
+  t.true(typeAllowed(['pdf'], 'application/pdf', 'docs/Report.PDF'));
+  t.false(typeAllowed(['pdf'], 'application/pdf', 'docs/report.exe'));
+  t.true(typeAllowed(['csv'], '', 'data.csv'));
+  t.false(typeAllowed(['pdf'], '', 'data.csv'));
+  t.false(typeAllowed(['pdf'], '', 'README'), 'no extension: only * allows it');
+  t.false(typeAllowed(['pdf'], '', '.pdf'), 'a dot file has no extension');
+  t.true(typeAllowed(['*'], '', 'README'));
+  t.true(typeAllowed(['*'], 'application/octet-stream', 'blob'));
 });
 
 test('targets: folders created one by one inside dest; a symlink out is refused before anything is created', async (t) => {
