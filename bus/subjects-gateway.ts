@@ -55,11 +55,15 @@ export interface ListedConn {
 export const CLOSE_CODES = {
   GOING_AWAY: 1001,
   TOO_BIG: 1009,
+  /** Pier failed handling the connection (logged and counted); the process goes on. */
+  INTERNAL: 1011,
   IDLE: 4000,
   CLOSED_BY_APP: 4001,
   APP_UNINSTALLED: 4002,
   /** The cluster lost this edge long enough to raise the connection's close without it. */
   LOST: 4003,
+  /** The user's token was revoked. */
+  REVOKED: 4004,
   SLOW_CONSUMER: 4008,
 } as const;
 

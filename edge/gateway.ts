@@ -10,6 +10,9 @@ import { errorReply, send } from './http.js';
 import { identifyBrowserCaller, type BrowserCaller } from './app-identity.js';
 import { EventForwarder } from './gateway-forwarder.js';
 import { frameToData } from './gateway-host.js';
+import { isolated } from './isolate.js';
+import { sha256Hex } from '../lib/tokens.js';
+import { userTokenOf } from '../lib/user-token.js';
 
 /** Per-connection data, set once at upgrade (never properties patched onto `ws`). */
 interface Conn {
@@ -18,6 +21,8 @@ interface Conn {
   app: string;
   userAgent: string;
   cookie: string;
+  /** SHA-256 of the user token the connection was opened with: revoking it closes the connection (4004). */
+  tokenDigest: string;
   target: GatewayEvent['target'];
   seq: number;
   lastSeen: number;
@@ -80,10 +85,13 @@ export class Gateway {
       closeOnBackpressureLimit: 0,
       idleTimeout: 0,
       sendPingsAutomatically: false,
-      upgrade: (res, req, context) => this.upgrade(res, req, context),
-      open: (ws) => this.opened(ws),
-      message: (ws, message, isBinary) => this.received(ws, message, isBinary),
-      close: (ws, code) => this.closed(ws, code),
+      // Every callback isolated: a throw is logged, counted and answered (500, or close 1011).
+      upgrade: isolated('ws upgrade', this.ctx, (res, req, context) => this.upgrade(res, req, context), (res) => {
+        void send(res, errorReply(new PierError('INTERNAL', 'internal error')), { aborted: false });
+      }),
+      open: isolated('ws open', this.ctx, (ws: Ws) => this.opened(ws), (ws) => ws.end(CLOSE_CODES.INTERNAL, 'internal error')),
+      message: isolated('ws message', this.ctx, (ws: Ws, message: ArrayBuffer, isBinary: boolean) => this.received(ws, message, isBinary), (ws) => ws.end(CLOSE_CODES.INTERNAL, 'internal error')),
+      close: isolated('ws close', this.ctx, (ws: Ws, code: number) => this.closed(ws, code)),
     });
   }
 
@@ -106,19 +114,23 @@ export class Gateway {
         bus.publish(msg.reply, encode(listed));
       }),
     );
-    // Uninstalling an app closes its connections at once (each gets its close callback).
+    // Uninstalling an app closes its connections at once; revoking a user's token closes those opened
+    // with it (each gets its close callback).
     this.stopUninstallWatch = cache.onApplied((c) => {
-      if (c.kind !== 'app' || c.op !== 'delete') return;
-      for (const ws of [...this.conns.values()]) {
-        const d = ws.getUserData();
-        if (userKey(d.user, d.app) === c.key) ws.end(CLOSE_CODES.APP_UNINSTALLED, 'app uninstalled');
-      }
+      if (c.kind === 'app' && c.op === 'delete') this.closeWhere((d) => userKey(d.user, d.app) === c.key, CLOSE_CODES.APP_UNINSTALLED, 'app uninstalled');
+      if (c.kind === 'token' && c.op === 'delete') this.closeWhere((d) => d.tokenDigest === c.key, CLOSE_CODES.REVOKED, 'token revoked');
     });
     const idleMs = this.ctx.config.gateway.idleMs;
     this.sweeper = setInterval(() => {
       const now = Date.now();
-      for (const ws of [...this.conns.values()]) if (now - ws.getUserData().lastSeen > idleMs) ws.end(CLOSE_CODES.IDLE, 'idle timeout');
+      this.closeWhere((d) => now - d.lastSeen > idleMs, CLOSE_CODES.IDLE, 'idle timeout');
+      // Also a revocation that arrived with a full reload of the registry (no change event).
+      this.closeWhere((d) => cache.tokenRevoked(d.tokenDigest), CLOSE_CODES.REVOKED, 'token revoked');
     }, Math.max(50, Math.min(1_000, Math.floor(idleMs / 4))));
+  }
+
+  private closeWhere(match: (c: Conn) => boolean, code: number, reason: string): void {
+    for (const ws of [...this.conns.values()]) if (match(ws.getUserData())) ws.end(code, reason);
   }
 
   /** Going away: every connection closed (1001), and their close events handed over. */
@@ -160,6 +172,7 @@ export class Gateway {
       app: app.name,
       userAgent: headers['user-agent'] ?? '',
       cookie: headers.cookie ?? '',
+      tokenDigest: sha256Hex(userTokenOf(headers)),
       target: { host: app.host, port: app.websocket.port, url: app.websocket.url },
       seq: 0,
       lastSeen: Date.now(),

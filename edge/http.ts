@@ -4,6 +4,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { asPierError, PierError } from '../bus/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
+import { isolated } from './isolate.js';
 
 /** Everything a handler may read, copied out of uWS's request before any await (uWS frees it). */
 export interface HttpRequestData {
@@ -240,7 +241,9 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps):
   for (const route of routes) {
     if (route.method !== 'any') allowed.set(route.path, [...(allowed.get(route.path) ?? []), route.method]);
     const names = paramNamesOf(route.path);
-    app[route.method](route.path, (res: HttpResponse, req: HttpRequest) => {
+    // A throw before the handler's promise chain (copying the request, setting up the body) is answered 500.
+    const answerFailure = (res: HttpResponse) => void send(res, errorReply(new PierError('INTERNAL', 'internal error')), { aborted: false });
+    app[route.method](route.path, isolated(`http ${route.path}`, deps, (res: HttpResponse, req: HttpRequest) => {
       const started = process.hrtime.bigint();
       const state: ResponseState = { aborted: false };
       res.onAborted(() => {
@@ -263,8 +266,13 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps):
           const labels = { listener: deps.listener, route: `${data.method.toUpperCase()} ${route.path}` };
           deps.metrics.httpRequests.inc({ ...labels, status: String(reply.status) });
           deps.metrics.httpSeconds.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+        })
+        .catch((err: unknown) => {
+          // Sending failed (the response went away mid-write): nothing left to answer; never unhandled.
+          deps.metrics.handlerFailures.inc({ where: `http ${route.path}` });
+          deps.log.warn({ err, route: route.path }, 'answer could not be sent');
         });
-    });
+    }, answerFailure));
   }
   for (const [path, methods] of allowed) {
     const allow = methods.map((m) => (m === 'del' ? 'DELETE' : m.toUpperCase())).join(', ');

@@ -17,6 +17,9 @@ export class Metrics {
   readonly httpRequests: Counter<'listener' | 'route' | 'status'>;
   readonly httpSeconds: Histogram<'listener' | 'route'>;
 
+  /** Handlers (HTTP, WebSocket, bus) that threw: each was logged and answered, the process went on. */
+  readonly handlerFailures: Counter<'where'>;
+
   readonly registryRevision: Gauge;
   readonly registryResyncs: Counter;
 
@@ -43,6 +46,7 @@ export class Metrics {
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
       registers,
     });
+    this.handlerFailures = new Counter({ name: 'pier_handler_failures_total', help: 'Handlers that threw (logged, answered 500 or closed 1011)', labelNames: ['where'], registers });
     this.registryRevision = new Gauge({ name: 'pier_registry_cache_revision', help: 'Registry revision held by this process cache', registers });
     this.registryResyncs = new Counter({ name: 'pier_registry_cache_resyncs_total', help: 'Full snapshot reloads of the registry cache', registers });
   }

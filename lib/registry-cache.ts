@@ -96,6 +96,14 @@ export class RegistryCache {
     return user !== undefined && this.users.has(user) ? user : undefined;
   }
 
+  /**
+   * Whether a token (by its SHA-256) is known to be revoked: false while nothing is loaded, so a
+   * registry out of reach never closes anything. For sweeps over live connections.
+   */
+  tokenRevoked(digest: string): boolean {
+    return this.revision >= 0 && !this.tokens.has(digest);
+  }
+
   app(user: string, name: string): AppView | undefined {
     this.assertFresh();
     return this.apps.get(`${user}/${name}`);

@@ -73,6 +73,13 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     await bus.close();
     throw err;
   }
+  // The last safety net: a promise rejected with nobody listening is a bug, logged and counted, not
+  // a reason to drop every connection and request this process holds.
+  const onUnhandled = (err: unknown) => {
+    metrics.handlerFailures.inc({ where: 'unhandled rejection' });
+    log.error({ err }, 'unhandled rejection');
+  };
+  process.on('unhandledRejection', onUnhandled);
   const presence = announceProcess(bus, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])));
   log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, instance: config.instanceId }, 'pier ready');
 
@@ -81,6 +88,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     ports,
     async stop() {
       presence.unsubscribe();
+      process.off('unhandledRejection', onUnhandled);
       // Edge first (stop taking work), then the actors, then the bus.
       for (const r of running.reverse()) await r.stop().catch((err) => log.error({ err }, 'stop failed'));
       await bus.close();

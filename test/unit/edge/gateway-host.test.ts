@@ -1,5 +1,6 @@
 import test from 'ava';
-import { frameToData, originAllowed, parseAppHost } from '../../../edge/gateway-host.js';
+import { frameToData, MAX_JSON_DEPTH, nestsDeeperThan, originAllowed, parseAppHost } from '../../../edge/gateway-host.js';
+import { encode } from '../../../bus/codec.js';
 
 test('Host: <app>.<user>.<domain>, with or without a port; anything else is refused', (t) => {
   t.deepEqual(parseAppHost('chat.alice.localhost', 'localhost'), { app: 'chat', user: 'alice' });
@@ -33,4 +34,22 @@ test('frames: {event, data} as sent; other text raw; binary base64; ping recogni
   t.deepEqual(text('{"data":1}'), { data: { event: '', data: { raw: '{"data":1}' } }, ping: false });
   t.deepEqual(text('hello'), { data: { event: '', data: { raw: 'hello' } }, ping: false });
   t.deepEqual(frameToData(new Uint8Array([0, 255]).buffer as ArrayBuffer, true), { data: { event: '', data: { raw: 'AP8=', encoding: 'base64' } }, ping: false });
+});
+
+test('frames nested deeper than 64 levels are forwarded raw, never parsed into a structure', (t) => {
+  const text = (s: string) => frameToData(new TextEncoder().encode(s).buffer as ArrayBuffer, false);
+  const nested = (n: number) => `{"event":"x","data":${'['.repeat(n)}${']'.repeat(n)}}`;
+  const deep = nested(6000);
+  t.deepEqual(text(deep), { data: { event: '', data: { raw: deep } }, ping: false });
+  t.notThrows(() => encode(text(deep).data), 'what is forwarded can be encoded');
+  // 63 arrays inside the object: 64 levels, the most that is parsed.
+  t.deepEqual((text(nested(MAX_JSON_DEPTH - 1)).data as { event: string }).event, 'x');
+  t.is((text(nested(MAX_JSON_DEPTH)).data as { event: string }).event, '');
+});
+
+test('nesting depth: brackets inside strings and escaped quotes do not count', (t) => {
+  t.false(nestsDeeperThan(`{"a":"${'['.repeat(1000)}"}`, 2));
+  t.false(nestsDeeperThan(`{"a":"\\\"${'{'.repeat(100)}"}`, 2));
+  t.true(nestsDeeperThan('[[[', 2));
+  t.false(nestsDeeperThan('[[]]', 2));
 });
