@@ -17,6 +17,7 @@ import { startUpload } from '../actors/upload/index.js';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Peers } from './peers.js';
+import { makePrivate } from './data-dir.js';
 import type { ProcessInfo } from '../bus/subjects.js';
 
 export interface StartedProcess {
@@ -63,6 +64,8 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     if (config.roles.includes('vault')) running.push(await startVault(ctx));
     if (config.roles.includes('callback')) running.push(await startCallback(ctx));
     if (config.roles.includes('upload')) running.push(await startUpload(ctx));
+    // Every store is open now: the data dir and all of Pier's files in it become private.
+    await makePrivate(config.dataDir);
     if (config.roles.includes('edge')) {
       const edge = await startEdge(ctx);
       running.push(edge);
