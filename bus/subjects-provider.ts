@@ -12,6 +12,8 @@ export interface ProviderCall {
   /** The client's headers (lower-case names); the actor decides what is forwarded. */
   headers: Record<string, string>;
   accessToken: string;
+  /** The caller's address as the edge saw it: the provider gets it as `X-Forwarded-For`. */
+  client: string;
   /** The body when small (bus/stream.ts INLINE_BYTES), else null and `bodyStream` names where to pull it. */
   body: Uint8Array | null;
   bodyStream: string | null;
@@ -38,6 +40,7 @@ export const provider = {
     query: { type: 'string', max: 16 * 1024 },
     headers: { type: 'record', key: { type: 'string' }, value: { type: 'string' } },
     accessToken: { type: 'string', max: 64 * 1024 },
+    client: { type: 'string', max: 64 },
     body: { type: 'any', nullable: true },
     bodyStream: { type: 'string', nullable: true },
   }),

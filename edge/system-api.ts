@@ -47,6 +47,7 @@ export async function providerCall(deps: SystemDeps, req: HttpRequestData): Prom
         query: req.rawQuery,
         headers: req.headers,
         accessToken,
+        client: req.remoteAddress,
         body: large ? null : req.body,
         bodyStream: served?.subject ?? null,
       },

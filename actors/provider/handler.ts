@@ -81,7 +81,7 @@ async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<
   const hasBody = req.body !== null ? req.body.byteLength > 0 : req.bodyStream !== null;
   const res = await deps.upstream.send(ctx.target.name, url, {
     method: req.method,
-    headers: requestHeaders(req.headers, ctx),
+    headers: requestHeaders(req.headers, { ...ctx, address: req.client }),
     // An inline body goes as a buffer (with its length); only a streamed one goes chunked.
     body: !hasBody ? null : req.body !== null ? req.body : callerBody(deps, req),
     timeoutMs: deps.timeoutMs,
@@ -135,7 +135,7 @@ async function callV1(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<typ
   const envelope = { op: req.op, datatype: req.dataType, version: req.version, group: req.group, appkey: ctx.claims.key, data };
   const res = await deps.upstream.send(ctx.target.name, url, {
     method: 'POST',
-    headers: { ...requestHeaders(req.headers, ctx), 'content-type': 'application/json' },
+    headers: { ...requestHeaders(req.headers, { ...ctx, address: req.client }), 'content-type': 'application/json' },
     body: Buffer.from(JSON.stringify(envelope)),
     timeoutMs: deps.timeoutMs,
   });

@@ -2,18 +2,25 @@
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length']);
 
 /** Credentials of the caller that a provider must never see. */
-const CALLER_SECRETS = new Set(['x-access-token', 'x-authorization', 'cookie', 'authorization']);
+const CALLER_SECRETS = new Set(['x-access-token', 'x-authorization', 'cookie', 'authorization', 'x-app-key', 'x-app-secret']);
 
-/** Headers of the caller's request as the provider gets them, plus who is calling. */
-export function requestHeaders(client: Record<string, string>, caller: { app: string; user: string }): Record<string, string> {
+/**
+ * Headers only Pier may set: a caller sending them would speak for Pier (who calls, for which
+ * user, from where), so the caller's are dropped and Pier's own put in their place.
+ */
+const PIER_SET = (k: string) => k.startsWith('x-pier-') || k === 'x-bfl-user' || k.startsWith('x-forwarded-') || k === 'forwarded' || k === 'x-real-ip';
+
+/** Headers of the caller's request as the provider gets them (CONTRACT.md section 4), plus who is calling. */
+export function requestHeaders(client: Record<string, string>, caller: { app: string; user: string; address: string }): Record<string, string> {
   const dropped = new Set((client.connection ?? '').split(',').map((s) => s.trim().toLowerCase()));
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(client)) {
-    if (HOP_BY_HOP.has(k) || CALLER_SECRETS.has(k) || dropped.has(k) || k.startsWith('x-pier-') || k === 'x-bfl-user') continue;
+    if (HOP_BY_HOP.has(k) || CALLER_SECRETS.has(k) || dropped.has(k) || PIER_SET(k)) continue;
     out[k] = v;
   }
   out['x-pier-caller'] = caller.app;
   out['x-bfl-user'] = caller.user;
+  out['x-forwarded-for'] = caller.address;
   return out;
 }
 

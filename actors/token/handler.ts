@@ -5,7 +5,7 @@ import type { FailureLimiter } from '../../lib/rate-limit.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
 import { sha256Hex } from '../../lib/tokens.js';
 
-export type RefusalReason = 'schema' | 'cost' | 'timestamp' | 'unknown_key' | 'rate_limited' | 'bad_proof' | 'not_granted';
+export type RefusalReason = 'schema' | 'cost' | 'timestamp' | 'unknown_key' | 'rate_limited' | 'bad_proof' | 'proof_reused' | 'not_granted';
 
 export interface TokenDeps {
   cache: RegistryCache;
@@ -21,35 +21,54 @@ export interface TokenDeps {
   refused: (reason: RefusalReason) => void;
 }
 
+export type ProofOutcome = 'verified' | 'invalid' | 'reused';
+
 /**
- * Proofs already verified, until their timestamp leaves the window: an identical request is not
- * hashed twice, and identical requests in flight share one hash.
+ * Proofs already verified, until their timestamp leaves the window, each bound to the `perm` it
+ * was first used for. The proof (a bcrypt of key, timestamp and secret) does not cover `perm`, so a
+ * captured one must not buy other ops: the identical request again is answered from here without a
+ * second bcrypt (a client retrying), the same proof with another `perm` is `reused`. Identical
+ * requests in flight share one hash; of concurrent ones with different perms, the first to finish wins.
  */
 export class VerifiedProofs {
-  private readonly done = new Map<string, number>();
+  private readonly done = new Map<string, { until: number; perm: string }>();
   private readonly pending = new Map<string, Promise<boolean>>();
 
   constructor(private readonly maxEntries = 50_000) {}
 
-  async check(key: string, validUntil: number, now: number, verify: () => Promise<boolean>): Promise<boolean> {
-    const until = this.done.get(key);
-    if (until !== undefined && until > now) return true;
-    const inFlight = this.pending.get(key);
-    if (inFlight) return inFlight;
-    const p = verify().finally(() => this.pending.delete(key));
-    this.pending.set(key, p);
-    const ok = await p;
-    if (ok) this.remember(key, validUntil, now);
-    return ok;
+  async check(key: string, perm: string, validUntil: number, now: number, verify: () => Promise<boolean>): Promise<ProofOutcome> {
+    const known = this.outcome(key, perm, now);
+    if (known) return known;
+    let inFlight = this.pending.get(key);
+    if (!inFlight) {
+      inFlight = verify().finally(() => this.pending.delete(key));
+      this.pending.set(key, inFlight);
+    }
+    if (!(await inFlight)) return 'invalid';
+    const raced = this.outcome(key, perm, now);
+    if (raced) return raced;
+    this.remember(key, { until: validUntil, perm }, now);
+    return 'verified';
   }
 
-  private remember(key: string, until: number, now: number): void {
+  private outcome(key: string, perm: string, now: number): ProofOutcome | null {
+    const seen = this.done.get(key);
+    if (seen === undefined || seen.until <= now) return null;
+    return seen.perm === perm ? 'verified' : 'reused';
+  }
+
+  private remember(key: string, entry: { until: number; perm: string }, now: number): void {
     if (this.done.size >= this.maxEntries) {
-      for (const [k, u] of this.done) if (u <= now) this.done.delete(k);
+      for (const [k, e] of this.done) if (e.until <= now) this.done.delete(k);
       if (this.done.size >= this.maxEntries) this.done.delete(this.done.keys().next().value!);
     }
-    this.done.set(key, until);
+    this.done.set(key, entry);
   }
+}
+
+/** `perm` as one comparable string: the same ops in any order, repeated or not, are the same perm. */
+export function permKey(perm: IssueRequest['perm']): string {
+  return [perm.dataType, perm.group, perm.version, ...[...new Set(perm.ops)].sort()].join('\u0000');
 }
 
 function refuse(deps: TokenDeps, reason: RefusalReason, err: PierError): never {
@@ -78,8 +97,12 @@ export async function issueAccessToken(deps: TokenDeps, req: IssueRequest): Prom
 
   const proofKey = sha256Hex(`${req.app_key}\0${req.timestamp}\0${req.token}`);
   const plain = `${req.app_key}${req.timestamp}`;
-  const valid = await deps.verified.check(proofKey, req.timestamp * 1000 + deps.windowMs, now, async () => deps.compare(plain + (await deps.secretOf(req.app_key)), req.token));
-  if (!valid) {
+  const outcome = await deps.verified.check(proofKey, permKey(req.perm), req.timestamp * 1000 + deps.windowMs, now, async () => deps.compare(plain + (await deps.secretOf(req.app_key)), req.token));
+  if (outcome === 'reused') {
+    deps.failuresByClient.fail(req.client);
+    refuse(deps, 'proof_reused', new PierError('UNAUTHORIZED', 'proof already used'));
+  }
+  if (outcome === 'invalid') {
     deps.failuresByClient.fail(req.client);
     deps.failuresByKey.fail(req.app_key);
     refuse(deps, 'bad_proof', new PierError('UNAUTHORIZED', 'token does not match the app key, timestamp and secret'));

@@ -98,6 +98,34 @@ test('the whole flow as an app does it: env, bcryptjs cost 10, access token, pro
   t.is(seen.headers.cookie, undefined);
 });
 
+test('hostile: a caller cannot pass its app secret on, nor speak for Pier (caller, user, forwarded address)', async (t) => {
+  const token = await notesToken(['echo']);
+  const before = upstream.seen.length;
+  const res = await callProvider(apps.chat.OS_SYSTEM_SERVER, 'legacy_notes/api.notes/v2/echo?spoof=1', token, {
+    headers: {
+      'x-app-key': apps.chat.OS_APP_KEY,
+      'x-app-secret': apps.chat.OS_APP_SECRET,
+      'x-pier-caller': 'admin',
+      'x-bfl-user': 'root',
+      'x-forwarded-for': '10.0.0.1',
+      'x-forwarded-host': 'evil.example',
+      forwarded: 'for=10.0.0.1',
+      'x-real-ip': '10.0.0.1',
+    },
+  });
+  t.is(res.status, 201);
+  const seen = upstream.seen.slice(before).find((s) => s.url.startsWith('/echo?spoof=1'))!;
+  t.is(seen.headers['x-app-key'], undefined);
+  t.is(seen.headers['x-app-secret'], undefined);
+  t.is(seen.headers['x-pier-caller'], 'chat');
+  t.is(seen.headers['x-bfl-user'], 'alice');
+  t.is(seen.headers['x-forwarded-for'], '127.0.0.1', "Pier's own view of the caller's address");
+  t.is(seen.headers['x-forwarded-host'], undefined);
+  t.is(seen.headers.forwarded, undefined);
+  t.is(seen.headers['x-real-ip'], undefined);
+  t.false(JSON.stringify(seen.headers).includes(apps.chat.OS_APP_SECRET));
+});
+
 test('an identical request inside the window is answered again (from the verified-proof cache)', async (t) => {
   const ts = now();
   const body = { app_key: apps.chat.OS_APP_KEY, timestamp: ts, token: await proof(apps.chat, ts), perm: { ...NOTES, ops: ['echo'] } };
@@ -107,6 +135,19 @@ test('an identical request inside the window is answered again (from the verifie
   t.is(b.status, 200);
   const metrics = await (await fetch(`${pier.adminUrl}/metrics`)).text();
   t.regex(metrics, /pier_tokens_issued_total\{[^}]*\} \d+/);
+});
+
+test('hostile: a captured proof does not buy other ops; the same proof with another perm is 401 "proof already used"', async (t) => {
+  const ts = now();
+  const token = await proof(apps.chat, ts);
+  const body = { app_key: apps.chat.OS_APP_KEY, timestamp: ts, token, perm: { ...NOTES, ops: ['echo'] } };
+  t.is((await requestAccess(apps.chat.OS_SYSTEM_SERVER, body)).status, 200);
+  const wider = await requestAccess(apps.chat.OS_SYSTEM_SERVER, { ...body, perm: { ...NOTES, ops: ['echo', 'big'] } });
+  t.deepEqual([wider.status, wider.json], [401, { code: 401, message: 'proof already used' }]);
+  const other = await requestAccess(apps.chat.OS_SYSTEM_SERVER, { ...body, perm: { ...OLD, ops: ['getThing'] } });
+  t.is(other.status, 401);
+  // The same perm with its ops in another order (or repeated) is the same request: answered again.
+  t.is((await requestAccess(apps.chat.OS_SYSTEM_SERVER, { ...body, perm: { ...NOTES, ops: ['echo', 'echo'] } })).status, 200);
 });
 
 test('v2: 5 MiB each way passes byte for byte', async (t) => {
@@ -151,8 +192,9 @@ test('refusals at the access endpoint: status and message', async (t) => {
     ['wrong secret', (async () => ask({ token: await proof({ OS_APP_KEY: apps.chat.OS_APP_KEY, OS_APP_SECRET: 'wrong-secret-wrong-secret' }, ts) }))(), 401, 'token does not match the app key, timestamp and secret'],
     ['cost 31', ask({ token: `$2b$31$${'a'.repeat(53)}` }), 400, 'token: bcrypt cost must be 4 to 12, got 31'],
     ['not bcrypt', ask({ token: 'plain-text' }), 400, /^token: must be a bcrypt hash/],
-    ['op not granted', ask({ perm: { ...NOTES, ops: ['echo', 'deleteAll'] } }), 403, 'ops not granted to app "chat" for legacy_notes/api.notes/v2: deleteAll'],
-    ['perm for another group', ask({ perm: { ...NOTES, group: 'api.other', ops: ['echo'] } }), 403, /^ops not granted to app "chat" for legacy_notes\/api\.other\/v2: echo$/],
+    // A proof is single-use across perms: each perm below gets a proof of its own.
+    ['op not granted', (async () => ask({ perm: { ...NOTES, ops: ['echo', 'deleteAll'] }, token: await proof(apps.chat, ts) }))(), 403, 'ops not granted to app "chat" for legacy_notes/api.notes/v2: deleteAll'],
+    ['perm for another group', (async () => ask({ perm: { ...NOTES, group: 'api.other', ops: ['echo'] }, token: await proof(apps.chat, ts) }))(), 403, /^ops not granted to app "chat" for legacy_notes\/api\.other\/v2: echo$/],
     ['missing perm', ask({ perm: undefined }), 400, 'perm: is required'],
     ['timestamp not a number', ask({ timestamp: 'soon' }), 400, 'timestamp: must be a number'],
   ];
