@@ -36,7 +36,13 @@ function flag(inv: Invocation, name: string): string {
 
 const call = (inv: Invocation, method: string, path: string, body?: unknown) => adminCall(adminTarget(inv.env), method, path, body);
 const enc = encodeURIComponent;
-const table = (rows: string[][]) => rows.map((r) => r.join('\t')).join('\n');
+/**
+ * Control characters (newline, tab, ANSI escapes, C1) as visible `\xNN`: a value stored as an app
+ * sent it can neither forge a row nor drive the operator's terminal. Backslashes are doubled so an
+ * escape cannot be faked either.
+ */
+export const printable = (v: string) => v.replace(/[\\\u0000-\u001f\u007f-\u009f]/g, (c) => (c === '\\' ? '\\\\' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`));
+const table = (rows: string[][]) => rows.map((r) => r.map(printable).join('\t')).join('\n');
 
 /** Admin commands, by their words. `pier start` is handled by main.ts. */
 export const COMMANDS: Record<string, Command> = {

@@ -43,6 +43,8 @@ export interface Config {
   provider: { timeoutMs: number; bodyBytes: number };
   /** The vault is the provider `secret` / `secret.<vaultName>` / `v1`. */
   vaultName: string;
+  /** Audit retention: entries older than `maxAgeMs` go, and the oldest past `maxEntries`. */
+  audit: { maxAgeMs: number; maxEntries: number };
   /** Process heartbeats, and how long a silent process counts as alive. */
   heartbeatMs: number;
   peerDeadMs: number;
@@ -99,6 +101,8 @@ export const ENV = {
   providerTimeoutMs: 'PIER_PROVIDER_TIMEOUT_MS',
   providerBodyBytes: 'PIER_PROVIDER_BODY_BYTES',
   vaultName: 'PIER_VAULT_NAME',
+  auditRetentionDays: 'PIER_AUDIT_RETENTION_DAYS',
+  auditMaxEntries: 'PIER_AUDIT_MAX_ENTRIES',
   heartbeatMs: 'PIER_HEARTBEAT_MS',
   peerDeadMs: 'PIER_PEER_DEAD_MS',
   wsIdleMs: 'PIER_WS_IDLE_MS',
@@ -238,6 +242,10 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       bodyBytes: integer(env, ENV.providerBodyBytes, 8 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     },
     vaultName,
+    audit: {
+      maxAgeMs: integer(env, ENV.auditRetentionDays, 90, 1, 36_500) * 86_400_000,
+      maxEntries: integer(env, ENV.auditMaxEntries, 1_000_000, 1_000, 1_000_000_000),
+    },
     heartbeatMs: integer(env, ENV.heartbeatMs, 1_000, 50, 60_000),
     peerDeadMs: integer(env, ENV.peerDeadMs, 10_000, 200, 600_000),
     gateway: {

@@ -16,6 +16,8 @@ export interface VaultDeps {
   now: () => number;
   /** Records an audit entry soon (batched with others): reads and refusals. */
   audit: (entry: AuditEntry) => void;
+  /** Counts a request refused before any app was authenticated: a metric, never an audit row. */
+  anonymous: (op: string, outcome: string) => void;
   /** Records an audit entry in the write transaction running now: it commits with the change, or not at all. */
   auditInTxn: (entry: AuditEntry) => void;
 }
@@ -110,7 +112,9 @@ export async function vaultOp(deps: VaultDeps, req: VaultRequest): Promise<Vault
     return answer;
   } catch (err) {
     const e = err instanceof PierError ? err : new PierError('INTERNAL', 'internal error', { cause: err });
-    deps.audit(entry(e.code));
+    // Only what an authenticated app did is written: anonymous traffic must not be able to grow the log.
+    if (caller.app !== undefined) deps.audit(entry(e.code));
+    else deps.anonymous(SECRET_OPS.includes(req.op as SecretOp) ? req.op : 'unknown', e.code);
     throw e;
   }
 }

@@ -42,6 +42,7 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
       for (const e of batch) store.audit.put([Date.parse(e.at), replica, seq++], e);
     });
   };
+  const anonymous = new Counter({ name: 'pier_vault_anonymous_refusals_total', help: 'Vault requests refused before any app was authenticated (counted, not audited)', labelNames: ['op', 'outcome'], registers: [ctx.metrics.registry] });
   const outcomes = new Counter({ name: 'pier_vault_operations_total', help: 'Vault operations by op and outcome', labelNames: ['op', 'outcome'], registers: [ctx.metrics.registry] });
   const deps: VaultDeps = {
     store,
@@ -56,6 +57,7 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
       if (pending.length >= 256) void flushAudit();
       else flushTimer ??= setTimeout(() => void flushAudit(), 20);
     },
+    anonymous: (op, outcome) => anonymous.inc({ op, outcome }),
     auditInTxn: (entry) => {
       outcomes.inc({ op: entry.op, outcome: entry.outcome });
       store.audit.put([Date.parse(entry.at), replica, seq++], entry);
@@ -93,10 +95,19 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
     ),
     serve(ctx.bus, vault.rotate, async () => ({ rewrapped: await keys.rewrapAll() }), hooks),
   ];
+  // Retention, at start and hourly: replicas on one environment may prune together, harmlessly.
+  const prune = () =>
+    store
+      .pruneAudit(ctx.now() - ctx.config.audit.maxAgeMs, ctx.config.audit.maxEntries)
+      .then((n) => n > 0 && ctx.log.info({ removed: n }, 'audit entries past retention removed'))
+      .catch((err: unknown) => ctx.log.error({ err }, 'audit retention failed'));
+  await prune();
+  const pruner = setInterval(() => void prune(), 3_600_000);
   ctx.log.info({ group }, 'vault actor started');
   return {
     async stop() {
       for (const s of subs) s.unsubscribe();
+      clearInterval(pruner);
       stopPurging();
       await flushAudit();
       await store.close();

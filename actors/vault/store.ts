@@ -76,6 +76,30 @@ export class VaultStore {
     return out;
   }
 
+  /**
+   * Retention: removes audit entries older than `before` (ms), then the oldest until at most
+   * `maxEntries` remain. Deletes in transactions of a bounded size so a large backlog never holds
+   * one huge write. Answers how many went.
+   */
+  async pruneAudit(before: number, maxEntries: number): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const old = [...this.audit.getKeys({ end: [before], limit: 10_000 })];
+      if (old.length === 0) break;
+      await this.root.transaction(() => old.forEach((k) => this.audit.remove(k)));
+      removed += old.length;
+    }
+    const excess = this.audit.getCount() - maxEntries;
+    for (let left = excess; left > 0; ) {
+      const oldest = [...this.audit.getKeys({ limit: Math.min(left, 10_000) })];
+      if (oldest.length === 0) break;
+      await this.root.transaction(() => oldest.forEach((k) => this.audit.remove(k)));
+      removed += oldest.length;
+      left -= oldest.length;
+    }
+    return removed;
+  }
+
   async close(): Promise<void> {
     await this.root.close();
   }

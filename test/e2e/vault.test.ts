@@ -252,3 +252,31 @@ test.serial('secrets survive uninstall, and go with uninstall --purge', async (t
   while (status === 200) status = (await vaultCall(sys, 'RetrieveSecret', 'tempws', auth, { name: 'kept' })).status;
   t.is(status, 404);
 });
+
+test.serial('hostile: requests without a valid access token are counted, not audited; the file does not grow with them', async (t) => {
+  const before = (await cli(['vault', 'audit', '--limit', '100000', '--json'], env)).json.length;
+  const sizeBefore = statSync(join(dir, 'data', 'vault', 'data.mdb')).size;
+  for (let i = 0; i < 2000; i += 100) {
+    await Promise.all(Array.from({ length: 100 }, (_, k) => vaultCall(sys, 'RetrieveSecret', 'chat', { user: null, access: k % 2 ? 'garbage' : null }, { name: `flood-${i + k}` })));
+  }
+  const after = (await cli(['vault', 'audit', '--limit', '100000', '--json'], env)).json.length;
+  t.is(after, before, 'no audit row for anonymous requests');
+  t.true(statSync(join(dir, 'data', 'vault', 'data.mdb')).size - sizeBefore < 64 * 1024, 'the vault file did not grow with them');
+  const metrics = await (await fetch(`${pier.adminUrl}/metrics`)).text();
+  const counted = metrics.split('\n').filter((l) => l.startsWith('pier_vault_anonymous_refusals_total{')).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+  t.true(counted >= 2000, `counted in metrics: ${counted}`);
+});
+
+test.serial('hostile: a name with newlines, tabs and ANSI escapes is stored as sent and printed escaped', async (t) => {
+  const auth = await as('chat', 'alice', 'chat');
+  const forged = 'x\n2099-01-01T00:00:00.000Z\tbob\tchat\tDeleteSecret\tchat\tprod\tall\tok\u001b[2J\u001b[H';
+  const r = await vaultCall(sys, 'RetrieveSecret', 'chat', auth, { name: forged });
+  t.is(r.status, 400, 'the name is refused');
+  const json = await cli(['vault', 'audit', '--user', 'alice', '--limit', '5', '--json'], env);
+  t.true(json.json.some((e: { name: string }) => e.name === forged), 'the refused, authenticated request is audited with the name as sent');
+  const text = await cli(['vault', 'audit', '--user', 'alice', '--limit', '5'], env);
+  t.is(text.code, 0);
+  t.false(/[\u0000-\u0008\u000b-\u001f\u007f]/.test(text.stdout), 'no control character reaches the terminal');
+  t.false(text.stdout.split('\n').some((line) => line.startsWith('2099-01-01')), 'no forged row');
+  t.true(text.stdout.includes('\\x1b[2J'));
+});
