@@ -46,16 +46,16 @@ export function localApi(deps: LocalDeps) {
       if (!app) throw new PierError('UNAVAILABLE', `app ${deps.sidecarApp.user}/${deps.sidecarApp.app} is not installed`);
       return app;
     }
-    if (failures.blocked(req.remoteAddress)) throw new PierError('RATE_LIMITED', 'too many failed attempts; retry later');
     const key = req.headers['x-app-key'] ?? '';
     const secret = req.headers['x-app-secret'] ?? '';
     const app = key ? deps.cache.appByKey(key) : undefined;
-    // Compared in constant time, and through digests: the edge never holds app secrets.
-    if (!app || !safeEqual(sha256Hex(secret), app.secretDigest)) {
-      failures.fail(req.remoteAddress);
-      throw new PierError('UNAUTHORIZED', 'X-App-Key and X-App-Secret are required and must match an installed app');
-    }
-    return app;
+    // Compared in constant time, and through digests: the edge never holds app secrets. Checked
+    // before the limit (a digest costs nothing): correct credentials are never refused because of
+    // someone else's failures, from this address or any other; only guessing is slowed down.
+    if (app && safeEqual(sha256Hex(secret), app.secretDigest)) return app;
+    if (failures.blocked(req.remoteAddress)) throw new PierError('RATE_LIMITED', 'too many failed attempts; retry later');
+    failures.fail(req.remoteAddress);
+    throw new PierError('UNAUTHORIZED', 'X-App-Key and X-App-Secret are required and must match an installed app');
   }
 
   async function toConn(connId: string, cmd: Omit<ConnCommand, 'connIds'>): Promise<number> {

@@ -22,6 +22,12 @@ export class FailureLimiter {
     return w.failures >= this.limit;
   }
 
+  /** Failures of `key` in its current window. */
+  count(key: string): number {
+    const w = this.windows.get(key);
+    return w && this.now() - w.start < this.windowMs ? w.failures : 0;
+  }
+
   fail(key: string): void {
     const now = this.now();
     const w = this.windows.get(key);

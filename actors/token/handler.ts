@@ -4,6 +4,7 @@ import { ACCESS_TOKEN_TTL_MS, type AccessTokens } from '../../lib/access-token.j
 import type { FailureLimiter } from '../../lib/rate-limit.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
 import { sha256Hex } from '../../lib/tokens.js';
+import type { CheckGate } from './check-gate.js';
 
 export type RefusalReason = 'schema' | 'cost' | 'timestamp' | 'unknown_key' | 'rate_limited' | 'bad_proof' | 'proof_reused' | 'not_granted';
 
@@ -15,8 +16,13 @@ export interface TokenDeps {
   tokens: AccessTokens;
   now: () => number;
   windowMs: number;
+  /** Failed proofs per (app key, client address): failures from elsewhere never lock an app out. */
   failuresByKey: FailureLimiter;
+  /** Failed requests per client address. */
   failuresByClient: FailureLimiter;
+  /** The failure limit of `failuresByKey`, which the gate keeps failures plus running checks under. */
+  failuresPerPair: number;
+  gate: CheckGate;
   verified: VerifiedProofs;
   refused: (reason: RefusalReason) => void;
 }
@@ -86,9 +92,9 @@ export async function issueAccessToken(deps: TokenDeps, req: IssueRequest): Prom
   if (Math.abs(now - req.timestamp * 1000) > deps.windowMs) {
     refuse(deps, 'timestamp', new PierError('UNAUTHORIZED', 'timestamp outside the accepted window'));
   }
-  if (deps.failuresByClient.blocked(req.client) || deps.failuresByKey.blocked(req.app_key)) {
-    refuse(deps, 'rate_limited', new PierError('RATE_LIMITED', 'too many failed token requests; retry later'));
-  }
+  const pair = `${req.app_key}\u0000${req.client}`;
+  const limited = () => deps.failuresByClient.blocked(req.client) || deps.failuresByKey.blocked(pair);
+  if (limited()) refuse(deps, 'rate_limited', new PierError('RATE_LIMITED', 'too many failed token requests; retry later'));
   const app = deps.cache.appByKey(req.app_key);
   if (!app) {
     deps.failuresByClient.fail(req.client);
@@ -97,16 +103,27 @@ export async function issueAccessToken(deps: TokenDeps, req: IssueRequest): Prom
 
   const proofKey = sha256Hex(`${req.app_key}\0${req.timestamp}\0${req.token}`);
   const plain = `${req.app_key}${req.timestamp}`;
-  const outcome = await deps.verified.check(proofKey, permKey(req.perm), req.timestamp * 1000 + deps.windowMs, now, async () => deps.compare(plain + (await deps.secretOf(req.app_key)), req.token));
+  // bcrypt runs only when admitted: per (key, address), failures plus checks running stay under the
+  // limit, so concurrent bad proofs get at most the limit's worth of work (check-gate.ts).
+  const verify = async (): Promise<boolean> => {
+    const release = await deps.gate.admit(pair, req.client, deps.failuresPerPair, () => deps.failuresByKey.count(pair), limited);
+    try {
+      const ok = await deps.compare(plain + (await deps.secretOf(req.app_key)), req.token);
+      if (!ok) {
+        deps.failuresByClient.fail(req.client);
+        deps.failuresByKey.fail(pair);
+      }
+      return ok;
+    } finally {
+      release();
+    }
+  };
+  const outcome = await deps.verified.check(proofKey, permKey(req.perm), req.timestamp * 1000 + deps.windowMs, now, verify);
   if (outcome === 'reused') {
     deps.failuresByClient.fail(req.client);
     refuse(deps, 'proof_reused', new PierError('UNAUTHORIZED', 'proof already used'));
   }
-  if (outcome === 'invalid') {
-    deps.failuresByClient.fail(req.client);
-    deps.failuresByKey.fail(req.app_key);
-    refuse(deps, 'bad_proof', new PierError('UNAUTHORIZED', 'token does not match the app key, timestamp and secret'));
-  }
+  if (outcome === 'invalid') refuse(deps, 'bad_proof', new PierError('UNAUTHORIZED', 'token does not match the app key, timestamp and secret'));
 
   const { perm } = req;
   const grant = app.grants.find((g) => g.dataType === perm.dataType && g.group === perm.group && g.version === perm.version);

@@ -5,7 +5,11 @@ import { AccessTokens } from '../../lib/access-token.js';
 import { FailureLimiter } from '../../lib/rate-limit.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { BcryptPool } from './bcrypt-pool.js';
+import { CheckGate } from './check-gate.js';
 import { issueAccessToken, VerifiedProofs, type RefusalReason, type TokenDeps } from './handler.js';
+
+/** Proof checks one client address may have running or waiting at once (429 above). */
+const MAX_CHECKS_PER_CLIENT = 32;
 
 /**
  * The token actor (queue group `token`): verifies an app's bcrypt proof in worker threads and
@@ -40,6 +44,8 @@ export async function startToken(ctx: RoleContext): Promise<Running> {
     windowMs: config.token.windowMs,
     failuresByKey: new FailureLimiter(config.token.failuresPerKey, config.token.failureWindowMs, ctx.now),
     failuresByClient: new FailureLimiter(config.token.failuresPerClient, config.token.failureWindowMs, ctx.now),
+    failuresPerPair: config.token.failuresPerKey,
+    gate: new CheckGate(MAX_CHECKS_PER_CLIENT),
     verified: new VerifiedProofs(),
     refused: (reason: RefusalReason) => refused.inc({ reason }),
   };

@@ -242,6 +242,17 @@ upload:
     t.is((await local('/tapr/ws/conn/nope')).status, 404);
   });
 
+  test.serial('local API (hostile): guessing credentials is slowed down (429), the real app is never refused for it', async (t) => {
+    const guess = (i: number) =>
+      fetch(`http://127.0.0.1:${deployment.ports().local}/tapr/ws/conn/list`, { headers: { 'x-app-key': settings.OS_APP_KEY, 'x-app-secret': `guess-${i}` } });
+    const statuses: number[] = [];
+    for (let i = 0; i < 25; i++) statuses.push((await guess(i)).status);
+    t.deepEqual([...new Set(statuses)], [401, 429]);
+    t.is(statuses.lastIndexOf(401), statuses.indexOf(429) - 1, 'refused with 429 once over the limit');
+    const real = await local('/tapr/ws/conn/list');
+    t.is(real.status, 200, 'the same address with the right secret');
+  });
+
   // ---- The file manager's upload client: file before upload_offset, file_type empty or MIME ----
 
   const uploadHeaders = () => ({ host: 'settings.alice.localhost', 'x-authorization': tokens.alice });

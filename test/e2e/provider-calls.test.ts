@@ -1,6 +1,7 @@
 import test from 'ava';
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
+import { Agent, request } from 'undici';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { accessToken, callProvider, proof, requestAccess, type AppEnv } from '../helpers/app-client.js';
@@ -57,6 +58,7 @@ test.before(async () => {
   apps.chat = await install('chat', manifest('chat', grant(NOTES, 'notes', ['echo', 'bytes', 'big', 'slow', 'ghost']) + grant(OLD, 'old', ['getThing', 'bad', 'fail']) + grant(DOWN, 'down', ['ping'])));
   apps.temp = await install('temp', manifest('temp', grant(NOTES, 'notes', ['echo'])));
   apps.locked = await install('locked', manifest('locked', grant(NOTES, 'notes', ['echo'])));
+  apps.victim = await install('victim', manifest('victim', grant(NOTES, 'notes', ['echo'])));
 });
 
 test.after.always(async () => {
@@ -274,7 +276,18 @@ test('bodies over 8 MiB: 413 either way', async (t) => {
   t.deepEqual(await down.json(), { code: 413, message: `answer of provider "provider-notes-alice" is larger than ${8 * 1024 * 1024} bytes` });
 });
 
-test.serial('failed proofs are rate limited per app key: 429, even for a right proof then', async (t) => {
+/** An access request sent from another loopback address: another client, as Pier sees it. */
+async function requestAccessFrom(address: string, body: unknown): Promise<{ status: number; json: any }> {
+  const dispatcher = new Agent({ localAddress: address });
+  try {
+    const res = await request(`http://${apps.chat.OS_SYSTEM_SERVER}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), dispatcher });
+    return { status: res.statusCode, json: await res.body.json() };
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+test.serial('failed proofs are limited per (app key, address): 429 from that address, even for a right proof then', async (t) => {
   const wrong = { OS_APP_KEY: apps.locked.OS_APP_KEY, OS_APP_SECRET: 'not-the-secret-not-the-secret' };
   const statuses: number[] = [];
   for (let i = 0; i < 6; i++) {
@@ -286,4 +299,19 @@ test.serial('failed proofs are rate limited per app key: 429, even for a right p
   const right = await requestAccess(apps.locked.OS_SYSTEM_SERVER, { app_key: apps.locked.OS_APP_KEY, timestamp: ts, token: await proof(apps.locked, ts), perm: { ...NOTES, ops: ['echo'] } });
   t.is(right.status, 429);
   t.deepEqual(right.json, { code: 429, message: 'too many failed token requests; retry later' });
+});
+
+test.serial('hostile: 30 concurrent bad proofs from one address get at most the limit of bcrypt work, and never lock out the app elsewhere', async (t) => {
+  const victim = apps.victim;
+  const wrong = { OS_APP_KEY: victim.OS_APP_KEY, OS_APP_SECRET: 'not-the-secret-not-the-secret' };
+  const ts = now();
+  const attempts = await Promise.all(
+    Array.from({ length: 30 }, async () => requestAccessFrom('127.0.0.2', { app_key: wrong.OS_APP_KEY, timestamp: ts, token: await proof(wrong, ts, 4), perm: { ...NOTES, ops: ['echo'] } })),
+  );
+  const checked = attempts.filter((a) => a.status === 401).length;
+  t.true(checked <= 5, `bcrypt ran for at most the limit (5): ${checked}`);
+  t.is(attempts.filter((a) => a.status === 429).length, 30 - checked);
+  // The app itself, from its own address, is not refused for the attacker's failures.
+  const ok = await requestAccessFrom('127.0.0.3', { app_key: victim.OS_APP_KEY, timestamp: now(), token: await proof(victim, now()), perm: { ...NOTES, ops: ['echo'] } });
+  t.is(ok.status, 200, JSON.stringify(ok.json));
 });

@@ -1,0 +1,59 @@
+import { PierError } from '../../bus/errors.js';
+
+/**
+ * Admits bcrypt checks of access requests. Per (app key, client address), the failures of the
+ * window plus the checks running never exceed the failure limit: N concurrent bad proofs get at
+ * most the limit's worth of bcrypt work, while a correct app's concurrent requests are queued
+ * behind each other instead of refused (each that succeeds lets the next one in). Per client
+ * address, at most `maxPerClient` checks run or wait at once (429 above): the queues are bounded.
+ */
+export class CheckGate {
+  private readonly running = new Map<string, number>();
+  private readonly waiting = new Map<string, Array<() => void>>();
+  private readonly perClient = new Map<string, number>();
+
+  constructor(private readonly maxPerClient: number) {}
+
+  /**
+   * Waits for a place to check a proof of `pair` from `client`; resolves with the function that
+   * gives it back. `failures()` is the pair's count in the current window, `limited()` whether the
+   * pair or the client is over its limit (then 429).
+   */
+  async admit(pair: string, client: string, limit: number, failures: () => number, limited: () => boolean): Promise<() => void> {
+    const held = this.perClient.get(client) ?? 0;
+    if (held >= this.maxPerClient) throw new PierError('RATE_LIMITED', 'too many proofs being checked for this address; retry later');
+    this.perClient.set(client, held + 1);
+    try {
+      for (;;) {
+        if (limited()) throw new PierError('RATE_LIMITED', 'too many failed token requests; retry later');
+        const running = this.running.get(pair) ?? 0;
+        if (failures() + running < limit) {
+          this.running.set(pair, running + 1);
+          return () => this.release(pair, client);
+        }
+        await new Promise<void>((wake) => this.waiting.set(pair, [...(this.waiting.get(pair) ?? []), wake]));
+      }
+    } catch (err) {
+      this.leave(client);
+      throw err;
+    }
+  }
+
+  private release(pair: string, client: string): void {
+    const left = (this.running.get(pair) ?? 1) - 1;
+    if (left > 0) this.running.set(pair, left);
+    else this.running.delete(pair);
+    this.leave(client);
+    // Every waiter looks again: one may take the place, the others wait on or, once the pair is
+    // over its limit, leave with 429 (bounded by maxPerClient, so waking all is cheap).
+    const queue = this.waiting.get(pair) ?? [];
+    this.waiting.delete(pair);
+    for (const wake of queue) wake();
+  }
+
+  private leave(client: string): void {
+    const left = (this.perClient.get(client) ?? 1) - 1;
+    if (left > 0) this.perClient.set(client, left);
+    else this.perClient.delete(client);
+  }
+}
