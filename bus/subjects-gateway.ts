@@ -65,6 +65,8 @@ export const CLOSE_CODES = {
   /** The user's token was revoked. */
   REVOKED: 4004,
   SLOW_CONSUMER: 4008,
+  /** Too many events waiting for a failing or slow app (its close is still delivered). */
+  BACKLOG: 4009,
 } as const;
 
 /** Subjects of the gateway. Per-connection and per-user subjects carry interest: only holders subscribe. */

@@ -8,6 +8,9 @@ interface Outbox {
   replica: string | null;
   /** Not yet settled (delivered or given up) by the callback replica, in seq order. */
   events: GatewayEvent[];
+  /** Size of each unsettled event (the client's frame), by seq, and their sum: the bound of 4009. */
+  sizes: Map<number, number>;
+  bytes: number;
   resending: boolean;
   /** Since when the oldest unsettled event has waited (reset at each settlement). */
   since: number;
@@ -39,7 +42,7 @@ export class EventForwarder {
   constructor(
     private readonly bus: Bus,
     private readonly peers: Peers,
-    private readonly options: { giveUpMs: number; ackTimeoutMs: number },
+    private readonly options: { giveUpMs: number; ackTimeoutMs: number; maxEvents: number; maxBytes: number },
     private readonly log: Logger,
     /** The callback replica already raised this connection's close (the edge was thought dead). */
     private readonly onClosedByCluster: (connId: string) => void,
@@ -57,6 +60,11 @@ export class EventForwarder {
     const box = this.outboxes.get(connId);
     if (!box) return;
     box.events = box.events.filter((e) => e.seq > seq);
+    for (const [s, size] of box.sizes) {
+      if (s > seq) continue;
+      box.bytes -= size;
+      box.sizes.delete(s);
+    }
     box.since = Date.now();
     if (box.events.length === 0 && box.closed) this.outboxes.delete(connId);
   }
@@ -65,16 +73,25 @@ export class EventForwarder {
     this.stopWatching();
   }
 
-  emit(ev: GatewayEvent): void {
+  /**
+   * Queues one event of a connection. Answers whether its unsettled events are now over the bound
+   * (count or bytes): the caller closes the connection (4009), whose `close` is still accepted.
+   */
+  emit(ev: GatewayEvent, size = 0): boolean {
     let box = this.outboxes.get(ev.connId);
     if (!box) {
-      box = { replica: this.choose(ev.connId), events: [], resending: false, since: Date.now(), closed: false };
+      box = { replica: this.choose(ev.connId), events: [], sizes: new Map(), bytes: 0, resending: false, since: Date.now(), closed: false };
       this.outboxes.set(ev.connId, box);
     }
     if (box.events.length === 0) box.since = Date.now();
     if (ev.action === 'close') box.closed = true;
     box.events.push(ev);
+    if (size > 0) {
+      box.sizes.set(ev.seq, size);
+      box.bytes += size;
+    }
     if (!box.resending) this.send(box, ev);
+    return box.events.length > this.options.maxEvents || box.bytes > this.options.maxBytes;
   }
 
   /** Resolves once every event was acknowledged, or after `timeoutMs`. */

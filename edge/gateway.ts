@@ -44,6 +44,8 @@ const PONG = '{"event":"pong"}';
  */
 export class Gateway {
   private readonly conns = new Map<string, Ws>();
+  /** Live connections per user on this edge (CONTRACT.md section 6: 429 past the cap). */
+  private readonly perUser = new Map<string, number>();
   private readonly byUser = new Map<string, { sockets: Set<Ws>; sub: Subscription }>();
   private readonly subs: Subscription[] = [];
   private readonly forwarder: EventForwarder;
@@ -61,7 +63,8 @@ export class Gateway {
       closes: new Counter({ name: 'pier_ws_closes_total', help: 'Connections closed, by code', labelNames: ['code'], registers }),
       refused: new Counter({ name: 'pier_ws_upgrades_refused_total', help: 'Upgrades refused, by status', labelNames: ['status'], registers }),
     };
-    this.forwarder = new EventForwarder(ctx.bus, ctx.peers, { giveUpMs: ctx.config.gateway.callbackRetryMs, ackTimeoutMs: 5_000 }, ctx.log, (connId) => {
+    const g = ctx.config.gateway;
+    this.forwarder = new EventForwarder(ctx.bus, ctx.peers, { giveUpMs: g.callbackRetryMs, ackTimeoutMs: 5_000, maxEvents: g.maxPendingEvents, maxBytes: g.maxPendingBytes }, ctx.log, (connId) => {
       const ws = this.conns.get(connId);
       if (!ws) return;
       ws.getUserData().silent = true;
@@ -166,6 +169,9 @@ export class Gateway {
     }
     const { user, app } = caller;
     if (!app.websocket) return fail(new PierError('NOT_FOUND', `app "${app.name}" has no websocket option`));
+    if ((this.perUser.get(user) ?? 0) >= this.ctx.config.gateway.maxConnsPerUser) {
+      return fail(new PierError('RATE_LIMITED', `user "${user}" has ${this.ctx.config.gateway.maxConnsPerUser} connections open on this gateway already`));
+    }
     const conn: Conn = {
       connId: `${this.ctx.peers.self.busId}.${randomBytes(16).toString('base64url')}`,
       user,
@@ -182,9 +188,10 @@ export class Gateway {
     res.upgrade(conn, headers['sec-websocket-key'] ?? '', headers['sec-websocket-protocol'] ?? '', headers['sec-websocket-extensions'] ?? '', context);
   }
 
-  private event(c: Conn, action: GatewayAction, data: unknown, cookie: string | null): void {
+  /** Hands one event to the forwarder; answers whether the connection's unsettled events are over their bound. */
+  private event(c: Conn, action: GatewayAction, data: unknown, cookie: string | null, size = 0): boolean {
     c.seq++;
-    this.forwarder.emit({ eventId: `${c.connId}:${c.seq}`, connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, action, data, cookie, target: c.target });
+    return this.forwarder.emit({ eventId: `${c.connId}:${c.seq}`, connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, action, data, cookie, target: c.target }, size);
   }
 
   private opened(ws: Ws): void {
@@ -198,6 +205,7 @@ export class Gateway {
       this.byUser.set(key, entry);
     }
     entry.sockets.add(ws);
+    this.perUser.set(c.user, (this.perUser.get(c.user) ?? 0) + 1);
     this.metrics.connections.set(this.conns.size);
     this.event(c, 'open', {}, null);
   }
@@ -215,7 +223,10 @@ export class Gateway {
       if (this.send(ws, PONG)) this.metrics.messagesOut.inc();
       return;
     }
-    this.event(c, 'message', data, c.cookie || null);
+    // Events waiting for a failing or slow app are bounded per connection: past it, 4009 (the close is still delivered).
+    if (this.event(c, 'message', data, c.cookie || null, message.byteLength + c.cookie.length)) {
+      ws.end(CLOSE_CODES.BACKLOG, 'too many events waiting for the app');
+    }
   }
 
   private closed(ws: Ws, code: number): void {
@@ -231,6 +242,9 @@ export class Gateway {
         this.byUser.delete(key);
       }
     }
+    const left = (this.perUser.get(c.user) ?? 1) - 1;
+    if (left > 0) this.perUser.set(c.user, left);
+    else this.perUser.delete(c.user);
     this.metrics.connections.set(this.conns.size);
     this.metrics.closes.inc({ code: String(code) });
     if (!c.silent) this.event(c, 'close', {}, null);

@@ -55,6 +55,11 @@ export interface Config {
     callbackTimeoutMs: number;
     /** How long an undeliverable callback is retried before it is counted as dropped. */
     callbackRetryMs: number;
+    /** Unsettled events one connection may have waiting for its app (4009 past either). */
+    maxPendingEvents: number;
+    maxPendingBytes: number;
+    /** Live connections per user on one gateway (upgrade 429 past it). */
+    maxConnsPerUser: number;
   };
   upload: { chunkBytes: number; idleMs: number };
   /** Sidecar mode (`--app USER/APP`): the local listener serves this one app, on loopback, without headers. */
@@ -110,6 +115,9 @@ export const ENV = {
   wsOutboundBytes: 'PIER_WS_OUTBOUND_BUFFER_BYTES',
   callbackTimeoutMs: 'PIER_CALLBACK_TIMEOUT_MS',
   callbackRetryMs: 'PIER_CALLBACK_RETRY_MS',
+  wsPendingEvents: 'PIER_WS_PENDING_EVENTS',
+  wsPendingBytes: 'PIER_WS_PENDING_BYTES',
+  wsConnsPerUser: 'PIER_WS_CONNS_PER_USER',
   uploadChunkBytes: 'PIER_UPLOAD_CHUNK_BYTES',
   uploadIdleMs: 'PIER_UPLOAD_IDLE_MS',
 } as const;
@@ -254,6 +262,9 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       outboundBufferBytes: integer(env, ENV.wsOutboundBytes, 1024 * 1024, 1024, 256 * 1024 * 1024),
       callbackTimeoutMs: integer(env, ENV.callbackTimeoutMs, 5_000, 100, 600_000),
       callbackRetryMs: integer(env, ENV.callbackRetryMs, 60_000, 100, 86_400_000),
+      maxPendingEvents: integer(env, ENV.wsPendingEvents, 1_000, 1, 1_000_000),
+      maxPendingBytes: integer(env, ENV.wsPendingBytes, 1024 * 1024, 1024, 1024 * 1024 * 1024),
+      maxConnsPerUser: integer(env, ENV.wsConnsPerUser, 256, 1, 1_000_000),
     },
     upload: {
       chunkBytes: integer(env, ENV.uploadChunkBytes, 10 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
