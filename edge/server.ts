@@ -104,6 +104,7 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
       const socket = await listen(app, host, ctx.config.ports[name as ListenerName], name);
       sockets.push(socket);
       ports[name] = uWS.us_socket_local_port(socket);
+      ctx.ownPorts.add(ports[name]);
     }
   } catch (err) {
     for (const s of sockets) uWS.us_listen_socket_close(s);

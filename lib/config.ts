@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { availableParallelism, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Keyring } from './keyring.js';
@@ -40,7 +41,8 @@ export interface Config {
   /** Added to the system clock: for hosts whose clock is known to be off, and for tests. */
   clockOffsetMs: number;
   token: { windowMs: number; failuresPerKey: number; failuresPerClient: number; failureWindowMs: number; bcryptThreads: number };
-  provider: { timeoutMs: number; bodyBytes: number };
+  /** `networks`: CIDRs providers may be reached in (PIER_PROVIDER_NETWORKS); empty = anywhere but the always-refused ranges. */
+  provider: { timeoutMs: number; bodyBytes: number; networks: string[] };
   /** The vault is the provider `secret` / `secret.<vaultName>` / `v1`. */
   vaultName: string;
   /** Audit retention: entries older than `maxAgeMs` go, and the oldest past `maxEntries`. */
@@ -105,6 +107,7 @@ export const ENV = {
   bcryptThreads: 'PIER_BCRYPT_THREADS',
   providerTimeoutMs: 'PIER_PROVIDER_TIMEOUT_MS',
   providerBodyBytes: 'PIER_PROVIDER_BODY_BYTES',
+  providerNetworks: 'PIER_PROVIDER_NETWORKS',
   vaultName: 'PIER_VAULT_NAME',
   auditRetentionDays: 'PIER_AUDIT_RETENTION_DAYS',
   auditMaxEntries: 'PIER_AUDIT_MAX_ENTRIES',
@@ -178,6 +181,17 @@ export function normaliseSystemServer(raw: string): string {
   return bare;
 }
 
+/** A comma-separated list of CIDRs (`10.0.0.0/8,fd00::/8`), each checked. */
+function parseCidrs(text: string): string[] {
+  const entries = text.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const entry of entries) {
+    const m = /^([^/]+)\/(\d{1,3})$/.exec(entry);
+    const family = m ? isIP(m[1]) : 0;
+    if (!m || family === 0 || Number(m[2]) > (family === 4 ? 32 : 128)) throw new ConfigError(`${ENV.providerNetworks}: "${entry}" is not a CIDR (like 10.0.0.0/8 or fd00::/8)`);
+  }
+  return entries;
+}
+
 function parseMasterKey(text: string, source: string): Buffer {
   const key = /^[0-9a-fA-F]{64}$/.test(text) ? Buffer.from(text, 'hex') : Buffer.from(text, 'base64');
   if (key.length !== 32) throw new ConfigError(`${source}: must be 32 bytes, as 64 hex digits or base64`);
@@ -248,6 +262,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     provider: {
       timeoutMs: integer(env, ENV.providerTimeoutMs, 30_000, 100, 3_600_000),
       bodyBytes: integer(env, ENV.providerBodyBytes, 8 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+      networks: parseCidrs(env[ENV.providerNetworks] ?? ''),
     },
     vaultName,
     audit: {

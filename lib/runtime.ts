@@ -19,6 +19,11 @@ export interface RoleContext {
   peers: Peers;
   /** Live numbers a role reports to `pier status` (summed over processes), by name. */
   counters: Map<string, () => number>;
+  /**
+   * Ports Pier uses on this host (configured and bound listeners, NATS): provider calls never dial
+   * them here. The edge adds the ports it bound (port 0 means "any free one").
+   */
+  ownPorts: Set<number>;
 }
 
 /** A started role: stop it to release its subscriptions, listeners and files. */

@@ -50,7 +50,9 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };
   const peers = new Peers(bus, self, { intervalMs: config.heartbeatMs, deadAfterMs: config.peerDeadMs });
   const counters = new Map<string, () => number>();
-  const ctx: RoleContext = { bus, config, log, metrics, cache, now, peers, counters };
+  const natsPorts = (config.natsUrl ?? '').split(',').map((u) => Number(/:(\d+)\/?$/.exec(u.trim())?.[1] ?? (u.trim() ? 4222 : 0)));
+  const ownPorts = new Set([...Object.values(config.ports), ...natsPorts].filter((p) => p > 0));
+  const ctx: RoleContext = { bus, config, log, metrics, cache, now, peers, counters, ownPorts };
   const running: Running[] = [{ stop: async () => cache.stop() }, { stop: async () => peers.stop() }];
   peers.start();
   let ports: Config['ports'] | null = null;

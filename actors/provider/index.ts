@@ -5,6 +5,7 @@ import { AccessTokens } from '../../lib/access-token.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { callProvider, type ProviderDeps } from './handler.js';
 import { Upstream } from './upstream.js';
+import { AddressPolicy, networksList } from './address-policy.js';
 
 /** The provider-proxy actor (queue group `provider`): the only role that makes HTTP calls out. */
 export async function startProvider(ctx: RoleContext): Promise<Running> {
@@ -17,7 +18,7 @@ export async function startProvider(ctx: RoleContext): Promise<Running> {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30],
     registers,
   });
-  const upstream = new Upstream();
+  const upstream = new Upstream(new AddressPolicy(() => ctx.ownPorts, networksList(ctx.config.provider.networks)));
   const deps: ProviderDeps = {
     bus: ctx.bus,
     cache: ctx.cache,

@@ -1,4 +1,5 @@
-import { Agent, errors, request, type Dispatcher } from 'undici';
+import { Agent, buildConnector, errors, request, type Dispatcher } from 'undici';
+import type { AddressPolicy } from './address-policy.js';
 import { PierError } from '../../bus/errors.js';
 
 export interface UpstreamResponse {
@@ -13,7 +14,24 @@ export interface UpstreamResponse {
  * idempotent.
  */
 export class Upstream {
-  private readonly agent = new Agent({ connections: 128, pipelining: 1, keepAliveTimeout: 30_000, connect: { timeout: 5_000 } });
+  private readonly agent: Agent;
+
+  /** Every connection is dialled to an address the policy allows, resolved here, at dial time. */
+  constructor(policy: AddressPolicy) {
+    const dial = buildConnector({ timeout: 5_000 });
+    this.agent = new Agent({
+      connections: 128,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+      connect: (opts, callback) => {
+        const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
+        policy.resolve(opts.hostname, port).then(
+          (address) => dial({ ...opts, hostname: address }, callback),
+          (err: Error) => callback(err, null),
+        );
+      },
+    });
+  }
 
   async send(
     provider: string,
@@ -43,6 +61,9 @@ export class Upstream {
 
 /** What went wrong talking to a provider, as the caller should hear it (no internal addresses). */
 export function upstreamError(provider: string, timeoutMs: number, err: unknown): PierError {
+  if (err instanceof PierError && (err.data as { refused?: boolean } | undefined)?.refused) {
+    return new PierError('BAD_GATEWAY', `provider "${provider}" is not called: ${err.message}`);
+  }
   if (err instanceof PierError) return err;
   const e = err as Error & { code?: string; name?: string };
   if (err instanceof errors.HeadersTimeoutError || err instanceof errors.BodyTimeoutError || e.name === 'TimeoutError' || e.code === 'UND_ERR_HEADERS_TIMEOUT') {

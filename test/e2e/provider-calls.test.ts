@@ -17,6 +17,7 @@ const apps: Record<string, AppEnv> = {};
 const NOTES = { group: 'api.notes', dataType: 'legacy_notes', version: 'v2' };
 const OLD = { group: 'api.old', dataType: 'legacy_old', version: 'v1' };
 const DOWN = { group: 'api.down', dataType: 'legacy_down', version: 'v2' };
+const SSRF = { group: 'api.ssrf', dataType: 'legacy_ssrf', version: 'v2' };
 
 function manifest(name: string, grants = ''): string {
   return `metadata: { name: ${name}, version: 1.0.0 }\n${grants ? `permission:\n  sysData:\n${grants}` : ''}`;
@@ -59,6 +60,17 @@ test.before(async () => {
   apps.temp = await install('temp', manifest('temp', grant(NOTES, 'notes', ['echo'])));
   apps.locked = await install('locked', manifest('locked', grant(NOTES, 'notes', ['echo'])));
   apps.victim = await install('victim', manifest('victim', grant(NOTES, 'notes', ['echo'])));
+  // Providers pointing at Pier itself and at the cloud metadata address: installed, never dialled.
+  await install('ssrf', manifest('ssrf'), [
+    providerDoc('alice', 'provider-ssrf-alice', pier.ports!.admin, { ...SSRF, version: 'v2', ops: { metrics: '/metrics' } }),
+  ]);
+  await install('meta', manifest('meta'), [
+    providerDoc('alice', 'provider-meta-alice', 80, { ...SSRF, dataType: 'legacy_meta', version: 'v2', ops: { creds: '/latest/meta-data/' } }).replace('127.0.0.1:80', '169.254.169.254:80'),
+  ]);
+  await install('named', manifest('named'), [
+    providerDoc('alice', 'provider-named-alice', pier.ports!.system, { ...SSRF, dataType: 'legacy_named', version: 'v2', ops: { access: '/permission/v1alpha1/access' } }).replace('127.0.0.1:', 'localhost:'),
+  ]);
+  apps.prober = await install('prober', manifest('prober', grant(SSRF, 'ssrf', ['metrics']) + grant({ ...SSRF, dataType: 'legacy_meta' }, 'meta', ['creds']) + grant({ ...SSRF, dataType: 'legacy_named' }, 'named', ['access'])));
 });
 
 test.after.always(async () => {
@@ -248,6 +260,23 @@ test.serial('a token dies with its app: uninstall makes it 401 at once', async (
   t.is(status, 401);
   const res = await callProvider(apps.temp.OS_SYSTEM_SERVER, 'legacy_notes/api.notes/v2/echo', token);
   t.is((await res.json()).message, 'access token is no longer valid: its app was uninstalled or reinstalled');
+});
+
+test("hostile: a provider endpoint at Pier's own ports (by address or by name) or at the metadata address is refused with 502, never dialled", async (t) => {
+  const call = async (target: typeof SSRF, op: string) => {
+    const token = await accessToken(apps.prober, { ...target, ops: [op] });
+    const res = await callProvider(apps.prober.OS_SYSTEM_SERVER, `${target.dataType}/${target.group}/${target.version}/${op}`, token);
+    return { status: res.status, text: await res.text() };
+  };
+  const admin = await call(SSRF, 'metrics');
+  t.deepEqual(admin, { status: 502, text: '{"code":502,"message":"provider \\"provider-ssrf-alice\\" is not called: its endpoint leads to one of Pier\'s own ports"}' });
+  t.false(admin.text.includes('pier_'), 'no metrics leaked');
+  const meta = await call({ ...SSRF, dataType: 'legacy_meta' }, 'creds');
+  t.is(meta.status, 502);
+  t.regex(meta.text, /its endpoint leads to a link-local or cloud-metadata address/);
+  const named = await call({ ...SSRF, dataType: 'legacy_named' }, 'access');
+  t.is(named.status, 502, 'localhost resolves to this host: refused on the address dialled');
+  t.false(named.text.includes('127.0.0.1'), 'no internal address in the answer');
 });
 
 test('unreachable provider 502; slow provider 504; other providers unaffected meanwhile', async (t) => {
