@@ -359,7 +359,7 @@ upload:
         // Cut after part of the chunk, at varied moments relative to the server's reading.
         await cutPatch(id, offset, piece, Math.floor(piece.length / 2), resumes % 4 === 0 ? 0 : resumes * 2);
         const again = await post(fields);
-        t.is(again.status, 200);
+        t.is(again.status, 200, `re-POST after cut ${resumes}: ${JSON.stringify(again.json)}\n${deployment.stderr().slice(-3000)}`);
         t.is(again.json.data.id, id, 'the re-POST resumes the same upload');
         offset = again.json.data.offset;
         resumes++;
