@@ -4,6 +4,8 @@ import type { GatewayEvent } from '../../bus/subjects.js';
 
 export interface DeliveryOptions {
   timeoutMs: number;
+  /** The clock signatures are stamped with (ms since the epoch). */
+  now: () => number;
   /** Keep retrying an event for at least this long before counting it as dropped. */
   retryMs: number;
 }
@@ -15,8 +17,14 @@ export function callbackBody(ev: GatewayEvent): string {
   return JSON.stringify({ data: ev.data, action: ev.action, user_name: ev.user, conn_id: ev.connId });
 }
 
-export function sign(body: string, secret: string): string {
-  return createHmac('sha256', secret).update(body).digest('hex');
+/**
+ * `X-Pier-Signature` (CONTRACT.md section 6): `t=<unix seconds>,v1=<hex>`, the hex being HMAC-SHA256
+ * keyed by the app secret over `<t>.<event id>.<body>`. Binding the time and the event id lets an
+ * app refuse a captured callback replayed later or under another event's id. Stamped afresh on
+ * each attempt, so a retry is never older than the app's window.
+ */
+export function signature(seconds: number, eventId: string, body: string, secret: string): string {
+  return `t=${seconds},v1=${createHmac('sha256', secret).update(`${seconds}.${eventId}.${body}`).digest('hex')}`;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -44,7 +52,7 @@ export class Deliverer {
           'content-type': 'application/json',
           'x-pier-event-id': ev.eventId,
           'x-pier-seq': String(ev.seq),
-          'x-pier-signature': sign(body, await secret()),
+          'x-pier-signature': signature(Math.floor(this.options.now() / 1000), ev.eventId, body, await secret()),
         };
         if (ev.cookie) headers.cookie = ev.cookie;
         const res = await request(url, { method: 'POST', headers, body, dispatcher: this.agent, headersTimeout: this.options.timeoutMs, bodyTimeout: this.options.timeoutMs });

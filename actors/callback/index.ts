@@ -29,7 +29,7 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
   });
 
   const table = new ConnTable();
-  const deliverer = new Deliverer({ timeoutMs: ctx.config.gateway.callbackTimeoutMs, retryMs: ctx.config.gateway.callbackRetryMs }, { retried: () => retried.inc() });
+  const deliverer = new Deliverer({ timeoutMs: ctx.config.gateway.callbackTimeoutMs, retryMs: ctx.config.gateway.callbackRetryMs, now: ctx.now }, { retried: () => retried.inc() });
   const secrets = new Map<string, Promise<string>>();
   const forgetSecrets = ctx.cache.onApplied((c) => {
     if (c.kind === 'app' && c.op === 'put') secrets.delete(c.value.id);

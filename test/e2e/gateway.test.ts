@@ -77,6 +77,10 @@ test.serial('callbacks: bodies and headers exactly as the contract says; signatu
   t.deepEqual(calls.map((k) => k.headers.cookie), [undefined, `auth_token=${tokens.alice}; theme=dark`, `auth_token=${tokens.alice}; theme=dark`, `auth_token=${tokens.alice}; theme=dark`, undefined]);
   t.true(calls.every((k) => verifySignature(k, apps.chat.OS_APP_SECRET)));
   t.false(verifySignature(calls[0], 'not-the-secret'));
+  // Replays: the same signature for another event id, or once its time is outside the app's window.
+  t.false(verifySignature({ ...calls[1], headers: { ...calls[1].headers, 'x-pier-event-id': calls[0].headers['x-pier-event-id'] } }, apps.chat.OS_APP_SECRET));
+  t.false(verifySignature(calls[0], apps.chat.OS_APP_SECRET, 300, Math.floor(Date.now() / 1000) + 301));
+  t.regex(String(calls[0].headers['x-pier-signature']), /^t=\d{10},v1=[0-9a-f]{64}$/);
   t.true(calls.every((k) => k.url === '/ws/message' && k.headers['content-type'] === 'application/json'));
   t.deepEqual(c.received, ['{"event":"pong"}'], 'ping answered with pong, not forwarded');
 });

@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 
 export interface Callback {
@@ -71,8 +71,15 @@ export class WsApp {
   }
 }
 
-export function verifySignature(c: Callback, secret: string): boolean {
-  return createHmac('sha256', secret).update(c.raw).digest('hex') === c.headers['x-pier-signature'];
+/**
+ * What an app does with `X-Pier-Signature: t=<seconds>,v1=<hex>`: recompute the HMAC over
+ * `<t>.<event id>.<raw body>` and refuse it when it differs or `t` is outside its window.
+ */
+export function verifySignature(c: Callback, secret: string, windowSeconds = 300, nowSeconds = Math.floor(Date.now() / 1000)): boolean {
+  const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(c.headers['x-pier-signature'] ?? ''));
+  if (!m) return false;
+  const expected = createHmac('sha256', secret).update(`${m[1]}.${c.headers['x-pier-event-id']}.${c.raw}`).digest('hex');
+  return timingSafeEqual(Buffer.from(expected), Buffer.from(m[2])) && Math.abs(nowSeconds - Number(m[1])) <= windowSeconds;
 }
 
 export function wsManifest(name: string, port: number, url = '/ws/message'): string {
