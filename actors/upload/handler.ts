@@ -13,6 +13,8 @@ export interface UploadDeps {
   busId: string;
   now: () => number;
   chunkMaxBytes: number;
+  /** Unfinished uploads one user may have per app (POST 429 past it). */
+  maxUnfinished: number;
   leaseMs: number;
   completed: (ev: UploadCompleted) => void;
   /** Whether a lock is held by a write session that is still alive (its lease running, its replica up). */
@@ -98,11 +100,16 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
     id, user: req.user, app: req.app, storagePath: req.storagePath, relativePath: req.relativePath, fileType: req.fileType,
     fileSize: req.fileSize, offset: 0, target, part, conflict: req.conflict, state: 'active', createdAt: now, updatedAt: now, lock: null,
   };
-  // Two POSTs racing for one target: the first to commit wins, the other answers with it.
+  // Two POSTs racing for one target: the first to commit wins, the other answers with it. The cap on
+  // unfinished uploads is counted inside the same transaction, so concurrent POSTs cannot pass it.
+  const prefix = UploadStore.targetKey(req.user, req.app, '');
   const winner = await deps.store.root.transaction(() => {
     const currentId = deps.store.byTarget.get(key);
     const current = currentId ? deps.store.uploads.get(currentId) : undefined;
     if (current && current.state === 'active' && current.fileSize === req.fileSize) return current;
+    if (!current && req.fileSize > 0 && deps.store.byTarget.getKeysCount({ start: prefix, end: `${prefix}\uffff` }) >= deps.maxUnfinished) {
+      return null;
+    }
     if (current && current.state === 'active') {
       // Same target, another size: a different file now; the old unfinished one is cancelled.
       deps.store.uploads.remove(current.id);
@@ -112,10 +119,9 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
     deps.store.byTarget.put(key, id);
     return u;
   });
-  if (winner.id !== id) {
-    await removePart(part);
-    return { record: recordOf(winner), complete: false };
-  }
+  if (winner?.id !== id) await removePart(part);
+  if (winner === null) throw new PierError('RATE_LIMITED', `too many unfinished uploads for this app (${deps.maxUnfinished}): finish some, or let them expire`);
+  if (winner.id !== id) return { record: recordOf(winner), complete: false };
   if (req.fileSize === 0) {
     await finish(deps, u);
     return { record: recordOf(u), complete: true };

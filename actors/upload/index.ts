@@ -42,6 +42,7 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
     busId: ctx.peers.self.busId,
     now: ctx.now,
     chunkMaxBytes: ctx.config.upload.chunkBytes,
+    maxUnfinished: ctx.config.upload.maxUnfinished,
     leaseMs: LEASE_MS,
     // A lock outlives its writer only until its lease ends; sooner when its replica is known gone:
     // this one restarted (a new busId), or another that heartbeats stopped. On the in-process bus
