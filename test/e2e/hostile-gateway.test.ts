@@ -1,6 +1,6 @@
 import test from 'ava';
 import { cli } from '../helpers/pier.js';
-import { until } from '../helpers/wait.js';
+import { until, within } from '../helpers/wait.js';
 import { readFileSync } from 'node:fs';
 import { connect, refusal } from '../helpers/ws-client.js';
 import { gatewayFixture, type GatewayFixture } from '../helpers/ws-setup.js';
@@ -67,7 +67,7 @@ test.serial('an app that is down: a connection flooding frames is closed with 40
     const open = await Promise.all([1, 2, 3].map(() => connect(down.pier.ports!.public, 'chat.alice.localhost', { 'x-authorization': down.token })));
     t.is(await refusal(down.pier.ports!.public, 'chat.alice.localhost', { 'x-authorization': down.token }), 429);
     open[0].ws.close();
-    await open[0].closed;
+    await within('the first connection to close', open[0].closed);
     await until('a place freed by a close', async () => (await refusal(down.pier.ports!.public, 'chat.alice.localhost', { 'x-authorization': down.token })) === 101);
     for (const o of open) o.ws.close();
   } finally {

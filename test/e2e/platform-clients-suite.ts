@@ -10,7 +10,7 @@ import type { AppEnv } from '../helpers/app-client.js';
 import { cleanup, cli, tempDir } from '../helpers/pier.js';
 import { providerDoc, ProviderServer } from '../helpers/provider-server.js';
 import { multipart } from '../helpers/upload-client.js';
-import { until, sleep } from '../helpers/wait.js';
+import { sleep, until, within } from '../helpers/wait.js';
 import { WsApp } from '../helpers/ws-app.js';
 import { connect, refusal } from '../helpers/ws-client.js';
 
@@ -237,7 +237,7 @@ upload:
     t.true(broadcast.data.delivered >= 1);
     const closed = await (await local('/tapr/ws/conn/close', { conns: [connId] })).json();
     t.deepEqual(closed, { code: 0, message: 'success', data: { closed: 1 } });
-    await c.closed;
+    await within('the connection closed by the app', c.closed);
     await until('the close callback', () => backend.of(connId).some((k) => k.body.action === 'close'));
     t.is((await local('/tapr/ws/conn/nope')).status, 404);
   });

@@ -20,3 +20,12 @@ export async function until<T>(what: string, probe: () => T | undefined | null |
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** `promise`, or a failure naming `what` once `timeoutMs` has passed. */
+export function within<T>(what: string, promise: Promise<T>, timeoutMs = 10_000): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs);
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
