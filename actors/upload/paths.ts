@@ -43,14 +43,12 @@ export async function resolveTarget(dest: string, storagePath: string, rel: stri
   checkRelativePath(rel);
   await mkdir(dest, { recursive: true });
   const destReal = await realpath(dest);
-  let storageReal: string;
-  try {
-    storageReal = await realpath(storagePath);
-  } catch {
-    throw bad('storage_path', 'does not exist');
-  }
-  if (!(await stat(storageReal)).isDirectory()) throw bad('storage_path', 'is not a folder');
-  if (!inside(destReal, storageReal)) throw bad('storage_path', "must be inside the app's upload folder");
+  // One answer for "missing", "not a folder" and "outside": which of them holds would tell the
+  // caller whether a host path exists (CONTRACT.md section 7).
+  const refused = () => bad('storage_path', "must be an existing folder inside the app's upload folder");
+  const storageReal = await realpath(storagePath).catch(() => null);
+  if (storageReal === null || !inside(destReal, storageReal)) throw refused();
+  if (!(await stat(storageReal)).isDirectory()) throw refused();
 
   const folder = rel.endsWith('/');
   const segments = rel.replace(/\/$/, '').split('/');
