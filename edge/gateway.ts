@@ -13,6 +13,7 @@ import { frameToData } from './gateway-host.js';
 import { isolated } from './isolate.js';
 import { sha256Hex } from '../lib/tokens.js';
 import { userTokenOf } from '../lib/user-token.js';
+import { decrement, increment } from '../lib/counts.js';
 
 /** Per-connection data, set once at upgrade (never properties patched onto `ws`). */
 interface Conn {
@@ -205,7 +206,7 @@ export class Gateway {
       this.byUser.set(key, entry);
     }
     entry.sockets.add(ws);
-    this.perUser.set(c.user, (this.perUser.get(c.user) ?? 0) + 1);
+    increment(this.perUser, c.user);
     this.metrics.connections.set(this.conns.size);
     this.event(c, 'open', {}, null);
   }
@@ -242,9 +243,7 @@ export class Gateway {
         this.byUser.delete(key);
       }
     }
-    const left = (this.perUser.get(c.user) ?? 1) - 1;
-    if (left > 0) this.perUser.set(c.user, left);
-    else this.perUser.delete(c.user);
+    decrement(this.perUser, c.user);
     this.metrics.connections.set(this.conns.size);
     this.metrics.closes.inc({ code: String(code) });
     if (!c.silent) this.event(c, 'close', {}, null);

@@ -1,4 +1,5 @@
 import { PierError } from '../../bus/errors.js';
+import { decrement, increment } from '../../lib/counts.js';
 
 /**
  * Admits bcrypt checks of access requests. Per (app key, client address), the failures of the
@@ -22,38 +23,30 @@ export class CheckGate {
   async admit(pair: string, client: string, limit: number, failures: () => number, limited: () => boolean): Promise<() => void> {
     const held = this.perClient.get(client) ?? 0;
     if (held >= this.maxPerClient) throw new PierError('RATE_LIMITED', 'too many proofs being checked for this address; retry later');
-    this.perClient.set(client, held + 1);
+    increment(this.perClient, client);
     try {
       for (;;) {
         if (limited()) throw new PierError('RATE_LIMITED', 'too many failed token requests; retry later');
         const running = this.running.get(pair) ?? 0;
         if (failures() + running < limit) {
-          this.running.set(pair, running + 1);
+          increment(this.running, pair);
           return () => this.release(pair, client);
         }
         await new Promise<void>((wake) => this.waiting.set(pair, [...(this.waiting.get(pair) ?? []), wake]));
       }
     } catch (err) {
-      this.leave(client);
+      decrement(this.perClient, client);
       throw err;
     }
   }
 
   private release(pair: string, client: string): void {
-    const left = (this.running.get(pair) ?? 1) - 1;
-    if (left > 0) this.running.set(pair, left);
-    else this.running.delete(pair);
-    this.leave(client);
+    decrement(this.running, pair);
+    decrement(this.perClient, client);
     // Every waiter looks again: one may take the place, the others wait on or, once the pair is
     // over its limit, leave with 429 (bounded by maxPerClient, so waking all is cheap).
     const queue = this.waiting.get(pair) ?? [];
     this.waiting.delete(pair);
     for (const wake of queue) wake();
-  }
-
-  private leave(client: string): void {
-    const left = (this.perClient.get(client) ?? 1) - 1;
-    if (left > 0) this.perClient.set(client, left);
-    else this.perClient.delete(client);
   }
 }
