@@ -121,6 +121,8 @@ export interface InstalledApp {
   user: string;
   appKey: string;
   appSecret: string;
+  /** The manifest's `upload.dest` (app's view), for the upload role to create the user's folder. */
+  uploadDest: string | null;
 }
 
 export interface AppSummary {

@@ -1,4 +1,5 @@
 import { endpoint, type EventSubject } from './rpc.js';
+import { USER_NAME } from './subjects-registry.js';
 
 /** The record the upload endpoints answer with (spec "Upload record"). */
 export interface UploadRecord {
@@ -80,6 +81,9 @@ export interface UploadCompleted {
   size: number;
 }
 
+/** `upload.dest` and `storage_path` in the app's view: absolute, no `..` segment, no NUL, no backslash. */
+export const APP_VIEW_PATH = /^(?!.*(?:^|\/)\.\.(?:\/|$))\/[^\0\\]*$/;
+
 const userApp = { user: { type: 'string', min: 1, max: 64 }, app: { type: 'string', min: 1, max: 64 } } as const;
 const Q = 'upload';
 
@@ -95,6 +99,11 @@ export const upload = {
   get: endpoint<{ user: string; app: string; id: string }, UploadRecord>('pier.upload.get', Q, { ...userApp, id: { type: 'string', max: 64 } }),
   /** Locks the upload for one PATCH (409 `upload busy` when another holds it). */
   begin: endpoint<BeginWrite, WriteSession>('pier.upload.begin', Q, { ...userApp, id: { type: 'string', max: 64 }, offset: { type: 'number', integer: true, min: 0, nullable: true } }),
+  /** At install: creates the user's folder for the app's `dest` and answers its host path (`upload_dir`). */
+  prepare: endpoint<{ user: string; dest: string }, { dir: string }>('pier.upload.prepare', Q, {
+    user: { type: 'string', pattern: USER_NAME },
+    dest: { type: 'string', max: 4096, pattern: APP_VIEW_PATH },
+  }),
 };
 
 export const uploadEvents = {

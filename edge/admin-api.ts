@@ -1,7 +1,7 @@
 import type { Bus } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
-import { credentialsSchema, registry, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState } from '../bus/subjects.js';
+import { credentialsSchema, registry, upload, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState } from '../bus/subjects.js';
 import { AggregatorRegistry } from 'prom-client';
 import { assertValid, compile } from '../lib/validation.js';
 import { safeEqual } from '../lib/tokens.js';
@@ -40,6 +40,21 @@ function pathName(req: HttpRequestData, key: string, pattern: RegExp, what: stri
   return v;
 }
 
+/**
+ * The user's folder for the app's uploads, created by the upload role (the one that has the
+ * storage) and named so the operator can mount it into the app. The install has happened
+ * whatever this answers: with no upload role reachable the folder is created at the first upload,
+ * and the answer says why it could not name it now.
+ */
+async function uploadDir(deps: AdminDeps, user: string, dest: string | null): Promise<{ upload_dir: string | null; upload_dir_error?: string }> {
+  if (dest === null) return { upload_dir: null };
+  try {
+    return { upload_dir: (await call(deps.bus, upload.prepare, { user, dest })).dir };
+  } catch (err) {
+    return { upload_dir: null, upload_dir_error: `the upload role did not create the folder: ${(err as Error).message}` };
+  }
+}
+
 /** The admin API handlers. Each checks the token, validates, and asks the registry over the bus. */
 export function adminHandlers(deps: AdminDeps) {
   const guard =
@@ -72,6 +87,7 @@ export function adminHandlers(deps: AdminDeps) {
         app: installed.app,
         user: installed.user,
         env: { OS_SYSTEM_SERVER: deps.systemServer(), OS_APP_KEY: installed.appKey, OS_APP_SECRET: installed.appSecret },
+        ...(await uploadDir(deps, installed.user, installed.uploadDest)),
       });
     }),
     appList: guard(async (req) => {

@@ -63,7 +63,13 @@ export interface Config {
     /** Live connections per user on one gateway (upgrade 429 past it). */
     maxConnsPerUser: number;
   };
-  upload: { chunkBytes: number; idleMs: number; maxUnfinished: number };
+  upload: {
+    /** Users' files: `<root>/<user>/<dest>` (CONTRACT.md section 2). */
+    root: string;
+    chunkBytes: number;
+    idleMs: number;
+    maxUnfinished: number;
+  };
   /** Sidecar mode (`--app USER/APP`): the local listener serves this one app, on loopback, without headers. */
   sidecarApp: { user: string; app: string } | null;
 }
@@ -124,6 +130,7 @@ export const ENV = {
   uploadChunkBytes: 'PIER_UPLOAD_CHUNK_BYTES',
   uploadIdleMs: 'PIER_UPLOAD_IDLE_MS',
   uploadMaxUnfinished: 'PIER_UPLOAD_MAX_UNFINISHED',
+  uploadRoot: 'PIER_UPLOAD_ROOT',
 } as const;
 
 export const DEFAULT_PORTS: Ports = { public: 8080, system: 40080, local: 40010, upload: 40030, admin: 40090 };
@@ -283,6 +290,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       maxConnsPerUser: integer(env, ENV.wsConnsPerUser, 256, 1, 1_000_000),
     },
     upload: {
+      root: resolve(env[ENV.uploadRoot] || join(dataDir, 'files')),
       chunkBytes: integer(env, ENV.uploadChunkBytes, 10 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
       idleMs: integer(env, ENV.uploadIdleMs, 24 * 3_600_000, 1_000, 365 * 86_400_000),
       maxUnfinished: integer(env, ENV.uploadMaxUnfinished, 100, 1, 1_000_000),

@@ -67,7 +67,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     if (config.roles.includes('callback')) running.push(await startCallback(ctx));
     if (config.roles.includes('upload')) running.push(await startUpload(ctx));
     // Every store is open now: the data dir and all of Pier's files in it become private.
-    await makePrivate(config.dataDir);
+    await makePrivate(config.dataDir, [config.upload.root]);
     if (config.roles.includes('edge')) {
       const edge = await startEdge(ctx);
       running.push(edge);

@@ -121,7 +121,7 @@ export async function appInstall(deps: RegistryDeps, req: InstallRequest): Promi
       installedAt: now,
     };
     w.putApp(app);
-    return { app: manifest.name, user: req.user, appKey, appSecret };
+    return { app: manifest.name, user: req.user, appKey, appSecret, uploadDest: manifest.upload?.dest ?? null };
   });
 }
 

@@ -1,5 +1,6 @@
+import { posix } from 'node:path';
 import { PierError } from '../../bus/errors.js';
-import { APP_NAME, type Grant, type UploadOptions, type WebsocketOptions } from '../../bus/subjects.js';
+import { APP_NAME, APP_VIEW_PATH, type Grant, type UploadOptions, type WebsocketOptions } from '../../bus/subjects.js';
 import { compile, describe, type FieldError } from '../../lib/validation.js';
 import { parseYamlDocument } from './yaml.js';
 
@@ -55,7 +56,8 @@ const checkTop = compile({
     optional: true,
     props: {
       fileType: { type: 'array', empty: false, max: 256, items: { type: 'string', min: 1, max: 32, pattern: /^[^\s/\\]+$/ } },
-      dest: { type: 'string', max: 4096, pattern: /^\/[^\0]*$/, messages: { stringPattern: 'must be an absolute path' } },
+      // A path in the app's view, mapped under the user's folder (CONTRACT.md section 2).
+      dest: { type: 'string', max: 4096, pattern: APP_VIEW_PATH, messages: { stringPattern: 'must be an absolute path without .. segments, NUL or backslash' } },
       limitedSize: { type: 'number', integer: true, positive: true, optional: true },
     },
   },
@@ -132,8 +134,14 @@ export function validateManifest(doc: unknown): Manifest {
     version: value.metadata.version ?? '',
     grants,
     websocket: ws ? { url: ws.url, port: ws.port } : null,
-    upload: up ? { fileType: [...up.fileType], dest: up.dest, limitedSize: up.limitedSize ?? DEFAULT_LIMITED_SIZE } : null,
+    upload: up ? { fileType: [...up.fileType], dest: normalisedDest(up.dest), limitedSize: up.limitedSize ?? DEFAULT_LIMITED_SIZE } : null,
   };
+}
+
+/** `/data//chat/` → `/data/chat` (the pattern already refused `..`). */
+function normalisedDest(dest: string): string {
+  const n = posix.normalize(dest);
+  return n.length > 1 ? n.replace(/\/$/, '') : n;
 }
 
 export function parseManifest(text: string): Manifest {

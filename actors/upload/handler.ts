@@ -3,13 +3,16 @@ import { realpath, stat } from 'node:fs/promises';
 import { PierError } from '../../bus/errors.js';
 import type { BeginWrite, CreateUpload, Created, UploadCompleted, UploadRecord } from '../../bus/subjects.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
-import { createPart, partPathFor, publish, removePart } from './files.js';
-import { resolveTarget, typeAllowed } from './paths.js';
+import { createPart, partPathFor, publish, removePart, targetInPlace } from './files.js';
+import { checkStoragePath, resolveTarget, typeAllowed } from './paths.js';
+import type { UploadRoot } from './root.js';
 import { recordOf, UploadStore, type Upload } from './store.js';
 
 export interface UploadDeps {
   store: UploadStore;
   cache: RegistryCache;
+  /** Maps the app's view (`dest`, `storage_path`) to the user's folder on the host. */
+  root: UploadRoot;
   busId: string;
   now: () => number;
   chunkMaxBytes: number;
@@ -63,14 +66,29 @@ async function settled(deps: UploadDeps, id: string, pending = true): Promise<Up
   }
 }
 
+/** Forgets an upload and drops its partial data. */
+export async function removeUpload(store: UploadStore, u: Upload): Promise<void> {
+  await store.root.transaction(() => {
+    store.uploads.remove(u.id);
+    const key = UploadStore.targetKey(u.user, u.app, u.target);
+    if (store.byTarget.get(key) === u.id) store.byTarget.remove(key);
+  });
+  await removePart(u.part);
+}
+
 /** Publishes a complete upload at its target and marks it done (inside the caller's error handling). */
 export async function finish(deps: UploadDeps, u: Upload): Promise<string> {
+  if (!(await targetInPlace(u.target))) {
+    // Publishing now would follow the swapped folder out of `dest`: the upload fails instead.
+    await removeUpload(deps.store, u);
+    throw new PierError('BAD_REQUEST', 'file_relative_path: a folder on the way to the file was moved or replaced since the upload began: upload the file again');
+  }
   const landed = await publish(u.part, u.target, u.conflict);
   await deps.store.root.transaction(() => {
     deps.store.uploads.put(u.id, { ...u, offset: u.fileSize, state: 'done', lock: null, updatedAt: deps.now() });
     deps.store.byTarget.remove(UploadStore.targetKey(u.user, u.app, u.target));
   });
-  deps.completed({ user: u.user, app: u.app, path: landed, size: u.fileSize });
+  deps.completed({ user: u.user, app: u.app, path: deps.root.appPath(u.user, landed), size: u.fileSize });
   return landed;
 }
 
@@ -83,7 +101,9 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
     throw new PierError('BAD_REQUEST', `file_type: "${req.fileType}" is not allowed${byName} (allowed: ${options.fileType.join(', ')})`);
   }
   if (req.fileSize > options.limitedSize) throw new PierError('BAD_REQUEST', `file_size: must be at most ${options.limitedSize} bytes`);
-  const { target, folder } = await resolveTarget(options.dest, req.storagePath, req.relativePath);
+  checkStoragePath(req.storagePath);
+  const dest = deps.root.hostPath(req.user, options.dest);
+  const { target, folder } = await resolveTarget(dest, deps.root.hostPath(req.user, req.storagePath), req.relativePath);
   if (folder) return { record: null, complete: false };
 
   const key = UploadStore.targetKey(req.user, req.app, target);
@@ -93,7 +113,7 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   if (req.conflict === 'fail' && (await stat(target).catch(() => null))) throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
 
   const id = randomBytes(16).toString('base64url');
-  const part = partPathFor(await realpath(options.dest), id);
+  const part = partPathFor(await realpath(dest), id);
   await createPart(part);
   const now = deps.now();
   const u: Upload = {

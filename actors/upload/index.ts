@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Counter, Gauge } from 'prom-client';
 import { publishEvent, serve } from '../../bus/rpc.js';
 import { upload, uploadEvents, type BeginWrite, type WriteSession as WriteSessionReply } from '../../bus/subjects.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
-import { createPart, cutBack, partSize, removePart } from './files.js';
-import { createUpload, finish, getUpload, lockForWrite, type UploadDeps } from './handler.js';
+import { createPart, cutBack, partSize } from './files.js';
+import { createUpload, finish, getUpload, lockForWrite, removeUpload, type UploadDeps } from './handler.js';
+import { UploadRoot } from './root.js';
 import { WriteSession } from './session.js';
 import { UploadStore, type Upload } from './store.js';
 
@@ -36,9 +38,12 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
   });
   const startedAt = Date.now();
   const self = ctx.peers.self.busId;
+  const root = new UploadRoot(ctx.config.upload.root);
+  await mkdir(root.root, { recursive: true });
   const deps: UploadDeps = {
     store,
     cache: ctx.cache,
+    root,
     busId: ctx.peers.self.busId,
     now: ctx.now,
     chunkMaxBytes: ctx.config.upload.chunkBytes,
@@ -90,6 +95,16 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
     serve(ctx.bus, upload.get, (req) => getUpload(deps, req.user, req.app, req.id), hooks),
     serve(
       ctx.bus,
+      upload.prepare,
+      async (req) => {
+        const dir = root.hostPath(req.user, req.dest);
+        await mkdir(dir, { recursive: true });
+        return { dir };
+      },
+      hooks,
+    ),
+    serve(
+      ctx.bus,
       upload.begin,
       (req) => {
         const begun = beginWrite(req);
@@ -125,14 +140,6 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
   };
 }
 
-async function removeUpload(store: UploadStore, u: Upload): Promise<void> {
-  await store.root.transaction(() => {
-    store.uploads.remove(u.id);
-    if (store.byTarget.get(UploadStore.targetKey(u.user, u.app, u.target)) === u.id) store.byTarget.remove(UploadStore.targetKey(u.user, u.app, u.target));
-  });
-  await removePart(u.part);
-}
-
 /**
  * After a crash: each unfinished upload not being written by a live replica gets the offset of
  * what is really on disk. Bytes past the recorded (acknowledged, fsynced) offset are cut off: they
@@ -141,15 +148,21 @@ async function removeUpload(store: UploadStore, u: Upload): Promise<void> {
 async function recover(deps: UploadDeps): Promise<void> {
   for (const u of deps.store.all()) {
     if (u.state !== 'active' || (u.lock && deps.lockAlive(u.lock))) continue;
-    const size = await partSize(u.part);
-    let offset = u.offset;
-    if (size > offset) await cutBack(u.part, offset);
-    if (size < offset) offset = size;
-    if (size === 0 && offset === 0) await createPart(u.part).catch(() => undefined);
-    const fixed: Upload = { ...u, offset, lock: null };
-    await deps.store.root.transaction(() => deps.store.uploads.put(u.id, fixed));
-    if (offset === u.fileSize) await finish(deps, fixed).catch(() => undefined);
+    // One upload that cannot be recovered now (its part tampered with, its disk away) stays as it
+    // is: its next PATCH says what is wrong, the idle sweep removes it; the others and the start go on.
+    await recoverOne(deps, u).catch(() => undefined);
   }
+}
+
+async function recoverOne(deps: UploadDeps, u: Upload): Promise<void> {
+  const size = await partSize(u.part);
+  let offset = u.offset;
+  if (size > offset) await cutBack(u.part, offset);
+  if (size < offset) offset = size;
+  if (size === 0 && offset === 0) await createPart(u.part).catch(() => undefined);
+  const fixed: Upload = { ...u, offset, lock: null };
+  await deps.store.root.transaction(() => deps.store.uploads.put(u.id, fixed));
+  if (offset === u.fileSize) await finish(deps, fixed).catch(() => undefined);
 }
 
 /** Unfinished uploads idle past `idleMs` go, with their bytes; one being written never does. */

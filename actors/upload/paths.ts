@@ -25,6 +25,12 @@ export function checkRelativePath(rel: string): void {
   if (segments.some((s) => Buffer.byteLength(s) > 255)) throw bad(field, 'has a name longer than 255 bytes');
 }
 
+/** `storage_path` as text, in the app's view: absolute, no NUL (symlinks are `resolveTarget`'s job). */
+export function checkStoragePath(storagePath: string): void {
+  if (storagePath === '' || storagePath.includes('\0')) throw bad('storage_path', 'is required');
+  if (!storagePath.startsWith('/')) throw bad('storage_path', 'must be an absolute path');
+}
+
 export interface ResolvedTarget {
   /** The resolved storage folder. */
   storageReal: string;
@@ -34,12 +40,11 @@ export interface ResolvedTarget {
 }
 
 /**
- * Resolves where an upload lands, following symlinks, and creates the missing folders one by one
+ * Resolves where an upload lands (`dest` and `storagePath` are host paths here), following symlinks, and creates the missing folders one by one
  * so that nothing is ever created outside `dest` (a symlink inside `dest` pointing out is refused).
  */
 export async function resolveTarget(dest: string, storagePath: string, rel: string): Promise<ResolvedTarget> {
-  if (storagePath === '' || storagePath.includes('\0')) throw bad('storage_path', 'is required');
-  if (!isAbsolute(storagePath)) throw bad('storage_path', 'must be an absolute path');
+  checkStoragePath(storagePath);
   checkRelativePath(rel);
   await mkdir(dest, { recursive: true });
   const destReal = await realpath(dest);

@@ -1,11 +1,11 @@
-import { open, type FileHandle } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import type { Bus, Subscription } from '../../bus/bus.js';
 import { encode } from '../../bus/codec.js';
 import { asPierError, PierError } from '../../bus/errors.js';
 import { PIECE_HEADERS, type Piece, type PieceAck } from '../../bus/subjects.js';
 
 const PIECE_KINDS: readonly Piece['kind'][] = ['data', 'end', 'abort', 'discard'];
-import { cutBack } from './files.js';
+import { cutBack, openPart } from './files.js';
 import { finish, type UploadDeps } from './handler.js';
 import { recordOf, type Upload } from './store.js';
 
@@ -47,7 +47,7 @@ export class WriteSession {
   }
 
   async start(): Promise<void> {
-    this.fd = await open(this.upload.part, 'r+');
+    this.fd = await openPart(this.upload.part);
     this.sub = this.deps.bus.subscribe(this.subject, (msg) => {
       const reply = msg.reply;
       const kind = msg.headers?.[PIECE_HEADERS.kind] ?? 'data';

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { accessToken, vaultCall, vaultPerm, type AppEnv } from '../helpers/app-client.js';
 import { cli, pierEnv, ROOT, tempDir, cleanup } from '../helpers/pier.js';
 import { UploadClient } from '../helpers/upload-client.js';
@@ -51,8 +51,6 @@ test.serial('an install through one edge is seen through the other, across the N
 test.serial('every feature through the topology: vault, WebSocket callbacks and upload, across both edges', async (t) => {
   const callbacks = await WsApp.start();
   t.teardown(() => callbacks.stop());
-  const dest = join(scratch, 'files');
-  mkdirSync(dest, { recursive: true });
   const manifest = join(scratch, 'all.yaml');
   writeFileSync(
     manifest,
@@ -62,11 +60,14 @@ permission:
     - { dataType: secret, group: secret.vault, version: v1, ops: [CreateSecret?workspace=w, RetrieveSecret?workspace=w] }
 options:
   websocket: { url: /cb, port: ${callbacks.port} }
-upload: { fileType: ["*"], dest: ${dest} }
+upload: { fileType: ["*"], dest: /data/files }
 `,
   );
   const user = (await cli(['user', 'add', 'carol', '--json'], cliVia('edge-1'))).json.token;
-  const app: AppEnv = (await cli(['app', 'install', '--user', 'carol', '--manifest', manifest, '--json'], cliVia('edge-1'))).json.env;
+  const installed = (await cli(['app', 'install', '--user', 'carol', '--manifest', manifest, '--json'], cliVia('edge-1'))).json;
+  const app: AppEnv = installed.env;
+  // The upload role's root is the compose file's PIER_UPLOAD_ROOT (its bind mount, here a scratch folder).
+  t.is(installed.upload_dir, join(topo.binds.get('/srv/apps')!, 'carol', 'data', 'files'));
   const edge1 = topo.pier.get('edge-1')!;
   const edge2 = topo.pier.get('edge-2')!;
 
@@ -94,10 +95,10 @@ upload: { fileType: ["*"], dest: ${dest} }
 
   // Upload through edge-2 to the upload actor.
   const up = new UploadClient(edge2.ports!.upload, 'everything.carol.localhost', user);
-  const rec = await up.create({ storage_path: dest, file_relative_path: 'a/b.txt', file_type: 'txt', file_size: 5 });
+  const rec = await up.create({ storage_path: '/data/files', file_relative_path: 'a/b.txt', file_type: 'txt', file_size: 5 });
   t.is(rec.status, 200, JSON.stringify(rec.json));
   t.is((await up.patch(rec.json.data.id, 0, Buffer.from('hello'))).json.message, 'File uploaded successfully');
-  t.is(readFileSync(join(dest, 'a', 'b.txt'), 'utf8'), 'hello');
+  t.is(readFileSync(join(installed.upload_dir, 'a', 'b.txt'), 'utf8'), 'hello');
 });
 
 test.serial('one NATS node dies: the processes fail over to the others', async (t) => {

@@ -1,8 +1,9 @@
 import test from 'ava';
-import { chmodSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { UploadClient } from '../helpers/upload-client.js';
+import { until } from '../helpers/wait.js';
 
 /** Every file and folder under `dir` with its permission bits. */
 function modes(dir: string): Array<[string, number, boolean]> {
@@ -21,15 +22,22 @@ test('the data dir is 0700 and every file in it 0600 at start, whatever was ther
   chmodSync(data, 0o755);
   writeFileSync(join(data, 'admin.token'), 'an-old-admin-token-of-some-length', { mode: 0o644 });
   chmodSync(join(data, 'admin.token'), 0o644);
-  const pier = await PierProcess.start(pierEnv(data));
+  let pier = await PierProcess.start(pierEnv(data));
   try {
     // Write something so every store has its files.
     const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
     t.is((await cli(['user', 'add', 'alice'], env)).code, 0);
     t.is(statSync(data).mode & 0o777, 0o700);
-    const all = modes(data);
+    // Users' files (the default upload root, `<data>/files`) are theirs and the apps': left alone.
+    mkdirSync(join(data, 'files', 'alice'), { recursive: true });
+    writeFileSync(join(data, 'files', 'alice', 'photo.jpg'), 'x', { mode: 0o644 });
+    chmodSync(join(data, 'files', 'alice', 'photo.jpg'), 0o644);
+    await pier.stop();
+    pier = await PierProcess.start(pier.env);
+    const all = modes(data).filter(([name]) => name !== 'files' && !name.startsWith('files/'));
     t.true(all.some(([name]) => name.endsWith('.mdb')), 'the LMDB stores were checked too');
     for (const [name, mode, isDir] of all) t.is(mode, isDir ? 0o700 : 0o600, name);
+    t.is(statSync(join(data, 'files', 'alice', 'photo.jpg')).mode & 0o777, 0o644, "a user's file keeps its mode");
   } finally {
     await pier.stop();
     cleanup(dir);
@@ -38,8 +46,7 @@ test('the data dir is 0700 and every file in it 0600 at start, whatever was ther
 
 test('unfinished uploads per user and app are capped (429); a resume never counts, a finished one frees its place', async (t) => {
   const dir = tempDir();
-  const dest = join(dir, 'dest');
-  mkdirSync(dest, { recursive: true });
+  const dest = '/dest';
   const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_UPLOAD_MAX_UNFINISHED: '3' }));
   try {
     const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
@@ -59,6 +66,54 @@ test('unfinished uploads per user and app are capped (429); a resume never count
     t.is((await create('a')).json.data.id, ids[0], 'a resume is answered as ever');
     t.is((await client.patch(ids[0], 0, Buffer.from('done'))).json.message, 'File uploaded successfully');
     t.is((await create('d')).status, 200, 'the finished upload freed its place');
+  } finally {
+    await pier.stop();
+    cleanup(dir);
+  }
+});
+
+test("a manifest cannot reach the data dir or another user's files: dest is in the app's view, per user", async (t) => {
+  const dir = tempDir();
+  const data = join(dir, 'data');
+  const pier = await PierProcess.start(pierEnv(data));
+  try {
+    const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+    const adminToken = readFileSync(join(data, 'admin.token'), 'utf8');
+    const tokens: Record<string, string> = {};
+    for (const user of ['alice', 'bob']) tokens[user] = (await cli(['user', 'add', user, '--json'], env)).json.token;
+    // The review's attack: dest = Pier's data dir, then an upload named admin.token.
+    writeFileSync(join(dir, 'evil.yaml'), `metadata: { name: evil }\nupload: { fileType: ["*"], dest: ${data} }\n`);
+    const installed = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'evil.yaml'), '--json'], env);
+    t.is(installed.code, 0, installed.stderr);
+    t.is(installed.json.upload_dir, join(data, 'files', 'alice', data.slice(1)), 'mapped under alice\'s folder');
+    const client = new UploadClient(pier.ports!.upload, 'evil.alice.localhost', tokens.alice);
+    const rec = await until('the upload actor knows the app', async () => {
+      const r = await client.create({ storage_path: data, file_relative_path: 'admin.token', file_type: '', file_size: 6 });
+      return r.status === 200 ? r.json.data : undefined;
+    });
+    t.is(rec.storage_path, data, "answers keep the app's view");
+    t.is((await client.patch(rec.id, 0, Buffer.from('owned!'))).json.message, 'File uploaded successfully');
+    t.is(readFileSync(join(data, 'admin.token'), 'utf8'), adminToken, 'the real admin token is untouched');
+    t.is(readFileSync(join(installed.json.upload_dir, 'admin.token'), 'utf8'), 'owned!', "the file landed in alice's folder");
+
+    // `..` in dest is refused at install, naming the field.
+    writeFileSync(join(dir, 'climb.yaml'), 'metadata: { name: climb }\nupload: { fileType: ["*"], dest: /data/../../bob }\n');
+    const climb = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'climb.yaml')], env);
+    t.not(climb.code, 0);
+    t.regex(climb.stderr, /upload\.dest: must be an absolute path without \.\. segments/);
+
+    // Two users, one manifest: each has their own file at the same app path.
+    writeFileSync(join(dir, 'same.yaml'), 'metadata: { name: same }\nupload: { fileType: ["*"], dest: /data/same }\n');
+    for (const user of ['alice', 'bob']) {
+      t.is((await cli(['app', 'install', '--user', user, '--manifest', join(dir, 'same.yaml')], env)).code, 0);
+      const c = new UploadClient(pier.ports!.upload, `same.${user}.localhost`, tokens[user]);
+      const r = await until(`${user}'s upload is created`, async () => {
+        const x = await c.create({ storage_path: '/data/same', file_relative_path: 'report.txt', file_type: '', file_size: user.length });
+        return x.status === 200 ? x.json.data : undefined;
+      });
+      t.is((await c.patch(r.id, 0, Buffer.from(user))).json.message, 'File uploaded successfully');
+    }
+    for (const user of ['alice', 'bob']) t.is(readFileSync(join(data, 'files', user, 'data', 'same', 'report.txt'), 'utf8'), user);
   } finally {
     await pier.stop();
     cleanup(dir);

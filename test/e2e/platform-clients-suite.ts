@@ -57,8 +57,6 @@ export function platformClientsSuite(test: TestFn, deploy: (dir: string) => Prom
     writeFileSync(join(dir, 'old.yaml'), 'metadata: { name: old }\n');
     writeFileSync(join(dir, 'old-provider.yaml'), providerDoc('alice', 'provider-old-alice', upstream.port, { ...OLD, version: 'v1', ops: { getThing: '/v1/thing' } }));
     await run(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'old.yaml'), '--provider', join(dir, 'old-provider.yaml')]);
-    dest = join(dir, 'files');
-    mkdirSync(join(dest, 'Home'), { recursive: true });
     // The platform's manifest shapes: a v1 provider grant without port, svc or namespace, as its docs write it.
     writeFileSync(
       join(dir, 'settings.yaml'),
@@ -86,11 +84,14 @@ options:
     port: ${backend.port}
 upload:
   fileType: [pdf, txt, bin]
-  dest: ${dest}
+  dest: /appdata
   limitedSize: 104857600
 `,
     );
-    settings = (await run(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'settings.yaml')])).env;
+    const installed = await run(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'settings.yaml')]);
+    settings = installed.env;
+    dest = installed.upload_dir;
+    mkdirSync(join(dest, 'Home'), { recursive: true });
   });
 
   test.after.always(async () => {
@@ -274,7 +275,7 @@ upload:
   }
 
   const fieldsFor = (name: string, size: number, type = ''): Array<[string, string]> => [
-    ['storage_path', join(dest, 'Home')],
+    ['storage_path', '/appdata/Home'],
     ['file_relative_path', name],
     ['file_type', type],
     ['file_size', String(size)],

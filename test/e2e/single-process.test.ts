@@ -1,5 +1,5 @@
 import test from 'ava';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanup, cli, pierEnv, PierProcess, ROOT, tempDir } from '../helpers/pier.js';
 import { ROLES } from '../../lib/config.js';
@@ -35,7 +35,10 @@ test.serial('user add and app install print the documents of contract section 8;
 
   const app = await cli(['app', 'install', '--user', 'alice', '--manifest', example('PlatformManifest.yaml'), '--json'], env);
   t.is(app.code, 0, app.stderr);
-  t.deepEqual(Object.keys(app.json).sort(), ['app', 'env', 'user']);
+  t.deepEqual(Object.keys(app.json).sort(), ['app', 'env', 'upload_dir', 'user']);
+  // The manifest's dest `/data/chat`, under alice's folder of the default upload root `<data>/files`.
+  t.is(app.json.upload_dir, join(dir, 'files', 'alice', 'data', 'chat'));
+  t.true(statSync(app.json.upload_dir).isDirectory(), 'install created the folder');
   t.is(app.json.app, 'chat');
   t.is(app.json.user, 'alice');
   t.deepEqual(Object.keys(app.json.env).sort(), ['OS_APP_KEY', 'OS_APP_SECRET', 'OS_SYSTEM_SERVER']);
@@ -44,6 +47,7 @@ test.serial('user add and app install print the documents of contract section 8;
 
   const provider = await cli(['app', 'install', '--user', 'alice', '--manifest', example('notes-manifest.yaml'), '--provider', example('ProviderRegistry.yaml'), '--json'], env);
   t.is(provider.code, 0, provider.stderr);
+  t.is(provider.json.upload_dir, null, 'no upload option, no folder');
 
   await pier.stop();
   pier = await PierProcess.start(pierEnv(dir));

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NatsBus } from '../../bus/bus-nats.js';
 import { onEvent } from '../../bus/rpc.js';
@@ -30,17 +30,15 @@ test('the upload actor in its own process over NATS: 50 MiB in 8 MiB chunks and 
   const completed: UploadCompleted[] = [];
   onEvent(bus, uploadEvents.completed, (e) => completed.push(e));
 
-  const dest = join(dir, 'dest');
-  mkdirSync(dest);
   const env = { ...pierEnv(join(dir, 'cli'), shared), PIER_ADMIN_URL: edge.adminUrl };
   const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
-  writeFileSync(join(dir, 'files.yaml'), `metadata: { name: files }\nupload: { fileType: ["*"], dest: ${dest} }\n`);
-  await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'files.yaml')], env);
+  writeFileSync(join(dir, 'files.yaml'), `metadata: { name: files }\nupload: { fileType: ["*"], dest: /dest }\n`);
+  const dest: string = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'files.yaml'), '--json'], env)).json.upload_dir;
   const client = new UploadClient(edge.ports!.upload, 'files.alice.localhost', token);
 
   const create = async (rel: string, size: number) => {
     for (;;) {
-      const r = await client.create({ storage_path: dest, file_relative_path: rel, file_type: 'anything', file_size: size });
+      const r = await client.create({ storage_path: '/dest', file_relative_path: rel, file_type: 'anything', file_size: size });
       if (r.status === 200) return r.json.data;
       t.is(r.status, 404, 'only while the caches learn of the new app'); // app not yet known to the upload actor
       await new Promise((res) => setTimeout(res, 50));
@@ -57,7 +55,8 @@ test('the upload actor in its own process over NATS: 50 MiB in 8 MiB chunks and 
 
   while (completed.length < 2) await new Promise((r) => setTimeout(r, 20));
   t.deepEqual(completed, [
-    { user: 'alice', app: 'files', path: join(dest, 'in', 'big.bin'), size: big.length },
-    { user: 'alice', app: 'files', path: join(dest, 'small.bin'), size: small.length },
+    // Paths in the app's view: the app never learns where its user's folder is on the host.
+    { user: 'alice', app: 'files', path: '/dest/in/big.bin', size: big.length },
+    { user: 'alice', app: 'files', path: '/dest/small.bin', size: small.length },
   ]);
 });

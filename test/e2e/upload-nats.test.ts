@@ -3,12 +3,12 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { NatsServer } from '../helpers/nats-server.js';
 import { pierEnv, PierProcess } from '../helpers/pier.js';
-import { SUITE_ENV, uploadSuite } from './upload-suite.js';
+import { suiteEnv, uploadSuite } from './upload-suite.js';
 
 // The upload actor in its own process, apart from the edge and the registry, over a real nats-server.
 uploadSuite(test, async (dir) => {
   const nats = await NatsServer.start();
-  const shared = { ...SUITE_ENV, PIER_ADMIN_TOKEN: randomBytes(24).toString('hex'), PIER_MASTER_KEY: randomBytes(32).toString('hex'), PIER_HEARTBEAT_MS: '250' };
+  const shared = { ...suiteEnv(dir), PIER_ADMIN_TOKEN: randomBytes(24).toString('hex'), PIER_MASTER_KEY: randomBytes(32).toString('hex'), PIER_HEARTBEAT_MS: '250' };
   const start = (name: string, roles: string) => PierProcess.start(pierEnv(join(dir, name), { ...shared, NATS_URL: nats.url }), ['--roles', roles]);
   const registry = await start('registry', 'registry');
   let writer = await start('upload', 'upload');

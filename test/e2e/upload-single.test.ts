@@ -1,11 +1,11 @@
 import test from 'ava';
 import { join } from 'node:path';
 import { pierEnv, PierProcess } from '../helpers/pier.js';
-import { SUITE_ENV, uploadSuite } from './upload-suite.js';
+import { suiteEnv, uploadSuite } from './upload-suite.js';
 
 // The `npm start` shape: every role in one process. Its writer is the whole process.
 uploadSuite(test, async (dir) => {
-  let pier = await PierProcess.start(pierEnv(join(dir, 'data'), SUITE_ENV));
+  let pier = await PierProcess.start(pierEnv(join(dir, 'data'), suiteEnv(dir)));
   return {
     uploadPort: () => pier.ports!.upload,
     cliEnv: () => ({ ...pier.env, PIER_ADMIN_URL: pier.adminUrl }),

@@ -1,6 +1,6 @@
 import type { TestFn } from 'ava';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { cleanup, cli, tempDir } from '../helpers/pier.js';
@@ -20,8 +20,8 @@ export interface UploadDeployment {
   stop(): Promise<void>;
 }
 
-/** Settings every deployment of this suite runs with. */
-export const SUITE_ENV = { PIER_UPLOAD_CHUNK_BYTES: String(10 * MiB), PIER_UPLOAD_IDLE_MS: '3000' };
+/** Settings every deployment of this suite runs with: users' files under `<dir>/files`. */
+export const suiteEnv = (dir: string) => ({ PIER_UPLOAD_CHUNK_BYTES: String(10 * MiB), PIER_UPLOAD_IDLE_MS: '3000', PIER_UPLOAD_ROOT: join(dir, 'files') });
 
 /**
  * The upload contract (CONTRACT.md section 7), run against every deployment shape: the same
@@ -33,9 +33,14 @@ let dir: string;
 let env: Record<string, string>;
 let root: string;
 const tokens: Record<string, string> = {};
+const installs: Record<string, { upload_dir: string | null }> = {};
 const clients: Record<string, UploadClient> = {};
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+/** Where a user's `/dest` (the app's view, the same manifest for every user) is on the host. */
 const destOf = (user: string) => join(root, user, 'dest');
+/** `storage_path` in the app's view. */
+const DOCS = '/dest/docs';
+const docsHost = () => join(destOf('alice'), 'docs');
 
 /** Everything under a folder, for "nothing was written outside dest". */
 function listTree(d: string): string[] {
@@ -48,12 +53,13 @@ test.before(async () => {
   deployment = await deploy(dir);
   env = deployment.cliEnv();
   for (const user of ['alice', 'bob']) {
-    mkdirSync(join(destOf(user), 'docs'), { recursive: true });
     tokens[user] = (await cli(['user', 'add', user, '--json'], env)).json.token;
-    const manifest = join(dir, `${user}.yaml`);
-    writeFileSync(manifest, `metadata: { name: files }\nupload: { fileType: [bin, ".TXT", Pdf], dest: ${destOf(user)}, limitedSize: ${60 * MiB} }\n`);
-    const r = await cli(['app', 'install', '--user', user, '--manifest', manifest], env);
+    const manifest = join(dir, 'files.yaml');
+    writeFileSync(manifest, `metadata: { name: files }\nupload: { fileType: [bin, ".TXT", Pdf], dest: /dest, limitedSize: ${60 * MiB} }\n`);
+    const r = await cli(['app', 'install', '--user', user, '--manifest', manifest, '--json'], env);
     if (r.code !== 0) throw new Error(r.stderr);
+    installs[user] = r.json;
+    mkdirSync(join(destOf(user), 'docs'), { recursive: true });
     clients[user] = new UploadClient(deployment.uploadPort(), `files.${user}.localhost`, tokens[user]);
   }
 });
@@ -67,7 +73,7 @@ const alice = () => clients.alice;
 const newUpload = async (rel: string, size: number, extra: Record<string, string> = {}) => {
   // Right after an install, the actor's cache may not know the app yet (404): that settles at once.
   for (;;) {
-    const r = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: rel, file_type: 'bin', file_size: size, ...extra });
+    const r = await alice().create({ storage_path: DOCS, file_relative_path: rel, file_type: 'bin', file_size: size, ...extra });
     if (r.status === 200) return r.json.data;
     if (r.status !== 404) throw new Error(JSON.stringify(r.json));
     await new Promise((res) => setTimeout(res, 50));
@@ -77,7 +83,7 @@ const newUpload = async (rel: string, size: number, extra: Record<string, string
 test('a 50 MiB file in 8 MiB chunks and a 3 MiB file in one chunk arrive byte-identical', async (t) => {
   const big = randomBytes(50 * MiB);
   const rec = await newUpload('big/fifty.bin', big.length);
-  t.deepEqual(rec, { id: rec.id, offset: 0, file_relative_path: 'big/fifty.bin', file_type: 'bin', file_size: big.length, storage_path: join(destOf('alice'), 'docs') });
+  t.deepEqual(rec, { id: rec.id, offset: 0, file_relative_path: 'big/fifty.bin', file_type: 'bin', file_size: big.length, storage_path: DOCS });
   let last;
   for (let off = 0; off < big.length; off += 8 * MiB) {
     last = await alice().patch(rec.id, off, big.subarray(off, off + 8 * MiB));
@@ -107,7 +113,7 @@ test('the spec errors, exactly', async (t) => {
   t.is(past.json.message, 'file: the chunk goes past file_size (100 bytes)');
   t.is((await alice().get(rec.id)).json.data.offset, 0, 'a refused chunk leaves nothing behind');
 
-  const fields = { storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'x.bin', file_type: 'bin', file_size: '10' };
+  const fields = { storage_path: DOCS, file_relative_path: 'x.bin', file_type: 'bin', file_size: '10' };
   const cases: Array<[Record<string, string>, string]> = [
     [{ ...fields, file_size: String(61 * MiB) }, `file_size: must be at most ${60 * MiB} bytes`],
     [{ ...fields, file_type: 'exe' }, 'file_type: "exe" is not allowed (allowed: bin, .TXT, Pdf)'],
@@ -137,52 +143,96 @@ test('a chunk over the cap is refused and leaves the offset where it was', async
   t.is((await alice().patch(rec.id, 0, randomBytes(10 * MiB))).json.data.offset, 10 * MiB, 'exactly the cap is fine');
 });
 
+test('install answers the user\'s own upload folder, created', async (t) => {
+  for (const user of ['alice', 'bob']) {
+    t.is(installs[user].upload_dir, destOf(user));
+    t.true(statSync(destOf(user)).isDirectory());
+  }
+});
+
 test('hostile paths: all refused with 400, and nothing written outside dest', async (t) => {
   const outside = join(dir, 'outside');
   mkdirSync(outside, { recursive: true });
   symlinkSync(outside, join(destOf('alice'), 'docs', 'escape'));
   symlinkSync('/etc', join(destOf('alice'), 'etc-link'));
+  mkdirSync(join(root, 'alice', 'not-dest'), { recursive: true });
   const before = listTree(outside);
-  const docs = join(destOf('alice'), 'docs');
   const hostile: Array<[string, string]> = [
-    [docs, '../x.bin'],
-    [docs, 'a/../../x.bin'],
-    [docs, 'a/b/..'],
-    [docs, '..'],
-    [docs, './x.bin'],
-    [docs, '/etc/passwd'],
-    [docs, '//x.bin'],
-    [docs, 'a\\..\\x.bin'],
-    [docs, 'a/x\0.bin'],
-    [docs, '%2e%2e/x.bin'],
-    [docs, 'a/%2E%2E/%2e%2e/x.bin'],
-    [docs, '..%2fx.bin'],
-    [docs, 'escape/x.bin'],
-    [docs, 'escape/deeper/'],
-    [destOf('alice'), 'etc-link/passwd'],
+    [DOCS, '../x.bin'],
+    [DOCS, 'a/../../x.bin'],
+    [DOCS, 'a/b/..'],
+    [DOCS, '..'],
+    [DOCS, './x.bin'],
+    [DOCS, '/etc/passwd'],
+    [DOCS, '//x.bin'],
+    [DOCS, 'a\\..\\x.bin'],
+    [DOCS, 'a/x\0.bin'],
+    [DOCS, '%2e%2e/x.bin'],
+    [DOCS, 'a/%2E%2E/%2e%2e/x.bin'],
+    [DOCS, '..%2fx.bin'],
+    [DOCS, 'escape/x.bin'],
+    [DOCS, 'escape/deeper/'],
+    ['/dest', 'etc-link/passwd'],
     ['/etc', 'passwd'],
     [outside, 'x.bin'],
-    [join(docs, 'escape'), 'x.bin'],
+    [docsHost(), 'x.bin'],
+    ['/dest/docs/escape', 'x.bin'],
     ['docs', 'x.bin'],
-    [join(destOf('alice'), '..', 'dest', '..', '..'), 'x.bin'],
-    [docs, 'a//b.bin'],
-    [docs, 'C:/x.bin'],
+    ['/dest/../..', 'x.bin'],
+    ['/dest/../../bob/dest/docs', 'x.bin'],
+    ['/', 'x.bin'],
+    ['/not-dest', 'x.bin'],
+    [DOCS, 'a//b.bin'],
+    [DOCS, 'C:/x.bin'],
   ];
   for (const [storage, rel] of hostile) {
     const r = await alice().create({ storage_path: storage, file_relative_path: rel, file_type: 'bin', file_size: 4 });
     t.is(r.status, 400, `${storage} + ${JSON.stringify(rel)} → ${JSON.stringify(r.json)}`);
     t.is(r.json.code, 1);
+    t.false(String(r.json.message).includes(root), `no host path in ${JSON.stringify(r.json)}`);
   }
   t.deepEqual(listTree(outside), before);
+  t.deepEqual(listTree(join(root, 'bob')).filter((f) => f.endsWith('x.bin')), [], "nothing in bob's folder");
   t.false(existsSync(join(dir, 'x.bin')));
 });
 
+test('a folder swapped for a symlink between POST and the last PATCH: the upload fails, nothing lands outside', async (t) => {
+  const outside = join(dir, 'swap-outside');
+  mkdirSync(outside, { recursive: true });
+  const data = randomBytes(2 * MiB);
+  const rec = await newUpload('swap/inner/x.bin', data.length);
+  t.is((await alice().patch(rec.id, 0, data.subarray(0, MiB))).status, 200);
+  renameSync(join(docsHost(), 'swap'), join(docsHost(), 'swap-moved'));
+  symlinkSync(outside, join(docsHost(), 'swap'));
+  mkdirSync(join(outside, 'inner'));
+  const last = await alice().patch(rec.id, MiB, data.subarray(MiB));
+  t.is(last.status, 400, JSON.stringify(last.json));
+  t.regex(last.json.message, /^file_relative_path: a folder on the way to the file was moved or replaced/);
+  t.deepEqual(listTree(outside), ['inner'], 'nothing written through the symlink');
+  t.false(existsSync(join(docsHost(), 'swap-moved', 'inner', 'x.bin')));
+  t.deepEqual((await alice().get(rec.id)).json, { code: 1, message: 'Invalid upload ID' }, 'the failed upload is gone');
+});
+
+test("a part swapped for a symlink: Pier never writes through it", async (t) => {
+  const victim = join(dir, 'victim.txt');
+  writeFileSync(victim, 'precious');
+  const rec = await newUpload('tampered.bin', 2 * MiB);
+  t.is((await alice().patch(rec.id, 0, randomBytes(MiB))).status, 200);
+  const part = join(destOf('alice'), '.pier-uploads', `${rec.id}.part`);
+  rmSync(part);
+  symlinkSync(victim, part);
+  const r = await alice().patch(rec.id, MiB, randomBytes(MiB));
+  t.is(r.status, 400, JSON.stringify(r.json));
+  t.is(r.json.message, "the upload's partial data was moved or replaced: upload the file again");
+  t.is(readFileSync(victim, 'utf8'), 'precious');
+});
+
 test('folders, zero-byte files, and two users with the same path', async (t) => {
-  const folder = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'new/nested/folder/', file_type: 'bin', file_size: 0 });
+  const folder = await alice().create({ storage_path: DOCS, file_relative_path: 'new/nested/folder/', file_type: 'bin', file_size: 0 });
   t.deepEqual(folder, { status: 200, json: { code: 0, message: 'success' } });
   t.true(statSync(join(destOf('alice'), 'docs', 'new', 'nested', 'folder')).isDirectory());
 
-  const empty = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'empty.bin', file_type: 'bin', file_size: 0 });
+  const empty = await alice().create({ storage_path: DOCS, file_relative_path: 'empty.bin', file_type: 'bin', file_size: 0 });
   t.is(empty.status, 200);
   t.is(empty.json.data.offset, 0);
   t.is(statSync(join(destOf('alice'), 'docs', 'empty.bin')).size, 0);
@@ -190,8 +240,8 @@ test('folders, zero-byte files, and two users with the same path', async (t) => 
   const a = randomBytes(2 * MiB);
   const b = randomBytes(2 * MiB);
   const [ra, rb] = await Promise.all([
-    alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'same/report.bin', file_type: 'bin', file_size: a.length }),
-    clients.bob.create({ storage_path: join(destOf('bob'), 'docs'), file_relative_path: 'same/report.bin', file_type: 'bin', file_size: b.length }),
+    alice().create({ storage_path: DOCS, file_relative_path: 'same/report.bin', file_type: 'bin', file_size: a.length }),
+    clients.bob.create({ storage_path: DOCS, file_relative_path: 'same/report.bin', file_type: 'bin', file_size: b.length }),
   ]);
   t.not(ra.json.data.id, rb.json.data.id);
   await Promise.all([alice().sendAll(ra.json.data.id, a, MiB), clients.bob.sendAll(rb.json.data.id, b, MiB)]);
@@ -200,7 +250,7 @@ test('folders, zero-byte files, and two users with the same path', async (t) => 
 });
 
 test('an existing target: replaced by default, kept with conflict=rename or conflict=fail', async (t) => {
-  const docs = join(destOf('alice'), 'docs');
+  const docs = docsHost();
   writeFileSync(join(docs, 'exists.bin'), 'old');
   const one = Buffer.from('new!');
   const r1 = await newUpload('exists.bin', one.length);
@@ -210,7 +260,7 @@ test('an existing target: replaced by default, kept with conflict=rename or conf
   await alice().patch(r2.id, 0, Buffer.from('third'));
   t.is(readFileSync(join(docs, 'exists.bin'), 'utf8'), 'new!');
   t.is(readFileSync(join(docs, 'exists (1).bin'), 'utf8'), 'third');
-  const r3 = await alice().create({ storage_path: docs, file_relative_path: 'exists.bin', file_type: 'bin', file_size: 3, conflict: 'fail' });
+  const r3 = await alice().create({ storage_path: DOCS, file_relative_path: 'exists.bin', file_type: 'bin', file_size: 3, conflict: 'fail' });
   t.deepEqual(r3, { status: 409, json: { code: 1, message: 'the target file exists (conflict=fail)' } });
 });
 
@@ -249,7 +299,7 @@ test.serial('one PATCH at a time (409 upload busy); a dropped client leaves no l
 /** Re-POST of crash.bin, as a client resuming after a restart does (retrying while the writer comes back). */
 async function newUploadAgain(size: number) {
   for (;;) {
-    const r = await alice().create({ storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'crash.bin', file_type: 'bin', file_size: size }).catch(() => null);
+    const r = await alice().create({ storage_path: DOCS, file_relative_path: 'crash.bin', file_type: 'bin', file_size: size }).catch(() => null);
     if (r?.status === 200) return r.json.data;
     await new Promise((res) => setTimeout(res, 100));
   }
@@ -301,7 +351,7 @@ test.serial('idle uploads are swept with their bytes; one being written is not',
 });
 
 test('identity and CORS: token and Host required; the app origin only', async (t) => {
-  const fields = { storage_path: join(destOf('alice'), 'docs'), file_relative_path: 'who.bin', file_type: 'bin', file_size: 1 };
+  const fields = { storage_path: DOCS, file_relative_path: 'who.bin', file_type: 'bin', file_size: 1 };
   t.is((await new UploadClient(deployment.uploadPort(), 'files.alice.localhost', 'pier_bogus').create(fields)).status, 401);
   t.is((await new UploadClient(deployment.uploadPort(), 'files.alice.localhost', tokens.bob).create(fields)).status, 403);
   t.is((await new UploadClient(deployment.uploadPort(), 'ghost.alice.localhost', tokens.alice).create(fields)).status, 404);

@@ -40,6 +40,8 @@ export function readCompose(): Record<string, ComposeService> {
 export class LocalTopology {
   readonly nats = new Map<string, NatsServer>();
   readonly pier = new Map<string, PierProcess>();
+  /** Host folders bind-mounted into services (compose `/srv/apps:/srv/apps`) → their scratch folder here. */
+  readonly binds = new Map<string, string>();
   private readonly dirs: string[] = [];
 
   static async start(secrets: Record<string, string>): Promise<LocalTopology> {
@@ -84,13 +86,22 @@ export class LocalTopology {
         if (svc.build === undefined) continue;
         // Replicas mounting one named volume at /data share one data dir, as on one host.
         const volume = svc.volumes?.find((v) => v.endsWith(':/data'))?.split(':')[0];
-        // Bind mounts of host folders (app storage) are the host's own here: nothing to map.
         const dir = volume ? (volumes.get(volume) ?? tempDir(`pier-${volume}-`)) : tempDir(`pier-${name}-`);
         if (volume) volumes.set(volume, dir);
         topo.dirs.push(dir);
+        // Bind mounts of host folders (app storage) become one scratch folder per host path, and
+        // settings naming the mount point name that folder.
+        const binds = new Map<string, string>();
+        for (const v of svc.volumes ?? []) {
+          const [host, inside] = v.split(':');
+          if (!host.startsWith('/')) continue;
+          if (!topo.binds.has(host)) topo.binds.set(host, tempDir('pier-bind-'));
+          binds.set(inside, topo.binds.get(host)!);
+        }
         const env: Record<string, string> = {};
         for (const [k, v] of Object.entries(svc.environment ?? {})) {
-          env[k] = k in secrets ? secrets[k] : mapUrl(String(v).replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1'));
+          const text = String(v);
+          env[k] = k in secrets ? secrets[k] : (binds.get(text) ?? mapUrl(text.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1')));
         }
         const [verb, ...args] = svc.command ?? ['start'];
         if (verb !== 'start') throw new Error(`${name}: only "start" services are supported, got ${verb}`);
@@ -106,6 +117,6 @@ export class LocalTopology {
   async stop(): Promise<void> {
     await Promise.all([...this.pier.values()].map((p) => p.stop('SIGKILL')));
     await Promise.all([...this.nats.values()].map((n) => n.stop()));
-    new Set(this.dirs).forEach(cleanup);
+    new Set([...this.dirs, ...this.binds.values()]).forEach(cleanup);
   }
 }

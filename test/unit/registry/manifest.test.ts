@@ -26,6 +26,12 @@ test('the example manifest is valid and keeps every field', (t) => {
   t.deepEqual(m.upload, { fileType: ['pdf', 'csv', '.png'], dest: '/data/chat', limitedSize: 104857600 });
 });
 
+test("upload.dest is normalised in the app's view (doubled and trailing slashes)", (t) => {
+  t.is(parseManifest(variant((m) => (m.upload.dest = '/data//chat/'))).upload?.dest, '/data/chat');
+  t.is(parseManifest(variant((m) => (m.upload.dest = '/'))).upload?.dest, '/');
+  t.is(parseManifest(variant((m) => (m.upload.dest = '/a..b/./c'))).upload?.dest, '/a..b/c');
+});
+
 test('optional sections may be absent; limitedSize defaults to 4 GiB', (t) => {
   const m = parseManifest(variant((x) => {
     delete x.permission;
@@ -80,7 +86,9 @@ const invalid: Array<[string, string, string]> = [
   ['two grants for one target', variant((m) => m.permission.sysData.push(structuredClone(m.permission.sysData[1]))), 'manifest: permission.sysData[2]: repeats (dataType, group, version) of permission.sysData[1]'],
   ['a websocket url without a leading slash', variant((m) => (m.options.websocket.url = 'ws/message')), 'manifest: options.websocket.url: must be a path starting with /'],
   ['a websocket port of 0', variant((m) => (m.options.websocket.port = 0)), 'manifest: options.websocket.port: must be at least 1'],
-  ['an upload dest that is relative', variant((m) => (m.upload.dest = 'data/chat')), 'manifest: upload.dest: must be an absolute path'],
+  ['an upload dest that is relative', variant((m) => (m.upload.dest = 'data/chat')), 'manifest: upload.dest: must be an absolute path without .. segments, NUL or backslash'],
+  ['an upload dest that climbs', variant((m) => (m.upload.dest = '/data/../../etc')), 'manifest: upload.dest: must be an absolute path without .. segments, NUL or backslash'],
+  ['an upload dest ending in ..', variant((m) => (m.upload.dest = '/data/..')), 'manifest: upload.dest: must be an absolute path without .. segments, NUL or backslash'],
   ['an empty fileType list', variant((m) => (m.upload.fileType = [])), 'manifest: upload.fileType: must be a non-empty array'],
   ['a negative limitedSize', variant((m) => (m.upload.limitedSize = -1)), 'manifest: upload.limitedSize: must be a positive number'],
   ['a fractional limitedSize', variant((m) => (m.upload.limitedSize = 1.5)), 'manifest: upload.limitedSize: must be an integer'],
