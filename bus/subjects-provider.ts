@@ -27,6 +27,16 @@ export interface ProviderAnswer {
   bodyStream: string | null;
 }
 
+/**
+ * A call's checks passed before its body is read (CONTRACT.md section 4): the edge reads the body
+ * only then. `until` (ms): the access token's expiry, past which the same checks may not pass.
+ */
+export interface CallGate {
+  until: number;
+}
+
+export type ProviderAuthorize = Pick<ProviderCall, 'dataType' | 'group' | 'version' | 'op' | 'accessToken'>;
+
 const segment = { type: 'string', min: 1, max: 256 } as const;
 
 export const provider = {
@@ -43,5 +53,13 @@ export const provider = {
     client: { type: 'string', max: 64 },
     body: { type: 'any', nullable: true },
     bodyStream: { type: 'string', nullable: true },
+  }),
+  /** The checks of `call` (401, 403, 404) alone, asked by the edge before it reads the body. */
+  authorize: endpoint<ProviderAuthorize, CallGate>('pier.provider.authorize', 'provider', {
+    dataType: segment,
+    group: segment,
+    version: segment,
+    op: segment,
+    accessToken: { type: 'string', max: 64 * 1024 },
   }),
 };

@@ -1,4 +1,5 @@
 import { endpoint } from './rpc.js';
+import type { CallGate } from './subjects-provider.js';
 
 export const SECRET_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'] as const;
 export type SecretOp = (typeof SECRET_OPS)[number];
@@ -38,14 +39,17 @@ export interface AuditEntry {
   outcome: string;
 }
 
+const vaultCaller = {
+  op: { type: 'string', min: 1, max: 64 },
+  workspace: { type: 'string', max: 256 },
+  userToken: { type: 'string', max: 512 },
+  accessToken: { type: 'string', max: 64 * 1024 },
+} as const;
+
 export const vault = {
-  op: endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', {
-    op: { type: 'string', min: 1, max: 64 },
-    workspace: { type: 'string', max: 256 },
-    userToken: { type: 'string', max: 512 },
-    accessToken: { type: 'string', max: 64 * 1024 },
-    body: { type: 'object' },
-  }),
+  op: endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }),
+  /** The checks of `op` up to the body (404, 400 workspace, 401, 403; refusals audited as `op`'s are), before the edge reads the body. */
+  authorize: endpoint<Omit<VaultRequest, 'body'>, CallGate>('pier.vault.authorize', 'vault', vaultCaller),
   audit: endpoint<{ user?: string; limit: number }, AuditEntry[]>('pier.vault.audit', 'vault', {
     user: { type: 'string', optional: true, max: 64 },
     limit: { type: 'number', integer: true, min: 1, max: 100_000 },

@@ -21,6 +21,9 @@ export interface HttpRequestData {
   stream?: Readable;
 }
 
+/** A request before its body: what a gate may look at. */
+export type RequestHead = Omit<HttpRequestData, 'body' | 'stream'>;
+
 export interface HttpReply {
   status: number;
   /** Serialised as JSON with `content-type: application/json`. */
@@ -45,6 +48,18 @@ export interface Route {
   bodyLimit?: number;
   /** Hand the body over as a stream instead of reading it whole (uploads). */
   streamBody?: boolean;
+  /**
+   * Checks that need no body, run before any of it is read (the socket is paused meanwhile): a
+   * reply (or a throw) is answered at once and the body is discarded unread; null lets it through.
+   */
+  gate?: (req: RequestHead) => Promise<HttpReply | null>;
+}
+
+/** A gate's refusal: answered as it is, the body never read. */
+class GateRefusal extends Error {
+  constructor(readonly reply: HttpReply) {
+    super('refused before the body');
+  }
 }
 
 export interface HttpDeps {
@@ -105,7 +120,6 @@ function copyRequest(res: HttpResponse, req: HttpRequest, paramNames: string[]):
   };
 }
 
-/** Reads the whole body up to `limit` bytes; a larger body is refused before it is buffered. */
 interface ResponseState {
   aborted: boolean;
   /** The response was ended: uWS forbids touching `res` after that (a late resume would throw). */
@@ -114,15 +128,44 @@ interface ResponseState {
   onAbort?: () => void;
 }
 
-function readBody(res: HttpResponse, declared: string, limit: number, state: ResponseState): Promise<Buffer> {
+/**
+ * Reads the whole body up to `limit` bytes; a larger body is refused before it is buffered. With a
+ * `gate`, nothing past what the socket already delivered is read until the gate passes: the
+ * socket is paused at the first chunk, resumed on a pass. On a refusal the socket is resumed too,
+ * so uWS drains the rest of the body unread (discarded, never buffered) and the connection lives on.
+ */
+function readBody(res: HttpResponse, declared: string, limit: number, state: ResponseState, gate: Promise<unknown> | null): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    if (declared !== '' && Number(declared) > limit) {
-      reject(new PierError('PAYLOAD_TOO_LARGE', `body: must be at most ${limit} bytes`));
-      return;
-    }
     const chunks: Buffer[] = [];
     let size = 0;
-    let done = false;
+    let done = declared !== '' && Number(declared) > limit;
+    if (done) reject(new PierError('PAYLOAD_TOO_LARGE', `body: must be at most ${limit} bytes`));
+    let complete = false;
+    let open = gate === null;
+    let paused = false;
+    const resume = () => {
+      if (paused && !state.aborted && !state.finished) res.resume();
+      paused = false;
+    };
+    const settle = () => {
+      if (done || !complete || !open) return;
+      done = true;
+      resolve(Buffer.concat(chunks));
+    };
+    gate?.then(
+      () => {
+        open = true;
+        resume();
+        settle();
+      },
+      (err: unknown) => {
+        if (done) return;
+        done = true;
+        chunks.length = 0;
+        resume();
+        reject(err);
+      },
+    );
     res.onData((chunk, isLast) => {
       if (done) return;
       size += chunk.byteLength;
@@ -132,10 +175,12 @@ function readBody(res: HttpResponse, declared: string, limit: number, state: Res
         return;
       }
       chunks.push(Buffer.from(chunk.slice(0))); // uWS reuses the chunk's memory: copy it
-      if (isLast) {
-        done = true;
-        resolve(Buffer.concat(chunks));
+      if (isLast) complete = true;
+      else if (!open && !paused) {
+        paused = true;
+        res.pause();
       }
+      settle();
     });
     // An aborted request never calls onData again: settle so nothing waits forever.
     state.onAbort = () => {
@@ -253,10 +298,17 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps):
       const data = copyRequest(res, req, names);
       const limit = route.bodyLimit ?? 0;
       const stream = route.streamBody ? bodyStream(res, state) : undefined;
-      const bodyPromise = !stream && limit > 0 ? readBody(res, data.headers['content-length'] ?? '', limit, state) : Promise.resolve(Buffer.alloc(0));
+      // The gate starts now, in the same tick as the body reader, which holds the body until it passes.
+      const gate = route.gate
+        ? route.gate(data).then((refused) => {
+            if (refused) throw new GateRefusal(refused);
+          })
+        : null;
+      const bodyPromise = !stream && limit > 0 ? readBody(res, data.headers['content-length'] ?? '', limit, state, gate) : (gate ?? Promise.resolve()).then(() => Buffer.alloc(0));
       void bodyPromise
         .then((body) => route.handler({ ...data, body, stream }))
         .catch((err: unknown) => {
+          if (err instanceof GateRefusal) return err.reply;
           const e = asPierError(err);
           if (e.status >= 500) deps.log.error({ err: e.cause ?? e, route: route.path }, e.message);
           return errorReply(e);

@@ -1,6 +1,6 @@
 import { clusterMetrics, adminHandlers, type AdminDeps } from './admin-api.js';
 import { healthz, readyz } from './health.js';
-import { accessToken, providerCall, type SystemDeps } from './system-api.js';
+import { accessToken, providerCall, systemCallGate, type SystemDeps } from './system-api.js';
 import { localApi, type LocalDeps } from './local-api.js';
 import { uploadApi, type UploadApiDeps } from './upload-api.js';
 import type { Route } from './http.js';
@@ -27,7 +27,14 @@ export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiD
     system: [
       ...probes,
       { method: 'post', path: '/permission/v1alpha1/access', handler: (req) => accessToken(deps, req), bodyLimit: 64 * 1024 },
-      { method: 'any', path: '/system-server/v1alpha1/:dataType/:group/:version/:op', handler: (req) => providerCall(deps, req), bodyLimit: deps.providerBodyBytes },
+      {
+        method: 'any',
+        path: '/system-server/v1alpha1/:dataType/:group/:version/:op',
+        handler: (req) => providerCall(deps, req),
+        bodyLimit: deps.providerBodyBytes,
+        // The access token is checked before any of the body is read (CONTRACT.md section 4).
+        gate: (req) => systemCallGate(deps, req),
+      },
     ],
     // `/runtime/ws/conn/*` is the contract's path; `/tapr/ws/conn/*` is the one the platform's existing apps call.
     local: [

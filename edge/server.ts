@@ -6,6 +6,7 @@ import { ConfigError, type Ports } from '../lib/config.js';
 import { mountRoutes } from './http.js';
 import { Gateway } from './gateway.js';
 import { LISTENERS, routeTable, type ListenerName } from './routes.js';
+import { PassedGates } from './call-gate.js';
 
 export interface RunningEdge {
   /** Ports actually bound (differs from the configuration when it asked for port 0). */
@@ -85,6 +86,7 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
     providerBodyBytes: ctx.config.provider.bodyBytes,
     providerTimeoutMs: ctx.config.provider.timeoutMs,
     vaultName: ctx.config.vaultName,
+    gates: new PassedGates(),
     peers: ctx.peers,
     domain: ctx.config.domain,
     chunkBytes: ctx.config.upload.chunkBytes,

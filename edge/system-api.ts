@@ -5,12 +5,14 @@ import { bufferSource, INLINE_BYTES, pullStream, serveStream } from '../bus/stre
 import { accessRequestSchema, provider, token, vault, type AccessRequest } from '../bus/subjects.js';
 import { userTokenOf } from '../lib/user-token.js';
 import { assertValid, compile } from '../lib/validation.js';
-import { errorReply, ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
+import type { PassedGates } from './call-gate.js';
+import { errorReply, ok, parseJsonBody, type HttpReply, type HttpRequestData, type RequestHead } from './http.js';
 
 export interface SystemDeps {
   bus: Bus;
   providerTimeoutMs: number;
   vaultName: string;
+  gates: PassedGates;
 }
 
 const checkAccess = compile(accessRequestSchema);
@@ -21,6 +23,33 @@ export async function accessToken(deps: SystemDeps, req: HttpRequestData): Promi
   assertValid(checkAccess, body);
   const issued = await call(deps.bus, token.issue, { ...(body as unknown as AccessRequest), client: req.remoteAddress });
   return ok(issued);
+}
+
+/**
+ * Before the body of a provider or vault call is read (CONTRACT.md section 4): the checks that need
+ * no body, asked of the actor that serves the call. A refusal is answered at once and the body is
+ * discarded unread, so a caller without a valid token cannot make the edge buffer 8 MiB.
+ */
+export async function systemCallGate(deps: SystemDeps, req: RequestHead): Promise<HttpReply | null> {
+  const accessToken = req.headers['x-access-token'] ?? '';
+  const { dataType, group, version, op } = req.params;
+  if (dataType === 'secret') {
+    const refused = vaultRoute(deps, req);
+    if (refused) return refused;
+  } else if (accessToken === '') {
+    throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
+  }
+  const workspace = req.query.get('workspace') ?? '';
+  const userToken = dataType === 'secret' ? userTokenOf(req.headers) : '';
+  const key = [accessToken, userToken, dataType, group, version, op, workspace].join('\0');
+  const now = Date.now();
+  if (deps.gates.passed(key, now)) return null;
+  const gate =
+    dataType === 'secret'
+      ? await call(deps.bus, vault.authorize, { op, workspace, userToken, accessToken })
+      : await call(deps.bus, provider.authorize, { dataType, group, version, op, accessToken });
+  deps.gates.remember(key, gate.until, now);
+  return null;
 }
 
 /**
@@ -62,6 +91,14 @@ export async function providerCall(deps: SystemDeps, req: HttpRequestData): Prom
   }
 }
 
+/** Which vault and method: 404 for another vault or version, 405 (with `Allow`) for a method other than POST. */
+function vaultRoute(deps: SystemDeps, req: RequestHead): HttpReply | null {
+  const { group, version } = req.params;
+  if (group !== `secret.${deps.vaultName}` || version !== 'v1') throw new PierError('NOT_FOUND', `no vault at secret/${group}/${version}`);
+  if (req.method !== 'post') return { ...errorReply(new PierError('METHOD_NOT_ALLOWED', 'vault operations take POST')), headers: { allow: 'POST' } };
+  return null;
+}
+
 /**
  * `/system-server/v1alpha1/secret/secret.<vault>/v1/<Op>?workspace=<ws>`: the vault, a built-in v1
  * provider. POST only. Like every v1 provider answer, a success is wrapped: the outer envelope is
@@ -69,9 +106,9 @@ export async function providerCall(deps: SystemDeps, req: HttpRequestData): Prom
  * where the platform's clients read it (`.data.data`). Failures are not wrapped.
  */
 async function vaultCall(deps: SystemDeps, req: HttpRequestData): Promise<HttpReply> {
-  const { group, version, op } = req.params;
-  if (group !== `secret.${deps.vaultName}` || version !== 'v1') throw new PierError('NOT_FOUND', `no vault at secret/${group}/${version}`);
-  if (req.method !== 'post') return { ...errorReply(new PierError('METHOD_NOT_ALLOWED', 'vault operations take POST')), headers: { allow: 'POST' } };
+  const refused = vaultRoute(deps, req);
+  if (refused) return refused;
+  const { op } = req.params;
   const body = req.body.byteLength === 0 ? {} : parseJsonBody(req);
   const answer = await call(deps.bus, vault.op, {
     op,

@@ -1,7 +1,7 @@
 import type { Bus } from '../../bus/bus.js';
 import { PierError } from '../../bus/errors.js';
 import { bufferSource, INLINE_BYTES, pullStream, serveStream } from '../../bus/stream.js';
-import type { ProviderAnswer, ProviderCall, ProviderView } from '../../bus/subjects.js';
+import type { ProviderAnswer, ProviderAuthorize, ProviderCall, ProviderView } from '../../bus/subjects.js';
 import type { AccessClaims, AccessTokens } from '../../lib/access-token.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
 import { requestHeaders, responseHeaders } from './headers.js';
@@ -20,7 +20,7 @@ export interface ProviderDeps {
 }
 
 /** The checks of CONTRACT.md section 4, in order: token (401), op (403), provider (404). */
-export function authorise(deps: ProviderDeps, req: ProviderCall): { claims: AccessClaims; user: string; app: string; target: ProviderView } {
+export function authorise(deps: ProviderDeps, req: ProviderAuthorize): { claims: AccessClaims; user: string; app: string; target: ProviderView } {
   if (req.accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
   const claims = deps.tokens.verify(req.accessToken, deps.now());
   const [user, app] = claims.app.split('/');

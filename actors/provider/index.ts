@@ -3,7 +3,7 @@ import { serve } from '../../bus/rpc.js';
 import { provider } from '../../bus/subjects.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
-import { callProvider, type ProviderDeps } from './handler.js';
+import { authorise, callProvider, type ProviderDeps } from './handler.js';
 import { Upstream } from './upstream.js';
 import { AddressPolicy, networksList } from './address-policy.js';
 
@@ -32,11 +32,15 @@ export async function startProvider(ctx: RoleContext): Promise<Running> {
       latency.observe({ provider: name }, seconds);
     },
   };
-  const sub = serve(ctx.bus, provider.call, (req) => callProvider(deps, req), { observe: ctx.metrics.observeActor });
+  const hooks = { observe: ctx.metrics.observeActor };
+  const subs = [
+    serve(ctx.bus, provider.call, (req) => callProvider(deps, req), hooks),
+    serve(ctx.bus, provider.authorize, (req) => ({ until: authorise(deps, req).claims.exp }), hooks),
+  ];
   ctx.log.info({ timeoutMs: deps.timeoutMs }, 'provider actor started');
   return {
     async stop() {
-      sub.unsubscribe();
+      for (const sub of subs) sub.unsubscribe();
       await upstream.close();
     },
   };

@@ -1,5 +1,5 @@
 import { PierError } from '../../bus/errors.js';
-import { SECRET_ENVS, SECRET_NAME, SECRET_OPS, SECRET_VALUE_MAX_BYTES, WORKSPACE_NAME, type AuditEntry, type SecretOp, type VaultAnswer, type VaultRequest } from '../../bus/subjects.js';
+import { SECRET_ENVS, SECRET_NAME, SECRET_OPS, SECRET_VALUE_MAX_BYTES, WORKSPACE_NAME, type AuditEntry, type CallGate, type SecretOp, type VaultAnswer, type VaultRequest } from '../../bus/subjects.js';
 import type { AccessTokens } from '../../lib/access-token.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
 import { open, seal } from '../../lib/secret-box.js';
@@ -40,6 +40,11 @@ interface Caller {
   app: string;
 }
 
+/** A caller whose checks passed, and until when its access token holds. */
+interface Authorised extends Caller {
+  until: number;
+}
+
 /** Associated data of a sealed value: the record's full path, so a ciphertext moved elsewhere fails. */
 const valueContext = (key: string) => `pier/vault/secret/${key}`;
 
@@ -48,7 +53,7 @@ const valueContext = (key: string) => `pier/vault/secret/${key}`;
  * the user from X-Authorization when sent (401 if unknown or revoked), who must own the app (403),
  * else the app's owner (the platform's existing apps send only X-Access-Token); the exact op (403).
  */
-function authorise(deps: VaultDeps, req: VaultRequest, op: string, partial: Partial<Caller>): Caller {
+function authorise(deps: VaultDeps, req: VaultRequest, op: string, partial: Partial<Caller>): Authorised {
   if (req.accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
   const claims = deps.tokens.verify(req.accessToken, deps.now());
   const [owner, app] = claims.app.split('/');
@@ -70,7 +75,7 @@ function authorise(deps: VaultDeps, req: VaultRequest, op: string, partial: Part
   if (claims.dataType !== 'secret' || claims.group !== deps.vaultGroup || claims.version !== 'v1' || !claims.ops.includes(wanted)) {
     throw new PierError('FORBIDDEN', `${wanted} is not granted by this access token`);
   }
-  return { user, app };
+  return { user, app, until: claims.exp };
 }
 
 function openValue(deps: VaultDeps, scope: string, key: string, record: SecretRecord): string {
@@ -88,7 +93,19 @@ function checkValueSize(v: string): void {
 }
 
 /** Runs one vault operation and audits it, whatever its outcome. */
-export async function vaultOp(deps: VaultDeps, req: VaultRequest): Promise<VaultAnswer> {
+export function vaultOp(deps: VaultDeps, req: VaultRequest): Promise<VaultAnswer> {
+  return run(deps, req, false) as Promise<VaultAnswer>;
+}
+
+/**
+ * The checks of `vaultOp` up to the body, for the edge to ask before it reads one: refusals are
+ * audited (or counted, when anonymous) exactly as `vaultOp`'s; a pass is not (the operation will be).
+ */
+export function vaultGate(deps: VaultDeps, req: Omit<VaultRequest, 'body'>): Promise<CallGate> {
+  return run(deps, { ...req, body: {} }, true) as Promise<CallGate>;
+}
+
+async function run(deps: VaultDeps, req: VaultRequest, gateOnly: boolean): Promise<VaultAnswer | CallGate> {
   const caller: Partial<Caller> = {};
   const body = req.body;
   const entry = (outcome: string): AuditEntry => ({
@@ -106,6 +123,7 @@ export async function vaultOp(deps: VaultDeps, req: VaultRequest): Promise<Vault
     if (!WORKSPACE_NAME.test(req.workspace)) throw new PierError('BAD_REQUEST', 'workspace: the query parameter must be 1-64 characters of [A-Za-z0-9_.-]');
     const op = req.op as SecretOp;
     const who = authorise(deps, req, op, caller);
+    if (gateOnly) return { until: who.until };
     assertValid(bodies[op], body);
     const scope = scopeKey(who.user, req.workspace, (body.env as string | undefined) ?? 'prod');
     const answer = await perform(deps, op, scope, who, body, entry);

@@ -5,7 +5,7 @@ import { vault, type AppView, type AuditEntry } from '../../bus/subjects.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { DataKeys } from './data-keys.js';
-import { vaultOp, type VaultDeps } from './handler.js';
+import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
 import { VaultStore } from './store.js';
 
 /** Workspaces an app's manifest grants on this vault (from `<Op>?workspace=<ws>` ops). */
@@ -84,6 +84,7 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
   const hooks = { observe: ctx.metrics.observeActor };
   const subs = [
     serve(ctx.bus, vault.op, (req) => vaultOp(deps, req), hooks),
+    serve(ctx.bus, vault.authorize, (req) => vaultGate(deps, req), hooks),
     serve(
       ctx.bus,
       vault.audit,
