@@ -61,11 +61,22 @@ export function serve<Req, Res>(
         })
         .then((reply) => {
           if (reply.ok) hooks.observe?.(ep.subject, Number(process.hrtime.bigint() - started) / 1e9, undefined);
-          if (msg.reply) bus.publish(msg.reply, encode(reply));
-        });
+          if (msg.reply) bus.publish(msg.reply, encodeReply(reply));
+        })
+        .catch(() => undefined); // publishing to a closed bus at shutdown: nobody is left to answer
+
     },
     { queue: ep.queue },
   );
+}
+
+/** A reply that cannot be encoded (a handler's bug) still answers: a generic INTERNAL error, never a hang. */
+function encodeReply<Res>(reply: Reply<Res>): Uint8Array {
+  try {
+    return encode(reply);
+  } catch {
+    return encode({ ok: false, error: new PierError('INTERNAL', 'internal error').toWire() });
+  }
 }
 
 /** Calls an endpoint. The request is checked before it leaves; an error reply is thrown as PierError. */

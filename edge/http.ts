@@ -5,6 +5,7 @@ import { asPierError, PierError } from '../bus/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
 import { isolated } from './isolate.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../lib/json-depth.js';
 
 /** Everything a handler may read, copied out of uWS's request before any await (uWS frees it). */
 export interface HttpRequestData {
@@ -85,9 +86,12 @@ export function errorReply(err: PierError): HttpReply {
 
 export function parseJsonBody(req: HttpRequestData): Record<string, unknown> {
   if (req.body.length === 0) throw new PierError('BAD_REQUEST', 'body: must be a JSON object');
+  const text = req.body.toString('utf8');
+  // Parsed, a structure this deep would overflow the stack of every recursive step after it.
+  if (nestsDeeperThan(text, MAX_JSON_DEPTH)) throw new PierError('BAD_REQUEST', `body: JSON must not nest deeper than ${MAX_JSON_DEPTH} levels`);
   let value: unknown;
   try {
-    value = JSON.parse(req.body.toString('utf8'));
+    value = JSON.parse(text);
   } catch {
     throw new PierError('BAD_REQUEST', 'body: is not valid JSON');
   }

@@ -114,3 +114,20 @@ test('100 connections each declaring 8 MiB with no valid token: all refused at o
   t.deepEqual([...new Set(statuses)], [401]);
   t.is((await fetch(`http://127.0.0.1:${pier.ports!.system}/healthz`)).status, 200);
 });
+
+test('JSON bodies nested 6,000 levels deep are refused with 400, never parsed; the process stays up', async (t) => {
+  const deep = `{"name":"k","value":${'['.repeat(6000)}${']'.repeat(6000)}}`;
+  const refusal = { code: 400, message: 'body: JSON must not nest deeper than 64 levels' };
+  const vault = await accessToken(app, vaultPerm('w', ['CreateSecret']));
+  const v = await vaultCall(app.OS_SYSTEM_SERVER, 'CreateSecret', 'w', { user: userToken, access: vault }, deep);
+  t.deepEqual([v.status, v.json], [400, refusal], 'vault');
+  const access = await fetch(`http://${app.OS_SYSTEM_SERVER}/permission/v1alpha1/access`, { method: 'POST', body: deep });
+  t.deepEqual([access.status, await access.json()], [400, refusal], 'access token request');
+  const local = await fetch(`http://127.0.0.1:${pier.ports!.local}/runtime/ws/conn/send`, {
+    method: 'POST',
+    headers: { 'x-app-key': app.OS_APP_KEY, 'x-app-secret': app.OS_APP_SECRET },
+    body: `{"users":["alice"],"payload":${'['.repeat(6000)}${']'.repeat(6000)}}`,
+  });
+  t.deepEqual([local.status, await local.json()], [400, refusal], 'gateway local API');
+  t.is((await fetch(`http://127.0.0.1:${pier.ports!.system}/healthz`)).status, 200);
+});
