@@ -51,3 +51,13 @@ test('per client address, checks running or waiting are bounded', async (t) => {
   held();
   for (const w of waiting) (await w)();
 });
+
+test('over all addresses, checks running or waiting are bounded too', async (t) => {
+  const gate = new CheckGate(4, 3);
+  const free = () => gate.admit(`k|${Math.random()}`, `addr-${Math.random()}`, 10, () => 0, () => false);
+  const held = await Promise.all([free(), free(), free()]);
+  await t.throwsAsync(free(), { message: 'too many proofs being checked; retry later' });
+  held[0]();
+  (await free())();
+  for (const release of held.slice(1)) release();
+});
