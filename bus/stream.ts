@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Bus } from './bus.js';
 import { decode, encode } from './codec.js';
 import { PierError, type WireError } from './errors.js';
@@ -17,6 +18,14 @@ interface Piece {
   error?: WireError;
 }
 
+/**
+ * Who serves a stream names its subject, `pier.stream.<owner>.<random>`: the bus permissions let
+ * the edge pull only what providers serve and the reverse (bus/permissions.ts).
+ */
+export const STREAM_OWNERS = ['edge', 'provider'] as const;
+export type StreamOwner = (typeof STREAM_OWNERS)[number];
+export const streamSubject = (owner: StreamOwner, id: string) => `pier.stream.${owner}.${id}`;
+
 export interface ServedStream {
   /** Where the consumer pulls from. */
   subject: string;
@@ -29,8 +38,8 @@ export interface ServedStream {
  * Serves `source` on a fresh subject. Pieces are coalesced up to CHUNK_BYTES. A consumer that
  * stops pulling for `idleMs` abandons the stream: the source is closed and `finished` resolves.
  */
-export function serveStream(bus: Bus, source: AsyncIterable<Uint8Array>, idleMs: number): ServedStream {
-  const subject = bus.inbox();
+export function serveStream(bus: Bus, owner: StreamOwner, source: AsyncIterable<Uint8Array>, idleMs: number): ServedStream {
+  const subject = streamSubject(owner, randomBytes(12).toString('hex'));
   const it = source[Symbol.asyncIterator]();
   let carry: Uint8Array | null = null;
   let expected = 0;

@@ -40,7 +40,7 @@ export interface UploadOptions {
   limitedSize: number;
 }
 
-/** An installed app, minus its secret (caches get only the secret's SHA-256, for constant-time checks). */
+/** An installed app as every cache knows it: nothing of its secret (the registry checks it, `appVerify`). */
 export interface AppView {
   /** `<user>/<app>` */
   id: string;
@@ -49,7 +49,6 @@ export interface AppView {
   version: string;
   host: string;
   appKey: string;
-  secretDigest: string;
   grants: Grant[];
   websocket: WebsocketOptions | null;
   upload: UploadOptions | null;
@@ -197,6 +196,14 @@ export const registry = {
   }),
   /** The app secret in clear, for the actors that must prove or check it (token, callback). */
   appCredentials: endpoint<{ appKey: string }, AppCredentials>('pier.registry.app.credentials', Q, { appKey: { type: 'string', min: 1, max: 128 } }),
+  /**
+   * Whether `secret` is the app's, compared in constant time by the registry: how the edge checks
+   * `X-App-Key`/`X-App-Secret` without ever holding secrets. Answers the app's id, or 401.
+   */
+  appVerify: endpoint<{ appKey: string; secret: string }, { app: string }>('pier.registry.app.verify', Q, {
+    appKey: { type: 'string', min: 1, max: 128 },
+    secret: { type: 'string', max: 256 },
+  }),
 
   providerList: endpoint<Record<string, never>, ProviderView[]>('pier.registry.provider.list', Q, {}),
   providerSetState: endpoint<{ name: string; state: ProviderState }, ProviderView>('pier.registry.provider.state', Q, {

@@ -106,6 +106,11 @@ export const upload = {
   }),
 };
 
+/** A PATCH's write session: the edge sends its pieces here, to the upload replica holding the lock. */
+export const uploadSubjects = {
+  session: (uploadBusId: string, session: string) => `pier.upload.session.${uploadBusId}.${session}`,
+};
+
 export const uploadEvents = {
   completed: { subject: 'pier.upload.completed' } as EventSubject<UploadCompleted>,
 };

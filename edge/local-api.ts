@@ -1,11 +1,13 @@
 import type { Bus } from '../bus/bus.js';
 import { decode, encode } from '../bus/codec.js';
 import { PierError } from '../bus/errors.js';
-import { gatewaySubjects, USER_NAME, type AppView, type ConnCommand, type ConnCommandResult, type ListedConn } from '../bus/subjects.js';
+import { gatewaySubjects, registry, USER_NAME, type AppView, type ConnCommand, type ConnCommandResult, type ListedConn } from '../bus/subjects.js';
 import type { Peers } from '../lib/peers.js';
 import { FailureLimiter } from '../lib/rate-limit.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
-import { safeEqual, sha256Hex } from '../lib/tokens.js';
+import { sha256Hex } from '../lib/tokens.js';
+import { call } from '../bus/rpc.js';
+import type { PassedGates } from './call-gate.js';
 import { assertValid, compile } from '../lib/validation.js';
 import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
 
@@ -16,6 +18,8 @@ export interface LocalDeps {
   /** Sidecar mode: the one app this listener serves, without headers. */
   sidecarApp: { user: string; app: string } | null;
   now: () => number;
+  /** App credentials the registry confirmed lately (`caller`). */
+  verified: PassedGates;
 }
 
 const CONN_ID = /^[0-9a-f]{12}\.[A-Za-z0-9_-]{22}$/;
@@ -39,8 +43,13 @@ const closeSchema = compile({
 export function localApi(deps: LocalDeps) {
   const failures = new FailureLimiter(20, 60_000, deps.now);
 
-  /** Which app is calling: the sidecar's, or the one whose key and secret are in the headers. */
-  function caller(req: HttpRequestData): AppView {
+  /**
+   * Which app is calling: the sidecar's, or the one whose key and secret are in the headers. The
+   * edge never holds app secrets: the registry checks them (constant time) and a pass is
+   * remembered for a few seconds, per key and secret digest. Right credentials are checked before
+   * the limit, so they are never refused for someone else's failures; only guessing is slowed.
+   */
+  async function caller(req: HttpRequestData): Promise<AppView> {
     if (deps.sidecarApp) {
       const app = deps.cache.app(deps.sidecarApp.user, deps.sidecarApp.app);
       if (!app) throw new PierError('UNAVAILABLE', `app ${deps.sidecarApp.user}/${deps.sidecarApp.app} is not installed`);
@@ -49,14 +58,24 @@ export function localApi(deps: LocalDeps) {
     const key = req.headers['x-app-key'] ?? '';
     const secret = req.headers['x-app-secret'] ?? '';
     const app = key ? deps.cache.appByKey(key) : undefined;
-    // Compared in constant time, and through digests: the edge never holds app secrets. Checked
-    // before the limit (a digest costs nothing): correct credentials are never refused because of
-    // someone else's failures, from this address or any other; only guessing is slowed down.
-    if (app && safeEqual(sha256Hex(secret), app.secretDigest)) return app;
+    if (app && secret) {
+      const memo = `${key}\0${sha256Hex(secret)}`;
+      const now = deps.now();
+      if (deps.verified.passed(memo, now)) return app;
+      const verified = await call(deps.bus, registry.appVerify, { appKey: key, secret: secret.slice(0, 256) }).catch((err: unknown) => {
+        if (err instanceof PierError && err.code === 'UNAUTHORIZED') return null;
+        throw err; // the registry unreachable: 503, not a verdict on the credentials
+      });
+      if (verified?.app === app.id) {
+        deps.verified.remember(memo, Number.MAX_SAFE_INTEGER, now);
+        return app;
+      }
+    }
     if (failures.blocked(req.remoteAddress)) throw new PierError('RATE_LIMITED', 'too many failed attempts; retry later');
     failures.fail(req.remoteAddress);
     throw new PierError('UNAUTHORIZED', 'X-App-Key and X-App-Secret are required and must match an installed app');
   }
+
 
   async function toConn(connId: string, cmd: Omit<ConnCommand, 'connIds'>): Promise<number> {
     if (!CONN_ID.test(connId)) return 0;
@@ -81,7 +100,7 @@ export function localApi(deps: LocalDeps) {
 
   return {
     async send(req: HttpRequestData): Promise<HttpReply> {
-      const app = caller(req);
+      const app = await caller(req);
       const body = parseJsonBody(req);
       assertValid(sendSchema, body);
       const hasConn = typeof body.conn_id === 'string' && body.conn_id !== '';
@@ -97,7 +116,7 @@ export function localApi(deps: LocalDeps) {
     },
 
     async close(req: HttpRequestData): Promise<HttpReply> {
-      const app = caller(req);
+      const app = await caller(req);
       const body = parseJsonBody(req);
       assertValid(closeSchema, body);
       const conns = (body.conns as string[] | undefined) ?? [];
@@ -111,7 +130,7 @@ export function localApi(deps: LocalDeps) {
     },
 
     async list(req: HttpRequestData): Promise<HttpReply> {
-      const app = caller(req);
+      const app = await caller(req);
       const edges = deps.peers.alive('edge').length;
       const replies = await deps.bus.requestMany(gatewaySubjects.list, encode({ appId: app.id }), { timeoutMs: 1_000, stallMs: 1_000, expected: edges });
       const byUser = new Map<string, { id: string; userAgent: string }[]>();

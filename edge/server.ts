@@ -2,15 +2,15 @@ import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import uWS from 'uWebSockets.js';
 import type { RoleContext } from '../lib/runtime.js';
-import { ConfigError, type Ports } from '../lib/config.js';
+import { ConfigError, type Config, type Ports } from '../lib/config.js';
 import { mountRoutes } from './http.js';
 import { Gateway } from './gateway.js';
-import { LISTENERS, routeTable, type ListenerName } from './routes.js';
+import { routeTable, type ListenerName } from './routes.js';
 import { PassedGates } from './call-gate.js';
 
 export interface RunningEdge {
   /** Ports actually bound (differs from the configuration when it asked for port 0). */
-  ports: Ports;
+  ports: Partial<Ports>;
   stop(): Promise<void>;
 }
 
@@ -71,13 +71,8 @@ async function listen(app: uWS.TemplatedApp, host: string, port: number, name: s
   }
 }
 
-/**
- * The edge: one uWS app per listener of contract section 8. The admin listener binds loopback
- * only, whatever the bind host.
- */
-export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
-  const ports = { ...ctx.config.ports };
-  const table = routeTable({
+function routesFor(ctx: RoleContext) {
+  return routeTable({
     bus: ctx.bus,
     cache: ctx.cache,
     adminToken: ctx.config.adminToken,
@@ -87,31 +82,51 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
     providerTimeoutMs: ctx.config.provider.timeoutMs,
     vaultName: ctx.config.vaultName,
     gates: new PassedGates(),
+    verified: new PassedGates(),
     peers: ctx.peers,
     domain: ctx.config.domain,
     chunkBytes: ctx.config.upload.chunkBytes,
     sidecarApp: ctx.config.sidecarApp,
     now: ctx.now,
-    systemServer: () => ctx.config.systemServer ?? `127.0.0.1:${ports.system}`,
+    // The system listener may be this process's (bound to a free port) or another's (configured).
+    systemServer: () => ctx.config.systemServer ?? `127.0.0.1:${ctx.boundPorts.system ?? ctx.config.ports.system}`,
   });
+}
+
+/** Binds the listeners `names`, each a uWS app with its routes; returns their sockets, ports filled in. */
+async function bindListeners(ctx: RoleContext, names: readonly ListenerName[], ports: Partial<Config['ports']>, setUp: (name: ListenerName, app: uWS.TemplatedApp) => void): Promise<uWS.us_listen_socket[]> {
+  const table = routesFor(ctx);
   const sockets: uWS.us_listen_socket[] = [];
-  const gateway = new Gateway(ctx);
   try {
-    for (const name of LISTENERS) {
+    for (const name of names) {
       const app = uWS.App();
-      if (name === 'public') gateway.attach(app);
+      setUp(name, app);
       mountRoutes(app, table[name], { listener: name, log: ctx.log, metrics: ctx.metrics });
       // Admin is loopback only; so is a sidecar's local API (it lives in the app's network namespace).
       const host = name === 'admin' || (name === 'local' && ctx.config.sidecarApp) ? '127.0.0.1' : ctx.config.bindHost;
-      const socket = await listen(app, host, ctx.config.ports[name as ListenerName], name);
+      const socket = await listen(app, host, ctx.config.ports[name], name);
       sockets.push(socket);
       ports[name] = uWS.us_socket_local_port(socket);
-      ctx.ownPorts.add(ports[name]);
+      ctx.boundPorts[name] = ports[name];
+      ctx.ownPorts.add(ports[name]!);
     }
   } catch (err) {
     for (const s of sockets) uWS.us_listen_socket_close(s);
     throw err;
   }
+  return sockets;
+}
+
+/**
+ * The edge: the browser- and app-facing listeners of contract section 8 (public, system, local,
+ * upload). It holds no admin power: the admin listener is the `admin` role's.
+ */
+export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
+  const ports: Partial<Config['ports']> = {};
+  const gateway = new Gateway(ctx);
+  const sockets = await bindListeners(ctx, ['public', 'system', 'local', 'upload'], ports, (name, app) => {
+    if (name === 'public') gateway.attach(app);
+  });
   gateway.start();
   ctx.counters.set('connections', () => gateway.count());
   ctx.log.info({ ports }, 'edge listening');
@@ -121,6 +136,19 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
       // Stop taking new work, then close the connections and hand over their close events.
       for (const s of sockets) uWS.us_listen_socket_close(s);
       await gateway.stop();
+    },
+  };
+}
+
+/** The operator's listener (loopback only): the CLI's admin API and the cluster's /metrics. */
+export async function startAdmin(ctx: RoleContext): Promise<RunningEdge> {
+  const ports: Partial<Config['ports']> = {};
+  const sockets = await bindListeners(ctx, ['admin'], ports, () => undefined);
+  ctx.log.info({ ports }, 'admin listening');
+  return {
+    ports,
+    async stop() {
+      for (const s of sockets) uWS.us_listen_socket_close(s);
     },
   };
 }

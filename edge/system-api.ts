@@ -62,7 +62,7 @@ export async function providerCall(deps: SystemDeps, req: HttpRequestData): Prom
   const accessToken = req.headers['x-access-token'] ?? '';
   if (accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
   const large = req.body.byteLength > INLINE_BYTES;
-  const served = large ? serveStream(deps.bus, bufferSource(req.body), deps.providerTimeoutMs) : null;
+  const served = large ? serveStream(deps.bus, 'edge', bufferSource(req.body), deps.providerTimeoutMs) : null;
   try {
     const answer = await call(
       deps.bus,

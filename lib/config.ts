@@ -4,10 +4,13 @@ import { isIP } from 'node:net';
 import { availableParallelism, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Keyring } from './keyring.js';
+import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 
-/** Roles a process can run. Features not built yet have no role. */
-export const ROLES = ['edge', 'registry', 'token', 'provider', 'vault', 'callback', 'upload'] as const;
-export type Role = (typeof ROLES)[number];
+/** Roles a process can run: one bus identity each (bus/permissions.ts). */
+export const ROLES = BUS_ROLES;
+export type Role = BusRole;
+/** Roles that seal, unseal or sign with the master key. */
+export const KEYRING_ROLES: readonly Role[] = ['registry', 'token', 'provider', 'vault'];
 
 export interface Ports {
   public: number;
@@ -237,9 +240,13 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
   }
 
   ensureWritableDir(dataDir);
-  const adminToken = env[ENV.adminToken] || secretFile(join(dataDir, 'admin.token'), () => randomBytes(32).toString('base64url'));
+  // A secret is kept (and generated into the data dir) only by the roles that use it: an edge has
+  // no admin token and no master key (CONTRACT.md section 9). The others get a throwaway one.
+  const uses = (needed: readonly Role[]) => roles.some((r) => needed.includes(r));
+  const adminToken = env[ENV.adminToken] || (uses(['admin']) ? secretFile(join(dataDir, 'admin.token'), () => randomBytes(32).toString('base64url')) : randomBytes(32).toString('base64url'));
   if (adminToken.length < 16) throw new ConfigError(`${ENV.adminToken}: must be at least 16 characters`);
-  const masterKeyText = env[ENV.masterKey] || secretFile(join(dataDir, 'master.key'), () => randomBytes(32).toString('base64'));
+  const masterKeyText =
+    env[ENV.masterKey] || (uses(KEYRING_ROLES) ? secretFile(join(dataDir, 'master.key'), () => randomBytes(32).toString('base64')) : randomBytes(32).toString('base64'));
   const masterKey = parseMasterKey(masterKeyText, env[ENV.masterKey] ? ENV.masterKey : join(dataDir, 'master.key'));
   const previousKey = env[ENV.previousMasterKey] ? parseMasterKey(env[ENV.previousMasterKey]!, ENV.previousMasterKey) : null;
 

@@ -20,6 +20,12 @@ export class Metrics {
   /** Handlers (HTTP, WebSocket, bus) that threw: each was logged and answered, the process went on. */
   readonly handlerFailures: Counter<'where'>;
 
+  /**
+   * Bus messages refused: `permission` (a role's own view refused a subject it did not declare, or
+   * nats-server refused one), `schema` (a message failed its schema), `undecodable`.
+   */
+  readonly busRefusals: Counter<'reason' | 'subject'>;
+
   readonly registryRevision: Gauge;
   readonly registryResyncs: Counter;
 
@@ -47,6 +53,7 @@ export class Metrics {
       registers,
     });
     this.handlerFailures = new Counter({ name: 'pier_handler_failures_total', help: 'Handlers that threw (logged, answered 500 or closed 1011)', labelNames: ['where'], registers });
+    this.busRefusals = new Counter({ name: 'pier_bus_refusals_total', help: 'Bus messages refused (permission, schema, undecodable)', labelNames: ['reason', 'subject'], registers });
     this.registryRevision = new Gauge({ name: 'pier_registry_cache_revision', help: 'Registry revision held by this process cache', registers });
     this.registryResyncs = new Counter({ name: 'pier_registry_cache_resyncs_total', help: 'Full snapshot reloads of the registry cache', registers });
   }

@@ -24,6 +24,8 @@ export interface RoleContext {
    * them here. The edge adds the ports it bound (port 0 means "any free one").
    */
   ownPorts: Set<number>;
+  /** Listeners this process bound so far, by name (the install answer names the system listener's). */
+  boundPorts: Partial<Config['ports']>;
 }
 
 /** A started role: stop it to release its subscriptions, listeners and files. */

@@ -2,8 +2,10 @@ import type { Bus } from '../bus/bus.js';
 import { MemoryBus } from '../bus/bus-memory.js';
 import { NatsBus } from '../bus/bus-nats.js';
 import { startRegistry } from '../actors/registry/index.js';
-import { startEdge } from '../edge/server.js';
-import type { Config } from './config.js';
+import { startAdmin, startEdge } from '../edge/server.js';
+import type { Config, Role } from './config.js';
+import { GuardedBus } from '../bus/guarded.js';
+import { permissionsFor } from '../bus/permissions.js';
 import { createLogger } from './log.js';
 import { Metrics } from './metrics.js';
 import { announceProcess } from './presence.js';
@@ -22,7 +24,7 @@ import type { ProcessInfo } from '../bus/subjects.js';
 
 export interface StartedProcess {
   config: Config;
-  ports: Config['ports'] | null;
+  ports: Partial<Config['ports']> | null;
   stop(): Promise<void>;
 }
 
@@ -46,33 +48,40 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   const metrics = new Metrics(config.instanceId);
   const bus = await connectBus(config, log);
   const now = () => Date.now() + config.clockOffsetMs;
-  const cache = new RegistryCache(bus, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics, now });
+  // Each role talks through its own view of the bus, limited to the subjects it declared
+  // (bus/permissions.ts); what every process shares (presence, the registry cache) has its own.
+  const refused = (role: string, action: string, subject: string) => {
+    metrics.busRefusals.inc({ reason: 'permission', subject: subject.split('.').slice(0, 3).join('.') });
+    log.error({ role, action, subject }, 'bus: a subject outside the role\'s permissions was refused');
+  };
+  const viewFor = (roles: Role[], name: string) => new GuardedBus(bus, name, permissionsFor(roles, '_INBOX'), refused);
+  const shared = viewFor([], 'process');
+  const cache = new RegistryCache(shared, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics, now });
   const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };
-  const peers = new Peers(bus, self, { intervalMs: config.heartbeatMs, deadAfterMs: config.peerDeadMs });
+  const peers = new Peers(shared, self, { intervalMs: config.heartbeatMs, deadAfterMs: config.peerDeadMs });
   const counters = new Map<string, () => number>();
   const natsPorts = (config.natsUrl ?? '').split(',').map((u) => Number(/:(\d+)\/?$/.exec(u.trim())?.[1] ?? (u.trim() ? 4222 : 0)));
   const ownPorts = new Set([...Object.values(config.ports), ...natsPorts].filter((p) => p > 0));
-  const ctx: RoleContext = { bus, config, log, metrics, cache, now, peers, counters, ownPorts };
+  const ctx: RoleContext = { bus: shared, config, log, metrics, cache, now, peers, counters, ownPorts, boundPorts: {} };
+  const as = (role: Role): RoleContext => ({ ...ctx, bus: viewFor([role], role) });
   const running: Running[] = [{ stop: async () => cache.stop() }, { stop: async () => peers.stop() }];
   peers.start();
-  let ports: Config['ports'] | null = null;
+  let ports: Partial<Config['ports']> | null = null;
   try {
-    if (config.roles.includes('registry')) running.push(await startRegistry(ctx));
+    if (config.roles.includes('registry')) running.push(await startRegistry(as('registry')));
     // Every other role reads the registry through the cache; it loads in the background and the
     // roles answer 503 until it has.
     cache.start();
-    if (config.roles.includes('token')) running.push(await startToken(ctx));
-    if (config.roles.includes('provider')) running.push(await startProvider(ctx));
-    if (config.roles.includes('vault')) running.push(await startVault(ctx));
-    if (config.roles.includes('callback')) running.push(await startCallback(ctx));
-    if (config.roles.includes('upload')) running.push(await startUpload(ctx));
+    if (config.roles.includes('token')) running.push(await startToken(as('token')));
+    if (config.roles.includes('provider')) running.push(await startProvider(as('provider')));
+    if (config.roles.includes('vault')) running.push(await startVault(as('vault')));
+    if (config.roles.includes('callback')) running.push(await startCallback(as('callback')));
+    if (config.roles.includes('upload')) running.push(await startUpload(as('upload')));
     // Every store is open now: the data dir and all of Pier's files in it become private.
     await makePrivate(config.dataDir, [config.upload.root]);
-    if (config.roles.includes('edge')) {
-      const edge = await startEdge(ctx);
-      running.push(edge);
-      ports = edge.ports;
-    }
+    if (config.roles.includes('edge')) running.push(await startEdge(as('edge')));
+    if (config.roles.includes('admin')) running.push(await startAdmin(as('admin')));
+    ports = Object.keys(ctx.boundPorts).length > 0 ? ctx.boundPorts : null;
   } catch (err) {
     for (const r of running.reverse()) await r.stop().catch(() => undefined);
     await bus.close();
@@ -85,7 +94,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     log.error({ err }, 'unhandled rejection');
   };
   process.on('unhandledRejection', onUnhandled);
-  const presence = announceProcess(bus, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])));
+  const presence = announceProcess(shared, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])));
   log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, instance: config.instanceId }, 'pier ready');
 
   return {

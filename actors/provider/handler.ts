@@ -68,7 +68,7 @@ async function readAll(source: AsyncIterable<Uint8Array>, limit: number, what: s
 /** An answer whose body is in memory: inline when small, else served as a stream. */
 function answerWith(deps: ProviderDeps, status: number, headers: Record<string, string>, body: Buffer): ProviderAnswer {
   if (body.byteLength <= INLINE_BYTES) return { status, headers, body, bodyStream: null };
-  return { status, headers, body: null, bodyStream: serveStream(deps.bus, bufferSource(body), deps.timeoutMs).subject };
+  return { status, headers, body: null, bodyStream: serveStream(deps.bus, 'provider', bufferSource(body), deps.timeoutMs).subject };
 }
 
 function targetUrl(target: ProviderView, op: string, query: string): string {
@@ -116,7 +116,7 @@ async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<
       yield r.value;
     }
   })();
-  const served = serveStream(deps.bus, rest, deps.timeoutMs);
+  const served = serveStream(deps.bus, 'provider', rest, deps.timeoutMs);
   void served.finished.then(() => res.body.destroy());
   return { status: res.status, headers, body: null, bodyStream: served.subject };
 }

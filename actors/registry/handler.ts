@@ -1,7 +1,7 @@
 import { PierError } from '../../bus/errors.js';
 import type { AppCredentials, AppSummary, ChangeEvent, ImportedCredentials, InstalledApp, IssuedToken, ProviderState, ProviderView, UserSummary } from '../../bus/subjects.js';
 import type { Keyring } from '../../lib/keyring.js';
-import { newAppKey, newAppSecret, newUserToken, sha256Hex } from '../../lib/tokens.js';
+import { newAppKey, newAppSecret, newUserToken, safeEqual, sha256Hex } from '../../lib/tokens.js';
 import { parseManifest } from './manifest.js';
 import { parseProviderDocs } from './provider-doc.js';
 import type { AppRecord, RegistryStore, Writer } from './store.js';
@@ -154,6 +154,15 @@ export function appCredentials(deps: RegistryDeps, appKey: string): AppCredentia
   const appSecret = deps.keyring.open(app.secretSealed, secretContext(app.id)).toString();
   return { user: app.user, app: app.name, appKey: app.appKey, appSecret };
 }
+
+export function appVerify(deps: RegistryDeps, appKey: string, secret: string): { app: string } {
+  const app = deps.store.appByKey(appKey);
+  // The digest is compared even for an unknown key, so timing does not tell which keys exist.
+  const ok = safeEqual(sha256Hex(secret), app?.secretDigest ?? UNKNOWN_DIGEST);
+  if (!app || !ok) throw new PierError('UNAUTHORIZED', 'X-App-Key and X-App-Secret are required and must match an installed app');
+  return { app: app.id };
+}
+const UNKNOWN_DIGEST = sha256Hex('no app has this secret');
 
 export function providerSetState(deps: RegistryDeps, name: string, state: ProviderState): Promise<ProviderView> {
   return commit(deps, (w) => {

@@ -28,6 +28,7 @@ export async function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'l
     serve(ctx.bus, registry.appList, (r) => h.appList(deps, r.user), hooks),
     serve(ctx.bus, registry.appUninstall, (r) => h.appUninstall(deps, r.user, r.app, r.purge), hooks),
     serve(ctx.bus, registry.appCredentials, (r) => h.appCredentials(deps, r.appKey), hooks),
+    serve(ctx.bus, registry.appVerify, (r) => h.appVerify(deps, r.appKey, r.secret), hooks),
     serve(ctx.bus, registry.providerList, () => store.listProviders(), hooks),
     serve(ctx.bus, registry.providerSetState, (r) => h.providerSetState(deps, r.name, r.state), hooks),
     serve(ctx.bus, registry.snapshot, () => store.snapshot(), hooks),

@@ -3,6 +3,8 @@ import type { AppView, Change, ChangeEvent, ProviderView, Snapshot, TokenView, U
 
 /** An app as stored: the shared view plus its secret, sealed with the master key. */
 export interface AppRecord extends AppView {
+  /** SHA-256 of the app secret: the registry checks presented secrets against it (appVerify). */
+  secretDigest: string;
   secretSealed: Uint8Array;
 }
 
@@ -17,7 +19,8 @@ export interface Writer {
 }
 
 function publicView(app: AppRecord): AppView {
-  const { secretSealed: _sealed, ...view } = app;
+  // Neither the sealed secret nor its digest leaves the registry: others ask it (appVerify).
+  const { secretSealed: _sealed, secretDigest: _digest, ...view } = app;
   return view;
 }
 

@@ -2,7 +2,7 @@ import type { FileHandle } from 'node:fs/promises';
 import type { Bus, Subscription } from '../../bus/bus.js';
 import { encode } from '../../bus/codec.js';
 import { asPierError, PierError } from '../../bus/errors.js';
-import { PIECE_HEADERS, type Piece, type PieceAck } from '../../bus/subjects.js';
+import { PIECE_HEADERS, uploadSubjects, type Piece, type PieceAck } from '../../bus/subjects.js';
 
 const PIECE_KINDS: readonly Piece['kind'][] = ['data', 'end', 'abort', 'discard'];
 import { cutBack, openPart } from './files.js';
@@ -43,7 +43,7 @@ export class WriteSession {
     /** The client's offset was checked before the first byte (false: `file` came before `upload_offset`). */
     private readonly confirmed: boolean,
   ) {
-    this.subject = `pier.upload.session.${deps.busId}.${upload.lock!.session}`;
+    this.subject = uploadSubjects.session(deps.busId, upload.lock!.session);
   }
 
   async start(): Promise<void> {

@@ -32,8 +32,8 @@ const until = async (cond: () => Promise<boolean> | boolean) => {
 test.before(async () => {
   nats = await NatsServer.start();
   registry = await PierProcess.start(envFor(), ['--roles', 'registry']);
-  edges.push(await PierProcess.start(envFor(), ['--roles', 'edge']));
-  edges.push(await PierProcess.start(envFor(), ['--roles', 'edge']));
+  edges.push(await PierProcess.start(envFor(), ['--roles', 'edge,admin']));
+  edges.push(await PierProcess.start(envFor(), ['--roles', 'edge,admin']));
 });
 
 test.after.always(async () => {
@@ -56,7 +56,7 @@ test.serial('install through the CLI on one edge; the other edge and status see 
   t.deepEqual(listed.json.map((a: { user: string; app: string; appKey: string }) => [a.user, a.app, a.appKey]), [['alice', 'notes', installed.json.env.OS_APP_KEY]]);
 
   const status = await cli(['status', '--json'], cliOn(edges[1]));
-  t.deepEqual(status.json.roles, ['edge', 'registry']);
+  t.deepEqual(status.json.roles, ['admin', 'edge', 'registry']);
   t.is(status.json.bus.kind, 'nats');
   t.is(status.json.replicas.length, 3);
 });

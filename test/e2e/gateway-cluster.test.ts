@@ -39,7 +39,7 @@ test.before(async () => {
   app = await WsApp.start();
   others.push(await start('registry', 'registry'));
   others.push(...(await Promise.all([start('cb1', 'callback'), start('cb2', 'callback')])));
-  edges.push(...(await Promise.all([start('edge1', 'edge'), start('edge2', 'edge')])));
+  edges.push(...(await Promise.all([start('edge1', 'edge,admin'), start('edge2', 'edge,admin')])));
   const env = { ...pierEnv(join(dir, 'cli'), shared), PIER_ADMIN_URL: edges[0].adminUrl };
   token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
   writeFileSync(join(dir, 'chat.yaml'), wsManifest('chat', app.port));

@@ -11,7 +11,7 @@ platformClientsSuite(test, async (dir) => {
   const nats = await NatsServer.start();
   const shared = { PIER_ADMIN_TOKEN: randomBytes(24).toString('hex'), PIER_MASTER_KEY: randomBytes(32).toString('hex'), PIER_HEARTBEAT_MS: '250', NATS_URL: nats.url };
   const start = (name: string, roles: string) => PierProcess.start(pierEnv(join(dir, name), shared), ['--roles', roles]);
-  const processes = [await start('actors', 'registry,token,provider,vault,callback'), await start('upload', 'upload'), await start('edge', 'edge')];
+  const processes = [await start('actors', 'registry,token,provider,vault,callback'), await start('upload', 'upload'), await start('edge', 'edge,admin')];
   const edge = processes[2];
   return {
     ports: () => edge.ports!,

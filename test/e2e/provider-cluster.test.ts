@@ -40,7 +40,7 @@ test.before(async () => {
   upstream = await ProviderServer.start();
   await start('registry', 'registry');
   await Promise.all([start('token-1', 'token'), start('token-2', 'token'), start('provider-1', 'provider'), start('provider-2', 'provider')]);
-  edge = await start('edge', 'edge');
+  edge = await start('edge', 'edge,admin');
   const env = { ...pierEnv(join(dir, 'cli'), shared), PIER_ADMIN_URL: edge.adminUrl };
   await cli(['user', 'add', 'alice'], env);
   writeFileSync(join(dir, 'notes.yaml'), 'metadata: { name: notes }\n');

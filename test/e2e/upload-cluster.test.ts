@@ -18,7 +18,7 @@ test('the upload actor in its own process over NATS: 50 MiB in 8 MiB chunks and 
   const shared = { PIER_ADMIN_TOKEN: randomBytes(24).toString('hex'), PIER_MASTER_KEY: randomBytes(32).toString('hex') };
   const start = (name: string, roles: string) => PierProcess.start(pierEnv(join(dir, name), { ...shared, NATS_URL: nats.url }), ['--roles', roles]);
   const procs = [await start('registry', 'registry'), await start('upload', 'upload')];
-  const edge = await start('edge', 'edge');
+  const edge = await start('edge', 'edge,admin');
   procs.push(edge);
   const bus = await NatsBus.connect({ url: nats.url, name: 'test-listener' });
   t.teardown(async () => {

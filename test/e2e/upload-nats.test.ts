@@ -12,7 +12,7 @@ uploadSuite(test, async (dir) => {
   const start = (name: string, roles: string) => PierProcess.start(pierEnv(join(dir, name), { ...shared, NATS_URL: nats.url }), ['--roles', roles]);
   const registry = await start('registry', 'registry');
   let writer = await start('upload', 'upload');
-  const edge = await start('edge', 'edge');
+  const edge = await start('edge', 'edge,admin');
   return {
     uploadPort: () => edge.ports!.upload,
     cliEnv: () => ({ ...pierEnv(join(dir, 'cli'), shared), PIER_ADMIN_URL: edge.adminUrl }),

@@ -27,7 +27,7 @@ test.before(async () => {
   await start('registry', 'registry');
   await start('token', 'token');
   await Promise.all([start('vault', 'vault'), start('vault', 'vault')]);
-  edge = await start('edge', 'edge');
+  edge = await start('edge', 'edge,admin');
   const env = { ...pierEnv(join(dir, 'cli'), shared), PIER_ADMIN_URL: edge.adminUrl };
   userToken = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=chat, CreateSecret?workspace=chat, UpdateSecret?workspace=chat, ListSecret?workspace=chat] }\n');

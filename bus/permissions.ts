@@ -1,0 +1,169 @@
+import type { Endpoint, EventSubject } from './rpc.js';
+import { streamSubject } from './stream.js';
+import { gatewaySubjects } from './subjects-gateway.js';
+import { processSubjects } from './subjects-process.js';
+import { provider } from './subjects-provider.js';
+import { registry, registryEvents } from './subjects-registry.js';
+import { token } from './subjects-token.js';
+import { upload, uploadEvents, uploadSubjects } from './subjects-upload.js';
+import { vault } from './subjects-vault.js';
+
+/**
+ * What each role may do on the bus (CONTRACT.md section 9), declared from the subjects of `bus/`
+ * themselves. The same lists are enforced twice: by nats-server (the authorization file that
+ * `pier bus init` writes from them) and by each role's view of the bus in every process
+ * (`guarded.ts`), so code that uses a subject its role did not declare fails in any test, on the
+ * in-process bus as on NATS.
+ *
+ * Replies need no entry: a responder may answer the requests it received (NATS `allow_responses`),
+ * and a requester hears its replies on its own inbox prefix.
+ */
+export const BUS_ROLES = ['edge', 'admin', 'registry', 'token', 'provider', 'vault', 'callback', 'upload'] as const;
+export type BusRole = (typeof BUS_ROLES)[number];
+
+export interface RolePermissions {
+  /** Subjects (NATS wildcards allowed) the role may publish to: requests and events. */
+  publish: string[];
+  /** Subjects the role may subscribe to: what it serves and what it hears. */
+  subscribe: string[];
+}
+
+type Subject = string | Endpoint<unknown, unknown> | EventSubject<unknown>;
+const name = (s: Subject) => (typeof s === 'string' ? s : s.subject);
+
+/** A role's declaration: endpoints it serves or calls, events it emits or hears, raw subject patterns. */
+interface Declaration {
+  serves?: Subject[];
+  calls?: Subject[];
+  emits?: Subject[];
+  hears?: Subject[];
+}
+
+const any = '*';
+
+/** Every process, whatever its roles: presence, the registry cache. */
+const everyProcess: Declaration = {
+  emits: [processSubjects.heartbeat],
+  hears: [processSubjects.heartbeat, registryEvents.changes, registryEvents.heartbeat],
+  serves: [processSubjects.describe],
+  calls: [registry.snapshot],
+};
+
+const declarations: Record<BusRole, Declaration> = {
+  // The browser- and app-facing listeners. No admin subject, no app secret, no registry write.
+  edge: {
+    calls: [
+      token.issue,
+      provider.call,
+      provider.authorize,
+      vault.op,
+      vault.authorize,
+      upload.create,
+      upload.get,
+      upload.begin,
+      uploadSubjects.session(any, any),
+      registry.appVerify,
+      // The gateway: events to callback replicas; the local API's commands to the edges holding connections.
+      gatewaySubjects.deliver(any),
+      gatewaySubjects.edge(any),
+      gatewaySubjects.user(any, any),
+      gatewaySubjects.list,
+      // Pulling a provider's large answer.
+      streamSubject('provider', '>'),
+    ],
+    serves: [gatewaySubjects.edge(any), gatewaySubjects.user(any, any), gatewaySubjects.list, gatewaySubjects.settled(any), streamSubject('edge', '>')],
+  },
+  // The operator's listener (loopback): users, apps, providers, the vault's audit and key rotation.
+  admin: {
+    calls: [
+      registry.userAdd,
+      registry.userToken,
+      registry.userRevoke,
+      registry.userList,
+      registry.appInstall,
+      registry.appList,
+      registry.appUninstall,
+      registry.providerList,
+      registry.providerSetState,
+      registry.appReseal,
+      upload.prepare,
+      vault.audit,
+      vault.rotate,
+      processSubjects.describe,
+    ],
+  },
+  registry: {
+    serves: [
+      registry.userAdd,
+      registry.userToken,
+      registry.userRevoke,
+      registry.userList,
+      registry.appInstall,
+      registry.appList,
+      registry.appUninstall,
+      registry.appCredentials,
+      registry.appVerify,
+      registry.providerList,
+      registry.providerSetState,
+      registry.snapshot,
+      registry.appReseal,
+    ],
+    emits: [registryEvents.changes, registryEvents.heartbeat],
+  },
+  // Hashes with app secrets (bcrypt proofs): one of the two roles that may obtain them.
+  token: { serves: [token.issue], calls: [registry.appCredentials] },
+  provider: { serves: [provider.call, provider.authorize, streamSubject('provider', '>')], calls: [streamSubject('edge', '>')] },
+  vault: { serves: [vault.op, vault.authorize, vault.audit, vault.rotate] },
+  // Signs callbacks with app secrets: the other role that may obtain them.
+  callback: { serves: [gatewaySubjects.deliver(any)], calls: [registry.appCredentials], emits: [gatewaySubjects.settled(any)] },
+  upload: {
+    serves: [upload.create, upload.get, upload.begin, upload.prepare, uploadSubjects.session(any, any)],
+    emits: [uploadEvents.completed],
+  },
+};
+
+/** Events published for parties outside Pier (nobody in Pier subscribes to them). */
+export const EXTERNAL_EVENTS: readonly string[] = [uploadEvents.completed.subject];
+
+function permissionsOf(d: Declaration): RolePermissions {
+  return {
+    publish: [...(d.calls ?? []), ...(d.emits ?? [])].map(name),
+    subscribe: [...(d.serves ?? []), ...(d.hears ?? [])].map(name),
+  };
+}
+
+/**
+ * The allow-lists of a process running `roles` (the union of theirs and every process's), with
+ * the inbox prefix its replies arrive on.
+ */
+export function permissionsFor(roles: readonly BusRole[], inboxPrefix: string): RolePermissions {
+  const parts = [everyProcess, ...roles.map((r) => declarations[r])].map(permissionsOf);
+  const unique = (xs: string[]) => [...new Set(xs)].sort();
+  return {
+    publish: unique(parts.flatMap((p) => p.publish)),
+    subscribe: unique([...parts.flatMap((p) => p.subscribe), `${inboxPrefix}.>`]),
+  };
+}
+
+/** One role's own declaration, without what every process has (for docs and tests). */
+export function declaredBy(role: BusRole): RolePermissions {
+  return permissionsOf(declarations[role]);
+}
+
+/**
+ * Whether `pattern` (an allow-list entry) covers `subject` (a subject, or a subscription that may
+ * itself hold wildcards): `*` covers one token (a `*` included), `>` covers one or more.
+ */
+export function covers(pattern: string, subject: string): boolean {
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === '>') return s.length > i;
+    if (i >= s.length) return false;
+    if (s[i] === '>') return false;
+    if (p[i] !== '*' && p[i] !== s[i]) return false;
+  }
+  return p.length === s.length;
+}
+
+export const allowed = (list: readonly string[], subject: string) => list.some((p) => covers(p, subject));
