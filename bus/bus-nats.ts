@@ -6,7 +6,16 @@ export interface NatsBusOptions {
   url: string;
   /** Shown in `nats-server` connection lists; helps an operator see which process is which. */
   name: string;
+  /** The role identity; absent: anonymous. */
+  user?: string;
+  password?: string;
+  /** PEM files: the CA to check the server with, and a client certificate (mutual TLS). */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  /** Where this connection's replies arrive: only its identity may subscribe there. */
+  inboxPrefix?: string;
   onStatus?: (event: 'disconnect' | 'reconnect' | 'error', detail: string) => void;
+  /** The server refused a publish or a subscription of this connection (its permissions). */
+  onPermissionRefusal?: (operation: string, subject: string) => void;
   onHandlerError?: (err: unknown) => void;
 }
 
@@ -51,9 +60,16 @@ export class NatsBus implements Bus {
         maxReconnectAttempts: -1,
         reconnectTimeWait: 250,
         pingInterval: 10_000,
+        ...(options.user ? { user: options.user, pass: options.password } : {}),
+        ...(options.tls ? { tls: options.tls } : {}),
+        ...(options.inboxPrefix ? { inboxPrefix: options.inboxPrefix } : {}),
       });
       return new NatsBus(nc, options);
     } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === ErrorCode.AuthorizationViolation) {
+        throw new PierError('UNAUTHORIZED', `NATS at ${options.url} refused the credentials${options.user ? ` of "${options.user}"` : ' (none were given: set NATS_CREDS)'}`, { cause: err });
+      }
       throw new PierError('UNAVAILABLE', `cannot connect to NATS at ${options.url}: ${(err as Error).message}`, { cause: err });
     }
   }
@@ -88,6 +104,7 @@ export class NatsBus implements Bus {
       const code = (err as { code?: string }).code;
       if (code === ErrorCode.NoResponders) throw new PierError('UNAVAILABLE', `no responders for ${subject}`, { cause: err });
       if (code === ErrorCode.Timeout) throw new PierError('TIMEOUT', `request to ${subject} timed out after ${options.timeoutMs} ms`, { cause: err });
+      if (code === ErrorCode.PermissionsViolation) throw new PierError('FORBIDDEN', `bus: this identity may not publish to ${subject}`, { cause: err });
       throw new PierError('UNAVAILABLE', `request to ${subject} failed: ${(err as Error).message}`, { cause: err });
     }
   }
@@ -105,13 +122,15 @@ export class NatsBus implements Bus {
       );
       for await (const m of replies) got.push(toBusMessage(m));
     } catch (err) {
-      if ((err as { code?: string }).code !== ErrorCode.NoResponders) throw new PierError('UNAVAILABLE', `request to ${subject} failed: ${(err as Error).message}`, { cause: err });
+      const code = (err as { code?: string }).code;
+      if (code === ErrorCode.PermissionsViolation) throw new PierError('FORBIDDEN', `bus: this identity may not publish to ${subject}`, { cause: err });
+      if (code !== ErrorCode.NoResponders) throw new PierError('UNAVAILABLE', `request to ${subject} failed: ${(err as Error).message}`, { cause: err });
     }
     return got;
   }
 
   inbox(): string {
-    return createInbox();
+    return createInbox(this.options.inboxPrefix);
   }
 
   async flush(): Promise<void> {
@@ -136,7 +155,9 @@ export class NatsBus implements Bus {
         this.connected = true;
         this.options.onStatus?.('reconnect', String(s.data));
       } else if (s.type === Events.Error) {
-        this.options.onStatus?.('error', String(s.data));
+        const refused = (s as { permissionContext?: { operation: string; subject: string } }).permissionContext;
+        if (refused) this.options.onPermissionRefusal?.(refused.operation, refused.subject);
+        else this.options.onStatus?.('error', String(s.data));
       }
     }
   }

@@ -1,4 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
+import { planIdentities, writeBusInit } from '../lib/bus-init.js';
 import { adminCall, adminTarget, CliError } from './admin-client.js';
 
 export interface Invocation {
@@ -125,6 +128,32 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'pier vault rotate-master-key   (after restarting with the new PIER_MASTER_KEY and PIER_MASTER_KEY_PREVIOUS)',
     run: (inv) => call(inv, 'POST', '/admin/v1/vault/rotate-master-key'),
     text: (d) => `re-wrapped ${d.rewrapped_data_keys} data key(s), re-sealed ${d.resealed_app_secrets} app secret(s): PIER_MASTER_KEY_PREVIOUS can go`,
+  },
+  'bus init': {
+    usage: 'pier bus init --out DIR [--identity NAME=ROLE,ROLE]...',
+    run: async (inv) => {
+      const extra: Record<string, BusRole[]> = {};
+      for (const spec of (inv.values.identity as string[] | undefined) ?? []) {
+        const m = /^([^=]+)=(.+)$/.exec(spec);
+        if (!m) throw new CliError(`--identity: "${spec}" must be NAME=ROLE,ROLE`);
+        const roles = m[2].split(',').map((r) => r.trim());
+        const unknown = roles.find((r) => !(BUS_ROLES as readonly string[]).includes(r));
+        if (unknown) throw new CliError(`--identity: unknown role "${unknown}" (roles: ${BUS_ROLES.join(', ')})`);
+        extra[m[1]] = roles as BusRole[];
+      }
+      try {
+        return writeBusInit(resolve(flag(inv, 'out')), planIdentities(extra));
+      } catch (err) {
+        if (err instanceof CliError) throw err;
+        throw new CliError(`bus init: ${(err as Error).message}`);
+      }
+    },
+    text: (d) =>
+      [
+        `nats-server authorization: ${d.server} (include it from nats-server.conf)`,
+        ...d.identities.map((i: any) => `  ${i.user.padEnd(18)} ${i.creds}  (${i.roles.join(',')})`),
+        'Start each Pier process with NATS_CREDS=<its .creds file>.',
+      ].join('\n'),
   },
   status: {
     usage: 'pier status',

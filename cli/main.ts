@@ -18,6 +18,8 @@ const OPTIONS = {
   purge: { type: 'boolean' },
   roles: { type: 'string' },
   'data-dir': { type: 'string' },
+  out: { type: 'string' },
+  identity: { type: 'string', multiple: true },
 } as const;
 
 function usage(): string {

@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import { availableParallelism, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Keyring } from './keyring.js';
+import { natsAuthFrom, type NatsAuth } from './nats-auth.js';
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 
 /** Roles a process can run: one bus identity each (bus/permissions.ts). */
@@ -26,6 +27,8 @@ export interface Config {
   roles: Role[];
   dataDir: string;
   natsUrl: string | null;
+  /** The NATS identity and TLS (NATS_CREDS or NATS_USER/NATS_PASSWORD, NATS_TLS_*). */
+  natsAuth: NatsAuth;
   domain: string;
   /** Address the public, system, local and upload listeners bind; admin is always loopback. */
   bindHost: string;
@@ -217,6 +220,12 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
   if (!natsUrl && roles.length !== ROLES.length) {
     throw new ConfigError(`--roles ${roles.join(',')}: running a subset of roles needs ${ENV.natsUrl} (the in-process bus only joins roles inside one process)`);
   }
+  let natsAuth: NatsAuth;
+  try {
+    natsAuth = natsAuthFrom(env);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
   if (natsUrl && !/^(nats|tls|ws|wss):\/\/[^\s]+$/.test(natsUrl.split(',')[0])) throw new ConfigError(`${ENV.natsUrl}: must look like nats://host:4222, got "${natsUrl}"`);
 
   const ports: Ports = {
@@ -256,6 +265,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     roles,
     dataDir,
     natsUrl,
+    natsAuth,
     domain,
     bindHost: env[ENV.bindHost] || '0.0.0.0',
     ports,

@@ -6,6 +6,7 @@ import { startAdmin, startEdge } from '../edge/server.js';
 import type { Config, Role } from './config.js';
 import { GuardedBus } from '../bus/guarded.js';
 import { permissionsFor } from '../bus/permissions.js';
+import { inboxPrefixOf } from './nats-auth.js';
 import { createLogger } from './log.js';
 import { Metrics } from './metrics.js';
 import { announceProcess } from './presence.js';
@@ -28,14 +29,22 @@ export interface StartedProcess {
   stop(): Promise<void>;
 }
 
-async function connectBus(config: Config, log: ReturnType<typeof createLogger>): Promise<Bus> {
+async function connectBus(config: Config, log: ReturnType<typeof createLogger>, metrics: Metrics): Promise<Bus> {
   const onHandlerError = (err: unknown) => log.error({ err }, 'bus subscriber failed');
   if (!config.natsUrl) return new MemoryBus(onHandlerError);
+  const { user, password, tls } = config.natsAuth;
   return NatsBus.connect({
     url: config.natsUrl,
     name: `pier ${config.roles.join(',')} ${config.instanceId}`,
+    ...(user ? { user, password: password! } : {}),
+    ...(tls ? { tls: { ...(tls.ca ? { caFile: tls.ca } : {}), ...(tls.cert ? { certFile: tls.cert, keyFile: tls.key! } : {}) } } : {}),
+    inboxPrefix: inboxPrefixOf(user),
     onHandlerError,
     onStatus: (event, detail) => log.warn({ event, detail }, 'nats connection status'),
+    onPermissionRefusal: (operation, subject) => {
+      metrics.busRefusals.inc({ reason: 'permission', subject: subject.split('.').slice(0, 3).join('.') });
+      log.error({ operation, subject, user }, 'nats refused an operation outside this identity\'s permissions');
+    },
   });
 }
 
@@ -46,7 +55,7 @@ async function connectBus(config: Config, log: ReturnType<typeof createLogger>):
 export async function startProcess(config: Config): Promise<StartedProcess> {
   const log = createLogger({ level: config.logLevel, name: 'pier' });
   const metrics = new Metrics(config.instanceId);
-  const bus = await connectBus(config, log);
+  const bus = await connectBus(config, log, metrics);
   const now = () => Date.now() + config.clockOffsetMs;
   // Each role talks through its own view of the bus, limited to the subjects it declared
   // (bus/permissions.ts); what every process shares (presence, the registry cache) has its own.
@@ -54,7 +63,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     metrics.busRefusals.inc({ reason: 'permission', subject: subject.split('.').slice(0, 3).join('.') });
     log.error({ role, action, subject }, 'bus: a subject outside the role\'s permissions was refused');
   };
-  const viewFor = (roles: Role[], name: string) => new GuardedBus(bus, name, permissionsFor(roles, '_INBOX'), refused);
+  const viewFor = (roles: Role[], name: string) => new GuardedBus(bus, name, permissionsFor(roles, inboxPrefixOf(config.natsAuth.user)), refused);
   const shared = viewFor([], 'process');
   const cache = new RegistryCache(shared, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics, now });
   const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };

@@ -1,0 +1,73 @@
+import { readFileSync, statSync } from 'node:fs';
+
+/** How a process proves itself to NATS and checks the server (CONTRACT.md section 9). */
+export interface NatsAuth {
+  /** The role identity (`pier-edge`, …); null: anonymous (a server with no authorization). */
+  user: string | null;
+  password: string | null;
+  tls: { ca: string | null; cert: string | null; key: string | null } | null;
+}
+
+export class NatsAuthError extends Error {
+  override readonly name = 'NatsAuthError';
+}
+
+/**
+ * A credentials file as `pier bus init` writes it: `NATS_USER=…` and `NATS_PASSWORD=…` lines
+ * (comments with `#`), so it also serves as a compose `env_file`. It must be private (0600): a
+ * file others can read is refused rather than used.
+ */
+export function readCredsFile(path: string, source = 'NATS_CREDS'): { user: string; password: string } {
+  let text: string;
+  try {
+    const mode = statSync(path).mode & 0o777;
+    if (mode & 0o077) throw new NatsAuthError(`${source}: ${path} is readable by others (mode ${mode.toString(8)}): chmod 600 it`);
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    if (err instanceof NatsAuthError) throw err;
+    throw new NatsAuthError(`${source}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  const values = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const m = /^\s*([A-Z_]+)\s*=\s*(.*?)\s*$/.exec(line);
+    if (m && !line.trimStart().startsWith('#')) values.set(m[1], m[2]);
+  }
+  const user = values.get('NATS_USER');
+  const password = values.get('NATS_PASSWORD');
+  if (!user || !password) throw new NatsAuthError(`${source}: ${path} must hold NATS_USER=… and NATS_PASSWORD=… lines`);
+  return { user, password };
+}
+
+function readable(path: string, name: string): string {
+  try {
+    readFileSync(path);
+    return path;
+  } catch (err) {
+    throw new NatsAuthError(`${name}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+}
+
+/** The NATS identity and TLS settings from the environment: `NATS_CREDS` or `NATS_USER`/`NATS_PASSWORD`, `NATS_TLS_*`. */
+export function natsAuthFrom(env: Record<string, string | undefined>): NatsAuth {
+  let user: string | null = null;
+  let password: string | null = null;
+  if (env.NATS_CREDS) {
+    if (env.NATS_USER || env.NATS_PASSWORD) throw new NatsAuthError('NATS_CREDS: give either a credentials file or NATS_USER/NATS_PASSWORD, not both');
+    ({ user, password } = readCredsFile(env.NATS_CREDS));
+  } else if (env.NATS_USER || env.NATS_PASSWORD) {
+    if (!env.NATS_USER || !env.NATS_PASSWORD) throw new NatsAuthError('NATS_USER and NATS_PASSWORD go together');
+    user = env.NATS_USER;
+    password = env.NATS_PASSWORD;
+  }
+  if (user !== null && !/^[A-Za-z0-9_-]{1,64}$/.test(user)) throw new NatsAuthError(`NATS_USER: "${user}" must be 1-64 characters of [A-Za-z0-9_-]`);
+  const ca = env.NATS_TLS_CA ? readable(env.NATS_TLS_CA, 'NATS_TLS_CA') : null;
+  const cert = env.NATS_TLS_CERT ? readable(env.NATS_TLS_CERT, 'NATS_TLS_CERT') : null;
+  const key = env.NATS_TLS_KEY ? readable(env.NATS_TLS_KEY, 'NATS_TLS_KEY') : null;
+  if ((cert === null) !== (key === null)) throw new NatsAuthError('NATS_TLS_CERT and NATS_TLS_KEY go together (a client certificate and its key)');
+  return { user, password, tls: ca || cert ? { ca, cert, key } : null };
+}
+
+/** The inbox prefix of an identity: its replies arrive under it, and only it may subscribe there. */
+export function inboxPrefixOf(user: string | null): string {
+  return user ? `_INBOX.${user}` : '_INBOX';
+}

@@ -1,0 +1,68 @@
+import test from 'ava';
+import { MemoryBus } from '../../../bus/bus-memory.js';
+import { GuardedBus } from '../../../bus/guarded.js';
+import { BUS_ROLES, covers, declaredBy, EXTERNAL_EVENTS, permissionsFor, allowed } from '../../../bus/permissions.js';
+import * as subjects from '../../../bus/subjects.js';
+import { streamSubject } from '../../../bus/stream.js';
+
+/** Every fixed subject `bus/` declares: endpoints and events (objects with a `subject`), and plain subject strings. */
+function declaredSubjects(): string[] {
+  const out: string[] = [];
+  const walk = (v: unknown) => {
+    if (typeof v === 'string' && v.startsWith('pier.')) out.push(v);
+    else if (v && typeof v === 'object' && 'subject' in v && typeof (v as { subject: unknown }).subject === 'string') out.push((v as { subject: string }).subject);
+    else if (v && typeof v === 'object' && !Array.isArray(v)) Object.values(v).forEach(walk);
+  };
+  Object.values(subjects).forEach(walk);
+  // Subjects built by functions, with a sample id each.
+  out.push(subjects.gatewaySubjects.edge('e1'), subjects.gatewaySubjects.user('alice', 'chat'), subjects.gatewaySubjects.deliver('c1'), subjects.gatewaySubjects.settled('e1'));
+  out.push(subjects.uploadSubjects.session('u1', 's1'), streamSubject('edge', 'x'), streamSubject('provider', 'x'));
+  return [...new Set(out)];
+}
+
+test('every subject declared in bus/ is published by some role and heard by some role: none can be forgotten', (t) => {
+  const all = BUS_ROLES.map((r) => permissionsFor([r], '_INBOX.x'));
+  const found = declaredSubjects();
+  t.true(found.length >= 35, `found ${found.length} subjects`);
+  for (const subject of found) {
+    t.true(all.some((p) => allowed(p.publish, subject)), `nobody may publish ${subject}`);
+    if (!EXTERNAL_EVENTS.includes(subject)) t.true(all.some((p) => allowed(p.subscribe, subject)), `nobody may subscribe ${subject}`);
+  }
+});
+
+test('least privilege: the edge cannot reach secrets, mint tokens, write the registry or impersonate an actor', (t) => {
+  const edge = permissionsFor(['edge'], '_INBOX.pier-edge');
+  for (const s of ['pier.registry.app.credentials', 'pier.registry.user.token', 'pier.registry.user.add', 'pier.registry.app.install', 'pier.registry.app.uninstall', 'pier.vault.rotate', 'pier.vault.audit', 'pier.upload.prepare']) {
+    t.false(allowed(edge.publish, s), `edge may publish ${s}`);
+  }
+  for (const s of ['>', 'pier.>', 'pier.vault.op', 'pier.token.issue', 'pier.registry.app.verify', 'pier.cb.deliver.c1', '_INBOX.>', '_INBOX.pier-token.x']) t.false(allowed(edge.subscribe, s), `edge may subscribe ${s}`);
+  // Only the two roles that bcrypt or sign with app secrets may ask for them.
+  t.deepEqual(BUS_ROLES.filter((r) => allowed(declaredBy(r).publish, 'pier.registry.app.credentials')), ['token', 'callback']);
+  // User tokens come only from the admin path.
+  t.deepEqual(BUS_ROLES.filter((r) => allowed(declaredBy(r).publish, 'pier.registry.user.token')), ['admin']);
+});
+
+test('wildcard coverage follows NATS: * is one token, > one or more', (t) => {
+  t.true(covers('pier.gw.edge.*', 'pier.gw.edge.abc'));
+  t.false(covers('pier.gw.edge.*', 'pier.gw.edge.abc.def'));
+  t.true(covers('pier.stream.edge.>', 'pier.stream.edge.a.b'));
+  t.false(covers('pier.stream.edge.>', 'pier.stream.edge'));
+  t.false(covers('pier.gw.edge.*', 'pier.gw.edge.>'), 'a * entry does not cover a > subscription');
+  t.true(covers('pier.gw.user.*.*', 'pier.gw.user.*.*'));
+  t.false(covers('pier.gw.list', 'pier.gw.>'));
+});
+
+test("a role's view of the bus refuses what the role did not declare, before anything leaves", async (t) => {
+  const bus = new MemoryBus();
+  const refusals: string[] = [];
+  const edge = new GuardedBus(bus, 'edge', permissionsFor(['edge'], '_INBOX'), (role, action, subject) => refusals.push(`${role} ${action} ${subject}`));
+  t.throws(() => edge.subscribe('pier.vault.op', () => undefined), { message: 'bus: role edge may not subscribe pier.vault.op' });
+  t.throws(() => edge.publish('pier.registry.user.add', new Uint8Array()), { message: /may not publish/ });
+  await t.throwsAsync(edge.request('pier.registry.app.credentials', new Uint8Array(), { timeoutMs: 100 }), { message: /may not publish/ });
+  t.deepEqual(refusals, ['edge subscribe pier.vault.op', 'edge publish pier.registry.user.add', 'edge publish pier.registry.app.credentials']);
+  // What it declared works, replies included.
+  const vault = new GuardedBus(bus, 'vault', permissionsFor(['vault'], '_INBOX'));
+  vault.subscribe('pier.vault.op', (m) => vault.publish(m.reply!, new Uint8Array([1])));
+  t.deepEqual([...(await edge.request('pier.vault.op', new Uint8Array(), { timeoutMs: 1000 })).data], [1]);
+  await bus.close();
+});
