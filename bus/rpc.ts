@@ -24,6 +24,36 @@ export function endpoint<Req, Res>(subject: string, queue: string, schema: Valid
 
 type Reply<Res> = { ok: true; data: Res } | { ok: false; error: WireError };
 
+/** Why a received message was refused before any handler saw it. */
+export type RefusalReason = 'undecodable' | 'schema';
+type RefusalListener = (subject: string, reason: RefusalReason) => void;
+let refusalListener: RefusalListener = () => undefined;
+
+/** The process's counter of refused messages (lib/start.ts wires it to `pier_bus_refusals_total`). */
+export function onRefusal(listener: RefusalListener): void {
+  refusalListener = listener;
+}
+
+/**
+ * Decodes a message a handler received and checks it against its schema (the trust boundary:
+ * whatever sent it). Undefined when it fails: the message is refused and counted, the handler
+ * never sees it, and the receiver goes on.
+ */
+export function accept<T>(msg: BusMessage, check: Checker): T | undefined {
+  let value: unknown;
+  try {
+    value = decode(msg.data);
+  } catch {
+    refusalListener(msg.subject, 'undecodable');
+    return undefined;
+  }
+  if (check(value).length > 0) {
+    refusalListener(msg.subject, 'schema');
+    return undefined;
+  }
+  return value as T;
+}
+
 export interface ServeHooks {
   /** Called after each request with the endpoint subject, duration and error (if any). */
   observe?: (subject: string, seconds: number, error: PierError | undefined) => void;
@@ -49,8 +79,10 @@ export function serve<Req, Res>(
         try {
           req = decode<Req>(msg.data);
         } catch (err) {
+          refusalListener(msg.subject, 'undecodable');
           throw new PierError('BAD_REQUEST', 'message is not valid msgpack', { cause: err });
         }
+        if (ep.check(req).length > 0) refusalListener(msg.subject, 'schema');
         assertValid(ep.check, req);
         return { ok: true, data: await handler(req, msg) };
       })()
@@ -88,16 +120,25 @@ export async function call<Req, Res>(bus: Bus, ep: Endpoint<Req, Res>, req: Req,
   throw PierError.fromWire(reply.error);
 }
 
-/** A typed pub/sub event subject (no reply). */
+/** A typed pub/sub event subject (no reply), with the schema every receiver checks. */
 export interface EventSubject<T> {
   readonly subject: string;
+  readonly check: Checker;
   readonly _type?: T;
+}
+
+export function event<T>(subject: string, schema: ValidationSchema): EventSubject<T> {
+  return { subject, check: compile(schema) };
 }
 
 export function publishEvent<T>(bus: Bus, ev: EventSubject<T>, value: T): void {
   bus.publish(ev.subject, encode(value));
 }
 
+/** Hears an event: what fails its schema is refused and counted (`accept`), never handled. */
 export function onEvent<T>(bus: Bus, ev: EventSubject<T>, handler: (value: T) => void): Subscription {
-  return bus.subscribe(ev.subject, (msg) => handler(decode<T>(msg.data)));
+  return bus.subscribe(ev.subject, (msg) => {
+    const value = accept<T>(msg, ev.check);
+    if (value !== undefined) handler(value);
+  });
 }

@@ -2,6 +2,10 @@ import { randomBytes } from 'node:crypto';
 import type { Bus } from './bus.js';
 import { decode, encode } from './codec.js';
 import { PierError, type WireError } from './errors.js';
+import { accept } from './rpc.js';
+import { compile } from '../lib/validation.js';
+
+const checkPull = compile({ seq: { type: 'number', integer: true, min: 0 } });
 
 /**
  * Byte streams over the bus, pulled by the consumer one piece at a time: the producer answers
@@ -84,7 +88,8 @@ export function serveStream(bus: Bus, owner: StreamOwner, source: AsyncIterable<
     queue = queue.then(async () => {
       clearTimeout(idle);
       let piece: Piece;
-      const { seq } = decode<{ seq: number }>(msg.data);
+      const pull = accept<{ seq: number }>(msg, checkPull);
+      const seq = pull?.seq ?? -1;
       if (seq !== expected) piece = { data: new Uint8Array(0), end: true, error: { code: 'BAD_REQUEST', message: `stream piece ${seq} asked, ${expected} expected` } };
       else {
         try {

@@ -1,3 +1,4 @@
+import { compile } from '../lib/validation.js';
 import type { WebsocketOptions } from './subjects-registry.js';
 
 /** Callback actions (CONTRACT.md section 6). */
@@ -81,4 +82,31 @@ export const gatewaySubjects = {
   deliver: (callbackBusId: string) => `pier.cb.deliver.${callbackBusId}`,
   /** From callback replicas to the edge holding a connection: events up to `seq` are done with ({connId, seq}). */
   settled: (edgeBusId: string) => `pier.gw.settled.${edgeBusId}`,
+};
+
+const id = { type: 'string', min: 1, max: 128 } as const;
+
+/** Schemas of the gateway's messages, checked by every receiver (`accept` in rpc.ts). */
+export const gatewayChecks = {
+  command: compile({
+    op: { type: 'enum', values: ['send', 'close'] },
+    appId: { type: 'string', max: 64 },
+    connIds: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
+    users: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
+    text: { type: 'string', optional: true, max: 16 * 1024 * 1024 },
+  }),
+  settled: compile({ connId: id, seq: { type: 'number', integer: true, min: 0 } }),
+  list: compile({ appId: { type: 'string', max: 64 } }),
+  event: compile({
+    eventId: id,
+    connId: id,
+    edge: id,
+    user: { type: 'string', max: 64 },
+    app: { type: 'string', max: 64 },
+    seq: { type: 'number', integer: true, min: 1 },
+    action: { type: 'enum', values: ['open', 'message', 'close'] },
+    data: { type: 'any', optional: true },
+    cookie: { type: 'string', nullable: true, optional: true, max: 64 * 1024 },
+    target: { type: 'object', props: { url: { type: 'string', max: 512 }, port: { type: 'number', integer: true, min: 1, max: 65535 }, host: { type: 'string', max: 253 } } },
+  }),
 };

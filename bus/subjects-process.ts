@@ -1,4 +1,4 @@
-import type { EventSubject } from './rpc.js';
+import { event } from './rpc.js';
 
 /** What every Pier process (whatever its roles) says about itself. */
 export interface ProcessInfo {
@@ -18,5 +18,12 @@ export const processSubjects = {
    */
   describe: 'pier.process.describe',
   /** Every process, every `PIER_HEARTBEAT_MS`: who is alive, with which roles (lib/peers.ts). */
-  heartbeat: { subject: 'pier.process.heartbeat' } as EventSubject<ProcessInfo>,
+  heartbeat: event<ProcessInfo>('pier.process.heartbeat', {
+    id: { type: 'string', max: 256 },
+    busId: { type: 'string', pattern: /^[0-9a-f]{12}$/ },
+    roles: { type: 'array', max: 16, items: { type: 'string', max: 32 } },
+    pid: { type: 'number', integer: true },
+    host: { type: 'string', max: 256 },
+    startedAt: { type: 'string', max: 64 },
+  }),
 };

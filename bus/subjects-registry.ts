@@ -1,4 +1,4 @@
-import { endpoint, type EventSubject } from './rpc.js';
+import { endpoint, event } from './rpc.js';
 
 /** Names of users and apps (CONTRACT.md section 1). */
 export const USER_NAME = /^[a-z][a-z0-9-]{0,30}$/;
@@ -220,7 +220,23 @@ export const registry = {
 
 export const registryEvents = {
   /** Published after each committed write, in revision order per registry replica. */
-  changes: { subject: 'pier.registry.changes' } as EventSubject<ChangeEvent>,
+  changes: event<ChangeEvent>('pier.registry.changes', {
+    revision: { type: 'number', integer: true, min: 0 },
+    changes: {
+      type: 'array',
+      max: 100_000,
+      items: {
+        type: 'object',
+        props: {
+          kind: { type: 'enum', values: ['user', 'token', 'app', 'provider'] },
+          op: { type: 'enum', values: ['put', 'delete'] },
+          key: { type: 'string', optional: true, max: 512 },
+          value: { type: 'object', optional: true },
+          purge: { type: 'boolean', optional: true },
+        },
+      },
+    },
+  }),
   /** Published every `heartbeatMs` by each registry replica: caches that are behind resync. */
-  heartbeat: { subject: 'pier.registry.heartbeat' } as EventSubject<{ revision: number }>,
+  heartbeat: event<{ revision: number }>('pier.registry.heartbeat', { revision: { type: 'number', integer: true, min: 0 } }),
 };

@@ -1,4 +1,4 @@
-import { endpoint, type EventSubject } from './rpc.js';
+import { endpoint, event } from './rpc.js';
 import { USER_NAME } from './subjects-registry.js';
 
 /** The record the upload endpoints answer with (spec "Upload record"). */
@@ -112,5 +112,10 @@ export const uploadSubjects = {
 };
 
 export const uploadEvents = {
-  completed: { subject: 'pier.upload.completed' } as EventSubject<UploadCompleted>,
+  completed: event<UploadCompleted>('pier.upload.completed', {
+    user: { type: 'string', max: 64 },
+    app: { type: 'string', max: 64 },
+    path: { type: 'string', max: 8192 },
+    size: { type: 'number', integer: true, min: 0 },
+  }),
 };

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import uWS from 'uWebSockets.js';
 import { Counter, Gauge } from 'prom-client';
-import type { Subscription } from '../bus/bus.js';
-import { decode, encode } from '../bus/codec.js';
-import { CLOSE_CODES, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type GatewayEvent, type ListedConn } from '../bus/subjects.js';
+import type { BusMessage, Subscription } from '../bus/bus.js';
+import { encode } from '../bus/codec.js';
+import { accept } from '../bus/rpc.js';
+import { CLOSE_CODES, gatewayChecks, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type GatewayEvent, type ListedConn } from '../bus/subjects.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { asPierError, PierError } from '../bus/errors.js';
 import { errorReply, send } from './http.js';
@@ -102,14 +103,15 @@ export class Gateway {
   start(): void {
     const { bus, peers, cache } = this.ctx;
     this.subs.push(
-      bus.subscribe(gatewaySubjects.edge(peers.self.busId), (msg) => this.command(msg.data, msg.reply)),
+      bus.subscribe(gatewaySubjects.edge(peers.self.busId), (msg) => this.command(msg)),
       bus.subscribe(gatewaySubjects.settled(peers.self.busId), (msg) => {
-        const { connId, seq } = decode<{ connId: string; seq: number }>(msg.data);
-        this.forwarder.settled(connId, seq);
+        const settled = accept<{ connId: string; seq: number }>(msg, gatewayChecks.settled);
+        if (settled) this.forwarder.settled(settled.connId, settled.seq);
       }),
       bus.subscribe(gatewaySubjects.list, (msg) => {
-        if (!msg.reply) return;
-        const { appId } = decode<{ appId: string }>(msg.data);
+        const asked = accept<{ appId: string }>(msg, gatewayChecks.list);
+        if (!msg.reply || !asked) return;
+        const { appId } = asked;
         const listed: ListedConn[] = [];
         for (const ws of this.conns.values()) {
           const c = ws.getUserData();
@@ -202,7 +204,7 @@ export class Gateway {
     const key = userKey(c.user, c.app);
     let entry = this.byUser.get(key);
     if (!entry) {
-      entry = { sockets: new Set(), sub: this.ctx.bus.subscribe(gatewaySubjects.user(c.user, c.app), (msg) => this.command(msg.data, msg.reply)) };
+      entry = { sockets: new Set(), sub: this.ctx.bus.subscribe(gatewaySubjects.user(c.user, c.app), (msg) => this.command(msg)) };
       this.byUser.set(key, entry);
     }
     entry.sockets.add(ws);
@@ -264,10 +266,12 @@ export class Gateway {
   }
 
   /** A send or close for connections this edge holds (by id, or all of the named users'). */
-  private command(data: Uint8Array, reply: string | undefined): void {
+  private command(msg: BusMessage): void {
     let count = 0;
+    const reply = msg.reply;
     try {
-      const cmd = decode<ConnCommand>(data);
+      const cmd = accept<ConnCommand>(msg, gatewayChecks.command);
+      if (!cmd) throw new Error('refused: not a gateway command');
       const targets = new Set<Ws>();
       for (const id of cmd.connIds ?? []) {
         const ws = this.conns.get(id);

@@ -6,6 +6,7 @@ import { startAdmin, startEdge } from '../edge/server.js';
 import type { Config, Role } from './config.js';
 import { GuardedBus } from '../bus/guarded.js';
 import { permissionsFor } from '../bus/permissions.js';
+import { onRefusal } from '../bus/rpc.js';
 import { inboxPrefixOf } from './nats-auth.js';
 import { createLogger } from './log.js';
 import { Metrics } from './metrics.js';
@@ -65,6 +66,8 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   };
   const viewFor = (roles: Role[], name: string) => new GuardedBus(bus, name, permissionsFor(roles, inboxPrefixOf(config.natsAuth.user)), refused);
   const shared = viewFor([], 'process');
+  // Messages refused before any handler (undecodable, failing their schema) are counted too.
+  onRefusal((subject, reason) => metrics.busRefusals.inc({ reason, subject: subject.split('.').slice(0, 3).join('.') }));
   const cache = new RegistryCache(shared, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics, now });
   const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };
   const peers = new Peers(shared, self, { intervalMs: config.heartbeatMs, deadAfterMs: config.peerDeadMs });

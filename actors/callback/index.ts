@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
-import { decode, encode } from '../../bus/codec.js';
-import { call } from '../../bus/rpc.js';
-import { gatewaySubjects, registry, type EventAck, type GatewayEvent } from '../../bus/subjects.js';
+import { encode } from '../../bus/codec.js';
+import { accept, call } from '../../bus/rpc.js';
+import { gatewayChecks, gatewaySubjects, registry, type EventAck, type GatewayEvent } from '../../bus/subjects.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { ConnTable, type ConnState } from './connections.js';
 import { Deliverer } from './delivery.js';
@@ -78,12 +78,8 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
   }
 
   const sub = ctx.bus.subscribe(gatewaySubjects.deliver(ctx.peers.self.busId), (msg) => {
-    let ev: GatewayEvent;
-    try {
-      ev = decode<GatewayEvent>(msg.data);
-    } catch {
-      return;
-    }
+    const ev = accept<GatewayEvent>(msg, gatewayChecks.event);
+    if (!ev) return; // refused and counted: the sender's own deadline tells it
     const closed = table.isClosed(ev.connId);
     if (!closed) {
       const conn = table.getOrCreate(ev);
