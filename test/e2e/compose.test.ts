@@ -7,14 +7,18 @@ import { cli, pierEnv, ROOT, tempDir, cleanup } from '../helpers/pier.js';
 import { UploadClient } from '../helpers/upload-client.js';
 import { WsApp } from '../helpers/ws-app.js';
 import { connect } from '../helpers/ws-client.js';
-import { LocalTopology, readCompose } from '../helpers/topology.js';
+import { LocalTopology, prepareOperatorFiles, readCompose } from '../helpers/topology.js';
+import { until as waitUntil } from '../helpers/wait.js';
+import { connect as connectNats } from 'nats';
+import { KEYRING_ROLES, type Role } from '../../lib/config.js';
 
 const secrets = { PIER_ADMIN_TOKEN: randomBytes(24).toString('hex'), PIER_MASTER_KEY: randomBytes(32).toString('hex') };
 let topo: LocalTopology;
 const scratch = tempDir();
 
 test.before(async () => {
-  topo = await LocalTopology.start(secrets);
+  // The operator's files, made as the README says; then the topology, authenticated and on TLS.
+  topo = await LocalTopology.start(secrets, prepareOperatorFiles(join(scratch, 'operator')));
 });
 
 test.after.always(async () => {
@@ -22,29 +26,49 @@ test.after.always(async () => {
   cleanup(scratch);
 });
 
-const cliVia = (edge: string) => ({ ...pierEnv(scratch, secrets), PIER_ADMIN_URL: topo.pier.get(edge)!.adminUrl });
-const until = async (cond: () => Promise<boolean>) => {
-  while (!(await cond())) await new Promise((r) => setTimeout(r, 50));
-};
+/** The CLI as `docker compose exec admin pier ...` runs it. */
+const adminCli = () => ({ ...pierEnv(scratch, secrets), PIER_ADMIN_URL: topo.pier.get('admin')!.adminUrl });
+const ready = async (name: string) => (await fetch(`http://127.0.0.1:${topo.pier.get(name)!.ports!.public}/readyz`).catch(() => null))?.status === 200;
 
-test.serial('the compose file describes a 3-node NATS cluster, every role, and at least two edges', (t) => {
+test.serial('the compose file describes a 3-node NATS cluster, every role, two edges, and least privilege per service', (t) => {
   const services = readCompose();
   const roles = (name: string) => services[name].command?.[services[name].command!.indexOf('--roles') + 1];
   t.is(Object.values(services).filter((s) => s.image?.startsWith('nats')).length, 3);
   t.true(Object.keys(services).filter((n) => roles(n) === 'edge').length >= 2);
-  for (const role of ['registry', 'token', 'provider', 'vault', 'callback', 'upload']) t.true(Object.keys(services).some((n) => roles(n)?.split(',').includes(role)), role);
+  for (const role of ['registry', 'token', 'provider', 'vault', 'callback', 'upload', 'admin']) t.true(Object.keys(services).some((n) => roles(n)?.split(',').includes(role)), role);
+  for (const [name, svc] of Object.entries(services)) {
+    if (svc.build === undefined) continue;
+    const role = roles(name)!;
+    // Each service mounts its own role's credentials, and no other's.
+    t.deepEqual(svc.volumes?.filter((v) => v.includes('/bus/')), [`./deploy/nats/bus/${role}.creds:/run/pier/nats.creds:ro`], name);
+    t.is('PIER_MASTER_KEY' in (svc.environment ?? {}), KEYRING_ROLES.includes(role as Role), `${name}: the master key only where it is used`);
+    t.is('PIER_ADMIN_TOKEN' in (svc.environment ?? {}), role === 'admin', `${name}: the admin token only for the admin process`);
+  }
   t.is(topo.nats.size, 3);
   t.true(topo.pier.size >= 3);
 });
 
-test.serial('an install through one edge is seen through the other, across the NATS cluster', async (t) => {
-  const add = await cli(['user', 'add', 'alice', '--json'], cliVia('edge-1'));
+test.serial("the cluster's NATS refuses anonymous clients", async (t) => {
+  for (const [name, node] of topo.nats) {
+    const verdict = await connectNats({ servers: node.url, tls: { caFile: join(scratch, 'operator', 'deploy', 'nats', 'tls', 'ca.pem') }, reconnect: false }).then(
+      async (nc) => {
+        await nc.close();
+        return 'connected';
+      },
+      (err: { code: string }) => err.code,
+    );
+    t.is(verdict, 'AUTHORIZATION_VIOLATION', name);
+  }
+});
+
+test.serial('an install by the admin process is known across the NATS cluster', async (t) => {
+  const add = await cli(['user', 'add', 'alice', '--json'], adminCli());
   t.is(add.code, 0, add.stderr);
-  const app = await cli(['app', 'install', '--user', 'alice', '--manifest', join(ROOT, 'examples', 'PlatformManifest.yaml'), '--json'], cliVia('edge-1'));
+  const app = await cli(['app', 'install', '--user', 'alice', '--manifest', join(ROOT, 'examples', 'PlatformManifest.yaml'), '--json'], adminCli());
   t.is(app.code, 0, app.stderr);
-  const list = await cli(['app', 'list', '--json'], cliVia('edge-2'));
+  const list = await cli(['app', 'list', '--json'], adminCli());
   t.deepEqual(list.json.map((a: { app: string }) => a.app), ['chat']);
-  const status = await cli(['status', '--json'], cliVia('edge-2'));
+  const status = await cli(['status', '--json'], adminCli());
   t.is(status.json.replicas.length, topo.pier.size);
 });
 
@@ -63,20 +87,23 @@ options:
 upload: { fileType: ["*"], dest: /data/files }
 `,
   );
-  const user = (await cli(['user', 'add', 'carol', '--json'], cliVia('edge-1'))).json.token;
-  const installed = (await cli(['app', 'install', '--user', 'carol', '--manifest', manifest, '--json'], cliVia('edge-1'))).json;
+  const user = (await cli(['user', 'add', 'carol', '--json'], adminCli())).json.token;
+  const installed = (await cli(['app', 'install', '--user', 'carol', '--manifest', manifest, '--json'], adminCli())).json;
   const app: AppEnv = installed.env;
   // The upload role's root is the compose file's PIER_UPLOAD_ROOT (its bind mount, here a scratch folder).
   t.is(installed.upload_dir, join(topo.binds.get('/srv/apps')!, 'carol', 'data', 'files'));
   const edge1 = topo.pier.get('edge-1')!;
   const edge2 = topo.pier.get('edge-2')!;
+  t.is(app.OS_SYSTEM_SERVER, `127.0.0.1:${edge1.ports!.system}`, "the balancer's system port (here: the first edge's)");
 
-  // Vault: a token from edge-1's system listener, used on edge-2's.
-  let access: string | undefined;
-  while (!access) access = await accessToken(app, vaultPerm('w', ['CreateSecret', 'RetrieveSecret'])).catch(() => undefined);
+  // Vault: a token from the system listener the app was given, used on edge-2's.
+  const access = await waitUntil('an access token, once the token replicas know the app', () => accessToken(app, vaultPerm('w', ['CreateSecret', 'RetrieveSecret'])));
   const sys2 = `127.0.0.1:${edge2.ports!.system}`;
-  let created = await vaultCall(sys2, 'CreateSecret', 'w', { user, access }, { name: 'k', value: 'through-compose' });
-  while (created.status !== 200) created = await vaultCall(sys2, 'CreateSecret', 'w', { user, access }, { name: 'k', value: 'through-compose' });
+  const created = await waitUntil('the secret to be created through edge-2', async () => {
+    const r = await vaultCall(sys2, 'CreateSecret', 'w', { user, access }, { name: 'k', value: 'through-compose' });
+    return r.status === 200 ? r : undefined;
+  });
+  t.is(created.status, 200);
   t.is((await vaultCall(sys2, 'RetrieveSecret', 'w', { user, access }, { name: 'k' })).json.data.data.value, 'through-compose');
 
   // WebSocket on edge-1: the callback actor delivers; the app answers through edge-2's local API.
@@ -90,7 +117,7 @@ upload: { fileType: ["*"], dest: /data/files }
     body: JSON.stringify({ conn_id: connId, payload: 'hi from the app' }),
   });
   t.deepEqual((await sent.json()).data, { delivered: 1 });
-  await until(async () => c.received.includes('"hi from the app"'));
+  await waitUntil('the app\'s message at the browser', () => c.received.includes('"hi from the app"'));
   c.ws.close();
 
   // Upload through edge-2 to the upload actor.
@@ -103,9 +130,10 @@ upload: { fileType: ["*"], dest: /data/files }
 
 test.serial('one NATS node dies: the processes fail over to the others', async (t) => {
   await topo.nats.get('nats-1')!.kill();
-  for (const edge of ['edge-1', 'edge-2']) await until(async () => (await cli(['user', 'list', '--json'], cliVia(edge))).code === 0);
-  const add = await cli(['user', 'add', 'bob', '--json'], cliVia('edge-1'));
+  for (const edge of ['edge-1', 'edge-2']) await waitUntil(`${edge} to be ready again`, () => ready(edge), 20_000);
+  await waitUntil('the admin process to reach the registry again', async () => (await cli(['user', 'list', '--json'], adminCli())).code === 0, 20_000);
+  const add = await cli(['user', 'add', 'bob', '--json'], adminCli());
   t.is(add.code, 0, add.stderr);
-  const users = await cli(['user', 'list', '--json'], cliVia('edge-2'));
+  const users = await cli(['user', 'list', '--json'], adminCli());
   t.deepEqual(users.json.map((u: { name: string }) => u.name), ['alice', 'bob', 'carol']);
 });

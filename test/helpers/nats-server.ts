@@ -27,6 +27,7 @@ export class NatsServer {
     readonly port: number,
     private readonly dir: string,
     private readonly args: string[],
+    private readonly cwd: string | undefined,
   ) {}
 
   /** Whether the process is still running (false after a kill). */
@@ -39,10 +40,10 @@ export class NatsServer {
   }
 
   /** `port` -1 lets the server pick; a cluster node needs its port known before its peers start. */
-  static async start(extraArgs: string[] = [], port = -1): Promise<NatsServer> {
+  static async start(extraArgs: string[] = [], port = -1, cwd?: string): Promise<NatsServer> {
     const dir = mkdtempSync(join(tmpdir(), 'pier-nats-'));
     const args = ['-a', '127.0.0.1', '-p', String(port), '--ports_file_dir', dir, ...extraArgs];
-    const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PATH } });
+    const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PATH }, cwd });
     let log = '';
     proc.stderr!.on('data', (d) => (log += d));
     const deadline = Date.now() + 10_000;
@@ -51,7 +52,7 @@ export class NatsServer {
       if (file) {
         const ports = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nats: string[] };
         const port = Number(new URL(ports.nats[0]).port);
-        if (await probe(port)) return new NatsServer(proc, port, dir, args);
+        if (await probe(port)) return new NatsServer(proc, port, dir, args, cwd);
       }
       if (proc.exitCode !== null) break;
       await new Promise((r) => setTimeout(r, 25));
@@ -65,7 +66,7 @@ export class NatsServer {
     await this.kill();
     if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
     const args = this.args.map((a, i) => (this.args[i - 1] === '-p' ? String(this.port) : a));
-    this.proc = spawn(BIN, args, { stdio: 'ignore', env: { ...process.env, PATH } });
+    this.proc = spawn(BIN, args, { stdio: 'ignore', env: { ...process.env, PATH }, cwd: this.cwd });
     const deadline = Date.now() + 10_000;
     while (!(await probe(this.port))) {
       if (Date.now() > deadline) throw new Error('nats-server did not restart');

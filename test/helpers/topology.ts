@@ -1,7 +1,9 @@
-import { readFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { planIdentities, writeBusInit } from '../../lib/bus-init.js';
+import { makeCa, makeLeaf } from './certs.js';
 import { NatsServer } from './nats-server.js';
 import { pierEnv, PierProcess, ROOT, tempDir, cleanup } from './pier.js';
 
@@ -12,7 +14,27 @@ interface ComposeService {
   environment?: Record<string, string>;
   deploy?: { replicas?: number };
   volumes?: string[];
+  working_dir?: string;
 }
+
+/**
+ * The files an operator prepares before `docker compose up` (README "Scaling out"), made in `dir`
+ * the way the README says: `pier bus init --out deploy/nats/bus`, a CA and a certificate for the
+ * NATS nodes in deploy/nats/tls, and the repository's deploy/nats/nats.conf.
+ */
+export function prepareOperatorFiles(dir: string): string {
+  const nats = join(dir, 'deploy', 'nats');
+  const tls = join(nats, 'tls');
+  mkdirSync(tls, { recursive: true });
+  writeBusInit(join(nats, 'bus'), planIdentities());
+  const ca = makeCa(tls, 'ca');
+  makeLeaf(tls, ca, 'nats', ['nats-1', 'nats-2', 'nats-3', 'localhost', 'IP:127.0.0.1']);
+  copyFileSync(join(ROOT, 'deploy', 'nats', 'nats.conf'), join(nats, 'nats.conf'));
+  return dir;
+}
+
+/** Where the balancer's ports lead (the test addresses the first edge, as the balancer would). */
+const BALANCED: Record<string, 'public' | 'system' | 'local' | 'upload'> = { '8080': 'public', '40080': 'system', '40010': 'local', '40030': 'upload' };
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -44,9 +66,31 @@ export class LocalTopology {
   readonly binds = new Map<string, string>();
   private readonly dirs: string[] = [];
 
-  static async start(secrets: Record<string, string>): Promise<LocalTopology> {
+  /**
+   * `operatorDir`: where the compose file's relative bind mounts (`./deploy/nats/...`) are found
+   * (see prepareOperatorFiles).
+   */
+  static async start(secrets: Record<string, string>, operatorDir: string): Promise<LocalTopology> {
     const services = readCompose();
     const topo = new LocalTopology();
+    /** A service's bind mounts: container path → host path here (absolute host paths get a scratch folder). */
+    const bindsOf = (svc: ComposeService) => {
+      const binds = new Map<string, string>();
+      for (const v of svc.volumes ?? []) {
+        const [host, inside] = v.split(':');
+        if (host.startsWith('./')) binds.set(inside, join(operatorDir, host));
+        else if (host.startsWith('/')) {
+          if (!topo.binds.has(host)) topo.binds.set(host, tempDir('pier-bind-'));
+          binds.set(inside, topo.binds.get(host)!);
+        }
+      }
+      return binds;
+    };
+    /** A container path as seen here: through the longest bind mount that holds it. */
+    const hostPathOf = (binds: Map<string, string>, path: string) => {
+      const mount = [...binds.keys()].filter((m) => path === m || path.startsWith(`${m}/`)).sort((a, b) => b.length - a.length)[0];
+      return mount === undefined ? path : join(binds.get(mount)!, path.slice(mount.length));
+    };
     const natsNames = Object.keys(services).filter((n) => services[n].image?.startsWith('nats'));
     const client = new Map<string, number>();
     const cluster = new Map<string, number>();
@@ -74,7 +118,8 @@ export class LocalTopology {
         }
         args.push(mapUrl(cmd[i]));
       }
-      topo.nats.set(n, await NatsServer.start(args, client.get(n)));
+      const workingDir = services[n].working_dir;
+      topo.nats.set(n, await NatsServer.start(args, client.get(n), workingDir ? hostPathOf(bindsOf(services[n]), workingDir) : undefined));
     }
     try {
       const instances = Object.entries(services).flatMap(([name, svc]) => {
@@ -82,6 +127,7 @@ export class LocalTopology {
         return Array.from({ length: n }, (_, i) => [n > 1 ? `${name}-${i + 1}` : name, svc] as const);
       });
       const volumes = new Map<string, string>();
+      let firstEdge: PierProcess | undefined;
       for (const [name, svc] of instances) {
         if (svc.build === undefined) continue;
         // Replicas mounting one named volume at /data share one data dir, as on one host.
@@ -89,23 +135,22 @@ export class LocalTopology {
         const dir = volume ? (volumes.get(volume) ?? tempDir(`pier-${volume}-`)) : tempDir(`pier-${name}-`);
         if (volume) volumes.set(volume, dir);
         topo.dirs.push(dir);
-        // Bind mounts of host folders (app storage) become one scratch folder per host path, and
-        // settings naming the mount point name that folder.
-        const binds = new Map<string, string>();
-        for (const v of svc.volumes ?? []) {
-          const [host, inside] = v.split(':');
-          if (!host.startsWith('/')) continue;
-          if (!topo.binds.has(host)) topo.binds.set(host, tempDir('pier-bind-'));
-          binds.set(inside, topo.binds.get(host)!);
-        }
+        // Bind mounts: operator files from operatorDir, host folders (app storage) as scratch
+        // folders; settings naming a path inside a mount name it here.
+        const binds = bindsOf(svc);
         const env: Record<string, string> = {};
         for (const [k, v] of Object.entries(svc.environment ?? {})) {
-          const text = String(v);
-          env[k] = k in secrets ? secrets[k] : (binds.get(text) ?? mapUrl(text.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1')));
+          const text = mapUrl(String(v).replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1'));
+          const balanced = /^lb:(\d+)$/.exec(text);
+          if (k in secrets) env[k] = secrets[k];
+          else if (balanced && firstEdge) env[k] = `127.0.0.1:${firstEdge.ports![BALANCED[balanced[1]]]}`;
+          else env[k] = text.startsWith('/') ? hostPathOf(binds, text) : text;
         }
         const [verb, ...args] = svc.command ?? ['start'];
         if (verb !== 'start') throw new Error(`${name}: only "start" services are supported, got ${verb}`);
-        topo.pier.set(name, await PierProcess.start(pierEnv(dir, env), args));
+        const started = await PierProcess.start(pierEnv(dir, env), args);
+        topo.pier.set(name, started);
+        if (args[args.indexOf('--roles') + 1]?.split(',').includes('edge')) firstEdge ??= started;
       }
     } catch (err) {
       await topo.stop();
