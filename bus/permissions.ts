@@ -49,6 +49,20 @@ const everyProcess: Declaration = {
   calls: [registry.snapshot],
 };
 
+/** The registry's operator endpoints: users, apps, providers, re-sealing (the admin role alone calls them). */
+const registryAdmin: Subject[] = [
+  registry.userAdd,
+  registry.userToken,
+  registry.userRevoke,
+  registry.userList,
+  registry.appInstall,
+  registry.appList,
+  registry.appUninstall,
+  registry.providerList,
+  registry.providerSetState,
+  registry.appReseal,
+];
+
 const declarations: Record<BusRole, Declaration> = {
   // The browser- and app-facing listeners. No admin subject, no app secret, no registry write.
   edge: {
@@ -74,40 +88,9 @@ const declarations: Record<BusRole, Declaration> = {
     serves: [gatewaySubjects.edge(any), gatewaySubjects.user(any, any), gatewaySubjects.list, gatewaySubjects.settled(any), streamSubject('edge', '>')],
   },
   // The operator's listener (loopback): users, apps, providers, the vault's audit and key rotation.
-  admin: {
-    calls: [
-      registry.userAdd,
-      registry.userToken,
-      registry.userRevoke,
-      registry.userList,
-      registry.appInstall,
-      registry.appList,
-      registry.appUninstall,
-      registry.providerList,
-      registry.providerSetState,
-      registry.appReseal,
-      upload.prepare,
-      vault.audit,
-      vault.rotate,
-      processSubjects.describe,
-    ],
-  },
+  admin: { calls: [...registryAdmin, upload.prepare, vault.audit, vault.rotate, processSubjects.describe] },
   registry: {
-    serves: [
-      registry.userAdd,
-      registry.userToken,
-      registry.userRevoke,
-      registry.userList,
-      registry.appInstall,
-      registry.appList,
-      registry.appUninstall,
-      registry.appCredentials,
-      registry.appVerify,
-      registry.providerList,
-      registry.providerSetState,
-      registry.snapshot,
-      registry.appReseal,
-    ],
+    serves: [...registryAdmin, registry.appCredentials, registry.appVerify, registry.snapshot],
     emits: [registryEvents.changes, registryEvents.heartbeat],
   },
   // Hashes with app secrets (bcrypt proofs): one of the two roles that may obtain them.
