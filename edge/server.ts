@@ -7,6 +7,7 @@ import { mountRoutes } from './http.js';
 import { Gateway } from './gateway.js';
 import { routeTable, type ListenerName } from './routes.js';
 import { PassedGates } from './call-gate.js';
+import { TlsServing } from './tls.js';
 
 export interface RunningEdge {
   /** Ports actually bound (differs from the configuration when it asked for port 0). */
@@ -94,14 +95,26 @@ function routesFor(ctx: RoleContext) {
 }
 
 /** Binds the listeners `names`, each a uWS app with its routes; returns their sockets, ports filled in. */
-async function bindListeners(ctx: RoleContext, names: readonly ListenerName[], ports: Partial<Config['ports']>, setUp: (name: ListenerName, app: uWS.TemplatedApp) => void): Promise<uWS.us_listen_socket[]> {
+async function bindListeners(
+  ctx: RoleContext,
+  names: readonly ListenerName[],
+  ports: Partial<Config['ports']>,
+  setUp: (name: ListenerName, app: uWS.TemplatedApp) => void,
+  tls: TlsServing | null = null,
+): Promise<uWS.us_listen_socket[]> {
   const table = routesFor(ctx);
   const sockets: uWS.us_listen_socket[] = [];
   try {
     for (const name of names) {
-      const app = uWS.App();
-      setUp(name, app);
-      mountRoutes(app, table[name], { listener: name, log: ctx.log, metrics: ctx.metrics });
+      const secure = tls?.covers(name) === true;
+      const app = secure ? tls!.createApp() : uWS.App();
+      const routes = (a: uWS.TemplatedApp) => {
+        setUp(name, a);
+        mountRoutes(a, table[name], { listener: name, log: ctx.log, metrics: ctx.metrics });
+      };
+      routes(app);
+      // With TLS, every SNI name gets the same routes (uWS routes per SNI domain).
+      if (secure) tls!.serveNames(app, routes);
       // Admin is loopback only; so is a sidecar's local API (it lives in the app's network namespace).
       const host = name === 'admin' || (name === 'local' && ctx.config.sidecarApp) ? '127.0.0.1' : ctx.config.bindHost;
       const socket = await listen(app, host, ctx.config.ports[name], name);
@@ -124,16 +137,25 @@ async function bindListeners(ctx: RoleContext, names: readonly ListenerName[], p
 export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
   const ports: Partial<Config['ports']> = {};
   const gateway = new Gateway(ctx);
-  const sockets = await bindListeners(ctx, ['public', 'system', 'local', 'upload'], ports, (name, app) => {
-    if (name === 'public') gateway.attach(app);
-  });
+  const tls = ctx.config.tls ? new TlsServing(ctx.config.tls, ctx.log, ctx.metrics) : null;
+  const sockets = await bindListeners(
+    ctx,
+    ['public', 'system', 'local', 'upload'],
+    ports,
+    (name, app) => {
+      if (name === 'public') gateway.attach(app);
+    },
+    tls,
+  );
+  tls?.watchForChanges();
   gateway.start();
   ctx.counters.set('connections', () => gateway.count());
-  ctx.log.info({ ports }, 'edge listening');
+  ctx.log.info({ ports, tls: tls ? tls.settings.listeners : [] }, 'edge listening');
   return {
     ports,
     async stop() {
       // Stop taking new work, then close the connections and hand over their close events.
+      tls?.stop();
       for (const s of sockets) uWS.us_listen_socket_close(s);
       await gateway.stop();
     },

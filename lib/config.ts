@@ -5,6 +5,7 @@ import { availableParallelism, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Keyring } from './keyring.js';
 import { natsAuthFrom, type NatsAuth } from './nats-auth.js';
+import { loadCertificates, type TlsSettings } from './tls-files.js';
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 
 /** Roles a process can run: one bus identity each (bus/permissions.ts). */
@@ -76,6 +77,8 @@ export interface Config {
     idleMs: number;
     maxUnfinished: number;
   };
+  /** TLS on the browser-facing listeners (CONTRACT.md section 11); null: plain. */
+  tls: TlsSettings | null;
   /** Sidecar mode (`--app USER/APP`): the local listener serves this one app, on loopback, without headers. */
   sidecarApp: { user: string; app: string } | null;
 }
@@ -137,6 +140,10 @@ export const ENV = {
   uploadIdleMs: 'PIER_UPLOAD_IDLE_MS',
   uploadMaxUnfinished: 'PIER_UPLOAD_MAX_UNFINISHED',
   uploadRoot: 'PIER_UPLOAD_ROOT',
+  tlsCert: 'PIER_TLS_CERT',
+  tlsKey: 'PIER_TLS_KEY',
+  tlsSniDir: 'PIER_TLS_SNI_DIR',
+  tlsListeners: 'PIER_TLS_LISTENERS',
 } as const;
 
 export const DEFAULT_PORTS: Ports = { public: 8080, system: 40080, local: 40010, upload: 40030, admin: 40090 };
@@ -204,6 +211,32 @@ function parseCidrs(text: string): string[] {
     if (!m || family === 0 || Number(m[2]) > (family === 4 ? 32 : 128)) throw new ConfigError(`${ENV.providerNetworks}: "${entry}" is not a CIDR (like 10.0.0.0/8 or fd00::/8)`);
   }
   return entries;
+}
+
+/** TLS settings, with every file checked now: a bad or missing one stops the start with one line. */
+function parseTls(env: Env, roles: Role[]): TlsSettings | null {
+  const cert = env[ENV.tlsCert];
+  const key = env[ENV.tlsKey];
+  const sniDir = env[ENV.tlsSniDir] || null;
+  if (!cert && !key) {
+    if (sniDir || env[ENV.tlsListeners]) throw new ConfigError(`${ENV.tlsCert} and ${ENV.tlsKey}: required with ${sniDir ? ENV.tlsSniDir : ENV.tlsListeners}`);
+    return null;
+  }
+  if (!cert || !key) throw new ConfigError(`${ENV.tlsCert} and ${ENV.tlsKey} go together`);
+  const listeners = (env[ENV.tlsListeners] || 'public,upload').split(',').map((l) => l.trim()).filter(Boolean);
+  for (const l of listeners) {
+    if (!['public', 'system', 'local', 'upload'].includes(l)) throw new ConfigError(`${ENV.tlsListeners}: "${l}" is not a listener with TLS (public, system, local, upload)`);
+  }
+  const settings: TlsSettings = { cert: resolve(cert), key: resolve(key), sniDir: sniDir ? resolve(sniDir) : null, listeners: [...new Set(listeners)] };
+  // Only a process that listens needs the files.
+  if (roles.includes('edge')) {
+    try {
+      loadCertificates(settings);
+    } catch (err) {
+      throw new ConfigError((err as Error).message);
+    }
+  }
+  return settings;
 }
 
 function parseMasterKey(text: string, source: string): Buffer {
@@ -312,6 +345,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       idleMs: integer(env, ENV.uploadIdleMs, 24 * 3_600_000, 1_000, 365 * 86_400_000),
       maxUnfinished: integer(env, ENV.uploadMaxUnfinished, 100, 1, 1_000_000),
     },
+    tls: parseTls(env, roles),
     sidecarApp,
   };
 }

@@ -8,8 +8,25 @@ export interface Client {
 
 /** Opens a browser-like WebSocket to the gateway; rejects with the HTTP status when refused. */
 export function connect(port: number, host: string, headers: Record<string, string> = {}): Promise<Client> {
+  return open(new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, ...headers } }));
+}
+
+/**
+ * `wss://<host>:<port>/ws` as a browser opens it: the host name in SNI and Host, resolved to this
+ * machine, the server's certificate checked against `ca`.
+ */
+export function connectSecure(port: number, host: string, ca: Buffer, headers: Record<string, string> = {}): Promise<Client> {
+  return open(new WebSocket(`wss://${host}:${port}/ws`, { ca, headers, lookup: localLookup as never }));
+}
+
+/** A DNS lookup that resolves every name to this machine (`*.alice.localhost` included). */
+export function localLookup(_host: string, options: { all?: boolean }, cb: (...args: unknown[]) => void): void {
+  if (options?.all) cb(null, [{ address: '127.0.0.1', family: 4 }]);
+  else cb(null, '127.0.0.1', 4);
+}
+
+function open(ws: WebSocket): Promise<Client> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, ...headers } });
     const received: string[] = [];
     let onClose!: (v: { code: number; reason: string }) => void;
     const closed = new Promise<{ code: number; reason: string }>((r) => (onClose = r));
