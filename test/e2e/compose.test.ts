@@ -6,7 +6,7 @@ import { accessToken, vaultCall, vaultPerm, type AppEnv } from '../helpers/app-c
 import { cli, pierEnv, ROOT, tempDir, cleanup } from '../helpers/pier.js';
 import { UploadClient } from '../helpers/upload-client.js';
 import { WsApp } from '../helpers/ws-app.js';
-import { connect } from '../helpers/ws-client.js';
+import { connectSecure } from '../helpers/ws-client.js';
 import { LocalTopology, prepareOperatorFiles, readCompose } from '../helpers/topology.js';
 import { until as waitUntil } from '../helpers/wait.js';
 import { connect as connectNats } from 'nats';
@@ -28,7 +28,10 @@ test.after.always(async () => {
 
 /** The CLI as `docker compose exec admin pier ...` runs it. */
 const adminCli = () => ({ ...pierEnv(scratch, secrets), PIER_ADMIN_URL: topo.pier.get('admin')!.adminUrl });
-const ready = async (name: string) => (await fetch(`http://127.0.0.1:${topo.pier.get(name)!.ports!.public}/readyz`).catch(() => null))?.status === 200;
+/** The test CA (the NATS nodes' and the browsers' certificates). */
+const ca = () => readFileSync(join(scratch, 'operator', 'deploy', 'nats', 'tls', 'ca.pem'));
+/** An edge's readiness, on its system listener (plain: apps reach it inside the cluster). */
+const ready = async (name: string) => (await fetch(`http://127.0.0.1:${topo.pier.get(name)!.ports!.system}/readyz`).catch(() => null))?.status === 200;
 
 test.serial('the compose file describes a 3-node NATS cluster, every role, two edges, and least privilege per service', (t) => {
   const services = readCompose();
@@ -43,6 +46,8 @@ test.serial('the compose file describes a 3-node NATS cluster, every role, two e
     t.deepEqual(svc.volumes?.filter((v) => v.includes('/bus/')), [`./deploy/nats/bus/${role}.creds:/run/pier/nats.creds:ro`], name);
     t.is('PIER_MASTER_KEY' in (svc.environment ?? {}), KEYRING_ROLES.includes(role as Role), `${name}: the master key only where it is used`);
     t.is('PIER_ADMIN_TOKEN' in (svc.environment ?? {}), role === 'admin', `${name}: the admin token only for the admin process`);
+    // Browsers reach the edges over TLS, terminated by the edges themselves.
+    if (role === 'edge') t.truthy(svc.environment?.PIER_TLS_CERT && svc.environment?.PIER_TLS_KEY, `${name}: TLS for browsers`);
   }
   t.is(topo.nats.size, 3);
   t.true(topo.pier.size >= 3);
@@ -106,8 +111,9 @@ upload: { fileType: ["*"], dest: /data/files }
   t.is(created.status, 200);
   t.is((await vaultCall(sys2, 'RetrieveSecret', 'w', { user, access }, { name: 'k' })).json.data.data.value, 'through-compose');
 
-  // WebSocket on edge-1: the callback actor delivers; the app answers through edge-2's local API.
-  const c = await connect(edge1.ports!.public, 'everything.carol.localhost', { 'x-authorization': user });
+  // wss:// on edge-1 (the edges terminate TLS): the callback actor delivers; the app answers
+  // through edge-2's local API.
+  const c = await connectSecure(edge1.ports!.public!, 'everything.carol.localhost', ca(), { 'x-authorization': user });
   c.ws.send(JSON.stringify({ event: 'hello', data: {} }));
   await callbacks.until(() => callbacks.accepted.some((k) => k.body.action === 'message'));
   const connId = callbacks.accepted[0].body.conn_id;
@@ -120,8 +126,8 @@ upload: { fileType: ["*"], dest: /data/files }
   await waitUntil('the app\'s message at the browser', () => c.received.includes('"hi from the app"'));
   c.ws.close();
 
-  // Upload through edge-2 to the upload actor.
-  const up = new UploadClient(edge2.ports!.upload, 'everything.carol.localhost', user);
+  // Upload over https through edge-2 to the upload actor.
+  const up = new UploadClient(edge2.ports!.upload!, 'everything.carol.localhost', user, ca());
   const rec = await up.create({ storage_path: '/data/files', file_relative_path: 'a/b.txt', file_type: 'txt', file_size: 5 });
   t.is(rec.status, 200, JSON.stringify(rec.json));
   t.is((await up.patch(rec.json.data.id, 0, Buffer.from('hello'))).json.message, 'File uploaded successfully');

@@ -20,8 +20,12 @@ interface ComposeService {
 /**
  * The files an operator prepares before `docker compose up` (README "Scaling out"), made in `dir`
  * the way the README says: `pier bus init --out deploy/nats/bus`, a CA and a certificate for the
- * NATS nodes in deploy/nats/tls, and the repository's deploy/nats/nats.conf.
+ * NATS nodes in deploy/nats/tls, the repository's deploy/nats/nats.conf, and the browsers'
+ * certificates in deploy/tls (signed by the same test CA).
  */
+/** Users the compose test's browser certificates cover (`*.<user>.localhost`). */
+export const TLS_USERS = ['alice', 'carol'];
+
 export function prepareOperatorFiles(dir: string): string {
   const nats = join(dir, 'deploy', 'nats');
   const tls = join(nats, 'tls');
@@ -30,6 +34,17 @@ export function prepareOperatorFiles(dir: string): string {
   const ca = makeCa(tls, 'ca');
   makeLeaf(tls, ca, 'nats', ['nats-1', 'nats-2', 'nats-3', 'localhost', 'IP:127.0.0.1']);
   copyFileSync(join(ROOT, 'deploy', 'nats', 'nats.conf'), join(nats, 'nats.conf'));
+  // The browsers' certificates: the main one, and one wildcard per user in sni/.
+  const browser = join(dir, 'deploy', 'tls');
+  mkdirSync(join(browser, 'sni'), { recursive: true });
+  const main = makeLeaf(browser, ca, 'edge-made', ['localhost', 'IP:127.0.0.1']);
+  copyFileSync(main.cert, join(browser, 'edge.pem'));
+  copyFileSync(main.key, join(browser, 'edge.key'));
+  for (const user of TLS_USERS) {
+    const pair = makeLeaf(browser, ca, `${user}-made`, [`*.${user}.localhost`]);
+    copyFileSync(pair.cert, join(browser, 'sni', `*.${user}.localhost.crt`));
+    copyFileSync(pair.key, join(browser, 'sni', `*.${user}.localhost.key`));
+  }
   return dir;
 }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 
 /** A multipart/form-data body, built by hand so tests control every byte (order, truncation). */
 export function multipart(parts: Array<[string, string | Buffer]>): { body: Buffer; contentType: string } {
@@ -21,15 +21,22 @@ export interface UploadAnswer {
 }
 
 export class UploadClient {
+  /** Over TLS: the host name in SNI, the listener's certificate checked against `ca`. */
+  private readonly tls: Agent | undefined;
+
   constructor(
     readonly port: number,
     readonly host: string,
     readonly token: string,
-  ) {}
+    ca?: Buffer,
+  ) {
+    this.tls = ca ? new Agent({ connect: { ca, servername: host.replace(/:\d+$/, '') } }) : undefined;
+  }
 
   private async send(method: 'POST' | 'PATCH' | 'GET', path: string, parts?: Array<[string, string | Buffer]>, extra: Record<string, string> = {}): Promise<UploadAnswer> {
     const mp = parts ? multipart(parts) : null;
-    const res = await request(`http://127.0.0.1:${this.port}${path}`, {
+    const res = await request(`${this.tls ? 'https' : 'http'}://127.0.0.1:${this.port}${path}`, {
+      dispatcher: this.tls,
       method,
       headers: { host: this.host, 'x-authorization': this.token, ...(mp ? { 'content-type': mp.contentType } : {}), ...extra },
       body: mp?.body,
