@@ -1,27 +1,91 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 import { rssKiB, startChild } from './children.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { measureUtilisation, round, summarise } from './load.js';
+import { makeCa, makeLeaf } from '../test/helpers/certs.js';
+import { localLookup } from '../test/helpers/ws-client.js';
 
 
 
-function open(port: number, host: string, token: string): Promise<WebSocket> {
+/** `ca`: over wss:// (the host name in SNI, resolved here), the certificate checked against it. */
+function open(port: number, host: string, token: string, ca?: Buffer): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, 'x-authorization': token }, perMessageDeflate: false });
+    const ws = ca
+      ? new WebSocket(`wss://${host}:${port}/ws`, { ca, headers: { 'x-authorization': token }, perMessageDeflate: false, lookup: localLookup as never })
+      : new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, 'x-authorization': token }, perMessageDeflate: false });
     ws.once('open', () => resolve(ws));
     ws.once('error', reject);
   });
 }
 
-async function openMany(n: number, port: number, host: (i: number) => string, token: (i: number) => string): Promise<WebSocket[]> {
+async function openMany(n: number, port: number, host: (i: number) => string, token: (i: number) => string, ca?: Buffer): Promise<WebSocket[]> {
   const out: WebSocket[] = [];
-  for (let i = 0; i < n; i += 200) out.push(...(await Promise.all(Array.from({ length: Math.min(200, n - i) }, (_, k) => open(port, host(i + k), token(i + k))))));
+  for (let i = 0; i < n; i += 200) out.push(...(await Promise.all(Array.from({ length: Math.min(200, n - i) }, (_, k) => open(port, host(i + k), token(i + k), ca)))));
   return out;
+}
+
+/** One Pier with the bench's app installed (its own app process), plain or with TLS on the public listener. */
+async function pierWithApp(dir: string, extraEnv: Record<string, string>, children: ChildProcess[]) {
+  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_WS_IDLE_MS: '600000', PIER_WS_CONNS_PER_USER: '100000', ...extraEnv }));
+  const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+  const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
+  // The app must know its credentials before Pier knows its port: the bench makes them, and
+  // installs the app with them (--credentials, as for an app moving in).
+  const creds = { OS_APP_KEY: `ak_${randomBytes(12).toString('base64url')}`, OS_APP_SECRET: randomBytes(24).toString('base64url') };
+  const app = await startChild('./ws-app.js', [String(pier.ports!.local), creds.OS_APP_KEY, creds.OS_APP_SECRET]);
+  children.push(app.proc);
+  writeFileSync(join(dir, 'creds.json'), JSON.stringify(creds));
+  writeFileSync(join(dir, 'chat.yaml'), `metadata: { name: chat }\noptions:\n  websocket: { url: /cb, port: ${app.port} }\n`);
+  await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--credentials', join(dir, 'creds.json')], env);
+  return { pier, token, creds };
+}
+
+/**
+ * Round trips (browser → callback → app → send → browser): 1,000 connections, 1 message a second
+ * each, for 10 s after one second of warm-up.
+ */
+async function roundTrips(conns: WebSocket[]) {
+  const latencies: number[] = [];
+  const byTime: Array<[number, number]> = [];
+  let lost = 0;
+  const run = await measureUtilisation(async () => {
+    const sent = new Map<string, number>();
+    conns.forEach((ws) =>
+      ws.on('message', (m) => {
+        const id = String(m).replace(/"/g, '');
+        const t0 = sent.get(id);
+        if (t0 !== undefined) {
+          const sec = Number(id.split('-')[0]);
+          if (sec > 0) {
+            latencies.push(performance.now() - t0);
+            byTime.push([sec, performance.now() - t0]);
+          }
+          sent.delete(id);
+        }
+      }),
+    );
+    // Second 0 is a warm-up (JIT, connection pools): sent, answered, not counted.
+    const seconds = 11;
+    for (let s = 0; s < seconds; s++) {
+      for (let i = 0; i < conns.length; i++) {
+        setTimeout(() => {
+          const id = `${s}-${i}`;
+          sent.set(id, performance.now());
+          conns[i].send(JSON.stringify({ event: 'rt', data: id }));
+        }, s * 1000 + Math.floor((i * 1000) / conns.length));
+      }
+    }
+    await new Promise((r) => setTimeout(r, seconds * 1000 + 2000));
+    lost = sent.size;
+  });
+  const perSecond = Array.from({ length: 10 }, (_, sec) => summarise(byTime.filter(([s]) => s === sec + 1).map(([, l]) => l), 0).p99_ms);
+  const s = summarise(latencies, lost);
+  return { samples: s.requests, lost, p50_ms: s.p50_ms, p99_ms: s.p99_ms, p99_ms_each_second: perSecond, goal_p99_ms: 5, client_event_loop_utilisation: run.loadgen_event_loop_utilisation };
 }
 
 /**
@@ -31,59 +95,16 @@ async function openMany(n: number, port: number, host: (i: number) => string, to
  */
 export async function benchWs(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
-  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_WS_IDLE_MS: '600000' }));
   const children: ChildProcess[] = [];
+  const { pier, token, creds } = await pierWithApp(join(dir, 'plain'), {}, children);
   try {
-    const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
-    const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
-    // The app must know its credentials before Pier knows its port: the bench makes them, and
-    // installs the app with them (--credentials, as for an app moving in).
-    const creds = { OS_APP_KEY: `ak_${randomBytes(12).toString('base64url')}`, OS_APP_SECRET: randomBytes(24).toString('base64url') };
-    const app = await startChild('./ws-app.js', [String(pier.ports!.local), creds.OS_APP_KEY, creds.OS_APP_SECRET]);
-    children.push(app.proc);
-    writeFileSync(join(dir, 'creds.json'), JSON.stringify(creds));
-    writeFileSync(join(dir, 'chat.yaml'), `metadata: { name: chat }\noptions:\n  websocket: { url: /cb, port: ${app.port} }\n`);
-    await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--credentials', join(dir, 'creds.json')], env);
-    const port = pier.ports!.public;
+    const port = pier.ports!.public!;
     const host = 'chat.alice.localhost';
 
-    // 1. Round trips: 1,000 connections of user u0's app, 1 message a second each, for 10 s.
+    // 1. Round trips, plain ws://.
     const rtConns = await openMany(1000, port, () => host, () => token);
-    const latencies: number[] = [];
-    const byTime: Array<[number, number]> = [];
-    let lost = 0;
-    const rt = await measureUtilisation(async () => {
-      const sent = new Map<string, number>();
-      rtConns.forEach((ws) =>
-        ws.on('message', (m) => {
-          const id = String(m).replace(/"/g, '');
-          const t0 = sent.get(id);
-          if (t0 !== undefined) {
-            const sec = Number(id.split('-')[0]);
-            if (sec > 0) {
-              latencies.push(performance.now() - t0);
-              byTime.push([sec, performance.now() - t0]);
-            }
-            sent.delete(id);
-          }
-        }),
-      );
-      // Second 0 is a warm-up (JIT, connection pools): sent, answered, not counted.
-      const seconds = 11;
-      for (let s = 0; s < seconds; s++) {
-        for (let i = 0; i < rtConns.length; i++) {
-          setTimeout(() => {
-            const id = `${s}-${i}`;
-            sent.set(id, performance.now());
-            rtConns[i].send(JSON.stringify({ event: 'rt', data: id }));
-          }, s * 1000 + Math.floor((i * 1000) / rtConns.length));
-        }
-      }
-      await new Promise((r) => setTimeout(r, seconds * 1000 + 2000));
-      lost = sent.size;
-    });
+    const roundTrip = await roundTrips(rtConns);
     for (const ws of rtConns) ws.terminate();
-    const perSecond = Array.from({ length: 10 }, (_, sec) => summarise(byTime.filter(([s]) => s === sec + 1).map(([, l]) => l), 0).p99_ms);
 
     // 2. Broadcast: one user holding 1,000 connections; 8 concurrent sends naming that user.
     const bConns = await openMany(1000, port, () => host, () => token);
@@ -137,10 +158,27 @@ export async function benchWs(): Promise<Record<string, unknown>> {
     const after = rssKiB(pier.proc.pid!);
     for (const ws of idle) ws.terminate();
 
-    const s = summarise(latencies, lost);
+    // 4. The same round trips over wss:// (TLS terminated by the edge), on a second Pier with a
+    // certificate of a CA made here: the cost of TLS, next to the plain figure above.
+    const tlsDir = join(dir, 'tls');
+    mkdirSync(tlsDir, { recursive: true });
+    const ca = makeCa(tlsDir);
+    const leaf = makeLeaf(tlsDir, ca, 'edge', ['*.alice.localhost']);
+    await pier.stop();
+    const secure = await pierWithApp(join(dir, 'tls'), { PIER_TLS_CERT: leaf.cert, PIER_TLS_KEY: leaf.key }, children);
+    let roundTripTls;
+    try {
+      const tlsConns = await openMany(1000, secure.pier.ports!.public!, () => host, () => secure.token, readFileSync(ca.cert));
+      roundTripTls = await roundTrips(tlsConns);
+      for (const ws of tlsConns) ws.terminate();
+    } finally {
+      await secure.pier.stop();
+    }
+
     return {
       shape: 'npm start (one process, in-process bus, callback actor inside); the app in its own process; clients in this process',
-      round_trip_1000_conns_1_msg_per_s: { samples: s.requests, lost, p50_ms: s.p50_ms, p99_ms: s.p99_ms, p99_ms_each_second: perSecond, goal_p99_ms: 5, client_event_loop_utilisation: rt.loadgen_event_loop_utilisation },
+      round_trip_1000_conns_1_msg_per_s: roundTrip,
+      round_trip_wss_1000_conns_1_msg_per_s: { ...roundTripTls, p50_added_by_tls_ms: round(roundTripTls.p50_ms - roundTrip.p50_ms, 3), p99_added_by_tls_ms: round(roundTripTls.p99_ms - roundTrip.p99_ms, 3) },
       broadcast: {
         pier_messages_per_s: Math.round(pierRate),
         bare_uws_publish_messages_per_s: Math.round(bareRate),
