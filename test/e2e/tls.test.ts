@@ -89,7 +89,10 @@ test.serial('wss:// with the CA trusted: the upgrade, ping/pong, and a message a
   c.ws.send('{"event":"hello","data":{"over":"tls"}}');
   await until('the message at the app', () => backend.accepted.some((k) => k.body.action === 'message' && JSON.stringify(k.body.data).includes('"over":"tls"')));
   c.ws.close();
-  t.pass();
+  // The browser's cookie path works the same over TLS.
+  const byCookie = await connectSecure(pier.ports!.public!, 'chat.alice.localhost', caPem, { cookie: `auth_token=${tokens.alice}`, origin: 'https://chat.alice.localhost' });
+  t.is(await ping(byCookie), '{"event":"pong"}');
+  byCookie.ws.close();
 });
 
 test.serial('SNI picks the leaf: the wildcard for alice, the folder pair for bob, the main one without SNI', async (t) => {
