@@ -1,7 +1,7 @@
 import type { Bus, BusMessage, Subscription } from './bus.js';
 import { decode, encode } from './codec.js';
 import { asPierError, PierError, type WireError } from './errors.js';
-import { assertValid, compile, type Checker } from '../lib/validation.js';
+import { assertValid, compile, type Checker } from './validation.js';
 import type { ValidationSchema } from 'fastest-validator';
 
 /**
@@ -29,7 +29,7 @@ export type RefusalReason = 'undecodable' | 'schema';
 type RefusalListener = (subject: string, reason: RefusalReason) => void;
 let refusalListener: RefusalListener = () => undefined;
 
-/** The process's counter of refused messages (lib/start.ts wires it to `pier_bus_refusals_total`). */
+/** The process's counter of refused messages (cli/start.ts wires it to `pier_bus_refusals_total`). */
 export function onRefusal(listener: RefusalListener): void {
   refusalListener = listener;
 }

@@ -3,7 +3,7 @@ import type { Bus } from './bus.js';
 import { decode, encode } from './codec.js';
 import { PierError, type WireError } from './errors.js';
 import { accept } from './rpc.js';
-import { compile } from '../lib/validation.js';
+import { compile } from './validation.js';
 
 const checkPull = compile({ seq: { type: 'number', integer: true, min: 0 } });
 

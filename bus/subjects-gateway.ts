@@ -1,4 +1,4 @@
-import { compile } from '../lib/validation.js';
+import { compile } from './validation.js';
 import type { WebsocketOptions } from './subjects-registry.js';
 
 /** Callback actions (CONTRACT.md section 6). */

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { PierError } from '../bus/errors.js';
 import { ConfigError, loadConfig } from '../lib/config.js';
-import { startProcess } from '../lib/start.js';
+import { startProcess } from './start.js';
 import { CliError } from './admin-client.js';
 import { COMMANDS } from './commands.js';
 

@@ -3,7 +3,7 @@ import { PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
 import { credentialsSchema, registry, upload, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState } from '../bus/subjects.js';
 import { AggregatorRegistry } from 'prom-client';
-import { assertValid, compile } from '../lib/validation.js';
+import { assertValid, compile } from '../bus/validation.js';
 import { safeEqual } from '../lib/tokens.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
 import { describeProcesses } from '../lib/presence.js';

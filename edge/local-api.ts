@@ -8,7 +8,7 @@ import type { RegistryCache } from '../lib/registry-cache.js';
 import { sha256Hex } from '../lib/tokens.js';
 import { call } from '../bus/rpc.js';
 import type { PassedGates } from './call-gate.js';
-import { assertValid, compile } from '../lib/validation.js';
+import { assertValid, compile } from '../bus/validation.js';
 import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
 
 export interface LocalDeps {

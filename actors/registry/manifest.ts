@@ -1,7 +1,7 @@
 import { posix } from 'node:path';
 import { PierError } from '../../bus/errors.js';
 import { APP_NAME, APP_VIEW_PATH, type Grant, type UploadOptions, type WebsocketOptions } from '../../bus/subjects.js';
-import { compile, describe, type FieldError } from '../../lib/validation.js';
+import { compile, describe, type FieldError } from '../../bus/validation.js';
 import { parseYamlDocument } from './yaml.js';
 
 /** What Pier keeps of a PlatformManifest.yaml (CONTRACT.md section 2). Other keys are ignored. */

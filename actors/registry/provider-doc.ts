@@ -1,6 +1,6 @@
 import { PierError } from '../../bus/errors.js';
 import type { OpApi, ProviderView } from '../../bus/subjects.js';
-import { compile, describe, type FieldError } from '../../lib/validation.js';
+import { compile, describe, type FieldError } from '../../bus/validation.js';
 import { parseYamlDocuments } from './yaml.js';
 
 /** A validated ProviderRegistry document (spec table): a provider before Pier gives it an owner and a state. */

@@ -3,7 +3,7 @@ import { SECRET_ENVS, SECRET_NAME, SECRET_OPS, SECRET_VALUE_MAX_BYTES, WORKSPACE
 import type { AccessTokens } from '../../lib/access-token.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
 import { open, seal } from '../../lib/secret-box.js';
-import { assertValid, compile } from '../../lib/validation.js';
+import { assertValid, compile } from '../../bus/validation.js';
 import type { DataKeys } from './data-keys.js';
 import { nameOf, scopeKey, secretKey, type SecretRecord, type VaultStore } from './store.js';
 

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type FastestValidator from 'fastest-validator';
 import type { ValidationError, ValidationSchema } from 'fastest-validator';
-import { PierError } from '../bus/errors.js';
+import { PierError } from './errors.js';
 
 /**
  * Short messages, without the field name: every error is shown as `<field path>: <message>`
