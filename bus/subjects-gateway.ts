@@ -1,4 +1,4 @@
-import { compile } from './validation.js';
+import { channel, signal } from './channel.js';
 import type { WebsocketOptions } from './subjects-registry.js';
 
 /** Callback actions (CONTRACT.md section 6). */
@@ -86,27 +86,41 @@ export const gatewaySubjects = {
 
 const id = { type: 'string', min: 1, max: 128 } as const;
 
-/** Schemas of the gateway's messages, checked by every receiver (`accept` in rpc.ts). */
-export const gatewayChecks = {
-  command: compile({
-    op: { type: 'enum', values: ['send', 'close'] },
-    appId: { type: 'string', max: 64 },
-    connIds: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
-    users: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
-    text: { type: 'string', optional: true, max: 16 * 1024 * 1024 },
-  }),
-  settled: compile({ connId: id, seq: { type: 'number', integer: true, min: 0 } }),
-  list: compile({ appId: { type: 'string', max: 64 } }),
-  event: compile({
-    eventId: id,
-    connId: id,
-    edge: id,
-    user: { type: 'string', max: 64 },
-    app: { type: 'string', max: 64 },
-    seq: { type: 'number', integer: true, min: 1 },
-    action: { type: 'enum', values: ['open', 'message', 'close'] },
-    data: { type: 'any', optional: true },
-    cookie: { type: 'string', nullable: true, optional: true, max: 64 * 1024 },
-    target: { type: 'object', props: { url: { type: 'string', max: 512 }, port: { type: 'number', integer: true, min: 1, max: 65535 }, host: { type: 'string', max: 253 } } },
-  }),
+/** The gateway's traffic on run-time subjects (`gatewaySubjects`), schema-checked on both sides. */
+export const gatewayChannels = {
+  /** A send or close, to one edge (by connection) or to the edges holding a user's connections. */
+  command: channel<ConnCommand, ConnCommandResult>(
+    {
+      op: { type: 'enum', values: ['send', 'close'] },
+      appId: { type: 'string', max: 64 },
+      connIds: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
+      users: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
+      text: { type: 'string', optional: true, max: 16 * 1024 * 1024 },
+    },
+    { count: { type: 'number', integer: true, min: 0 } },
+  ),
+  /** Scatter-gather to every edge: one app's connections. */
+  list: channel<{ appId: string }, { conns: ListedConn[] }>(
+    { appId: { type: 'string', max: 64 } },
+    { conns: { type: 'array', max: 1_000_000, items: { type: 'object', props: { user: 'string', id: 'string', userAgent: 'string' } } } },
+  ),
+  /** One event, to the callback replica that delivers the connection's events. */
+  deliver: channel<GatewayEvent, EventAck>(
+    {
+      eventId: id,
+      connId: id,
+      edge: id,
+      user: { type: 'string', max: 64 },
+      app: { type: 'string', max: 64 },
+      seq: { type: 'number', integer: true, min: 1 },
+      action: { type: 'enum', values: ['open', 'message', 'close'] },
+      data: { type: 'any', optional: true },
+      cookie: { type: 'string', nullable: true, optional: true, max: 64 * 1024 },
+      target: { type: 'object', props: { url: { type: 'string', max: 512 }, port: { type: 'number', integer: true, min: 1, max: 65535 }, host: { type: 'string', max: 253 } } },
+    },
+    { ok: { type: 'equal', value: true }, closed: 'boolean' },
+    5_000,
+  ),
+  /** From a callback replica to the edge holding a connection: its events up to `seq` are done with. */
+  settled: signal<{ connId: string; seq: number }>({ connId: id, seq: { type: 'number', integer: true, min: 0 } }),
 };

@@ -1,6 +1,6 @@
 import type { Bus } from '../bus/bus.js';
-import { decode, encode } from '../bus/codec.js';
-import { gatewaySubjects, type EventAck, type GatewayEvent } from '../bus/subjects.js';
+import { askOn } from '../bus/channel.js';
+import { gatewayChannels, gatewaySubjects, type GatewayEvent } from '../bus/subjects.js';
 import type { Logger } from '../lib/log.js';
 import type { Peers } from '../lib/peers.js';
 
@@ -121,10 +121,8 @@ export class EventForwarder {
 
   private send(box: Outbox, ev: GatewayEvent): void {
     if (!box.replica) return this.retryLater(box, ev.connId);
-    this.bus
-      .request(gatewaySubjects.deliver(box.replica), encode(ev), { timeoutMs: this.options.ackTimeoutMs })
-      .then((msg) => {
-        const ack = decode<EventAck>(msg.data);
+    askOn(this.bus, gatewayChannels.deliver, gatewaySubjects.deliver(box.replica), ev, this.options.ackTimeoutMs)
+      .then((ack) => {
         if (!ack.closed) return;
         // The cluster already raised this connection's close: nothing of it will be delivered.
         this.outboxes.delete(ev.connId);

@@ -1,10 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import uWS from 'uWebSockets.js';
 import { Counter, Gauge } from 'prom-client';
-import type { BusMessage, Subscription } from '../bus/bus.js';
-import { encode } from '../bus/codec.js';
-import { accept } from '../bus/rpc.js';
-import { CLOSE_CODES, gatewayChecks, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type GatewayEvent, type ListedConn } from '../bus/subjects.js';
+import type { Subscription } from '../bus/bus.js';
+import { answerOn, hearOn } from '../bus/channel.js';
+import { appId, newConnId, parseAppId } from '../bus/ids.js';
+import { CLOSE_CODES, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type GatewayEvent, type ListedConn } from '../bus/subjects.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { asPierError, PierError } from '../bus/errors.js';
 import { errorReply, send } from './http.js';
@@ -34,7 +33,6 @@ interface Conn {
 }
 
 type Ws = uWS.WebSocket<Conn>;
-const userKey = (user: string, app: string) => `${user}/${app}`;
 /** Exactly this text: the platform's browser library compares the frame to it as a string. */
 const PONG = '{"event":"pong"}';
 
@@ -103,27 +101,21 @@ export class Gateway {
   start(): void {
     const { bus, peers, cache } = this.ctx;
     this.subs.push(
-      bus.subscribe(gatewaySubjects.edge(peers.self.busId), (msg) => this.command(msg)),
-      bus.subscribe(gatewaySubjects.settled(peers.self.busId), (msg) => {
-        const settled = accept<{ connId: string; seq: number }>(msg, gatewayChecks.settled);
-        if (settled) this.forwarder.settled(settled.connId, settled.seq);
-      }),
-      bus.subscribe(gatewaySubjects.list, (msg) => {
-        const asked = accept<{ appId: string }>(msg, gatewayChecks.list);
-        if (!msg.reply || !asked) return;
-        const { appId } = asked;
-        const listed: ListedConn[] = [];
+      answerOn(bus, gatewayChannels.command, gatewaySubjects.edge(peers.self.busId), (cmd) => this.command(cmd)),
+      hearOn(bus, gatewayChannels.settled, gatewaySubjects.settled(peers.self.busId), ({ connId, seq }) => this.forwarder.settled(connId, seq)),
+      answerOn(bus, gatewayChannels.list, gatewaySubjects.list, ({ appId: wanted }) => {
+        const conns: ListedConn[] = [];
         for (const ws of this.conns.values()) {
           const c = ws.getUserData();
-          if (userKey(c.user, c.app) === appId) listed.push({ user: c.user, id: c.connId, userAgent: c.userAgent });
+          if (appId(c.user, c.app) === wanted) conns.push({ user: c.user, id: c.connId, userAgent: c.userAgent });
         }
-        bus.publish(msg.reply, encode(listed));
+        return { conns };
       }),
     );
     // Uninstalling an app closes its connections at once; revoking a user's token closes those opened
     // with it (each gets its close callback).
     this.stopUninstallWatch = cache.onApplied((c) => {
-      if (c.kind === 'app' && c.op === 'delete') this.closeWhere((d) => userKey(d.user, d.app) === c.key, CLOSE_CODES.APP_UNINSTALLED, 'app uninstalled');
+      if (c.kind === 'app' && c.op === 'delete') this.closeWhere((d) => appId(d.user, d.app) === c.key, CLOSE_CODES.APP_UNINSTALLED, 'app uninstalled');
       if (c.kind === 'token' && c.op === 'delete') this.closeWhere((d) => d.tokenDigest === c.key, CLOSE_CODES.REVOKED, 'token revoked');
     });
     const idleMs = this.ctx.config.gateway.idleMs;
@@ -176,7 +168,7 @@ export class Gateway {
       return fail(new PierError('RATE_LIMITED', `user "${user}" has ${this.ctx.config.gateway.maxConnsPerUser} connections open on this gateway already`));
     }
     const conn: Conn = {
-      connId: `${this.ctx.peers.self.busId}.${randomBytes(16).toString('base64url')}`,
+      connId: newConnId(this.ctx.peers.self.busId),
       user,
       app: app.name,
       userAgent: headers['user-agent'] ?? '',
@@ -201,10 +193,10 @@ export class Gateway {
     const c = ws.getUserData();
     c.open = true;
     this.conns.set(c.connId, ws);
-    const key = userKey(c.user, c.app);
+    const key = appId(c.user, c.app);
     let entry = this.byUser.get(key);
     if (!entry) {
-      entry = { sockets: new Set(), sub: this.ctx.bus.subscribe(gatewaySubjects.user(c.user, c.app), (msg) => this.command(msg)) };
+      entry = { sockets: new Set(), sub: answerOn(this.ctx.bus, gatewayChannels.command, gatewaySubjects.user(c.user, c.app), (cmd) => this.command(cmd)) };
       this.byUser.set(key, entry);
     }
     entry.sockets.add(ws);
@@ -236,7 +228,7 @@ export class Gateway {
     const c = ws.getUserData();
     c.open = false;
     this.conns.delete(c.connId);
-    const key = userKey(c.user, c.app);
+    const key = appId(c.user, c.app);
     const entry = this.byUser.get(key);
     if (entry) {
       entry.sockets.delete(ws);
@@ -266,41 +258,38 @@ export class Gateway {
   }
 
   /** A send or close for connections this edge holds (by id, or all of the named users'). */
-  private command(msg: BusMessage): void {
+  private command(cmd: ConnCommand): ConnCommandResult {
     let count = 0;
-    const reply = msg.reply;
-    try {
-      const cmd = accept<ConnCommand>(msg, gatewayChecks.command);
-      if (!cmd) throw new Error('refused: not a gateway command');
-      const targets = new Set<Ws>();
-      for (const id of cmd.connIds ?? []) {
-        const ws = this.conns.get(id);
-        if (ws && userKey(ws.getUserData().user, ws.getUserData().app) === cmd.appId) targets.add(ws);
-      }
-      for (const user of cmd.users ?? []) {
-        const [, app] = cmd.appId.split('/');
-        for (const ws of this.byUser.get(userKey(user, app))?.sockets ?? []) if (userKey(user, app) === cmd.appId) targets.add(ws);
-      }
-      if (cmd.op === 'send') {
-        const text = cmd.text ?? 'null';
-        for (const ws of targets) {
-          let sent = false;
-          ws.cork(() => {
-            sent = this.send(ws, text);
-          });
-          if (sent) count++;
-        }
-        this.metrics.messagesOut.inc(count);
-      } else {
-        for (const ws of targets) {
-          if (!ws.getUserData().open) continue;
-          ws.end(CLOSE_CODES.CLOSED_BY_APP, 'closed by the app');
-          count++;
-        }
-      }
-    } catch (err) {
-      this.ctx.log.warn({ err: (err as Error).message }, 'bad gateway command');
+    const targets = new Set<Ws>();
+    for (const id of cmd.connIds ?? []) {
+      const ws = this.conns.get(id);
+      if (ws && appId(ws.getUserData().user, ws.getUserData().app) === cmd.appId) targets.add(ws);
     }
-    if (reply) this.ctx.bus.publish(reply, encode({ count } satisfies ConnCommandResult));
+    // An app instance is one user's (`<user>/<app>`): "users" can only ever mean that user, never
+    // another user's instance of the same app.
+    const app = parseAppId(cmd.appId)?.app;
+    for (const user of app === undefined ? [] : (cmd.users ?? [])) {
+      if (appId(user, app!) !== cmd.appId) continue;
+      for (const ws of this.byUser.get(cmd.appId)?.sockets ?? []) targets.add(ws);
+    }
+    if (cmd.op === 'send') {
+      const text = cmd.text ?? 'null';
+      for (const ws of targets) {
+        let sent = false;
+        ws.cork(() => {
+          sent = this.send(ws, text);
+        });
+        if (sent) count++;
+      }
+      this.metrics.messagesOut.inc(count);
+    } else {
+      for (const ws of targets) {
+        if (!ws.getUserData().open) continue;
+        ws.end(CLOSE_CODES.CLOSED_BY_APP, 'closed by the app');
+        count++;
+      }
+    }
+    return { count };
   }
+
 }

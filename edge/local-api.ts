@@ -1,7 +1,8 @@
 import type { Bus } from '../bus/bus.js';
-import { decode, encode } from '../bus/codec.js';
+import { askOn, gatherOn } from '../bus/channel.js';
 import { PierError } from '../bus/errors.js';
-import { gatewaySubjects, registry, USER_NAME, type AppView, type ConnCommand, type ConnCommandResult, type ListedConn } from '../bus/subjects.js';
+import { edgeOfConn, parseAppId } from '../bus/ids.js';
+import { gatewayChannels, gatewaySubjects, registry, USER_NAME, type AppView, type ConnCommand } from '../bus/subjects.js';
 import type { Peers } from '../lib/peers.js';
 import { FailureLimiter } from '../lib/rate-limit.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
@@ -22,7 +23,6 @@ export interface LocalDeps {
   verified: PassedGates;
 }
 
-const CONN_ID = /^[0-9a-f]{12}\.[A-Za-z0-9_-]{22}$/;
 const sendSchema = compile({
   $$strict: false,
   payload: { type: 'any' },
@@ -78,10 +78,10 @@ export function localApi(deps: LocalDeps) {
 
 
   async function toConn(connId: string, cmd: Omit<ConnCommand, 'connIds'>): Promise<number> {
-    if (!CONN_ID.test(connId)) return 0;
+    const edge = edgeOfConn(connId);
+    if (edge === undefined) return 0;
     try {
-      const msg = await deps.bus.request(gatewaySubjects.edge(connId.slice(0, 12)), encode({ ...cmd, connIds: [connId] }), { timeoutMs: 2_000 });
-      return decode<ConnCommandResult>(msg.data).count;
+      return (await askOn(deps.bus, gatewayChannels.command, gatewaySubjects.edge(edge), { ...cmd, connIds: [connId] })).count;
     } catch (err) {
       if (err instanceof PierError && err.code === 'UNAVAILABLE') return 0; // its edge is gone, and the connection with it
       throw err;
@@ -91,8 +91,8 @@ export function localApi(deps: LocalDeps) {
   async function toUsers(users: string[], cmd: Omit<ConnCommand, 'users'>): Promise<number> {
     const counts = await Promise.all(
       [...new Set(users)].map(async (user) => {
-        const replies = await deps.bus.requestMany(gatewaySubjects.user(user, cmd.appId.split('/')[1]), encode({ ...cmd, users: [user] }), { timeoutMs: 2_000, stallMs: 25 });
-        return replies.reduce((n, m) => n + decode<ConnCommandResult>(m.data).count, 0);
+        const replies = await gatherOn(deps.bus, gatewayChannels.command, gatewaySubjects.user(user, parseAppId(cmd.appId)!.app), { ...cmd, users: [user] }, { stallMs: 25 });
+        return replies.reduce((n, r) => n + r.count, 0);
       }),
     );
     return counts.reduce((a, b) => a + b, 0);
@@ -132,10 +132,10 @@ export function localApi(deps: LocalDeps) {
     async list(req: HttpRequestData): Promise<HttpReply> {
       const app = await caller(req);
       const edges = deps.peers.alive('edge').length;
-      const replies = await deps.bus.requestMany(gatewaySubjects.list, encode({ appId: app.id }), { timeoutMs: 1_000, stallMs: 1_000, expected: edges });
+      const replies = await gatherOn(deps.bus, gatewayChannels.list, gatewaySubjects.list, { appId: app.id }, { timeoutMs: 1_000, stallMs: 1_000, expected: edges });
       const byUser = new Map<string, { id: string; userAgent: string }[]>();
-      for (const m of replies) {
-        for (const c of decode<ListedConn[]>(m.data)) {
+      for (const r of replies) {
+        for (const c of r.conns) {
           const list = byUser.get(c.user) ?? [];
           list.push({ id: c.id, userAgent: c.userAgent });
           byUser.set(c.user, list);

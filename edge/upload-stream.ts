@@ -1,9 +1,9 @@
 import type { Readable } from 'node:stream';
 import type { Bus } from '../bus/bus.js';
-import { decode } from '../bus/codec.js';
 import { asPierError, PierError, type ErrorCode } from '../bus/errors.js';
+import { sendPiece } from '../bus/pieces.js';
 import { CHUNK_BYTES } from '../bus/stream.js';
-import { PIECE_HEADERS, type Piece, type PieceAck, type UploadRecord, type WriteSession } from '../bus/subjects.js';
+import { type Piece, type PieceAck, type UploadRecord, type WriteSession } from '../bus/subjects.js';
 
 const EMPTY = new Uint8Array(0);
 
@@ -33,14 +33,7 @@ export async function streamToSession(
   const inflight: Promise<PieceAck>[] = [];
   // Never rejects: a piece in flight may fail before it is awaited (the actor gone), and an
   // unawaited rejection would take the whole edge down.
-  const send = (kind: Piece['kind'], data: Uint8Array = EMPTY): Promise<PieceAck> =>
-    bus
-      .request(session.subject, data, { timeoutMs, headers: { [PIECE_HEADERS.seq]: String(seq++), [PIECE_HEADERS.kind]: kind } })
-      .then((m) => decode<PieceAck>(m.data))
-      .catch((err: unknown) => {
-        const e = asPierError(err);
-        return { ok: false, error: { code: e.code, message: e.code === 'INTERNAL' ? 'upload failed' : `the upload writer is gone (${e.message})` } };
-      });
+  const send = (kind: Piece['kind'], data: Uint8Array = EMPTY): Promise<PieceAck> => sendPiece(bus, session.subject, seq++, kind, data, timeoutMs);
   const settleOldest = async () => {
     const ack = await inflight.shift()!;
     if (!ack.ok) throw ackError(ack);

@@ -1,7 +1,8 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
-import { encode } from '../../bus/codec.js';
-import { accept, call } from '../../bus/rpc.js';
-import { gatewayChecks, gatewaySubjects, registry, type EventAck, type GatewayEvent } from '../../bus/subjects.js';
+import { answerOn, tellOn } from '../../bus/channel.js';
+import { appId } from '../../bus/ids.js';
+import { call } from '../../bus/rpc.js';
+import { gatewayChannels, gatewaySubjects, registry, type EventAck, type GatewayEvent } from '../../bus/subjects.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { ConnTable, type ConnState } from './connections.js';
 import { Deliverer } from './delivery.js';
@@ -37,7 +38,7 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
 
   /** The app secret, fetched once per app and kept (a close after uninstall is still signed). */
   const secretOf = (conn: ConnState) => () => {
-    const id = `${conn.user}/${conn.app}`;
+    const id = appId(conn.user, conn.app);
     let s = secrets.get(id);
     if (!s) {
       const app = ctx.cache.app(conn.user, conn.app);
@@ -60,11 +61,11 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
         latency.observe((performance.now() - started) / 1000);
       } else {
         dropped.inc({ action: ev.action });
-        ctx.log.warn({ connId: ev.connId, seq: ev.seq, action: ev.action, app: `${ev.user}/${ev.app}` }, 'gateway callback dropped after retries');
+        ctx.log.warn({ connId: ev.connId, seq: ev.seq, action: ev.action, app: appId(ev.user, ev.app) }, 'gateway callback dropped after retries');
       }
       conn.queue.shift();
       // The edge keeps each event until it hears this: a replica lost before delivering does not lose it.
-      ctx.bus.publish(gatewaySubjects.settled(ev.edge), encode({ connId: ev.connId, seq: ev.seq }));
+      tellOn(ctx.bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq });
       if (ev.action === 'close') table.finish(conn.connId);
     }
     conn.running = false;
@@ -77,16 +78,14 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
     if (!conn.running) void drain(conn);
   }
 
-  const sub = ctx.bus.subscribe(gatewaySubjects.deliver(ctx.peers.self.busId), (msg) => {
-    const ev = accept<GatewayEvent>(msg, gatewayChecks.event);
-    if (!ev) return; // refused and counted: the sender's own deadline tells it
+  const sub = answerOn(ctx.bus, gatewayChannels.deliver, gatewaySubjects.deliver(ctx.peers.self.busId), (ev): EventAck => {
     const closed = table.isClosed(ev.connId);
     if (!closed) {
       const conn = table.getOrCreate(ev);
       // A resent event (after a failover) that this replica already has is not queued twice.
       if (ev.seq > conn.lastSeq) enqueue(conn, ev);
     }
-    if (msg.reply) ctx.bus.publish(msg.reply, encode({ ok: true, closed } satisfies EventAck));
+    return { ok: true, closed };
   });
 
   // An edge that died cannot say its connections closed: this replica says it for those it holds.

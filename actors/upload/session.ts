@@ -1,10 +1,8 @@
 import type { FileHandle } from 'node:fs/promises';
 import type { Bus, Subscription } from '../../bus/bus.js';
-import { encode } from '../../bus/codec.js';
 import { asPierError, PierError } from '../../bus/errors.js';
-import { PIECE_HEADERS, uploadSubjects, type Piece, type PieceAck } from '../../bus/subjects.js';
-
-const PIECE_KINDS: readonly Piece['kind'][] = ['data', 'end', 'abort', 'discard'];
+import { receivePieces } from '../../bus/pieces.js';
+import { uploadSubjects, type Piece, type PieceAck } from '../../bus/subjects.js';
 import { cutBack, openPart } from './files.js';
 import { finish, type UploadDeps } from './handler.js';
 import { recordOf, type Upload } from './store.js';
@@ -48,14 +46,11 @@ export class WriteSession {
 
   async start(): Promise<void> {
     this.fd = await openPart(this.upload.part);
-    this.sub = this.deps.bus.subscribe(this.subject, (msg) => {
-      const reply = msg.reply;
-      const kind = msg.headers?.[PIECE_HEADERS.kind] ?? 'data';
-      const piece: Piece = { seq: Number(msg.headers?.[PIECE_HEADERS.seq]), kind: (PIECE_KINDS.includes(kind as Piece['kind']) ? kind : 'discard') as Piece['kind'], data: msg.data };
-      this.queue = this.queue.then(async () => {
-        const ack = await this.handle(piece).catch((err: unknown) => this.fail(err));
-        if (reply) this.deps.bus.publish(reply, encode(ack));
-      });
+    // Pieces are handled strictly one after the other, in arrival order (the edge sends them in seq order).
+    this.sub = receivePieces(this.deps.bus, this.subject, (piece) => {
+      const acked = this.queue.then(() => this.handle(piece).catch((err: unknown) => this.fail(err)));
+      this.queue = acked.then(() => undefined);
+      return acked;
     });
     this.armIdle();
   }

@@ -1,0 +1,81 @@
+import type { Bus, BusMessage, Subscription } from './bus.js';
+import { encode } from './codec.js';
+import { PierError } from './errors.js';
+import { accept } from './rpc.js';
+import { compile, type Checker } from './validation.js';
+import type { ValidationSchema } from 'fastest-validator';
+
+/**
+ * A request/reply exchange on subjects built at run time (one edge's, one user's, one replica's),
+ * with a schema for the request and one for the reply (both objects), checked by their receivers. Endpoints
+ * (`rpc.ts`) have one subject and a queue group; channels are for directed and scatter-gather
+ * traffic. With them no code outside `bus/` touches raw subscribe, publish or decode.
+ */
+export interface Channel<Req, Res> {
+  readonly check: Checker;
+  readonly replyCheck: Checker;
+  readonly timeoutMs: number;
+  readonly _req?: Req;
+  readonly _res?: Res;
+}
+
+export function channel<Req, Res>(schema: ValidationSchema, replySchema: ValidationSchema, timeoutMs = 2_000): Channel<Req, Res> {
+  return { check: compile(schema), replyCheck: compile(replySchema), timeoutMs };
+}
+
+/** A one-way message on run-time subjects (no reply), checked by its receivers. */
+export interface Signal<T> {
+  readonly check: Checker;
+  readonly _type?: T;
+}
+
+export function signal<T>(schema: ValidationSchema): Signal<T> {
+  return { check: compile(schema) };
+}
+
+const refusedReply = () => new PierError('BAD_GATEWAY', 'bus: a reply failed its schema');
+
+/**
+ * Answers `ch` requests on `subject`: each request is checked (refused and counted when it fails,
+ * never handled), the handler's result is the reply. A handler's throw leaves the requester to its
+ * deadline; the process goes on.
+ */
+export function answerOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, handler: (req: Req, msg: BusMessage) => Res | Promise<Res>): Subscription {
+  return bus.subscribe(subject, (msg) => {
+    const req = accept<Req>(msg, ch.check);
+    if (req === undefined) return;
+    void Promise.resolve()
+      .then(() => handler(req, msg))
+      .then((res) => {
+        if (msg.reply) bus.publish(msg.reply, encode(res));
+      })
+      .catch(() => undefined);
+  });
+}
+
+const unwrap = <Res>(ch: Channel<unknown, Res>, msg: BusMessage): Res | undefined => accept<Res>(msg, ch.replyCheck);
+
+/** One request to whoever answers `subject`; the reply checked (502 when it fails its schema). */
+export async function askOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, req: Req, timeoutMs = ch.timeoutMs): Promise<Res> {
+  const msg = await bus.request(subject, encode(req), { timeoutMs });
+  const res = unwrap(ch, msg);
+  if (res === undefined) throw refusedReply();
+  return res;
+}
+
+/** Scatter-gather: every answer within the deadline (see Bus.requestMany); replies failing their schema are dropped. */
+export async function gatherOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, req: Req, options: { timeoutMs?: number; stallMs: number; expected?: number }): Promise<Res[]> {
+  const replies = await bus.requestMany(subject, encode(req), { timeoutMs: options.timeoutMs ?? ch.timeoutMs, stallMs: options.stallMs, expected: options.expected });
+  return replies.map((m) => unwrap(ch, m)).filter((r): r is Res => r !== undefined);
+}
+
+export function tellOn<T>(bus: Bus, _sig: Signal<T>, subject: string, value: T): void {
+  bus.publish(subject, encode(value));
+}
+
+export function hearOn<T>(bus: Bus, sig: Signal<T>, subject: string, handler: (value: T) => void): Subscription {
+  return bus.subscribe(subject, (msg) => {
+    const value = accept<T>(msg, sig.check);
+    if (value !== undefined) handler(value);
+  });
+}
