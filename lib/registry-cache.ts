@@ -5,6 +5,7 @@ import { registry, registryEvents, type AppView, type Change, type ChangeEvent, 
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { sha256Hex } from './tokens.js';
+import { appId } from '../bus/ids.js';
 
 export interface RegistryCacheOptions {
   /** Past this long without hearing the registry, lookups answer 503 instead of trusting old data. */
@@ -106,7 +107,7 @@ export class RegistryCache {
 
   app(user: string, name: string): AppView | undefined {
     this.assertFresh();
-    return this.apps.get(`${user}/${name}`);
+    return this.apps.get(appId(user, name));
   }
 
   appsOf(user: string): AppView[] {

@@ -6,6 +6,7 @@ import type { AccessClaims, AccessTokens } from '../../lib/access-token.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
 import { requestHeaders, responseHeaders } from './headers.js';
 import { upstreamError, type Upstream } from './upstream.js';
+import { parseAppId } from '../../bus/ids.js';
 
 export interface ProviderDeps {
   bus: Bus;
@@ -23,7 +24,7 @@ export interface ProviderDeps {
 export function authorise(deps: ProviderDeps, req: ProviderAuthorize): { claims: AccessClaims; user: string; app: string; target: ProviderView } {
   if (req.accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
   const claims = deps.tokens.verify(req.accessToken, deps.now());
-  const [user, app] = claims.app.split('/');
+  const { user, app } = parseAppId(claims.app) ?? { user: '', app: '' };
   const installed = deps.cache.app(user, app);
   if (!installed || installed.appKey !== claims.key) throw new PierError('UNAUTHORIZED', 'access token is no longer valid: its app was uninstalled or reinstalled');
   if (claims.dataType !== req.dataType || claims.group !== req.group || claims.version !== req.version || !claims.ops.includes(req.op)) {

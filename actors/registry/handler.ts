@@ -5,6 +5,7 @@ import { newAppKey, newAppSecret, newUserToken, safeEqual, sha256Hex } from '../
 import { parseManifest } from './manifest.js';
 import { parseProviderDocs } from './provider-doc.js';
 import type { AppRecord, RegistryStore, Writer } from './store.js';
+import { appId } from '../../bus/ids.js';
 
 export interface RegistryDeps {
   store: RegistryStore;
@@ -80,7 +81,7 @@ export async function appInstall(deps: RegistryDeps, req: InstallRequest): Promi
   // Parse and validate everything before the transaction: bad input changes nothing.
   const manifest = parseManifest(req.manifest);
   const docs = parseProviderDocs(req.providers, req.user);
-  const id = `${req.user}/${manifest.name}`;
+  const id = appId(req.user, manifest.name);
   const appKey = req.credentials?.OS_APP_KEY ?? newAppKey();
   const appSecret = req.credentials?.OS_APP_SECRET ?? newAppSecret();
   if (appKey.length + 10 + appSecret.length > BCRYPT_INPUT_BYTES) {
@@ -136,7 +137,7 @@ export function appList(deps: RegistryDeps, user?: string): AppSummary[] {
 
 export function appUninstall(deps: RegistryDeps, user: string, name: string, purge: boolean): Promise<{ app: string; user: string; purged: boolean }> {
   return commit(deps, (w) => {
-    const app = deps.store.getApp(`${user}/${name}`);
+    const app = deps.store.getApp(appId(user, name));
     if (!app) throw new PierError('NOT_FOUND', `app "${name}" is not installed for user "${user}"`);
     // Its providers stay listed, suspended: calls to them stop at once, and a reinstall revives them.
     for (const providerName of app.providers) {
@@ -168,7 +169,7 @@ export function providerSetState(deps: RegistryDeps, name: string, state: Provid
   return commit(deps, (w) => {
     const p = deps.store.getProvider(name);
     if (!p) throw new PierError('NOT_FOUND', `provider "${name}" not found`);
-    if (state === 'active' && !deps.store.getApp(`${p.user}/${p.app}`)) {
+    if (state === 'active' && !deps.store.getApp(appId(p.user, p.app))) {
       throw new PierError('CONFLICT', `provider "${name}" cannot be resumed: app "${p.app}" is not installed`);
     }
     const clash = deps.store.listProviders().find((o) => o.name !== name && o.user === p.user && o.state === 'active' && sameProviderTarget(o, p));

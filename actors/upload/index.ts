@@ -10,6 +10,7 @@ import { createUpload, finish, getUpload, lockForWrite, removeUpload, type Uploa
 import { UploadRoot } from './root.js';
 import { WriteSession } from './session.js';
 import { UploadStore, type Upload } from './store.js';
+import { appId } from '../../bus/ids.js';
 
 const LEASE_MS = 15_000;
 
@@ -121,7 +122,7 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
   const stopWatch = ctx.cache.onApplied((c) => {
     if (c.kind !== 'app' || c.op !== 'delete') return;
     for (const u of store.all()) {
-      if (u.state !== 'active' || `${u.user}/${u.app}` !== c.key) continue;
+      if (u.state !== 'active' || appId(u.user, u.app) !== c.key) continue;
       void removeUpload(store, u);
     }
   });

@@ -1,5 +1,6 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
 import type { CreateUpload, UploadRecord } from '../../bus/subjects.js';
+import { appId } from '../../bus/ids.js';
 
 export interface UploadLock {
   /** busId of the upload replica holding the write session. */
@@ -40,7 +41,7 @@ export class UploadStore {
   }
 
   static targetKey(user: string, app: string, target: string): string {
-    return `${user}/${app}\u0000${target}`;
+    return `${appId(user, app)}\u0000${target}`;
   }
 
   all(): Upload[] {

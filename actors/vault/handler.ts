@@ -6,6 +6,7 @@ import { open, seal } from '../../lib/secret-box.js';
 import { assertValid, compile } from '../../bus/validation.js';
 import type { DataKeys } from './data-keys.js';
 import { nameOf, scopeKey, secretKey, type SecretRecord, type VaultStore } from './store.js';
+import { parseAppId } from '../../bus/ids.js';
 
 export interface VaultDeps {
   store: VaultStore;
@@ -56,7 +57,7 @@ const valueContext = (key: string) => `pier/vault/secret/${key}`;
 function authorise(deps: VaultDeps, req: VaultRequest, op: string, partial: Partial<Caller>): Authorised {
   if (req.accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
   const claims = deps.tokens.verify(req.accessToken, deps.now());
-  const [owner, app] = claims.app.split('/');
+  const { user: owner, app } = parseAppId(claims.app) ?? { user: '', app: '' };
   const installed = deps.cache.app(owner, app);
   if (!installed || installed.appKey !== claims.key) throw new PierError('UNAUTHORIZED', 'access token is no longer valid: its app was uninstalled or reinstalled');
   partial.app = app;
