@@ -6,7 +6,7 @@ import type { RegistryCache } from '../../lib/registry-cache.js';
 import { createPart, partPathFor, publish, removePart, targetInPlace } from './files.js';
 import { checkStoragePath, resolveTarget, typeAllowed } from './paths.js';
 import type { UploadRoot } from './root.js';
-import { recordOf, UploadStore, type Upload } from './store.js';
+import { recordOf, type Upload, type UploadStore } from './store.js';
 
 export interface UploadDeps {
   store: UploadStore;
@@ -60,7 +60,7 @@ async function settled(deps: UploadDeps, id: string, pending = true): Promise<Up
   const deadline = Date.now() + SETTLE_WAIT_MS;
   for (;;) {
     if (pending) await deps.locking(id)?.catch(() => undefined);
-    const u = deps.store.uploads.get(id);
+    const u = deps.store.get(id);
     if (!u?.lock || !deps.lockAlive(u.lock) || Date.now() >= deadline) return u;
     await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
   }
@@ -68,11 +68,7 @@ async function settled(deps: UploadDeps, id: string, pending = true): Promise<Up
 
 /** Forgets an upload and drops its partial data. */
 export async function removeUpload(store: UploadStore, u: Upload): Promise<void> {
-  await store.root.transaction(() => {
-    store.uploads.remove(u.id);
-    const key = UploadStore.targetKey(u.user, u.app, u.target);
-    if (store.byTarget.get(key) === u.id) store.byTarget.remove(key);
-  });
+  await store.write((w) => w.remove(u));
   await removePart(u.part);
 }
 
@@ -84,10 +80,7 @@ export async function finish(deps: UploadDeps, u: Upload): Promise<string> {
     throw new PierError('BAD_REQUEST', 'file_relative_path: a folder on the way to the file was moved or replaced since the upload began: upload the file again');
   }
   const landed = await publish(u.part, u.target, u.conflict);
-  await deps.store.root.transaction(() => {
-    deps.store.uploads.put(u.id, { ...u, offset: u.fileSize, state: 'done', lock: null, updatedAt: deps.now() });
-    deps.store.byTarget.remove(UploadStore.targetKey(u.user, u.app, u.target));
-  });
+  await deps.store.write((w) => w.put({ ...u, offset: u.fileSize, state: 'done', lock: null, updatedAt: deps.now() }));
   deps.completed({ user: u.user, app: u.app, path: deps.root.appPath(u.user, landed), size: u.fileSize });
   return landed;
 }
@@ -106,8 +99,7 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   const { target, folder } = await resolveTarget(dest, deps.root.hostPath(req.user, req.storagePath), req.relativePath);
   if (folder) return { record: null, complete: false };
 
-  const key = UploadStore.targetKey(req.user, req.app, target);
-  const existingId = deps.store.byTarget.get(key);
+  const existingId = deps.store.unfinishedAt(req.user, req.app, target)?.id;
   const existing = existingId ? await settled(deps, existingId) : undefined;
   if (existing && existing.state === 'active' && existing.fileSize === req.fileSize) return { record: recordOf(existing), complete: false };
   if (req.conflict === 'fail' && (await stat(target).catch(() => null))) throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
@@ -122,21 +114,16 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   };
   // Two POSTs racing for one target: the first to commit wins, the other answers with it. The cap on
   // unfinished uploads is counted inside the same transaction, so concurrent POSTs cannot pass it.
-  const prefix = UploadStore.targetKey(req.user, req.app, '');
-  const winner = await deps.store.root.transaction(() => {
-    const currentId = deps.store.byTarget.get(key);
-    const current = currentId ? deps.store.uploads.get(currentId) : undefined;
+  const winner = await deps.store.write((w) => {
+    const current = w.unfinishedAt(req.user, req.app, target);
     if (current && current.state === 'active' && current.fileSize === req.fileSize) return current;
-    if (!current && req.fileSize > 0 && deps.store.byTarget.getKeysCount({ start: prefix, end: `${prefix}\uffff` }) >= deps.maxUnfinished) {
-      return null;
-    }
+    if (!current && req.fileSize > 0 && w.countUnfinished(req.user, req.app) >= deps.maxUnfinished) return null;
     if (current && current.state === 'active') {
       // Same target, another size: a different file now; the old unfinished one is cancelled.
-      deps.store.uploads.remove(current.id);
+      w.remove(current);
       void removePart(current.part);
     }
-    deps.store.uploads.put(id, u);
-    deps.store.byTarget.put(key, id);
+    w.put(u);
     return u;
   });
   if (winner?.id !== id) await removePart(part);
@@ -151,7 +138,7 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
 
 export async function getUpload(deps: UploadDeps, user: string, app: string, id: string): Promise<UploadRecord> {
   const owned = (u: Upload | undefined): u is Upload => u !== undefined && u.user === user && u.app === app;
-  if (!owned(deps.store.uploads.get(id))) throw invalidId();
+  if (!owned(deps.store.get(id))) throw invalidId();
   const u = await settled(deps, id);
   if (!owned(u)) throw invalidId();
   return recordOf(u);
@@ -163,16 +150,16 @@ export async function getUpload(deps: UploadDeps, user: string, app: string, id:
  */
 export async function lockForWrite(deps: UploadDeps, req: BeginWrite, session: string): Promise<Upload> {
   const mine = (u: Upload | undefined): u is Upload => u !== undefined && u.user === req.user && u.app === req.app && u.state === 'active';
-  if (!mine(deps.store.uploads.get(req.id))) throw invalidId(); // before waiting: another's upload tells nothing
+  if (!mine(deps.store.get(req.id))) throw invalidId(); // before waiting: another's upload tells nothing
   await settled(deps, req.id, false);
-  return deps.store.root.transaction(() => {
-    const u = deps.store.uploads.get(req.id);
+  return deps.store.write((w) => {
+    const u = w.get(req.id);
     if (!mine(u)) throw invalidId();
     if (req.offset !== null && u.offset !== req.offset) throw invalidOffset(u);
     const now = deps.now();
     if (u.lock && deps.lockAlive(u.lock)) throw new PierError('CONFLICT', 'upload busy');
     const locked: Upload = { ...u, lock: { owner: deps.busId, session, until: now + deps.leaseMs }, updatedAt: now };
-    deps.store.uploads.put(u.id, locked);
+    w.put(locked);
     return locked;
   });
 }

@@ -9,7 +9,7 @@ import { createPart, cutBack, partSize } from './files.js';
 import { createUpload, finish, getUpload, lockForWrite, removeUpload, type UploadDeps } from './handler.js';
 import { UploadRoot } from './root.js';
 import { WriteSession } from './session.js';
-import { UploadStore, type Upload } from './store.js';
+import { LmdbUploadStore, type Upload, type UploadStore } from './store.js';
 import { appId } from '../../bus/ids.js';
 
 const LEASE_MS = 15_000;
@@ -19,7 +19,7 @@ const LEASE_MS = 15_000;
  * the host that has the storage; replicas there share the LMDB environment of upload records.
  */
 export async function startUpload(ctx: RoleContext): Promise<Running> {
-  const store = UploadStore.open(join(ctx.config.dataDir, 'uploads'));
+  const store: UploadStore = LmdbUploadStore.open(join(ctx.config.dataDir, 'uploads'));
   const registers = [ctx.metrics.registry];
   const bytes = new Counter({ name: 'pier_upload_bytes_total', help: 'Bytes written to uploads', registers });
   const completed = new Counter({ name: 'pier_uploads_completed_total', help: 'Uploads completed', registers });
@@ -162,7 +162,7 @@ async function recoverOne(deps: UploadDeps, u: Upload): Promise<void> {
   if (size < offset) offset = size;
   if (size === 0 && offset === 0) await createPart(u.part).catch(() => undefined);
   const fixed: Upload = { ...u, offset, lock: null };
-  await deps.store.root.transaction(() => deps.store.uploads.put(u.id, fixed));
+  await deps.store.write((w) => w.put(fixed));
   if (offset === u.fileSize) await finish(deps, fixed).catch(() => undefined);
 }
 

@@ -104,9 +104,9 @@ export class WriteSession {
     if (now - this.lastLease < this.deps.leaseMs / 3) return;
     this.lastLease = now;
     const { id } = this.upload;
-    await this.deps.store.root.transaction(() => {
-      const u = this.deps.store.uploads.get(id);
-      if (u?.lock?.session === this.upload.lock!.session) this.deps.store.uploads.put(id, { ...u, lock: { ...u.lock, until: now + this.deps.leaseMs } });
+    await this.deps.store.write((w) => {
+      const u = w.get(id);
+      if (u?.lock?.session === this.upload.lock!.session) w.put({ ...u, lock: { ...u.lock, until: now + this.deps.leaseMs } });
     });
   }
 
@@ -136,9 +136,9 @@ export class WriteSession {
       const offset = this.upload.offset + this.written;
       const updated: Upload = { ...this.upload, offset, lock: null, updatedAt: this.deps.now() };
       const record = () =>
-        this.deps.store.root.transaction(() => {
-          const u = this.deps.store.uploads.get(updated.id);
-          if (u) this.deps.store.uploads.put(updated.id, { ...u, offset, lock: null, updatedAt: updated.updatedAt });
+        this.deps.store.write((w) => {
+          const u = w.get(updated.id);
+          if (u) w.put({ ...u, offset, lock: null, updatedAt: updated.updatedAt });
         });
       this.upload = updated;
       if (offset === this.upload.fileSize) {

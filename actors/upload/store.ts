@@ -1,6 +1,6 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
-import type { CreateUpload, UploadRecord } from '../../bus/subjects.js';
 import { appId } from '../../bus/ids.js';
+import type { CreateUpload, UploadRecord } from '../../bus/subjects.js';
 
 export interface UploadLock {
   /** busId of the upload replica holding the write session. */
@@ -26,26 +26,83 @@ export function recordOf(u: Upload): UploadRecord {
   return { id: u.id, offset: u.offset, file_relative_path: u.relativePath, file_type: u.fileType, file_size: u.fileSize, storage_path: u.storagePath };
 }
 
+/**
+ * What the upload actor keeps, whatever keeps it: the records, and an index of the unfinished
+ * upload per (user, app, target) — how a client resumes with a new POST. Writes go through
+ * `write`: everything inside commits together, so two POSTs racing for one target or the cap on
+ * unfinished uploads hold across replicas.
+ */
+export interface UploadStore {
+  get(id: string): Upload | undefined;
+  all(): Upload[];
+  /** The unfinished upload of (user, app) to `target`, if any. */
+  unfinishedAt(user: string, app: string, target: string): Upload | undefined;
+  write<T>(fn: (w: UploadWriter) => T): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** What a write may do; its reads see the write's own changes. */
+export interface UploadWriter {
+  get(id: string): Upload | undefined;
+  unfinishedAt(user: string, app: string, target: string): Upload | undefined;
+  countUnfinished(user: string, app: string): number;
+  /** Stores a record; an active one becomes its target's unfinished upload, a done one stops being it. */
+  put(u: Upload): void;
+  remove(u: Upload): void;
+}
+
 /** Uploads in LMDB (`<data>/uploads`), shared by the upload replicas of one host. */
-export class UploadStore {
+export class LmdbUploadStore implements UploadStore {
   private constructor(
-    readonly root: RootDatabase,
-    readonly uploads: Database<Upload, string>,
-    /** `user/app \0 target` → id of the active upload to that target (how a client resumes with a new POST). */
-    readonly byTarget: Database<string, string>,
+    private readonly root: RootDatabase,
+    private readonly uploads: Database<Upload, string>,
+    /** `user/app \0 target` → id of the active upload to that target. */
+    private readonly byTarget: Database<string, string>,
   ) {}
 
-  static open(path: string): UploadStore {
+  static open(path: string): LmdbUploadStore {
     const root = open({ path, compression: false });
-    return new UploadStore(root, root.openDB<Upload, string>({ name: 'uploads' }), root.openDB<string, string>({ name: 'by-target' }));
+    return new LmdbUploadStore(root, root.openDB<Upload, string>({ name: 'uploads' }), root.openDB<string, string>({ name: 'by-target' }));
   }
 
-  static targetKey(user: string, app: string, target: string): string {
+  private static targetKey(user: string, app: string, target: string): string {
     return `${appId(user, app)}\u0000${target}`;
+  }
+
+  get(id: string): Upload | undefined {
+    return this.uploads.get(id);
   }
 
   all(): Upload[] {
     return [...this.uploads.getRange().map(({ value }) => value)];
+  }
+
+  unfinishedAt(user: string, app: string, target: string): Upload | undefined {
+    const id = this.byTarget.get(LmdbUploadStore.targetKey(user, app, target));
+    return id === undefined ? undefined : this.uploads.get(id);
+  }
+
+  write<T>(fn: (w: UploadWriter) => T): Promise<T> {
+    const w: UploadWriter = {
+      get: (id) => this.get(id),
+      unfinishedAt: (user, app, target) => this.unfinishedAt(user, app, target),
+      countUnfinished: (user, app) => {
+        const prefix = LmdbUploadStore.targetKey(user, app, '');
+        return this.byTarget.getKeysCount({ start: prefix, end: `${prefix}\uffff` });
+      },
+      put: (u) => {
+        this.uploads.put(u.id, u);
+        const key = LmdbUploadStore.targetKey(u.user, u.app, u.target);
+        if (u.state === 'active') this.byTarget.put(key, u.id);
+        else if (this.byTarget.get(key) === u.id) this.byTarget.remove(key);
+      },
+      remove: (u) => {
+        this.uploads.remove(u.id);
+        const key = LmdbUploadStore.targetKey(u.user, u.app, u.target);
+        if (this.byTarget.get(key) === u.id) this.byTarget.remove(key);
+      },
+    };
+    return this.root.transaction(() => fn(w));
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Keyring } from '../../lib/keyring.js';
-import type { VaultStore } from './store.js';
+import type { VaultStore, VaultWriter } from './store.js';
 
 const context = (scope: string) => `pier/vault/data-key/${scope}`;
 
@@ -21,7 +21,10 @@ export class DataKeys {
 
   /** The scope's key, or undefined when the scope has none yet. */
   get(scope: string): Buffer | undefined {
-    const record = this.store.dataKeys.get(scope);
+    return this.unwrap(scope, this.store.dataKey(scope));
+  }
+
+  private unwrap(scope: string, record: { wrapped: Uint8Array } | undefined): Buffer | undefined {
     if (!record) return undefined;
     const cached = this.plain.get(scope);
     if (cached && cached.wrapped.equals(record.wrapped)) return cached.key;
@@ -30,31 +33,31 @@ export class DataKeys {
     return key;
   }
 
-  /** The scope's key, created if missing. Call inside a write transaction. */
-  getOrCreate(scope: string): Buffer {
-    const existing = this.get(scope);
+  /** The scope's key, created if missing, inside the write `w`. */
+  getOrCreate(scope: string, w: VaultWriter): Buffer {
+    const existing = this.unwrap(scope, w.dataKey(scope));
     if (existing) return existing;
     const key = randomBytes(32);
     const wrapped = this.keyring.seal(key, context(scope));
-    this.store.dataKeys.put(scope, { wrapped, createdAt: this.now().toISOString() });
+    w.putDataKey(scope, { wrapped, createdAt: this.now().toISOString() });
     this.plain.set(scope, { wrapped, key });
     return key;
   }
 
-  /** Drops a scope's key (its secrets are gone). Call inside a write transaction. */
-  remove(scope: string): void {
-    this.store.dataKeys.remove(scope);
+  /** Drops a scope's key (its secrets are gone), inside the write `w`. */
+  remove(scope: string, w: VaultWriter): void {
+    w.removeDataKey(scope);
     this.plain.delete(scope);
   }
 
   /** Re-wraps every data key not wrapped under the current master key. */
-  async rewrapAll(): Promise<number> {
-    return this.store.root.transaction(() => {
+  rewrapAll(): Promise<number> {
+    return this.store.write((w) => {
       let n = 0;
-      for (const { key: scope, value } of this.store.dataKeys.getRange()) {
-        if (!this.keyring.isStale(value.wrapped)) continue;
-        const key = this.keyring.open(value.wrapped, context(scope));
-        this.store.dataKeys.put(scope, { ...value, wrapped: this.keyring.seal(key, context(scope)) });
+      for (const { scope, record } of w.dataKeys()) {
+        if (!this.keyring.isStale(record.wrapped)) continue;
+        const key = this.keyring.open(record.wrapped, context(scope));
+        w.putDataKey(scope, { ...record, wrapped: this.keyring.seal(key, context(scope)) });
         n++;
       }
       return n;

@@ -5,7 +5,7 @@ import type { RegistryCache } from '../../lib/registry-cache.js';
 import { open, seal } from '../../lib/secret-box.js';
 import { assertValid, compile } from '../../bus/validation.js';
 import type { DataKeys } from './data-keys.js';
-import { nameOf, scopeKey, secretKey, type SecretRecord, type VaultStore } from './store.js';
+import { nameOf, scopeKey, secretKey, type SecretRecord, type VaultStore, type VaultWriter } from './store.js';
 import { parseAppId } from '../../bus/ids.js';
 
 export interface VaultDeps {
@@ -19,8 +19,8 @@ export interface VaultDeps {
   audit: (entry: AuditEntry) => void;
   /** Counts a request refused before any app was authenticated: a metric, never an audit row. */
   anonymous: (op: string, outcome: string) => void;
-  /** Records an audit entry in the write transaction running now: it commits with the change, or not at all. */
-  auditInTxn: (entry: AuditEntry) => void;
+  /** Records an audit entry in the write `w`: it commits with the change, or not at all. */
+  auditInWrite: (w: VaultWriter, entry: AuditEntry) => void;
 }
 
 const env = { type: 'enum', values: [...SECRET_ENVS], optional: true, messages: { enumValue: `must be one of ${SECRET_ENVS.join(', ')}` } } as const;
@@ -145,7 +145,7 @@ async function perform(deps: VaultDeps, op: SecretOp, scope: string, who: Caller
 
   if (op === 'RetrieveSecret') {
     const key = secretKey(scope, body.name as string);
-    const record = store.secrets.get(key);
+    const record = store.secret(key);
     if (!record) throw new PierError('NOT_FOUND', `secret "${body.name}" not found in ${env}`);
     const value = openValue(deps, scope, key, record);
     deps.audit(entry('ok'));
@@ -160,31 +160,31 @@ async function perform(deps: VaultDeps, op: SecretOp, scope: string, who: Caller
   // Writes: the check, the write and its audit entry commit together, or not at all.
   const key = secretKey(scope, body.name as string);
   if (op !== 'DeleteSecret') checkValueSize(body.value as string);
-  return store.root.transaction(() => {
-    const existing = store.secrets.get(key);
+  return store.write((w) => {
+    const existing = w.secret(key);
     if (op === 'CreateSecret') {
       if (existing) throw new PierError('CONFLICT', `secret "${body.name}" already exists in ${env}`);
-      const sealed = seal(deps.keys.getOrCreate(scope), Buffer.from(body.value as string, 'utf8'), valueContext(key));
+      const sealed = seal(deps.keys.getOrCreate(scope, w), Buffer.from(body.value as string, 'utf8'), valueContext(key));
       const at = now();
-      store.secrets.put(key, { sealed, version: 1, createdAt: at, createdBy: who.app, updatedAt: at, updatedBy: who.app, history: [] });
-      deps.auditInTxn(entry('ok'));
+      w.putSecret(key, { sealed, version: 1, createdAt: at, createdBy: who.app, updatedAt: at, updatedBy: who.app, history: [] });
+      deps.auditInWrite(w, entry('ok'));
       return { data: '', version: 1 };
     }
     if (!existing) throw new PierError('NOT_FOUND', `secret "${body.name}" not found in ${env}`);
     if (op === 'DeleteSecret') {
-      store.secrets.remove(key);
-      deps.auditInTxn(entry('ok'));
+      w.removeSecret(key);
+      deps.auditInWrite(w, entry('ok'));
       return { data: '' };
     }
     // UpdateSecret, optionally check-and-set on `version`.
     if (body.version !== undefined && body.version !== existing.version) {
       throw new PierError('CONFLICT', `secret "${body.name}" is at version ${existing.version}, not ${body.version}`, { data: { version: existing.version } });
     }
-    const sealed = seal(deps.keys.getOrCreate(scope), Buffer.from(body.value as string, 'utf8'), valueContext(key));
+    const sealed = seal(deps.keys.getOrCreate(scope, w), Buffer.from(body.value as string, 'utf8'), valueContext(key));
     const version = existing.version + 1;
     const history = [...existing.history, { version: existing.version, at: existing.updatedAt, by: existing.updatedBy }].slice(-100);
-    store.secrets.put(key, { ...existing, sealed, version, updatedAt: now(), updatedBy: who.app, history });
-    deps.auditInTxn(entry('ok'));
+    w.putSecret(key, { ...existing, sealed, version, updatedAt: now(), updatedBy: who.app, history });
+    deps.auditInWrite(w, entry('ok'));
     return { data: '', version };
   });
 }

@@ -6,7 +6,7 @@ import { AccessTokens } from '../../lib/access-token.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { DataKeys } from './data-keys.js';
 import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
-import { VaultStore } from './store.js';
+import { LmdbVaultStore, type VaultStore } from './store.js';
 
 /** Workspaces an app's manifest grants on this vault (from `<Op>?workspace=<ws>` ops). */
 function workspacesOf(app: AppView, group: string): Set<string> {
@@ -23,11 +23,9 @@ function workspacesOf(app: AppView, group: string): Set<string> {
  * with per-(user, workspace, env) data keys, themselves wrapped by the master key.
  */
 export async function startVault(ctx: RoleContext): Promise<Running> {
-  const store = VaultStore.open(join(ctx.config.dataDir, 'vault'));
+  const store: VaultStore = LmdbVaultStore.open(join(ctx.config.dataDir, 'vault'), ctx.config.instanceId);
   const keys = new DataKeys(store, ctx.config.keyring, () => new Date(ctx.now()));
   const group = `secret.${ctx.config.vaultName}`;
-  const replica = ctx.config.instanceId;
-  let seq = 0;
   // Reads and refusals are audited in batches (one LMDB transaction per 20 ms or 256 entries):
   // a write transaction per read would cost reads about 15 %. A crash loses at most that batch.
   let pending: AuditEntry[] = [];
@@ -37,10 +35,7 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
     flushTimer = null;
     const batch = pending;
     pending = [];
-    if (batch.length === 0) return Promise.resolve();
-    return store.root.transaction(() => {
-      for (const e of batch) store.audit.put([Date.parse(e.at), replica, seq++], e);
-    });
+    return store.appendAudit(batch);
   };
   const anonymous = new Counter({ name: 'pier_vault_anonymous_refusals_total', help: 'Vault requests refused before any app was authenticated (counted, not audited)', labelNames: ['op', 'outcome'], registers: [ctx.metrics.registry] });
   const outcomes = new Counter({ name: 'pier_vault_operations_total', help: 'Vault operations by op and outcome', labelNames: ['op', 'outcome'], registers: [ctx.metrics.registry] });
@@ -58,9 +53,9 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
       else flushTimer ??= setTimeout(() => void flushAudit(), 20);
     },
     anonymous: (op, outcome) => anonymous.inc({ op, outcome }),
-    auditInTxn: (entry) => {
+    auditInWrite: (w, entry) => {
       outcomes.inc({ op: entry.op, outcome: entry.outcome });
-      store.audit.put([Date.parse(entry.at), replica, seq++], entry);
+      w.appendAudit(entry);
     },
   };
 
@@ -70,13 +65,13 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
     const removed = change.value;
     const stillUsed = new Set(ctx.cache.appsOf(removed.user).flatMap((a) => [...workspacesOf(a, group)]));
     const doomed = [...workspacesOf(removed, group)].filter((ws) => !stillUsed.has(ws));
-    void store.root.transaction(() => {
+    void store.write((w) => {
       for (const ws of doomed) {
-        for (const scope of store.scopesOf(removed.user, ws)) {
-          for (const { key } of store.listScope(scope)) store.secrets.remove(key);
-          keys.remove(scope);
+        for (const scope of w.scopesOf(removed.user, ws)) {
+          for (const { key } of w.listScope(scope)) w.removeSecret(key);
+          keys.remove(scope, w);
         }
-        deps.auditInTxn({ at: new Date(ctx.now()).toISOString(), user: removed.user, app: removed.name, op: 'Purge', workspace: ws, env: null, name: null, outcome: 'ok' });
+        deps.auditInWrite(w, { at: new Date(ctx.now()).toISOString(), user: removed.user, app: removed.name, op: 'Purge', workspace: ws, env: null, name: null, outcome: 'ok' });
       }
     });
   });

@@ -33,39 +33,84 @@ export const secretKey = (scope: string, name: string) => `${scope}${SEP}${name}
 export const nameOf = (key: string) => key.slice(key.lastIndexOf(SEP) + 1);
 
 /**
- * The vault's LMDB environment (`<data>/vault`). Replicas on one host share it: LMDB serialises
- * their write transactions, so "create if absent" and check-and-set hold across replicas.
+ * What the vault keeps, whatever keeps it (CONTRACT.md section 10 will add a replicated one): data
+ * keys, sealed secrets, audit entries. Writes go through `write`: everything done inside commits
+ * together or not at all, and "create if absent" and check-and-set hold across replicas.
  */
-export class VaultStore {
+export interface VaultStore {
+  dataKey(scope: string): DataKeyRecord | undefined;
+  secret(key: string): SecretRecord | undefined;
+  /** Secrets of one scope, sorted by name. */
+  listScope(scope: string): Array<{ key: string; value: SecretRecord }>;
+  /** All scopes of a (user, workspace), whatever the env. */
+  scopesOf(user: string, workspace: string): string[];
+  /** Newest first, at most `limit`, optionally one user's. */
+  readAudit(limit: number, user?: string): AuditEntry[];
+  write<T>(fn: (w: VaultWriter) => T): Promise<T>;
+  /** Appends audit entries in one write (reads and refusals are batched). */
+  appendAudit(entries: AuditEntry[]): Promise<void>;
+  /** Retention: entries older than `before` (ms), then the oldest past `maxEntries`; answers how many went. */
+  pruneAudit(before: number, maxEntries: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** What a write may do; its reads see the write's own changes. */
+export interface VaultWriter {
+  dataKey(scope: string): DataKeyRecord | undefined;
+  dataKeys(): Iterable<{ scope: string; record: DataKeyRecord }>;
+  putDataKey(scope: string, record: DataKeyRecord): void;
+  removeDataKey(scope: string): void;
+  secret(key: string): SecretRecord | undefined;
+  putSecret(key: string, record: SecretRecord): void;
+  removeSecret(key: string): void;
+  listScope(scope: string): Array<{ key: string; value: SecretRecord }>;
+  scopesOf(user: string, workspace: string): string[];
+  appendAudit(entry: AuditEntry): void;
+}
+
+/**
+ * The vault in LMDB (`<data>/vault`). Replicas on one host share the environment: LMDB serialises
+ * their write transactions. Audit entries are keyed `[ms, replica, seq]`, so replicas never collide.
+ */
+export class LmdbVaultStore implements VaultStore {
+  private seq = 0;
+
   private constructor(
-    readonly root: RootDatabase,
-    readonly dataKeys: Database<DataKeyRecord, string>,
-    readonly secrets: Database<SecretRecord, string>,
-    readonly audit: Database<AuditEntry, [number, string, number]>,
+    private readonly root: RootDatabase,
+    private readonly dataKeys: Database<DataKeyRecord, string>,
+    private readonly secrets: Database<SecretRecord, string>,
+    private readonly audit: Database<AuditEntry, [number, string, number]>,
+    private readonly replica: string,
   ) {}
 
-  static open(path: string): VaultStore {
+  static open(path: string, replica: string): LmdbVaultStore {
     const root = open({ path, compression: false });
-    return new VaultStore(
+    return new LmdbVaultStore(
       root,
       root.openDB<DataKeyRecord, string>({ name: 'data-keys' }),
       root.openDB<SecretRecord, string>({ name: 'secrets' }),
       root.openDB<AuditEntry, [number, string, number]>({ name: 'audit' }),
+      replica,
     );
   }
 
-  /** Secrets of one scope, sorted by name (LMDB keeps keys sorted). */
+  dataKey(scope: string): DataKeyRecord | undefined {
+    return this.dataKeys.get(scope);
+  }
+
+  secret(key: string): SecretRecord | undefined {
+    return this.secrets.get(key);
+  }
+
   listScope(scope: string): Array<{ key: string; value: SecretRecord }> {
     return [...this.secrets.getRange({ start: `${scope}${SEP}`, end: `${scope}${SEP}\uffff` })];
   }
 
-  /** All scopes of a (user, workspace), whatever the env. */
   scopesOf(user: string, workspace: string): string[] {
     const prefix = `${user}${SEP}${workspace}${SEP}`;
     return [...this.dataKeys.getKeys({ start: prefix, end: `${prefix}\uffff` })];
   }
 
-  /** Newest first, at most `limit`, optionally one user's. */
   readAudit(limit: number, user?: string): AuditEntry[] {
     const out: AuditEntry[] = [];
     for (const { value } of this.audit.getRange({ reverse: true })) {
@@ -76,11 +121,34 @@ export class VaultStore {
     return out;
   }
 
-  /**
-   * Retention: removes audit entries older than `before` (ms), then the oldest until at most
-   * `maxEntries` remain. Deletes in transactions of a bounded size so a large backlog never holds
-   * one huge write. Answers how many went.
-   */
+  write<T>(fn: (w: VaultWriter) => T): Promise<T> {
+    const w: VaultWriter = {
+      dataKey: (scope) => this.dataKeys.get(scope),
+      dataKeys: () => [...this.dataKeys.getRange()].map(({ key, value }) => ({ scope: key, record: value })),
+      putDataKey: (scope, record) => void this.dataKeys.put(scope, record),
+      removeDataKey: (scope) => void this.dataKeys.remove(scope),
+      secret: (key) => this.secrets.get(key),
+      putSecret: (key, record) => void this.secrets.put(key, record),
+      removeSecret: (key) => void this.secrets.remove(key),
+      listScope: (scope) => this.listScope(scope),
+      scopesOf: (user, workspace) => this.scopesOf(user, workspace),
+      appendAudit: (entry) => void this.audit.put(this.auditKey(entry), entry),
+    };
+    return this.root.transaction(() => fn(w));
+  }
+
+  async appendAudit(entries: AuditEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    await this.root.transaction(() => {
+      for (const e of entries) this.audit.put(this.auditKey(e), e);
+    });
+  }
+
+  private auditKey(entry: AuditEntry): [number, string, number] {
+    return [Date.parse(entry.at), this.replica, this.seq++];
+  }
+
+  /** Deletes in transactions of a bounded size, so a large backlog never holds one huge write. */
   async pruneAudit(before: number, maxEntries: number): Promise<number> {
     let removed = 0;
     for (;;) {

@@ -2,20 +2,20 @@ import test from 'ava';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { VaultStore } from '../../../actors/vault/store.js';
+import { LmdbVaultStore } from '../../../actors/vault/store.js';
 
 const entry = (at: number, name: string) => ({ at: new Date(at).toISOString(), user: 'alice', app: 'chat', op: 'RetrieveSecret', workspace: 'w', env: 'prod', name, outcome: 'ok' });
 
 test('audit retention: entries past the age go, then the oldest past the count', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'pier-audit-'));
-  const store = VaultStore.open(dir);
+  const store = LmdbVaultStore.open(dir, 'r');
   try {
     const day = 86_400_000;
     const now = 1_000 * day;
-    await store.root.transaction(() => {
-      for (let i = 0; i < 30; i++) store.audit.put([now - (100 - i) * day, 'r', i], entry(now - (100 - i) * day, `old-${i}`));
-      for (let i = 0; i < 20; i++) store.audit.put([now - i * 1000, 'r', 100 + i], entry(now - i * 1000, `new-${i}`));
-    });
+    await store.appendAudit([
+      ...Array.from({ length: 30 }, (_, i) => entry(now - (100 - i) * day, `old-${i}`)),
+      ...Array.from({ length: 20 }, (_, i) => entry(now - i * 1000, `new-${i}`)),
+    ]);
     t.is(await store.pruneAudit(now - 90 * day, 15), 35, '30 too old, then the 5 oldest of the rest');
     const left = store.readAudit(1000);
     t.is(left.length, 15);
