@@ -1,6 +1,34 @@
 import { channel, signal } from './channel.js';
 import type { WebsocketOptions } from './subjects-registry.js';
 
+/**
+ * The gateway's delivery rules (CONTRACT.md section 6), in one place.
+ *
+ * - **Who delivers.** Every event of one connection (open, messages, close) goes to one callback
+ *   replica, chosen by rendezvous hashing of the connection id over the live callback replicas
+ *   (`edge/gateway-forwarder.ts`): every edge picks the same one, and a lost replica moves only its
+ *   own connections.
+ * - **What the edge keeps.** The edge holding the connection keeps each event until the replica
+ *   says it is *settled* (`pier.gw.settled.<edge>`: delivered with a 2xx, or given up after the
+ *   retry period). At most 1,000 events / 1 MiB per connection wait so; past that the connection is
+ *   closed with 4009, and its close is still accepted and delivered.
+ * - **Order.** A replica takes a connection's events strictly in `seq` order
+ *   (`actors/callback/queues.ts`): a duplicate is acknowledged and ignored; a gap (an event lost on
+ *   the way) is refused with the seq it expects, and the edge sends everything unsettled again, in
+ *   order. A replica new to a connection starts at the edge's oldest unsettled event (`oldest`).
+ *   The app sees open, then messages in order, then close, with each event's `X-Pier-Event-Id`.
+ * - **Replica death.** When a callback replica dies (heartbeats stop) or does not acknowledge, the
+ *   edge sends the unsettled events again, in order, to the next choice: nothing is lost; an event
+ *   the dead replica had delivered but not yet settled is delivered twice (same event id).
+ * - **Edge death.** The replica holding a dead edge's connections raises their close, after what
+ *   is queued; a late event of a closed connection is refused (`closed: true`), and the edge then
+ *   drops that connection's events.
+ * - **The one loss window.** Events are held in the edge's memory, not in a stream: if the edge
+ *   process dies, its unsettled events die with it (the close is still raised by the replica). An
+ *   app that is down longer than the retry period loses the events given up on (counted in
+ *   `pier_callbacks_dropped_total`).
+ */
+
 /** Callback actions (CONTRACT.md section 6). */
 export type GatewayAction = 'open' | 'message' | 'close';
 
@@ -17,6 +45,8 @@ export interface GatewayEvent {
   app: string;
   /** Per connection, from 1. */
   seq: number;
+  /** The oldest event of this connection the edge still holds unsettled: where a replica new to the connection starts. */
+  oldest: number;
   action: GatewayAction;
   data: unknown;
   /** The client's Cookie header, on `message` only. */
@@ -29,6 +59,8 @@ export interface GatewayEvent {
 export interface EventAck {
   ok: true;
   closed: boolean;
+  /** A gap: this event was not taken, the replica expects `expected` first (the edge sends again from there). */
+  expected?: number;
 }
 
 /** A send or close aimed at connections, by id or by user; each edge answers for its own. */
@@ -113,12 +145,13 @@ export const gatewayChannels = {
       user: { type: 'string', max: 64 },
       app: { type: 'string', max: 64 },
       seq: { type: 'number', integer: true, min: 1 },
+      oldest: { type: 'number', integer: true, min: 1 },
       action: { type: 'enum', values: ['open', 'message', 'close'] },
       data: { type: 'any', optional: true },
       cookie: { type: 'string', nullable: true, optional: true, max: 64 * 1024 },
       target: { type: 'object', props: { url: { type: 'string', max: 512 }, port: { type: 'number', integer: true, min: 1, max: 65535 }, host: { type: 'string', max: 253 } } },
     },
-    { ok: { type: 'equal', value: true }, closed: 'boolean' },
+    { ok: { type: 'equal', value: true }, closed: 'boolean', expected: { type: 'number', integer: true, min: 1, optional: true } },
     5_000,
   ),
   /** From a callback replica to the edge holding a connection: its events up to `seq` are done with. */

@@ -121,8 +121,11 @@ export class EventForwarder {
 
   private send(box: Outbox, ev: GatewayEvent): void {
     if (!box.replica) return this.retryLater(box, ev.connId);
-    askOn(this.bus, gatewayChannels.deliver, gatewaySubjects.deliver(box.replica), ev, this.options.ackTimeoutMs)
+    const sent = { ...ev, oldest: box.events[0]?.seq ?? ev.seq };
+    askOn(this.bus, gatewayChannels.deliver, gatewaySubjects.deliver(box.replica), sent, this.options.ackTimeoutMs)
       .then((ack) => {
+        // A gap (an earlier event lost on the way): everything unsettled goes again, in order.
+        if (ack.expected !== undefined) return this.retryLater(box, ev.connId);
         if (!ack.closed) return;
         // The cluster already raised this connection's close: nothing of it will be delivered.
         this.outboxes.delete(ev.connId);

@@ -186,7 +186,7 @@ export class Gateway {
   /** Hands one event to the forwarder; answers whether the connection's unsettled events are over their bound. */
   private event(c: Conn, action: GatewayAction, data: unknown, cookie: string | null, size = 0): boolean {
     c.seq++;
-    return this.forwarder.emit({ eventId: `${c.connId}:${c.seq}`, connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, action, data, cookie, target: c.target }, size);
+    return this.forwarder.emit({ eventId: `${c.connId}:${c.seq}`, connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, oldest: c.seq, action, data, cookie, target: c.target }, size);
   }
 
   private opened(ws: Ws): void {

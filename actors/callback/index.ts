@@ -2,9 +2,10 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { answerOn, tellOn } from '../../bus/channel.js';
 import { appId } from '../../bus/ids.js';
 import { call } from '../../bus/rpc.js';
-import { gatewayChannels, gatewaySubjects, registry, type EventAck, type GatewayEvent } from '../../bus/subjects.js';
+import { gatewayChannels, gatewaySubjects, registry } from '../../bus/subjects.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
-import { ConnTable, type ConnState } from './connections.js';
+import type { ConnState } from './connections.js';
+import { ConnQueues } from './queues.js';
 import { Deliverer } from './delivery.js';
 
 /**
@@ -25,11 +26,10 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
     help: 'Connections whose events this replica delivers',
     registers,
     collect: () => {
-      held.set(table.size());
+      held.set(queues.size());
     },
   });
 
-  const table = new ConnTable();
   const deliverer = new Deliverer({ timeoutMs: ctx.config.gateway.callbackTimeoutMs, retryMs: ctx.config.gateway.callbackRetryMs, now: ctx.now }, { retried: () => retried.inc() });
   const secrets = new Map<string, Promise<string>>();
   const forgetSecrets = ctx.cache.onApplied((c) => {
@@ -50,10 +50,8 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
     return s;
   };
 
-  async function drain(conn: ConnState): Promise<void> {
-    conn.running = true;
-    while (conn.queue.length > 0) {
-      const ev = conn.queue[0];
+  const queues = new ConnQueues(
+    async (ev, conn) => {
       const started = performance.now();
       const outcome = await deliverer.deliver(ev, secretOf(conn));
       if (outcome === 'delivered') {
@@ -63,42 +61,19 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
         dropped.inc({ action: ev.action });
         ctx.log.warn({ connId: ev.connId, seq: ev.seq, action: ev.action, app: appId(ev.user, ev.app) }, 'gateway callback dropped after retries');
       }
-      conn.queue.shift();
-      // The edge keeps each event until it hears this: a replica lost before delivering does not lose it.
-      tellOn(ctx.bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq });
-      if (ev.action === 'close') table.finish(conn.connId);
-    }
-    conn.running = false;
-  }
+      return outcome;
+    },
+    (ev) => tellOn(ctx.bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq }),
+  );
 
-  function enqueue(conn: ConnState, ev: GatewayEvent): void {
-    conn.queue.push(ev);
-    conn.lastSeq = Math.max(conn.lastSeq, ev.seq);
-    if (ev.action === 'close') conn.closed = true;
-    if (!conn.running) void drain(conn);
-  }
-
-  const sub = answerOn(ctx.bus, gatewayChannels.deliver, gatewaySubjects.deliver(ctx.peers.self.busId), (ev): EventAck => {
-    const closed = table.isClosed(ev.connId);
-    if (!closed) {
-      const conn = table.getOrCreate(ev);
-      // A resent event (after a failover) that this replica already has is not queued twice.
-      if (ev.seq > conn.lastSeq) enqueue(conn, ev);
-    }
-    return { ok: true, closed };
-  });
+  const sub = answerOn(ctx.bus, gatewayChannels.deliver, gatewaySubjects.deliver(ctx.peers.self.busId), (ev) => queues.accept(ev));
 
   // An edge that died cannot say its connections closed: this replica says it for those it holds.
   const stopWatching = ctx.peers.onDeath((peer) => {
     if (!peer.roles.includes('edge')) return;
-    for (const conn of table.ofEdge(peer.busId)) {
-      if (conn.closed) continue;
-      const seq = conn.lastSeq + 1;
-      ctx.log.info({ connId: conn.connId, edge: peer.id }, 'edge lost: raising close');
-      enqueue(conn, { eventId: `${conn.connId}:${seq}`, connId: conn.connId, edge: conn.edge, user: conn.user, app: conn.app, seq, action: 'close', data: {}, cookie: null, target: conn.target });
-    }
+    for (const close of queues.edgeLost(peer.busId)) ctx.log.info({ connId: close.connId, edge: peer.id }, 'edge lost: raising close');
   });
-  ctx.counters.set('callback_connections', () => table.size());
+  ctx.counters.set('callback_connections', () => queues.size());
   ctx.log.info({ busId: ctx.peers.self.busId }, 'callback actor started');
 
   return {
@@ -107,7 +82,7 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
       stopWatching();
       // Deliver what is queued (the edge's closes at shutdown among them), for a bounded time.
       const end = Date.now() + 5_000;
-      while (table.busy() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      while (queues.busy() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
       forgetSecrets();
       await deliverer.close();
     },

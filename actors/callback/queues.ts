@@ -1,0 +1,77 @@
+import type { EventAck, GatewayEvent } from '../../bus/subjects.js';
+import { ConnTable, type ConnState } from './connections.js';
+
+export type Delivery = (ev: GatewayEvent, conn: ConnState) => Promise<'delivered' | 'dropped'>;
+
+/**
+ * A callback replica's queues, one FIFO per connection (the rules are in bus/subjects-gateway.ts):
+ * events are taken strictly in `seq` order — a duplicate is acknowledged and ignored, a gap is
+ * refused with the seq expected so the edge sends again from there — and delivered one at a time;
+ * each delivered (or given-up) event is reported `settled`. A close is last: nothing of a
+ * connection is taken after it.
+ */
+export class ConnQueues {
+  private readonly table: ConnTable;
+
+  constructor(
+    private readonly deliver: Delivery,
+    private readonly settled: (ev: GatewayEvent) => void,
+    tombstoneMs?: number,
+  ) {
+    this.table = new ConnTable(tombstoneMs);
+  }
+
+  /** An event from the edge holding its connection: the answer the edge gets. */
+  accept(ev: GatewayEvent): EventAck {
+    if (this.table.isClosed(ev.connId)) return { ok: true, closed: true };
+    const known = this.table.get(ev.connId);
+    // A replica new to the connection starts at the edge's oldest unsettled event.
+    const next = known ? known.lastSeq + 1 : ev.oldest;
+    if (ev.seq < next) return { ok: true, closed: false };
+    if (ev.seq > next) return { ok: true, closed: false, expected: next };
+    this.enqueue(this.table.getOrCreate(ev), ev);
+    return { ok: true, closed: false };
+  }
+
+  /** The edge holding these connections died: each gets its close, after what is queued. */
+  edgeLost(edgeBusId: string): GatewayEvent[] {
+    const raised: GatewayEvent[] = [];
+    for (const conn of this.table.ofEdge(edgeBusId)) {
+      if (conn.closed) continue;
+      const seq = conn.lastSeq + 1;
+      const close: GatewayEvent = { eventId: `${conn.connId}:${seq}`, connId: conn.connId, edge: conn.edge, user: conn.user, app: conn.app, seq, oldest: seq, action: 'close', data: {}, cookie: null, target: conn.target };
+      this.enqueue(conn, close);
+      raised.push(close);
+    }
+    return raised;
+  }
+
+  size(): number {
+    return this.table.size();
+  }
+
+  /** Some connection still has events to deliver. */
+  busy(): boolean {
+    return this.table.busy();
+  }
+
+  private enqueue(conn: ConnState, ev: GatewayEvent): void {
+    conn.queue.push(ev);
+    conn.lastSeq = ev.seq;
+    if (ev.action === 'close') conn.closed = true;
+    if (!conn.running) void this.drain(conn);
+  }
+
+  private async drain(conn: ConnState): Promise<void> {
+    conn.running = true;
+    while (conn.queue.length > 0) {
+      const ev = conn.queue[0];
+      await this.deliver(ev, conn).catch(() => 'dropped');
+      conn.queue.shift();
+      // The edge keeps each event until it hears this: a replica lost before delivering does not lose it.
+      this.settled(ev);
+      if (ev.action === 'close') this.table.finish(conn.connId);
+    }
+    conn.running = false;
+  }
+}

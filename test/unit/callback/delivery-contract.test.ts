@@ -1,0 +1,155 @@
+import test from 'ava';
+import { MemoryBus } from '../../../bus/bus-memory.js';
+import type { Bus, BusMessage, RequestOptions } from '../../../bus/bus.js';
+import { answerOn, hearOn, tellOn } from '../../../bus/channel.js';
+import { decode } from '../../../bus/codec.js';
+import { gatewayChannels, gatewaySubjects, type GatewayEvent, type ProcessInfo } from '../../../bus/subjects.js';
+import { ConnQueues } from '../../../actors/callback/queues.js';
+import { EventForwarder } from '../../../edge/gateway-forwarder.js';
+import { createLogger } from '../../../lib/log.js';
+import type { Peers } from '../../../lib/peers.js';
+import { until } from '../../helpers/wait.js';
+
+// The gateway's delivery rules (bus/subjects-gateway.ts) held to: the edge's forwarder and callback
+// replicas' queues, talking over the in-process bus as they do in a process.
+const EDGE = 'e00000000001';
+const log = createLogger({ level: 'silent', name: 'test' });
+
+/** Live callback replicas the forwarder may choose, and their deaths. */
+class FakePeers {
+  readonly replicas = new Set<string>();
+  private readonly deathListeners = new Set<(p: ProcessInfo) => void>();
+  alive(role: string): ProcessInfo[] {
+    return role === 'callback' ? [...this.replicas].map((busId) => ({ id: busId, busId, roles: ['callback'], pid: 1, host: 'h', startedAt: '' })) : [];
+  }
+  onDeath(listener: (p: ProcessInfo) => void): () => void {
+    this.deathListeners.add(listener);
+    return () => this.deathListeners.delete(listener);
+  }
+  kill(busId: string): void {
+    this.replicas.delete(busId);
+    for (const l of this.deathListeners) l({ id: busId, busId, roles: ['callback'], pid: 1, host: 'h', startedAt: '' });
+  }
+}
+
+/** A callback replica on the bus: what its app received, in order; `hold` makes a seq's delivery hang. */
+function replica(bus: Bus, peers: FakePeers, busId: string, received: Array<[string, number]>, hold = new Set<number>()) {
+  const queues = new ConnQueues(
+    (ev) => (hold.has(ev.seq) ? new Promise(() => undefined) : (received.push([busId, ev.seq]), Promise.resolve('delivered'))),
+    (ev) => tellOn(bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq }),
+  );
+  const sub = answerOn(bus, gatewayChannels.deliver, gatewaySubjects.deliver(busId), (ev) => queues.accept(ev));
+  peers.replicas.add(busId);
+  return { queues, stop: () => sub.unsubscribe() };
+}
+
+function edge(bus: Bus, peers: FakePeers) {
+  const closedByCluster: string[] = [];
+  const forwarder = new EventForwarder(bus, peers as unknown as Peers, { giveUpMs: 60_000, ackTimeoutMs: 300, maxEvents: 1000, maxBytes: 1 << 20 }, log, (id) => closedByCluster.push(id));
+  hearOn(bus, gatewayChannels.settled, gatewaySubjects.settled(EDGE), ({ connId, seq }) => forwarder.settled(connId, seq));
+  return { forwarder, closedByCluster };
+}
+
+const connId = `${EDGE}.AAAAAAAAAAAAAAAAAAAAAA`;
+const event = (seq: number, action: GatewayEvent['action'] = 'message'): GatewayEvent => ({
+  eventId: `${connId}:${seq}`,
+  connId,
+  edge: EDGE,
+  user: 'alice',
+  app: 'chat',
+  seq,
+  oldest: seq,
+  action,
+  data: { n: seq },
+  cookie: null,
+  target: { host: '127.0.0.1', port: 1, url: '/cb' },
+});
+const stream = (n: number) => Array.from({ length: n }, (_, i) => event(i + 1, i === 0 ? 'open' : i === n - 1 ? 'close' : 'message'));
+
+test('in order, each once, close last; everything settled at the edge', async (t) => {
+  const bus = new MemoryBus();
+  const peers = new FakePeers();
+  const got: Array<[string, number]> = [];
+  replica(bus, peers, 'c1', got);
+  const { forwarder } = edge(bus, peers);
+  for (const ev of stream(7)) forwarder.emit(ev);
+  await until('every event delivered and settled', () => got.length === 7 && forwarder.pending() === 0);
+  t.deepEqual(got.map(([, s]) => s), [1, 2, 3, 4, 5, 6, 7]);
+  await bus.close();
+});
+
+test('duplicates are taken once; a gap is refused with the seq expected', async (t) => {
+  const got: number[] = [];
+  const q = new ConnQueues(async (ev) => (got.push(ev.seq), 'delivered'), () => undefined);
+  t.deepEqual(q.accept(event(1, 'open')), { ok: true, closed: false });
+  t.deepEqual(q.accept(event(1, 'open')), { ok: true, closed: false }, 'a duplicate is acknowledged');
+  t.deepEqual(q.accept({ ...event(3), oldest: 1 }), { ok: true, closed: false, expected: 2 }, 'a gap names what is expected');
+  t.deepEqual(q.accept({ ...event(2), oldest: 1 }), { ok: true, closed: false });
+  t.deepEqual(q.accept({ ...event(3), oldest: 1 }), { ok: true, closed: false });
+  // A replica new to a connection starts at the edge's oldest unsettled event, not at whatever came first.
+  const fresh = new ConnQueues(async () => 'delivered', () => undefined);
+  t.deepEqual(fresh.accept({ ...event(5), oldest: 4 }), { ok: true, closed: false, expected: 4 });
+  await until('the three taken events delivered', () => got.length >= 3);
+  t.deepEqual(got, [1, 2, 3], 'delivered in order, each once');
+});
+
+test('an event lost on the way: the gap is filled by a resend, in order, nothing lost', async (t) => {
+  const inner = new MemoryBus();
+  let dropped = false;
+  // The bus loses the request carrying seq 3, once.
+  const lossy: Bus = Object.assign(Object.create(inner), {
+    request(subject: string, data: Uint8Array, options: RequestOptions): Promise<BusMessage> {
+      if (!dropped && subject.startsWith('pier.cb.deliver.') && decode<GatewayEvent>(data).seq === 3) {
+        dropped = true;
+        return new Promise((_, reject) => setTimeout(() => reject(new Error('lost')), options.timeoutMs));
+      }
+      return inner.request(subject, data, options);
+    },
+  });
+  const peers = new FakePeers();
+  const got: Array<[string, number]> = [];
+  replica(inner, peers, 'c1', got);
+  const { forwarder } = edge(lossy, peers);
+  for (const ev of stream(6)) forwarder.emit(ev);
+  await until('every event delivered and settled', () => forwarder.pending() === 0 && got.length === 6);
+  t.true(dropped, 'the request was lost');
+  t.deepEqual(got.map(([, s]) => s), [1, 2, 3, 4, 5, 6]);
+  await inner.close();
+});
+
+test('the replica dies mid-connection: the next one gets every unsettled event, in order', async (t) => {
+  const bus = new MemoryBus();
+  const peers = new FakePeers();
+  const got: Array<[string, number]> = [];
+  // Both replicas exist; whichever the forwarder picks hangs on seq 3 (as if it died delivering it).
+  const a = replica(bus, peers, 'c1', got, new Set([3]));
+  const b = replica(bus, peers, 'c2', got, new Set([3]));
+  const { forwarder } = edge(bus, peers);
+  for (const ev of stream(5)) forwarder.emit(ev);
+  await until('the first two delivered', () => got.length >= 2);
+  const first = got[0][0];
+  const [dead, survivor] = first === 'c1' ? [a, 'c2'] : [b, 'c1'];
+  // The survivor delivers seq 3 this time.
+  (survivor === 'c1' ? a : b).stop();
+  const rescue = replica(bus, peers, survivor, got);
+  dead.stop();
+  peers.kill(first);
+  await until('every event settled by the survivor', () => forwarder.pending() === 0);
+  t.deepEqual(got.filter(([r]) => r === first).map(([, s]) => s), [1, 2]);
+  t.deepEqual(got.filter(([r]) => r === survivor).map(([, s]) => s), [3, 4, 5], 'the rest, in order, from the oldest unsettled');
+  void rescue;
+  await bus.close();
+});
+
+test('a dead edge: its connections get their close after what is queued; nothing is taken after it', async (t) => {
+  const got: Array<[number, string]> = [];
+  const settled: number[] = [];
+  const q = new ConnQueues(async (ev) => (got.push([ev.seq, ev.action]), 'delivered'), (ev) => settled.push(ev.seq));
+  q.accept(event(1, 'open'));
+  q.accept(event(2));
+  const raised = q.edgeLost(EDGE);
+  t.is(raised.length, 1);
+  await until('the close delivered', () => settled.includes(3));
+  t.deepEqual(got, [[1, 'open'], [2, 'message'], [3, 'close']]);
+  t.deepEqual(q.accept(event(4)), { ok: true, closed: true }, 'a late event of a closed connection is refused');
+});
