@@ -8,6 +8,7 @@ import { Metrics } from '../../lib/metrics.js';
 import { RegistryCache } from '../../lib/registry-cache.js';
 import { NatsServer } from '../helpers/nats-server.js';
 import { cleanup, cli, pierEnv, PierProcess, ROOT, tempDir } from '../helpers/pier.js';
+import { until } from '../helpers/wait.js';
 
 /**
  * The registry actor and two edges as three processes over a real nats-server, each with its own
@@ -25,9 +26,6 @@ const envFor = (extra: Record<string, string> = {}) => {
   return pierEnv(dir, { ...shared, NATS_URL: nats.url, ...extra });
 };
 const cliOn = (edge: PierProcess) => ({ ...envFor(), PIER_ADMIN_URL: edge.adminUrl });
-const until = async (cond: () => Promise<boolean> | boolean) => {
-  while (!(await cond())) await new Promise((r) => setTimeout(r, 20));
-};
 
 test.before(async () => {
   nats = await NatsServer.start();
@@ -72,10 +70,10 @@ test.serial('a token revocation reaches a cache in another process', async (t) =
   cache.start();
   await cache.ready();
   const issued = await cli(['user', 'token', 'alice', '--json'], cliOn(edges[0]));
-  await until(() => cache.userForToken(issued.json.token) === 'alice');
+  await until('the new token in the cache', () => cache.userForToken(issued.json.token) === 'alice');
   const revoked = await cli(['user', 'revoke', 'alice', '--json'], cliOn(edges[1]));
   t.true(revoked.json.revoked >= 2);
-  await until(() => cache.userForToken(issued.json.token) === undefined);
+  await until('the revoked token gone from the cache', () => cache.userForToken(issued.json.token) === undefined);
   t.pass();
 });
 
@@ -85,22 +83,22 @@ test.serial('registry killed: edges answer 503, not hang; restarted: data intact
   const down = await cli(['user', 'list', '--json'], cliOn(edges[0]));
   t.is(down.code, 1);
   t.is(down.stderr, 'pier: no responders for pier.registry.user.list (503)\n');
-  await until(async () => (await fetch(`http://127.0.0.1:${edges[1].ports!.public}/readyz`)).status === 503);
+  await until('the edge to stop being ready without the registry', async () => (await fetch(`http://127.0.0.1:${edges[1].ports!.public}/readyz`)).status === 503);
   const body = await (await fetch(`http://127.0.0.1:${edges[1].ports!.public}/readyz`)).json();
   t.deepEqual(body, { code: 503, message: 'not ready: registry not reachable' });
 
   registry = await PierProcess.start(registryEnv, ['--roles', 'registry']);
-  await until(async () => (await fetch(`http://127.0.0.1:${edges[1].ports!.public}/readyz`)).status === 200);
+  await until('the edge to be ready again', async () => (await fetch(`http://127.0.0.1:${edges[1].ports!.public}/readyz`)).status === 200);
   const apps = await cli(['app', 'list', '--json'], cliOn(edges[1]));
   t.deepEqual(apps.json.map((a: { app: string }) => a.app), ['notes']);
 });
 
 test.serial('nats-server restarted: every process reconnects and the CLI works again', async (t) => {
   await nats.restart(300);
-  await until(async () => (await cli(['user', 'list', '--json'], cliOn(edges[1]))).code === 0);
+  await until('the admin path to reach the registry again', async () => (await cli(['user', 'list', '--json'], cliOn(edges[1]))).code === 0);
   const added = await cli(['user', 'add', 'bob', '--json'], cliOn(edges[0]));
   t.is(added.code, 0, added.stderr);
-  await until(async () => (await fetch(`http://127.0.0.1:${edges[0].ports!.admin}/readyz`)).status === 200);
+  await until('the first edge to be ready again', async () => (await fetch(`http://127.0.0.1:${edges[0].ports!.admin}/readyz`)).status === 200);
   const users = await cli(['user', 'list', '--json'], cliOn(edges[1]));
   t.deepEqual(users.json.map((u: { name: string }) => u.name), ['alice', 'bob']);
 });

@@ -7,6 +7,7 @@ import { NatsServer } from '../helpers/nats-server.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { WsApp, wsManifest } from '../helpers/ws-app.js';
 import { connect, type Client } from '../helpers/ws-client.js';
+import { until } from '../helpers/wait.js';
 
 /**
  * Two edges and two callback actors (plus the registry) as five processes over a real nats-server.
@@ -29,9 +30,6 @@ const local = (edge: PierProcess, path: string, body?: unknown) =>
     body: body === undefined ? undefined : JSON.stringify(body),
   }).then((r) => r.json());
 const open = (edge: PierProcess, agent: string) => connect(edge.ports!.public, 'chat.alice.localhost', { 'x-authorization': token, 'user-agent': agent });
-const until = async (cond: () => Promise<boolean> | boolean) => {
-  while (!(await cond())) await new Promise((r) => setTimeout(r, 25));
-};
 
 test.before(async () => {
   dir = tempDir();
@@ -45,7 +43,7 @@ test.before(async () => {
   writeFileSync(join(dir, 'chat.yaml'), wsManifest('chat', app.port));
   chat = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
   // Both edges know the app before the tests connect.
-  for (const e of edges) await until(async () => (await local(e, '/runtime/ws/conn/list')).code === 0);
+  for (const e of edges) await until('each edge to know the app', async () => (await local(e, '/runtime/ws/conn/list')).code === 0);
 });
 
 test.after.always(async () => {
@@ -66,7 +64,7 @@ test.serial('send, broadcast, list and close work whichever edge holds the conne
 
   t.deepEqual((await local(edges[0], '/runtime/ws/conn/send', { payload: { to: 'b' }, conn_id: idOnEdge2 })).data, { delivered: 1 });
   t.deepEqual((await local(edges[1], '/runtime/ws/conn/send', { payload: 'all', users: ['alice'] })).data, { delivered: 2 });
-  await until(() => a.received.includes('"all"') && b.received.includes('"all"') && b.received.includes('{"to":"b"}'));
+  await until('the sends at both browsers', () => a.received.includes('"all"') && b.received.includes('"all"') && b.received.includes('{"to":"b"}'));
   t.false(a.received.includes('{"to":"b"}'));
 
   t.deepEqual((await local(edges[1], '/runtime/ws/conn/close', { users: ['alice'] })).data, { closed: 2 });
@@ -84,7 +82,7 @@ test.serial('order: 10 connections x 200 messages, an app that is slow and somet
   const clients: Client[] = [];
   for (let i = 0; i < 10; i++) clients.push(await open(edges[i % 2], `order-${i}`));
   const ids: string[] = [];
-  await until(async () => {
+  await until('the cluster to settle', async () => {
     const l = await local(edges[0], '/runtime/ws/conn/list');
     ids.splice(0, ids.length, ...(l.data[0]?.conns ?? []).filter((c: { userAgent: string }) => c.userAgent.startsWith('order-')).map((c: { id: string }) => c.id));
     return ids.length === 10;
@@ -107,12 +105,12 @@ test.serial('nats-server restarted: clients stay connected and messages flow aga
   const c = await open(edges[0], 'through-restart');
   await app.until(() => app.accepted.some((k) => k.body.action === 'open' && k.headers['x-pier-seq'] === '1' && !app.accepted.some((z) => z.body.conn_id === k.body.conn_id && z.body.action === 'close')));
   await nats.restart(200);
-  await until(async () => (await local(edges[0], '/runtime/ws/conn/list')).code === 0);
+  await until('the first edge to answer again', async () => (await local(edges[0], '/runtime/ws/conn/list')).code === 0);
   c.ws.send(JSON.stringify({ event: 'after', data: {} }));
   await app.until(() => app.accepted.some((k) => (k.body.data as { event?: string }).event === 'after'));
   t.is(c.ws.readyState, c.ws.OPEN);
-  await until(async () => (await local(edges[1], '/runtime/ws/conn/send', { payload: 'back', users: ['alice'] })).data?.delivered === 1);
-  await until(() => c.received.includes('"back"'));
+  await until('a send through the other edge to reach the connection', async () => (await local(edges[1], '/runtime/ws/conn/send', { payload: 'back', users: ['alice'] })).data?.delivered === 1);
+  await until('the send at the browser', () => c.received.includes('"back"'));
   c.ws.close();
   t.pass();
 });
@@ -149,7 +147,7 @@ test.serial('kill -9 of an edge: its connections get their close from the cluste
   const doomed = await open(edges[1], 'doomed');
   const survivor = await open(edges[0], 'survivor');
   let doomedId = '';
-  await until(async () => {
+  await until('the cluster to settle', async () => {
     const l = await local(edges[0], '/runtime/ws/conn/list');
     doomedId = (l.data[0]?.conns ?? []).find((c: { userAgent: string }) => c.userAgent === 'doomed')?.id ?? '';
     return doomedId !== '' && app.of(doomedId).length > 0;
@@ -163,7 +161,7 @@ test.serial('kill -9 of an edge: its connections get their close from the cluste
   t.deepEqual(app.of(doomedId).map((k) => k.body.action), ['open', 'close']);
   // The survivor's edge still serves; a list answers within its second, partial or not.
   t.deepEqual((await local(edges[0], '/runtime/ws/conn/send', { payload: 'still here', users: ['alice'] })).data, { delivered: 1 });
-  await until(() => survivor.received.includes('"still here"'));
+  await until('the message at the surviving connection', () => survivor.received.includes('"still here"'));
   survivor.ws.close();
   await doomed.closed;
 });

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { connect } from '../helpers/ws-client.js';
 import { gatewayFixture } from '../helpers/ws-setup.js';
+import { until } from '../helpers/wait.js';
 
 test('an app that keeps failing: its event is retried, then dropped and counted; later events still come, in order', async (t) => {
   let failing = true;
@@ -12,11 +13,10 @@ test('an app that keeps failing: its event is retried, then dropped and counted;
   // open and the first message are refused again and again for the whole retry period.
   await app.until(() => app.refused >= 6);
   const metrics = async () => (await fetch(`${pier.adminUrl}/metrics`)).text();
-  let text = '';
-  while (!/pier_callbacks_dropped_total\{[^}]*action="message"[^}]*\} 1/.test(text)) {
-    text = await metrics();
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const text = await until('the dropped message to be counted', async () => {
+    const m = await metrics();
+    return /pier_callbacks_dropped_total\{[^}]*action="message"[^}]*\} 1/.test(m) ? m : undefined;
+  }, 30_000, 100);
   t.regex(text, /pier_callbacks_dropped_total\{[^}]*action="open"[^}]*\} 1/);
   t.regex(text, /pier_callbacks_retried_total\{[^}]*\} \d+/);
   t.regex(pier.logs, /gateway callback dropped after retries/);

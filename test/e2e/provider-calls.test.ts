@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { accessToken, callProvider, proof, requestAccess, type AppEnv } from '../helpers/app-client.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { providerDoc, ProviderServer } from '../helpers/provider-server.js';
+import { until } from '../helpers/wait.js';
 
 let pier: PierProcess;
 let upstream: ProviderServer;
@@ -246,17 +247,21 @@ test.serial('a suspended provider is not called (404) until resumed', async (t) 
   const res = await callProvider(apps.chat.OS_SYSTEM_SERVER, 'legacy_notes/api.notes/v2/echo', token);
   t.is(res.status, 404);
   await cli(['provider', 'resume', 'provider-notes-alice', '--json'], env);
-  let ok = 0;
-  while (ok !== 201) ok = (await callProvider(apps.chat.OS_SYSTEM_SERVER, 'legacy_notes/api.notes/v2/echo', token)).status;
-  t.is(ok, 201);
+  const resumed = await until('the resume to reach the provider actor', async () => {
+    const s = (await callProvider(apps.chat.OS_SYSTEM_SERVER, 'legacy_notes/api.notes/v2/echo', token)).status;
+    return s === 404 ? undefined : s;
+  });
+  t.is(resumed, 201);
 });
 
 test.serial('a token dies with its app: uninstall makes it 401 at once', async (t) => {
   const token = await notesToken(['echo'], apps.temp);
   t.is((await callProvider(apps.temp.OS_SYSTEM_SERVER, 'legacy_notes/api.notes/v2/echo', token)).status, 201);
   await cli(['app', 'uninstall', '--user', 'alice', 'temp'], env);
-  let status = 201;
-  while (status === 201) status = (await callProvider(apps.temp.OS_SYSTEM_SERVER, 'legacy_notes/api.notes/v2/echo', token)).status;
+  const status = await until('the uninstall to reach the provider actor', async () => {
+    const s = (await callProvider(apps.temp.OS_SYSTEM_SERVER, 'legacy_notes/api.notes/v2/echo', token)).status;
+    return s === 201 ? undefined : s;
+  });
   t.is(status, 401);
   const res = await callProvider(apps.temp.OS_SYSTEM_SERVER, 'legacy_notes/api.notes/v2/echo', token);
   t.is((await res.json()).message, 'access token is no longer valid: its app was uninstalled or reinstalled');

@@ -6,6 +6,7 @@ import { accessToken, callProvider, type AppEnv } from '../helpers/app-client.js
 import { NatsServer } from '../helpers/nats-server.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { providerDoc, ProviderServer } from '../helpers/provider-server.js';
+import { until } from '../helpers/wait.js';
 
 /** Token and provider actors, two replicas each, in processes apart from the edge, over real NATS. */
 let nats: NatsServer;
@@ -59,8 +60,7 @@ test.after.always(async () => {
 
 test.serial('tokens issued by either token replica work through either provider replica', async (t) => {
   // Until every app-visible cache has the install, the first calls may see 401 "unknown app key".
-  let first: string | undefined;
-  while (!first) first = await accessToken(chat, { ...NOTES, ops: ['echo'] }).catch(() => undefined);
+  const first = await until('a first access token, once the caches have the install', () => accessToken(chat, { ...NOTES, ops: ['echo'] }));
   const tokens = [first];
   for (let i = 0; i < 15; i++) tokens.push(await accessToken(chat, { ...NOTES, ops: ['echo'] }));
   for (const token of tokens) {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { WsApp, wsManifest } from '../helpers/ws-app.js';
 import { connect } from '../helpers/ws-client.js';
+import { until } from '../helpers/wait.js';
 
 test('sidecar mode: the local API serves one app without headers, on loopback', async (t) => {
   const dir = tempDir();
@@ -26,10 +27,12 @@ test('sidecar mode: the local API serves one app without headers, on loopback', 
   await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml')], env);
 
   const c = await connect(pier.ports!.public, 'chat.alice.localhost', { 'x-authorization': token });
-  let listed: any;
-  while (!listed?.data?.length) listed = await (await local('/runtime/ws/conn/list')).json();
+  const listed: any = await until('the connection to be listed', async () => {
+    const l = await (await local('/runtime/ws/conn/list')).json();
+    return l?.data?.length ? l : undefined;
+  });
   t.is(listed.data[0].name, 'alice');
   t.deepEqual((await (await local('/runtime/ws/conn/send', { payload: 'no headers needed', users: ['alice'] })).json()).data, { delivered: 1 });
-  while (!c.received.includes('"no headers needed"')) await new Promise((r) => setTimeout(r, 20));
+  await until('the message at the browser', () => c.received.includes('"no headers needed"'));
   c.ws.close();
 });

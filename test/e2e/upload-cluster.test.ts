@@ -8,6 +8,7 @@ import { uploadEvents, type UploadCompleted } from '../../bus/subjects.js';
 import { NatsServer } from '../helpers/nats-server.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { UploadClient } from '../helpers/upload-client.js';
+import { until } from '../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -36,14 +37,13 @@ test('the upload actor in its own process over NATS: 50 MiB in 8 MiB chunks and 
   const dest: string = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'files.yaml'), '--json'], env)).json.upload_dir;
   const client = new UploadClient(edge.ports!.upload, 'files.alice.localhost', token);
 
-  const create = async (rel: string, size: number) => {
-    for (;;) {
+  const create = (rel: string, size: number) =>
+    until(`the upload of ${rel} to be created`, async () => {
       const r = await client.create({ storage_path: '/dest', file_relative_path: rel, file_type: 'anything', file_size: size });
       if (r.status === 200) return r.json.data;
       t.is(r.status, 404, 'only while the caches learn of the new app'); // app not yet known to the upload actor
-      await new Promise((res) => setTimeout(res, 50));
-    }
-  };
+      return undefined;
+    });
   const big = randomBytes(50 * MiB);
   const rec = await create('in/big.bin', big.length);
   t.is((await client.sendAll(rec.id, big, 8 * MiB)).json.message, 'File uploaded successfully');
@@ -53,7 +53,7 @@ test('the upload actor in its own process over NATS: 50 MiB in 8 MiB chunks and 
   t.is((await client.patch(one.id, 0, small)).json.message, 'File uploaded successfully');
   t.is(sha(readFileSync(join(dest, 'small.bin'))), sha(small));
 
-  while (completed.length < 2) await new Promise((r) => setTimeout(r, 20));
+  await until('both completed events on the bus', () => completed.length >= 2);
   t.deepEqual(completed, [
     // Paths in the app's view: the app never learns where its user's folder is on the host.
     { user: 'alice', app: 'files', path: '/dest/in/big.bin', size: big.length },

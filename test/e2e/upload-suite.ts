@@ -5,6 +5,7 @@ import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { cleanup, cli, tempDir } from '../helpers/pier.js';
 import { multipart, UploadClient } from '../helpers/upload-client.js';
+import { until } from '../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 
@@ -72,12 +73,12 @@ test.after.always(async () => {
 const alice = () => clients.alice;
 const newUpload = async (rel: string, size: number, extra: Record<string, string> = {}) => {
   // Right after an install, the actor's cache may not know the app yet (404): that settles at once.
-  for (;;) {
+  return until(`the upload of ${rel} to be created`, async () => {
     const r = await alice().create({ storage_path: DOCS, file_relative_path: rel, file_type: 'bin', file_size: size, ...extra });
     if (r.status === 200) return r.json.data;
     if (r.status !== 404) throw new Error(JSON.stringify(r.json));
-    await new Promise((res) => setTimeout(res, 50));
-  }
+    return undefined;
+  });
 };
 
 test('a 50 MiB file in 8 MiB chunks and a 3 MiB file in one chunk arrive byte-identical', async (t) => {
@@ -283,13 +284,13 @@ test.serial('one PATCH at a time (409 upload busy); a dropped client leaves no l
   t.deepEqual(busy, { status: 409, json: { code: 1, message: 'upload busy' } });
   first.cut();
   // The next PATCH after a dead one succeeds (as soon as the edge has told the actor).
-  let offset = -1;
-  while (offset < 0) {
+  const offset: number = await until('a PATCH to be accepted after the dead one', async () => {
     const g = await alice().get(rec.id);
     const probe = await alice().patch(rec.id, g.json.data.offset, data.subarray(g.json.data.offset, g.json.data.offset + 1));
-    if (probe.status === 200) offset = probe.json.data.offset;
-    else t.true(probe.status === 409 || probe.json.message === 'Invalid offset', JSON.stringify(probe.json));
-  }
+    if (probe.status === 200) return probe.json.data.offset;
+    t.true(probe.status === 409 || probe.json.message === 'Invalid offset', JSON.stringify(probe.json));
+    return undefined;
+  });
   t.true(offset >= 1);
   const done = await alice().sendAll(rec.id, data, 2 * MiB, offset);
   t.is(done.json.message, 'File uploaded successfully');
@@ -297,12 +298,11 @@ test.serial('one PATCH at a time (409 upload busy); a dropped client leaves no l
 });
 
 /** Re-POST of crash.bin, as a client resuming after a restart does (retrying while the writer comes back). */
-async function newUploadAgain(size: number) {
-  for (;;) {
+function newUploadAgain(size: number) {
+  return until('the re-POST to be answered by the restarted writer', async () => {
     const r = await alice().create({ storage_path: DOCS, file_relative_path: 'crash.bin', file_type: 'bin', file_size: size }).catch(() => null);
-    if (r?.status === 200) return r.json.data;
-    await new Promise((res) => setTimeout(res, 100));
-  }
+    return r?.status === 200 ? r.json.data : undefined;
+  }, 30_000, 100);
 }
 
 test.serial('kill -9 mid-upload: after restart a re-POST returns the durable offset; the file is only ever whole', async (t) => {
@@ -323,9 +323,11 @@ test.serial('kill -9 mid-upload: after restart a re-POST returns the durable off
   t.false(existsSync(target));
   // A replica that died may be counted alive for a few heartbeats: its lock answers busy until then.
   let done = await alice().sendAll(rec.id, data, 3 * MiB, again.offset);
-  while (done.status === 409) {
-    await new Promise((r) => setTimeout(r, 200));
-    done = await alice().sendAll(rec.id, data, 3 * MiB, (await alice().get(rec.id)).json.data.offset);
+  if (done.status === 409) {
+    done = await until('the dead replica\'s lock to lapse', async () => {
+      const r = await alice().sendAll(rec.id, data, 3 * MiB, (await alice().get(rec.id)).json.data.offset);
+      return r.status === 409 ? undefined : r;
+    }, 30_000, 200);
   }
   t.is(done.json.message, 'File uploaded successfully');
   t.is(sha(readFileSync(target)), sha(data));

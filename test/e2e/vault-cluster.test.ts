@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { accessToken, vaultCall, vaultPerm, type AppEnv } from '../helpers/app-client.js';
 import { NatsServer } from '../helpers/nats-server.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { until } from '../helpers/wait.js';
 
 /** Two vault replicas sharing one LMDB environment, apart from the edge, over real NATS. */
 let nats: NatsServer;
@@ -41,12 +42,11 @@ test.after.always(async () => {
 });
 
 test('two replicas on one environment: creates, contention and check-and-set hold', async (t) => {
-  let access: string | undefined;
-  while (!access) access = await accessToken(app, vaultPerm('chat', ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'ListSecret'])).catch(() => undefined);
+  const access = await until('an access token, once the caches have the install', () => accessToken(app, vaultPerm('chat', ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'ListSecret'])));
   const auth = { user: userToken, access };
   const sys = app.OS_SYSTEM_SERVER;
   // Wait until the vault replicas' caches know the user and app.
-  while ((await vaultCall(sys, 'ListSecret', 'chat', auth, {})).status !== 200) await new Promise((r) => setTimeout(r, 50));
+  await until("the vault replicas' caches to know the user and app", async () => (await vaultCall(sys, 'ListSecret', 'chat', auth, {})).status === 200, 10_000, 50);
 
   const distinct = await Promise.all(Array.from({ length: 100 }, (_, i) => vaultCall(sys, 'CreateSecret', 'chat', auth, { name: `s${i}`, value: `v${i}` })));
   t.deepEqual(distinct.map((r) => r.status), Array(100).fill(200));

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { open } from 'lmdb';
 import { accessToken, requestAccess, proof, vaultCall, vaultPerm, type AppEnv } from '../helpers/app-client.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { until } from '../helpers/wait.js';
 
 let pier: PierProcess;
 let dir: string;
@@ -148,8 +149,10 @@ test('a revoked user token is refused', async (t) => {
   const auth = await as('carolchat', 'carol', 'chat');
   t.is((await vaultCall(sys, 'ListSecret', 'chat', auth, {})).status, 200);
   await cli(['user', 'revoke', 'carol'], env);
-  let status = 200;
-  while (status === 200) status = (await vaultCall(sys, 'ListSecret', 'chat', auth, {})).status;
+  const status = await until('the revocation to reach the vault', async () => {
+    const s = (await vaultCall(sys, 'ListSecret', 'chat', auth, {})).status;
+    return s === 200 ? undefined : s;
+  });
   t.is(status, 401);
 });
 
@@ -248,8 +251,10 @@ test.serial('secrets survive uninstall, and go with uninstall --purge', async (t
   await cli(['app', 'uninstall', '--user', 'alice', 'temp', '--purge'], env);
   apps.temp = await install('alice', 'temp', grant);
   auth = await as('temp', 'alice', 'tempws');
-  let status = 200;
-  while (status === 200) status = (await vaultCall(sys, 'RetrieveSecret', 'tempws', auth, { name: 'kept' })).status;
+  const status = await until('the purge to reach the vault', async () => {
+    const s = (await vaultCall(sys, 'RetrieveSecret', 'tempws', auth, { name: 'kept' })).status;
+    return s === 200 ? undefined : s;
+  });
   t.is(status, 404);
 });
 

@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { until } from './wait.js';
 
 export interface Callback {
   body: { data: unknown; action: 'open' | 'message' | 'close'; user_name: string; conn_id: string };
@@ -60,9 +61,9 @@ export class WsApp {
     return this.accepted.filter((c) => c.body.conn_id === connId);
   }
 
-  /** Resolves when `cond` holds (polled); the test's own timeout bounds it. */
-  async until(cond: (app: WsApp) => boolean): Promise<void> {
-    while (!cond(this)) await new Promise((r) => setTimeout(r, 20));
+  /** Resolves when `cond` holds (polled), or fails after `timeoutMs` saying what it waited for. */
+  async until(cond: (app: WsApp) => boolean, what = "the app's callbacks to match", timeoutMs = 10_000): Promise<void> {
+    await until(what, () => cond(this), timeoutMs, 20);
   }
 
   async stop(): Promise<void> {

@@ -12,6 +12,7 @@ import { Metrics } from '../../lib/metrics.js';
 import { RegistryCache } from '../../lib/registry-cache.js';
 import { cleanup, tempDir } from '../helpers/pier.js';
 import { Writable } from 'node:stream';
+import { until } from '../helpers/wait.js';
 
 const silent = createLogger({ level: 'silent', name: 'test', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
 
@@ -34,17 +35,14 @@ async function setup(t: { teardown(fn: () => Promise<void> | void): void }, stal
   return { bus, cache, advance: (ms: number) => (clock += ms), setClock: () => (clock = Date.now()) };
 }
 
-const until = async (cond: () => boolean) => {
-  while (!cond()) await new Promise((r) => setTimeout(r, 5));
-};
 
 test('a new token is known to the cache, and its revocation too', async (t) => {
   const { bus, cache } = await setup(t);
   const { token } = await call(bus, registry.userAdd, { name: 'alice' });
-  await until(() => cache.userForToken(token) === 'alice');
+  await until('the new token in the cache', () => cache.userForToken(token) === 'alice');
   t.is(cache.userForToken('pier_nope'), undefined);
   await call(bus, registry.userRevoke, { name: 'alice' });
-  await until(() => cache.userForToken(token) === undefined);
+  await until('the revoked token gone from the cache', () => cache.userForToken(token) === undefined);
   t.pass();
 });
 
@@ -55,14 +53,14 @@ test('a missed change event is recovered from the heartbeat', async (t) => {
   const deaf = (cache as any).subs[0];
   deaf.unsubscribe();
   const { token } = await call(bus, registry.userAdd, { name: 'bob' });
-  await until(() => cache.currentRevision() > before);
+  await until('the cache to move past the old revision', () => cache.currentRevision() > before);
   t.is(cache.userForToken(token), 'bob');
 });
 
 test('an out-of-order event triggers a reload instead of being applied on a gap', async (t) => {
   const { bus, cache } = await setup(t);
   await call(bus, registry.userAdd, { name: 'carol' });
-  await until(() => cache.currentRevision() === 1);
+  await until('the cache at revision 1', () => cache.currentRevision() === 1);
   // A forged event from the future: the cache must not trust it, and must reload to the truth.
   publishEvent(bus, registryEvents.changes, { revision: 7, changes: [{ kind: 'token', op: 'put', value: { digest: 'x', user: 'carol' } }] });
   await new Promise((r) => setTimeout(r, 300));
