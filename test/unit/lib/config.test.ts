@@ -1,5 +1,5 @@
 import test from 'ava';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfig, normaliseSystemServer } from '../../../lib/config.js';
@@ -30,4 +30,60 @@ test('PIER_PROVIDER_NETWORKS: CIDRs are kept; anything else stops the start nami
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
+});
+
+/** Loads a configuration from `env` in a scratch data dir; the error message when it is refused. */
+function load(env: Record<string, string>, roles?: string): string | ReturnType<typeof loadConfig> {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-config-'));
+  try {
+    return loadConfig({ PIER_DATA_DIR: dir, ...env }, roles ? { roles } : {});
+  } catch (err) {
+    return (err as Error).message;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('secrets are kept only by the roles that use them: an edge generates no master key and no admin token file', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-config-'));
+  try {
+    loadConfig({ PIER_DATA_DIR: dir, NATS_URL: 'nats://127.0.0.1:4222' }, { roles: 'edge' });
+    t.false(existsSync(join(dir, 'master.key')));
+    t.false(existsSync(join(dir, 'admin.token')));
+    loadConfig({ PIER_DATA_DIR: dir, NATS_URL: 'nats://127.0.0.1:4222' }, { roles: 'vault,admin' });
+    t.true(existsSync(join(dir, 'master.key')));
+    t.true(existsSync(join(dir, 'admin.token')));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('NATS identity: a credentials file (0600 only) or user and password, never both; TLS files must be readable', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-creds-'));
+  try {
+    const creds = join(dir, 'edge.creds');
+    writeFileSync(creds, '# comment\nNATS_USER=pier-edge\nNATS_PASSWORD=secret-1\n', { mode: 0o600 });
+    const ok = load({ NATS_CREDS: creds });
+    t.deepEqual(typeof ok === 'string' ? ok : ok.natsAuth, { user: 'pier-edge', password: 'secret-1', tls: null });
+    t.is(load({ NATS_CREDS: creds, NATS_USER: 'x' }), 'NATS_CREDS: give either a credentials file or NATS_USER/NATS_PASSWORD, not both');
+    t.is(load({ NATS_USER: 'x' }), 'NATS_USER and NATS_PASSWORD go together');
+    t.is(load({ NATS_USER: 'a b', NATS_PASSWORD: 'p' }), 'NATS_USER: "a b" must be 1-64 characters of [A-Za-z0-9_-]');
+    chmodSync(creds, 0o640);
+    t.regex(String(load({ NATS_CREDS: creds })), /^NATS_CREDS: .*edge\.creds is readable by others \(mode 640\): chmod 600 it$/);
+    t.regex(String(load({ NATS_TLS_CA: join(dir, 'missing.pem') })), /^NATS_TLS_CA: cannot read .*missing\.pem \(ENOENT\)$/);
+    t.is(load({ NATS_TLS_CERT: creds }), 'NATS_TLS_CERT and NATS_TLS_KEY go together (a client certificate and its key)');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('TLS settings: off by default, listeners checked, half-set refused', (t) => {
+  const plain = load({});
+  t.is(typeof plain === 'string' ? plain : plain.tls, null);
+  t.is(load({ PIER_TLS_SNI_DIR: '/tmp' }), 'PIER_TLS_CERT and PIER_TLS_KEY: required with PIER_TLS_SNI_DIR');
+  t.is(load({ PIER_TLS_KEY: '/x.key' }), 'PIER_TLS_CERT and PIER_TLS_KEY go together');
+  t.regex(String(load({ PIER_TLS_CERT: '/x.pem', PIER_TLS_KEY: '/x.key', PIER_TLS_LISTENERS: 'public,admin' })), /^PIER_TLS_LISTENERS: "admin" is not a listener with TLS/);
+  // Only a process that listens reads the files: an actor-only process starts without them.
+  const actor = load({ PIER_TLS_CERT: '/no/such.pem', PIER_TLS_KEY: '/no/such.key', NATS_URL: 'nats://127.0.0.1:4222' }, 'vault');
+  t.deepEqual(typeof actor === 'string' ? actor : actor.tls?.listeners, ['public', 'upload']);
 });

@@ -1,0 +1,77 @@
+import test from 'ava';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createPart, partPathFor } from '../../../actors/upload/files.js';
+import type { UploadDeps } from '../../../actors/upload/handler.js';
+import { UploadRoot } from '../../../actors/upload/root.js';
+import { WriteSession } from '../../../actors/upload/session.js';
+import { LmdbUploadStore, type Upload } from '../../../actors/upload/store.js';
+import { MemoryBus } from '../../../bus/bus-memory.js';
+import { sendPiece } from '../../../bus/pieces.js';
+import type { UploadCompleted } from '../../../bus/subjects.js';
+
+// One PATCH's write session on its own: pieces in order, acknowledged once written, fsynced and
+// recorded at the end; out-of-order or oversized pieces refused without leaving bytes behind.
+async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSize: number, offset = 0) {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-session-'));
+  const root = new UploadRoot(join(dir, 'files'));
+  const dest = root.hostPath('alice', '/dest');
+  mkdirSync(dest, { recursive: true });
+  const store = LmdbUploadStore.open(join(dir, 'records'));
+  const bus = new MemoryBus();
+  const completed: UploadCompleted[] = [];
+  const part = partPathFor(dest, 'u1');
+  await createPart(part);
+  const u: Upload = {
+    id: 'u1', user: 'alice', app: 'files', storagePath: '/dest', relativePath: 'x.bin', fileType: '', fileSize, conflict: 'replace',
+    offset, target: join(dest, 'x.bin'), part, state: 'active', createdAt: 0, updatedAt: 0, lock: { owner: 'b1', session: 's1', until: Date.now() + 60_000 },
+  };
+  await store.write((w) => w.put(u));
+  const deps = { store, root, busId: 'b1', now: () => Date.now(), chunkMaxBytes: 8, leaseMs: 15_000, completed: (e: UploadCompleted) => completed.push(e) } as unknown as UploadDeps;
+  const ended: string[] = [];
+  const session = new WriteSession({ ...deps, bus, idleMs: 10_000, onEnd: () => ended.push('end'), wrote: () => undefined, failed: () => undefined }, u, Math.min(8, fileSize - offset), true);
+  await session.start();
+  t.teardown(async () => {
+    await bus.close();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  let seq = 0;
+  const send = (kind: 'data' | 'end' | 'abort' | 'discard', text = '') => sendPiece(bus, session.subject, seq++, kind, Buffer.from(text), 2_000);
+  return { store, send, completed, target: u.target, part, ended, skip: () => seq++ };
+}
+
+test('pieces land at the offset; end records the offset; the last chunk publishes the file', async (t) => {
+  const { store, send, completed, target, ended } = await setup(t, 6);
+  t.deepEqual(await send('data', 'abc'), { ok: true });
+  t.deepEqual(await send('data', 'def'), { ok: true });
+  const done = await send('end');
+  t.true(done.ok && done.complete);
+  t.is(readFileSync(target, 'utf8'), 'abcdef');
+  t.is(store.get('u1')!.state, 'done');
+  t.deepEqual(completed, [{ user: 'alice', app: 'files', path: '/dest/x.bin', size: 6 }], 'the event names the path in the app view');
+  t.deepEqual(ended, ['end']);
+});
+
+test('a piece out of order ends the session and keeps nothing of it', async (t) => {
+  const { store, send, skip, part } = await setup(t, 20);
+  t.deepEqual(await send('data', 'abc'), { ok: true });
+  skip();
+  const refused = await send('data', 'xyz');
+  t.false(refused.ok);
+  t.regex(refused.error!.message, /^piece 2 out of order \(1 expected\)/);
+  t.is(store.get('u1')!.offset, 0);
+  t.is(readFileSync(part).length, 0, 'cut back to where the PATCH started');
+  t.is(store.get('u1')!.lock, null, 'the lock is released');
+});
+
+test('a chunk over the cap is refused and cut back', async (t) => {
+  const { store, send, part } = await setup(t, 100);
+  t.deepEqual(await send('data', '12345'), { ok: true });
+  const over = await send('data', '6789');
+  t.false(over.ok);
+  t.is(over.error!.message, 'file: a chunk may carry at most 8 bytes');
+  t.is(store.get('u1')!.offset, 0);
+  t.is(readFileSync(part).length, 0);
+});
