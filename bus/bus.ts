@@ -1,6 +1,7 @@
 /**
  * The message bus every part of Pier talks through. Two implementations keep this contract:
- * `bus-memory.ts` (one process) and `bus-nats.ts` (NATS). `test/contract/bus.test.ts` holds them to it.
+ * `bus-memory.ts` (one process) and `bus-nats.ts` (NATS). `test/contract/bus-suite.ts` (run by
+ * `bus-memory.test.ts` and `bus-nats.test.ts`) holds them to it.
  *
  * Rules an implementation must keep:
  * - Subjects are dot-separated tokens. A subscription may use `*` (exactly one token) and `>` (one or
