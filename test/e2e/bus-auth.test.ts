@@ -1,12 +1,11 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, ErrorCode, type NatsConnection } from 'nats';
 import { encode } from '../../bus/codec.js';
 import { readCredsFile } from '../../lib/nats-auth.js';
-import { BIN, cleanup, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { cleanup, failedStart, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { SecureBus } from '../helpers/secure-bus.js';
 import { within } from '../helpers/wait.js';
 
@@ -98,19 +97,6 @@ test('the roles that need an app secret can ask for it; user tokens come only fr
   }
 });
 
-/** `pier start` that is expected to fail: its exit code and everything it wrote on stderr. */
-function failedStart(env: Record<string, string>, args: string[]): Promise<{ code: number | null; stderr: string }> {
-  return within(
-    'pier to exit',
-    new Promise((resolve) => {
-      const p = spawn(process.execPath, [BIN, 'start', ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-      let stderr = '';
-      p.stderr.on('data', (d) => (stderr += d));
-      p.on('exit', (code) => resolve({ code, stderr }));
-    }),
-    20_000,
-  );
-}
 
 test('a process whose credentials are refused, or readable by others, stops at start with one line', async (t) => {
   const wrong = join(dir, 'wrong.creds');

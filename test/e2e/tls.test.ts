@@ -1,5 +1,4 @@
 import test from 'ava';
-import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -7,7 +6,7 @@ import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { multipart } from '../helpers/upload-client.js';
 import { makeCa, makeLeaf, type Pem } from '../helpers/certs.js';
-import { BIN, cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { cleanup, failedStart, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { until, within } from '../helpers/wait.js';
 import { WsApp } from '../helpers/ws-app.js';
 import { connectSecure, localLookup, type Client } from '../helpers/ws-client.js';
@@ -188,19 +187,6 @@ test.serial('a bad file at reload keeps the certificates in use; the refusal is 
   t.true(pier.proc.exitCode === null, 'the process is up');
 });
 
-/** `pier start` expected to fail: exit code and stderr. */
-function failedStart(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  return within(
-    'pier to exit',
-    new Promise((resolve) => {
-      const p = spawn(process.execPath, [BIN, 'start'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-      let stderr = '';
-      p.stderr.on('data', (d) => (stderr += d));
-      p.on('exit', (code) => resolve({ code, stderr }));
-    }),
-    20_000,
-  );
-}
 
 test('bad files stop the start with one line: expired, mismatched key, missing, half-set', async (t) => {
   const d = join(dir, 'bad');

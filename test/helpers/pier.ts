@@ -124,3 +124,20 @@ export function cli(args: string[], env: Record<string, string>): Promise<CliRes
 export function cleanup(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }
+
+/** `pier start` expected to fail: its exit code and everything it wrote on stderr (within 20 s). */
+export function failedStart(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [BIN, 'start', ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const timer = setTimeout(() => {
+      p.kill('SIGKILL');
+      reject(new Error('timed out after 20000 ms waiting for pier to exit'));
+    }, 20_000);
+    let stderr = '';
+    p.stderr!.on('data', (d) => (stderr += d));
+    p.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr });
+    });
+  });
+}
