@@ -1,4 +1,4 @@
-import { connect, Events, ErrorCode, headers as natsHeaders, createInbox, RequestStrategy, type MsgHdrs, type NatsConnection, type Msg } from 'nats';
+import { connect, Events, ErrorCode, headers as natsHeaders, createInbox, RequestStrategy, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection, type Msg } from 'nats';
 import { checkSubject, type Bus, type BusMessage, type Headers, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type Subscription } from './bus.js';
 import { PierError } from './errors.js';
 
@@ -127,6 +127,11 @@ export class NatsBus implements Bus {
       if (code !== ErrorCode.NoResponders) throw new PierError('UNAVAILABLE', `request to ${subject} failed: ${(err as Error).message}`, { cause: err });
     }
     return got;
+  }
+
+  /** JetStream on this connection (replicated state, CONTRACT.md section 10). */
+  jetstream(): { js: JetStreamClient; manager: () => Promise<JetStreamManager> } {
+    return { js: this.nc.jetstream(), manager: () => this.nc.jetstreamManager() };
   }
 
   inbox(): string {

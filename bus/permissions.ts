@@ -6,7 +6,7 @@ import { provider } from './subjects-provider.js';
 import { registry, registryEvents } from './subjects-registry.js';
 import { token } from './subjects-token.js';
 import { upload, uploadEvents, uploadSubjects } from './subjects-upload.js';
-import { vault } from './subjects-vault.js';
+import { vault, vaultState } from './subjects-vault.js';
 
 /**
  * What each role may do on the bus (CONTRACT.md section 9), declared from the subjects of `bus/`
@@ -37,6 +37,35 @@ interface Declaration {
   calls?: Subject[];
   emits?: Subject[];
   hears?: Subject[];
+  /** JetStream state it owns (PIER_STATE=jetstream): its streams (KV buckets are streams `KV_<bucket>`) and the subjects it appends to. */
+  jetstream?: { streams: string[]; buckets: string[]; subjects: string[] };
+}
+
+/**
+ * The JetStream API subjects one role needs for its own streams and nothing else: create, update
+ * and read them, consume them, write its buckets and append to its subjects. Never delete or
+ * purge a stream, never another role's.
+ */
+function jetStreamSubjects(d: NonNullable<Declaration['jetstream']>): string[] {
+  const streams = [...d.streams, ...d.buckets.map((b) => `KV_${b}`)];
+  return [
+    '$JS.API.INFO',
+    ...streams.flatMap((s) => [
+      `$JS.API.STREAM.INFO.${s}`,
+      `$JS.API.STREAM.CREATE.${s}`,
+      `$JS.API.STREAM.UPDATE.${s}`,
+      `$JS.API.STREAM.MSG.GET.${s}`,
+      `$JS.API.DIRECT.GET.${s}`,
+      `$JS.API.DIRECT.GET.${s}.>`,
+      `$JS.API.CONSUMER.CREATE.${s}`,
+      `$JS.API.CONSUMER.CREATE.${s}.>`,
+      `$JS.API.CONSUMER.INFO.${s}.*`,
+      `$JS.API.CONSUMER.DELETE.${s}.*`,
+      `$JS.API.CONSUMER.MSG.NEXT.${s}.*`,
+    ]),
+    ...d.buckets.map((b) => `$KV.${b}.>`),
+    ...d.subjects,
+  ];
 }
 
 const any = '*';
@@ -96,7 +125,10 @@ const declarations: Record<BusRole, Declaration> = {
   // Hashes with app secrets (bcrypt proofs): one of the two roles that may obtain them.
   token: { serves: [token.issue], calls: [registry.appCredentials] },
   provider: { serves: [provider.call, provider.authorize, streamSubject('provider', '>')], calls: [streamSubject('edge', '>')] },
-  vault: { serves: [vault.op, vault.authorize, vault.audit, vault.rotate] },
+  vault: {
+    serves: [vault.op, vault.authorize, vault.audit, vault.rotate],
+    jetstream: { streams: [vaultState.auditStream], buckets: [vaultState.keys, vaultState.secrets], subjects: [vaultState.auditSubject] },
+  },
   // Signs callbacks with app secrets: the other role that may obtain them.
   callback: { serves: [gatewaySubjects.deliver(any)], calls: [registry.appCredentials], emits: [gatewaySubjects.settled(any)] },
   upload: {
@@ -105,12 +137,12 @@ const declarations: Record<BusRole, Declaration> = {
   },
 };
 
-/** Events published for parties outside Pier (nobody in Pier subscribes to them). */
-export const EXTERNAL_EVENTS: readonly string[] = [uploadEvents.completed.subject];
+/** Published for parties outside Pier, or captured by a JetStream stream: nobody in Pier subscribes to them. */
+export const EXTERNAL_EVENTS: readonly string[] = [uploadEvents.completed.subject, vaultState.auditSubject];
 
 function permissionsOf(d: Declaration): RolePermissions {
   return {
-    publish: [...(d.calls ?? []), ...(d.emits ?? [])].map(name),
+    publish: [...[...(d.calls ?? []), ...(d.emits ?? [])].map(name), ...(d.jetstream ? jetStreamSubjects(d.jetstream) : [])],
     subscribe: [...(d.serves ?? []), ...(d.hears ?? [])].map(name),
   };
 }

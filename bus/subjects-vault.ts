@@ -57,3 +57,11 @@ export const vault = {
   /** Re-wraps every data key not wrapped under the current master key. */
   rotate: endpoint<Record<string, never>, { rewrapped: number }>('pier.vault.rotate', 'vault', {}, 60_000),
 };
+
+/** The vault's state on JetStream (PIER_STATE=jetstream): two key-value buckets and the audit stream. */
+export const vaultState = {
+  keys: 'pier-vault-keys',
+  secrets: 'pier-vault-secrets',
+  auditStream: 'PIER_VAULT_AUDIT',
+  auditSubject: 'pier.state.vault.audit',
+} as const;

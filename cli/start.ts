@@ -74,7 +74,8 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   const counters = new Map<string, () => number>();
   const natsPorts = (config.natsUrl ?? '').split(',').map((u) => Number(/:(\d+)\/?$/.exec(u.trim())?.[1] ?? (u.trim() ? 4222 : 0)));
   const ownPorts = new Set([...Object.values(config.ports), ...natsPorts].filter((p) => p > 0));
-  const ctx: RoleContext = { bus: shared, config, log, metrics, cache, now, peers, counters, ownPorts, boundPorts: {} };
+  const jetstream = bus instanceof NatsBus ? bus.jetstream() : null;
+  const ctx: RoleContext = { bus: shared, config, log, metrics, cache, now, peers, counters, ownPorts, boundPorts: {}, jetstream };
   const as = (role: Role): RoleContext => ({ ...ctx, bus: viewFor([role], role) });
   const running: Running[] = [{ stop: async () => cache.stop() }, { stop: async () => peers.stop() }];
   peers.start();

@@ -77,6 +77,8 @@ export interface Config {
     idleMs: number;
     maxUnfinished: number;
   };
+  /** Where state lives (CONTRACT.md section 10): LMDB under the data dir, or JetStream with `replicas`. */
+  state: { kind: 'lmdb' | 'jetstream'; replicas: number };
   /** TLS on the browser-facing listeners (CONTRACT.md section 11); null: plain. */
   tls: TlsSettings | null;
   /** Sidecar mode (`--app USER/APP`): the local listener serves this one app, on loopback, without headers. */
@@ -140,6 +142,8 @@ export const ENV = {
   uploadIdleMs: 'PIER_UPLOAD_IDLE_MS',
   uploadMaxUnfinished: 'PIER_UPLOAD_MAX_UNFINISHED',
   uploadRoot: 'PIER_UPLOAD_ROOT',
+  state: 'PIER_STATE',
+  jsReplicas: 'PIER_JS_REPLICAS',
   tlsCert: 'PIER_TLS_CERT',
   tlsKey: 'PIER_TLS_KEY',
   tlsSniDir: 'PIER_TLS_SNI_DIR',
@@ -211,6 +215,15 @@ function parseCidrs(text: string): string[] {
     if (!m || family === 0 || Number(m[2]) > (family === 4 ? 32 : 128)) throw new ConfigError(`${ENV.providerNetworks}: "${entry}" is not a CIDR (like 10.0.0.0/8 or fd00::/8)`);
   }
   return entries;
+}
+
+function parseState(env: Env, natsUrl: string | null): Config['state'] {
+  const kind = env[ENV.state] || 'lmdb';
+  if (kind !== 'lmdb' && kind !== 'jetstream') throw new ConfigError(`${ENV.state}: must be lmdb or jetstream, got "${kind}"`);
+  if (kind === 'jetstream' && !natsUrl) throw new ConfigError(`${ENV.state}=jetstream: needs ${ENV.natsUrl} (a JetStream-enabled NATS cluster)`);
+  const replicas = integer(env, ENV.jsReplicas, 3, 1, 5);
+  if (replicas % 2 === 0) throw new ConfigError(`${ENV.jsReplicas}: must be 1, 3 or 5 (a quorum needs an odd number), got ${replicas}`);
+  return { kind, replicas };
 }
 
 /** TLS settings, with every file checked now: a bad or missing one stops the start with one line. */
@@ -345,6 +358,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       idleMs: integer(env, ENV.uploadIdleMs, 24 * 3_600_000, 1_000, 365 * 86_400_000),
       maxUnfinished: integer(env, ENV.uploadMaxUnfinished, 100, 1, 1_000_000),
     },
+    state: parseState(env, natsUrl),
     tls: parseTls(env, roles),
     sidecarApp,
   };

@@ -1,3 +1,4 @@
+import type { JetStreamClient, JetStreamManager } from 'nats';
 import type { Bus } from '../bus/bus.js';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
@@ -24,6 +25,8 @@ export interface RoleContext {
    * them here. The edge adds the ports it bound (port 0 means "any free one").
    */
   ownPorts: Set<number>;
+  /** JetStream on the process's NATS connection (null on the in-process bus). */
+  jetstream: { js: JetStreamClient; manager: () => Promise<JetStreamManager> } | null;
   /** Listeners this process bound so far, by name (the install answer names the system listener's). */
   boundPorts: Partial<Config['ports']>;
 }

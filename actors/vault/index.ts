@@ -7,6 +7,7 @@ import type { RoleContext, Running } from '../../lib/runtime.js';
 import { DataKeys } from './data-keys.js';
 import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
 import { LmdbVaultStore, type VaultStore } from './store.js';
+import { JetStreamVaultStore } from './store-jetstream.js';
 
 /** Workspaces an app's manifest grants on this vault (from `<Op>?workspace=<ws>` ops). */
 function workspacesOf(app: AppView, group: string): Set<string> {
@@ -18,12 +19,20 @@ function workspacesOf(app: AppView, group: string): Set<string> {
   return out;
 }
 
+/** LMDB under the data dir (replicas on one host share it), or JetStream (replicas anywhere). */
+async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
+  const { state, audit } = ctx.config;
+  if (state.kind === 'lmdb') return LmdbVaultStore.open(join(ctx.config.dataDir, 'vault'), ctx.config.instanceId);
+  if (!ctx.jetstream) throw new Error('PIER_STATE=jetstream needs NATS_URL');
+  return JetStreamVaultStore.open(ctx.jetstream.js, ctx.jetstream.manager, { replicas: state.replicas, auditMaxAgeMs: audit.maxAgeMs, auditMaxEntries: audit.maxEntries });
+}
+
 /**
  * The vault actor (queue group `vault`): the only code that touches secrets. Values are sealed
  * with per-(user, workspace, env) data keys, themselves wrapped by the master key.
  */
 export async function startVault(ctx: RoleContext): Promise<Running> {
-  const store: VaultStore = LmdbVaultStore.open(join(ctx.config.dataDir, 'vault'), ctx.config.instanceId);
+  const store = await openVaultStore(ctx);
   const keys = new DataKeys(store, ctx.config.keyring, () => new Date(ctx.now()));
   const group = `secret.${ctx.config.vaultName}`;
   // Reads and refusals are audited in batches (one LMDB transaction per 20 ms or 256 entries):

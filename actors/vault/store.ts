@@ -45,7 +45,7 @@ export interface VaultStore {
   /** All scopes of a (user, workspace), whatever the env. */
   scopesOf(user: string, workspace: string): string[];
   /** Newest first, at most `limit`, optionally one user's. */
-  readAudit(limit: number, user?: string): AuditEntry[];
+  readAudit(limit: number, user?: string): Promise<AuditEntry[]>;
   write<T>(fn: (w: VaultWriter) => T): Promise<T>;
   /** Appends audit entries in one write (reads and refusals are batched). */
   appendAudit(entries: AuditEntry[]): Promise<void>;
@@ -111,7 +111,7 @@ export class LmdbVaultStore implements VaultStore {
     return [...this.dataKeys.getKeys({ start: prefix, end: `${prefix}\uffff` })];
   }
 
-  readAudit(limit: number, user?: string): AuditEntry[] {
+  async readAudit(limit: number, user?: string): Promise<AuditEntry[]> {
     const out: AuditEntry[] = [];
     for (const { value } of this.audit.getRange({ reverse: true })) {
       if (user !== undefined && value.user !== user) continue;

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -86,4 +86,39 @@ export class NatsServer {
     await this.kill();
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** A free TCP port on loopback (for nodes whose ports their peers must know in advance). */
+export function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * `n` nats-server nodes with JetStream, clustered (each its own store folder under `dir`): the
+ * replicated-state shape of CONTRACT.md section 10 on one machine.
+ */
+export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: number) => string[] = () => []): Promise<NatsServer[]> {
+  const clients = await Promise.all(Array.from({ length: n }, () => freeLoopbackPort()));
+  const routes = await Promise.all(Array.from({ length: n }, () => freeLoopbackPort()));
+  const nodes = await Promise.all(
+    clients.map((port, i) =>
+      NatsServer.start(
+        [
+          '-js', '-sd', join(dir, `js-${i + 1}`), '--server_name', `n${i + 1}`, '--cluster_name', 'pier',
+          '--cluster', `nats://127.0.0.1:${routes[i]}`,
+          '--routes', routes.filter((_, j) => j !== i).map((r) => `nats://127.0.0.1:${r}`).join(','),
+          ...extraArgs(i),
+        ],
+        port,
+      ),
+    ),
+  );
+  return nodes;
 }

@@ -17,14 +17,15 @@ export class SecureBus {
   ) {}
 
   /** `combos`: extra identities for processes running several roles (`{ 'edge-admin': ['edge', 'admin'] }`). */
-  static async start(dir: string, combos: Record<string, BusRole[]> = {}): Promise<SecureBus> {
+  static async start(dir: string, combos: Record<string, BusRole[]> = {}, options: { jetstream?: boolean } = {}): Promise<SecureBus> {
     const busDir = join(dir, 'bus');
     mkdirSync(busDir, { recursive: true });
     writeBusInit(busDir, planIdentities(combos));
     const ca = makeCa(busDir);
     const server = makeLeaf(busDir, ca, 'nats-server', ['IP:127.0.0.1', 'localhost']);
     const conf = join(busDir, 'nats.conf');
-    writeFileSync(conf, ['include ./auth.conf', 'tls {', `  cert_file: ${JSON.stringify(server.cert)}`, `  key_file: ${JSON.stringify(server.key)}`, '  timeout: 2', '}', ''].join('\n'));
+    const jetstream = options.jetstream ? ['jetstream {', `  store_dir: ${JSON.stringify(join(busDir, 'js'))}`, '}'] : [];
+    writeFileSync(conf, ['include ./auth.conf', 'tls {', `  cert_file: ${JSON.stringify(server.cert)}`, `  key_file: ${JSON.stringify(server.key)}`, '  timeout: 2', '}', ...jetstream, ''].join('\n'));
     return new SecureBus(await NatsServer.start(['-c', conf]), busDir, ca);
   }
 

@@ -1,0 +1,284 @@
+import { DeliverPolicy, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type KV, type KvEntry } from 'nats';
+import { decode, encode } from '../../bus/codec.js';
+import { vaultState, type AuditEntry } from '../../bus/subjects.js';
+import type { DataKeyRecord, SecretRecord, VaultStore, VaultWriter } from './store.js';
+
+const SEP = '\u0000';
+
+const VAULT_JS = vaultState;
+
+/** KV keys are limited to `[-/_=.a-zA-Z0-9]`: a logical key (with its NUL separators) travels as base64url. */
+const kvKey = (key: string) => Buffer.from(key, 'utf8').toString('base64url');
+const logicalKey = (k: string) => Buffer.from(k, 'base64url').toString('utf8');
+
+interface Held<T> {
+  value: T;
+  revision: number;
+}
+
+/**
+ * One bucket's local view: every key's last value and revision, kept current by a watch, so reads
+ * never leave the process; writes update it at once (a replica reads its own acknowledged writes).
+ */
+class View<T> {
+  readonly entries = new Map<string, Held<T>>();
+  /** Revision of the last delete seen per key: a create after a delete must name it. */
+  readonly deleted = new Map<string, number>();
+  private stop: (() => void) | null = null;
+
+  constructor(readonly kv: KV) {}
+
+  async start(): Promise<void> {
+    let ready!: () => void;
+    const initialised = new Promise<void>((r) => (ready = r));
+    const watch = await this.kv.watch({ initializedFn: () => ready() });
+    this.stop = () => watch.stop();
+    void (async () => {
+      for await (const e of watch) this.apply(e);
+    })().catch(() => undefined);
+    await initialised;
+  }
+
+  apply(e: KvEntry): void {
+    const key = logicalKey(e.key);
+    const held = this.entries.get(key);
+    if (held && held.revision >= e.revision) return;
+    if (e.operation === 'PUT') {
+      this.entries.set(key, { value: decode<T>(e.value), revision: e.revision });
+      this.deleted.delete(key);
+    } else {
+      this.entries.delete(key);
+      this.deleted.set(key, e.revision);
+    }
+  }
+
+  /** After a write of ours was acknowledged: visible at once, before the watch brings it. */
+  wrote(key: string, value: T | undefined, revision: number): void {
+    if (value === undefined) {
+      this.entries.delete(key);
+      this.deleted.set(key, revision);
+    } else {
+      this.entries.set(key, { value, revision });
+      this.deleted.delete(key);
+    }
+  }
+
+  /** The key's latest state from the server (after a conflict: the view was behind). */
+  async refresh(key: string): Promise<void> {
+    const e = await this.kv.get(kvKey(key));
+    if (e) this.apply(e);
+  }
+
+  close(): void {
+    this.stop?.();
+  }
+}
+
+/** A write buffered by `write(fn)`, committed with check-and-set on the revision `fn` read. */
+interface Op {
+  view: View<unknown>;
+  key: string;
+  value: unknown;
+  /** Revision read (0: absent). */
+  expected: number;
+}
+
+class Conflict extends Error {}
+
+/** Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders), for up to 30 s. */
+export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 30_000): Promise<T> {
+  const end = Date.now() + deadlineMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      const text = String((err as Error).message);
+      const starting = /temporarily unavailable|TIMEOUT|no responders|insufficient resources|no suitable peers/i.test(text) || (err as { code?: string }).code === '503';
+      if (!starting || Date.now() > end) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+/**
+ * The vault on JetStream (CONTRACT.md section 10): data keys and sealed secrets in key-value
+ * buckets with `replicas` copies, audit entries in a stream with retention. Reads come from local
+ * views; a write runs `fn` against them, then commits each change with check-and-set on the key's
+ * revision (quorum-acknowledged); a conflict (another replica wrote first) refreshes the view and
+ * runs `fn` again, so create-if-absent and check-and-set give exactly one winner across hosts.
+ * Changes of one write are committed in order (data key, secret, audit entry): a crash between two
+ * leaves at most an unused data key, never a secret without its key.
+ */
+export class JetStreamVaultStore implements VaultStore {
+  private constructor(
+    private readonly js: JetStreamClient,
+    private readonly manager: JetStreamManager,
+    private readonly keysView: View<DataKeyRecord>,
+    private readonly secretsView: View<SecretRecord>,
+  ) {}
+
+  static async open(js: JetStreamClient, manager: () => Promise<JetStreamManager>, options: { replicas: number; auditMaxAgeMs: number; auditMaxEntries: number }): Promise<JetStreamVaultStore> {
+    // A cluster still electing its leaders answers "temporarily unavailable" (or nothing) for a while: wait it out.
+    return retryWhileStarting(async () => JetStreamVaultStore.openOnce(js, await manager(), options));
+  }
+
+  private static async openOnce(js: JetStreamClient, manager: JetStreamManager, options: { replicas: number; auditMaxAgeMs: number; auditMaxEntries: number }): Promise<JetStreamVaultStore> {
+    const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: 1, storage: StorageType.File });
+    const [keys, secrets] = await Promise.all([bucket(VAULT_JS.keys), bucket(VAULT_JS.secrets)]);
+    const config = {
+      name: VAULT_JS.auditStream,
+      subjects: [VAULT_JS.auditSubject],
+      num_replicas: options.replicas,
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      max_age: options.auditMaxAgeMs * 1_000_000,
+      max_msgs: options.auditMaxEntries,
+    };
+    await manager.streams.add(config).catch(async (err: unknown) => {
+      // Already there (another replica made it): take this replica's retention settings.
+      if (!String((err as Error).message).includes('already in use')) throw err;
+      await manager.streams.update(VAULT_JS.auditStream, config);
+    });
+    const store = new JetStreamVaultStore(js, manager, new View<DataKeyRecord>(keys), new View<SecretRecord>(secrets));
+    await Promise.all([store.keysView.start(), store.secretsView.start()]);
+    return store;
+  }
+
+  dataKey(scope: string): DataKeyRecord | undefined {
+    return this.keysView.entries.get(scope)?.value;
+  }
+
+  secret(key: string): SecretRecord | undefined {
+    return this.secretsView.entries.get(key)?.value;
+  }
+
+  listScope(scope: string): Array<{ key: string; value: SecretRecord }> {
+    const prefix = `${scope}${SEP}`;
+    return [...this.secretsView.entries]
+      .filter(([k]) => k.startsWith(prefix))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([key, held]) => ({ key, value: held.value }));
+  }
+
+  scopesOf(user: string, workspace: string): string[] {
+    const prefix = `${user}${SEP}${workspace}${SEP}`;
+    return [...this.keysView.entries.keys()].filter((k) => k.startsWith(prefix)).sort();
+  }
+
+  async write<T>(fn: (w: VaultWriter) => T): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      const ops: Op[] = [];
+      const audit: AuditEntry[] = [];
+      const result = fn(this.writer(ops, audit));
+      try {
+        for (const op of ops) await this.commit(op);
+      } catch (err) {
+        if (!(err instanceof Conflict) || attempt >= 20) throw err;
+        // Another replica wrote first: see what it wrote, then decide again.
+        continue;
+      }
+      await this.appendAudit(audit);
+      return result;
+    }
+  }
+
+  private writer(ops: Op[], audit: AuditEntry[]): VaultWriter {
+    const buffered = <T>(view: View<T>, key: string): { found: boolean; value: T | undefined } => {
+      for (let i = ops.length - 1; i >= 0; i--) if (ops[i].view === view && ops[i].key === key) return { found: true, value: ops[i].value as T | undefined };
+      return { found: false, value: undefined };
+    };
+    const read = <T>(view: View<T>, key: string): T | undefined => {
+      const b = buffered(view, key);
+      return b.found ? b.value : view.entries.get(key)?.value;
+    };
+    const change = <T>(view: View<T>, key: string, value: T | undefined) => {
+      const first = ops.find((o) => o.view === view && o.key === key);
+      if (first) {
+        ops.push({ ...first, value });
+        return;
+      }
+      ops.push({ view: view as View<unknown>, key, value, expected: view.entries.get(key)?.revision ?? 0 });
+    };
+    const liveKeys = (view: View<unknown>, prefix: string) => {
+      const keys = new Set([...view.entries.keys()].filter((k) => k.startsWith(prefix)));
+      for (const op of ops) if (op.view === view && op.key.startsWith(prefix)) (op.value === undefined ? keys.delete(op.key) : keys.add(op.key));
+      return [...keys].sort();
+    };
+    return {
+      dataKey: (scope) => read(this.keysView, scope),
+      dataKeys: () => [...this.keysView.entries.keys()].map((scope) => ({ scope, record: read(this.keysView, scope)! })).filter((e) => e.record !== undefined),
+      putDataKey: (scope, record) => change(this.keysView, scope, record),
+      removeDataKey: (scope) => change(this.keysView, scope, undefined),
+      secret: (key) => read(this.secretsView, key),
+      putSecret: (key, record) => change(this.secretsView, key, record),
+      removeSecret: (key) => change(this.secretsView, key, undefined),
+      listScope: (scope) => liveKeys(this.secretsView as View<unknown>, `${scope}${SEP}`).map((key) => ({ key, value: read(this.secretsView, key)! })),
+      scopesOf: (user, workspace) => liveKeys(this.keysView as View<unknown>, `${user}${SEP}${workspace}${SEP}`),
+      appendAudit: (entry) => void audit.push(entry),
+    };
+  }
+
+  /** One buffered change, with check-and-set on the revision it was read at (only the last value of a key is written). */
+  private async commit(op: Op): Promise<void> {
+    const { view, key, value, expected } = op;
+    const k = kvKey(key);
+    try {
+      if (value === undefined) {
+        if (expected === 0) return; // absent before, absent after
+        await view.kv.delete(k, { previousSeq: expected });
+        view.wrote(key, undefined, expected + 1);
+        return;
+      }
+      const data = encode(value);
+      const revision = expected === 0 ? await view.kv.create(k, data) : await view.kv.update(k, data, expected);
+      view.wrote(key, value, revision);
+    } catch (err) {
+      if (/wrong last sequence|key exists/i.test((err as Error).message)) {
+        await view.refresh(key);
+        throw new Conflict();
+      }
+      throw err;
+    }
+  }
+
+  async appendAudit(entries: AuditEntry[]): Promise<void> {
+    for (const e of entries) await this.js.publish(VAULT_JS.auditSubject, encode(e));
+  }
+
+  /** Newest first, at most `limit`, optionally one user's: read in windows backwards from the stream's end. */
+  async readAudit(limit: number, user?: string): Promise<AuditEntry[]> {
+    const info = await this.manager.streams.info(VAULT_JS.auditStream);
+    const out: AuditEntry[] = [];
+    const first = info.state.first_seq;
+    // Read in windows from the end: ordered consumers only read forwards.
+    for (let end = info.state.last_seq; end >= first && out.length < limit; ) {
+      const start = Math.max(first, end - Math.max(limit, 256) + 1);
+      const consumer = await this.js.consumers.get(VAULT_JS.auditStream, { opt_start_seq: start, deliver_policy: DeliverPolicy.StartSequence });
+      const batch: AuditEntry[] = [];
+      const messages = await consumer.fetch({ max_messages: end - start + 1, expires: 2_000 });
+      for await (const m of messages) {
+        if (m.seq > end) break;
+        batch.push(decode<AuditEntry>(m.data));
+        if (m.seq === end) break;
+      }
+      for (const e of batch.reverse()) {
+        if (user !== undefined && e.user !== user) continue;
+        out.push(e);
+        if (out.length >= limit) break;
+      }
+      end = start - 1;
+    }
+    return out;
+  }
+
+  /** Retention is the stream's own (max age, max entries): nothing to do here. */
+  async pruneAudit(): Promise<number> {
+    return 0;
+  }
+
+  async close(): Promise<void> {
+    this.keysView.close();
+    this.secretsView.close();
+  }
+}
+
