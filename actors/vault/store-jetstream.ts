@@ -1,5 +1,6 @@
-import { DeliverPolicy, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type KV, type KvEntry } from 'nats';
+import { DeliverPolicy, KvWatchInclude, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type KV, type KvEntry } from 'nats';
 import { decode, encode } from '../../bus/codec.js';
+import { PierError } from '../../bus/errors.js';
 import { vaultState, type AuditEntry } from '../../bus/subjects.js';
 import type { DataKeyRecord, SecretRecord, VaultStore, VaultWriter } from './store.js';
 
@@ -17,13 +18,32 @@ interface Held<T> {
 }
 
 /**
- * One bucket's local view: every key's last value and revision, kept current by a watch, so reads
- * never leave the process; writes update it at once (a replica reads its own acknowledged writes).
+ * What a bucket entry carries: the revision its writer read (`e`), and the value (`v`) or a
+ * tombstone (`d`). The server does not decide conflicts (its check-and-set is not serialised on
+ * a clustered stream in nats-server 2.9: issue #4320); every view decides them the same way,
+ * because every view reads the stream in the same order: an entry counts only if `e` is the
+ * revision the key had when it arrives. The first writer wins, the others were never written.
+ */
+interface Intent<T> {
+  e: number;
+  v?: T;
+  d?: true;
+}
+
+/** History kept per key: enough for a view starting later to find the last accepted entry behind refused ones. */
+const HISTORY = 64;
+
+/**
+ * One bucket's local view: every key's last accepted value and revision, kept current by a watch
+ * over the whole history, so reads never leave the process and every replica decides the same.
  */
 class View<T> {
   readonly entries = new Map<string, Held<T>>();
-  /** Revision of the last delete seen per key: a create after a delete must name it. */
+  /** Revision of the last accepted delete per key: the next write of the key must name it. */
   readonly deleted = new Map<string, number>();
+  /** Last stream sequence applied, and writers waiting for theirs. */
+  private applied = 0;
+  private readonly waiters: Array<{ seq: number; wake: () => void }> = [];
   private stop: (() => void) | null = null;
 
   constructor(readonly kv: KV) {}
@@ -31,7 +51,7 @@ class View<T> {
   async start(): Promise<void> {
     let ready!: () => void;
     const initialised = new Promise<void>((r) => (ready = r));
-    const watch = await this.kv.watch({ initializedFn: () => ready() });
+    const watch = await this.kv.watch({ include: KvWatchInclude.AllHistory, initializedFn: () => ready() });
     this.stop = () => watch.stop();
     void (async () => {
       for await (const e of watch) this.apply(e);
@@ -39,34 +59,45 @@ class View<T> {
     await initialised;
   }
 
+  /** The revision a writer must name for `key`: its last accepted write or delete (0: never written). */
+  revisionOf(key: string): number {
+    return this.entries.get(key)?.revision ?? this.deleted.get(key) ?? 0;
+  }
+
   apply(e: KvEntry): void {
+    if (e.revision <= this.applied) return;
+    this.applied = e.revision;
     const key = logicalKey(e.key);
-    const held = this.entries.get(key);
-    if (held && held.revision >= e.revision) return;
     if (e.operation === 'PUT') {
-      this.entries.set(key, { value: decode<T>(e.value), revision: e.revision });
-      this.deleted.delete(key);
-    } else {
-      this.entries.delete(key);
-      this.deleted.set(key, e.revision);
+      let intent: Intent<T>;
+      try {
+        intent = decode<Intent<T>>(e.value);
+      } catch {
+        intent = { e: -1 }; // not ours: never accepted
+      }
+      if (intent.e === this.revisionOf(key)) {
+        if (intent.d) {
+          this.entries.delete(key);
+          this.deleted.set(key, e.revision);
+        } else {
+          this.entries.set(key, { value: intent.v as T, revision: e.revision });
+          this.deleted.delete(key);
+        }
+      }
+    }
+    // (Server-side DEL and PURGE markers are never written by Pier: the key's accepted state stays.)
+    for (let i = this.waiters.length - 1; i >= 0; i--) {
+      if (this.waiters[i].seq <= this.applied) this.waiters.splice(i, 1)[0].wake();
     }
   }
 
-  /** After a write of ours was acknowledged: visible at once, before the watch brings it. */
-  wrote(key: string, value: T | undefined, revision: number): void {
-    if (value === undefined) {
-      this.entries.delete(key);
-      this.deleted.set(key, revision);
-    } else {
-      this.entries.set(key, { value, revision });
-      this.deleted.delete(key);
-    }
-  }
-
-  /** The key's latest state from the server (after a conflict: the view was behind). */
-  async refresh(key: string): Promise<void> {
-    const e = await this.kv.get(kvKey(key));
-    if (e) this.apply(e);
+  /** Resolves once the view has applied the stream up to `seq` (a write of ours, come back through the watch). */
+  reached(seq: number, timeoutMs = 10_000): Promise<void> {
+    if (seq <= this.applied) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`jetstream: the view did not reach revision ${seq} in ${timeoutMs} ms`)), timeoutMs);
+      this.waiters.push({ seq, wake: () => (clearTimeout(timer), resolve()) });
+    });
   }
 
   close(): void {
@@ -103,9 +134,10 @@ export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 3
 /**
  * The vault on JetStream (CONTRACT.md section 10): data keys and sealed secrets in key-value
  * buckets with `replicas` copies, audit entries in a stream with retention. Reads come from local
- * views; a write runs `fn` against them, then commits each change with check-and-set on the key's
- * revision (quorum-acknowledged); a conflict (another replica wrote first) refreshes the view and
- * runs `fn` again, so create-if-absent and check-and-set give exactly one winner across hosts.
+ * views; a write runs `fn` against them, then commits each change as an intent naming the revision
+ * it read (quorum-acknowledged), accepted only if the key was still there when the stream ordered
+ * it; a conflict (another replica wrote first) runs `fn` again on the view that now shows the
+ * winner, so create-if-absent and check-and-set give exactly one winner across hosts.
  * Changes of one write are committed in order (data key, secret, audit entry): a crash between two
  * leaves at most an unused data key, never a secret without its key.
  */
@@ -123,7 +155,7 @@ export class JetStreamVaultStore implements VaultStore {
   }
 
   private static async openOnce(js: JetStreamClient, manager: JetStreamManager, options: { replicas: number; auditMaxAgeMs: number; auditMaxEntries: number }): Promise<JetStreamVaultStore> {
-    const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: 1, storage: StorageType.File });
+    const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: HISTORY, storage: StorageType.File });
     const [keys, secrets] = await Promise.all([bucket(VAULT_JS.keys), bucket(VAULT_JS.secrets)]);
     const config = {
       name: VAULT_JS.auditStream,
@@ -173,7 +205,8 @@ export class JetStreamVaultStore implements VaultStore {
       try {
         for (const op of ops) await this.commit(op);
       } catch (err) {
-        if (!(err instanceof Conflict) || attempt >= 20) throw err;
+        if (!(err instanceof Conflict)) throw err;
+        if (attempt >= 20) throw new PierError('CONFLICT', 'too many concurrent writes of the same secret; retry');
         // Another replica wrote first: see what it wrote, then decide again.
         continue;
       }
@@ -197,7 +230,7 @@ export class JetStreamVaultStore implements VaultStore {
         ops.push({ ...first, value });
         return;
       }
-      ops.push({ view: view as View<unknown>, key, value, expected: view.entries.get(key)?.revision ?? 0 });
+      ops.push({ view: view as View<unknown>, key, value, expected: view.revisionOf(key) });
     };
     const liveKeys = (view: View<unknown>, prefix: string) => {
       const keys = new Set([...view.entries.keys()].filter((k) => k.startsWith(prefix)));
@@ -218,27 +251,17 @@ export class JetStreamVaultStore implements VaultStore {
     };
   }
 
-  /** One buffered change, with check-and-set on the revision it was read at (only the last value of a key is written). */
+  /**
+   * One buffered change, written as an intent naming the revision it was read at; accepted when the
+   * view, reading the stream in order, finds the key still at that revision (see `Intent`).
+   */
   private async commit(op: Op): Promise<void> {
     const { view, key, value, expected } = op;
-    const k = kvKey(key);
-    try {
-      if (value === undefined) {
-        if (expected === 0) return; // absent before, absent after
-        await view.kv.delete(k, { previousSeq: expected });
-        view.wrote(key, undefined, expected + 1);
-        return;
-      }
-      const data = encode(value);
-      const revision = expected === 0 ? await view.kv.create(k, data) : await view.kv.update(k, data, expected);
-      view.wrote(key, value, revision);
-    } catch (err) {
-      if (/wrong last sequence|key exists/i.test((err as Error).message)) {
-        await view.refresh(key);
-        throw new Conflict();
-      }
-      throw err;
-    }
+    if (value === undefined && expected === 0) return; // absent before, absent after
+    const intent: Intent<unknown> = value === undefined ? { e: expected, d: true } : { e: expected, v: value };
+    const seq = await view.kv.put(kvKey(key), encode(intent));
+    await view.reached(seq);
+    if (view.revisionOf(key) !== seq) throw new Conflict();
   }
 
   async appendAudit(entries: AuditEntry[]): Promise<void> {

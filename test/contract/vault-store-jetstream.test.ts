@@ -7,10 +7,7 @@ import { JetStreamVaultStore } from '../../actors/vault/store-jetstream.js';
 import { NatsServer } from '../helpers/nats-server.js';
 import { vaultStoreSuite } from './vault-store-suite.js';
 
-// JetStream: two replicas, each with its own connection, no shared disk. One node (R1): the
-// Debian nats-server 2.9.10 does not serialise check-and-set across a clustered stream's
-// in-flight writes (nats-server issue #4320, fixed in 2.9.21): on 3 nodes two concurrent updates
-// with the same expected revision can both be accepted, so the R3 shape is not claimed yet.
+// JetStream on one node (R1): two replicas, each with its own connection, no shared disk.
 vaultStoreSuite(test, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'pier-vault-js-'));
   const nodes = [await NatsServer.start(['-js', '-sd', join(dir, 'js')])];
