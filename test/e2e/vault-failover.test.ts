@@ -1,0 +1,117 @@
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { NatsBus } from '../../bus/bus-nats.js';
+import { call } from '../../bus/rpc.js';
+import { registry, vault, type VaultRequest } from '../../bus/subjects.js';
+import { AccessTokens } from '../../lib/access-token.js';
+import { Keyring } from '../../lib/keyring.js';
+import { startJetStreamCluster, type NatsServer } from '../helpers/nats-server.js';
+import { cleanup, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { sleep, until } from '../helpers/wait.js';
+
+// CONTRACT.md section 10 for the vault: three "hosts", each a JetStream node and a vault process
+// connected to it alone, no shared disk. Under a steady load of writes and reads, kill -9 one host
+// (its nats-server and its vault): every acknowledged write stays readable, reads go on, writes
+// resume within 10 s, contended creates keep one winner, and the host rejoins and catches up.
+// Each host in turn. (The registry, not replicated yet, runs on a fourth host that stays up.)
+const HOSTS = 3;
+let dir: string;
+let nodes: NatsServer[];
+let registryProc: PierProcess;
+const vaults: PierProcess[] = [];
+let bus: NatsBus;
+const masterKey = randomBytes(32);
+let access: string;
+
+const startVault = (host: number) =>
+  PierProcess.start(
+    pierEnv(join(dir, `vault-${host}-${Date.now()}`), { NATS_URL: nodes[host].url, PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '3', PIER_MASTER_KEY: masterKey.toString('hex'), PIER_HEARTBEAT_MS: '250' }),
+    ['--roles', 'vault'],
+    60_000,
+  );
+
+test.before(async () => {
+  dir = tempDir();
+  nodes = await startJetStreamCluster(dir, HOSTS);
+  const all = nodes.map((n) => n.url).join(',');
+  registryProc = await PierProcess.start(pierEnv(join(dir, 'registry'), { NATS_URL: all, PIER_MASTER_KEY: masterKey.toString('hex'), PIER_HEARTBEAT_MS: '250' }), ['--roles', 'registry']);
+  for (let h = 0; h < HOSTS; h++) vaults[h] = await startVault(h);
+  bus = await NatsBus.connect({ url: all, name: 'test: the edge' });
+  await call(bus, registry.userAdd, { name: 'alice' });
+  const manifest = 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [CreateSecret?workspace=w, RetrieveSecret?workspace=w] }\n';
+  const app = await call(bus, registry.appInstall, { user: 'alice', manifest, providers: [], host: '127.0.0.1' });
+  const now = Date.now();
+  access = new AccessTokens(new Keyring(masterKey)).sign({ app: 'alice/chat', key: app.appKey, dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ['CreateSecret?workspace=w', 'RetrieveSecret?workspace=w'], iat: now, exp: now + 3_600_000 });
+});
+
+test.after.always(async () => {
+  await bus?.close();
+  await Promise.all([registryProc, ...vaults].map((p) => p?.stop('SIGKILL')));
+  await Promise.all((nodes ?? []).map((n) => n.stop()));
+  cleanup(dir);
+});
+
+const op = (name: string, body: Record<string, unknown>) => {
+  const req: VaultRequest = { op: name, workspace: 'w', userToken: '', accessToken: access, body };
+  return call(bus, vault.op, req, 3_000).then(
+    (a) => ({ ok: true as const, data: a.data as { value?: string } }),
+    (e: { code: string }) => ({ ok: false as const, code: e.code }),
+  );
+};
+
+test.serial('kill -9 each host in turn under load: nothing acknowledged is lost, reads go on, writes come back, one winner', async (t) => {
+  await until('the vaults to answer', async () => (await op('RetrieveSecret', { name: 'nothing' })).ok === false && (await op('CreateSecret', { name: 'warm', value: 'x' })).ok, 60_000, 250);
+  const acknowledged = new Map<string, string>();
+  let n = 0;
+  for (let victim = 0; victim < HOSTS; victim++) {
+    // Steady load: writes and reads, one after the other, all through the bus's queue group.
+    let running = true;
+    let lastReadOk = Date.now();
+    let longestReadGap = 0;
+    let firstFailedWrite: number | null = null;
+    let writeResumedAfter = 0;
+    const load = (async () => {
+      while (running) {
+        const name = `k${n++}`;
+        const value = randomBytes(6).toString('hex');
+        const w = await op('CreateSecret', { name, value });
+        if (w.ok) {
+          acknowledged.set(name, value);
+          if (firstFailedWrite !== null && writeResumedAfter === 0) writeResumedAfter = Date.now() - firstFailedWrite;
+        } else firstFailedWrite ??= Date.now();
+        const known = [...acknowledged.keys()];
+        const r = await op('RetrieveSecret', { name: known[Math.floor(Math.random() * known.length)] });
+        if (r.ok) {
+          longestReadGap = Math.max(longestReadGap, Date.now() - lastReadOk);
+          lastReadOk = Date.now();
+        }
+      }
+    })();
+    await sleep(1_500);
+    const before = acknowledged.size;
+    await Promise.all([nodes[victim].kill(), vaults[victim].stop('SIGKILL')]);
+    await sleep(12_000);
+    running = false;
+    await load;
+    t.log(`host ${victim + 1} killed: writes ${before} → ${acknowledged.size}, first failed write resumed after ${writeResumedAfter} ms, longest read gap ${longestReadGap} ms`);
+    t.true(acknowledged.size > before, `host ${victim + 1} down: writes went on (${before} → ${acknowledged.size})`);
+    t.true(writeResumedAfter <= 10_000, `host ${victim + 1} down: writes resumed after ${writeResumedAfter} ms`);
+    t.true(longestReadGap <= 10_000, `host ${victim + 1} down: reads stopped at most ${longestReadGap} ms`);
+
+    // Contended creates on the two surviving hosts: one winner.
+    const contended = await Promise.all(Array.from({ length: 10 }, (_, i) => op('CreateSecret', { name: `contended-${victim}`, value: `v${i}` })));
+    t.is(contended.filter((r) => r.ok).length, 1, `host ${victim + 1} down: one winner of ${contended.length}`);
+
+    // The host comes back (same JetStream store, a fresh vault process) and catches up.
+    await nodes[victim].restart();
+    vaults[victim] = await startVault(victim);
+  }
+  // Every acknowledged write is readable, whichever replica answers.
+  const missing: string[] = [];
+  for (const [name, value] of acknowledged) {
+    const r = await op('RetrieveSecret', { name });
+    if (!r.ok || r.data.value !== value) missing.push(name);
+  }
+  t.deepEqual(missing, [], `${acknowledged.size} acknowledged writes, all readable`);
+});
