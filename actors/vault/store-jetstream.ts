@@ -155,7 +155,8 @@ export class JetStreamVaultStore implements VaultStore {
   }
 
   private static async openOnce(js: JetStreamClient, manager: JetStreamManager, options: { replicas: number; auditMaxAgeMs: number; auditMaxEntries: number }): Promise<JetStreamVaultStore> {
-    const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: HISTORY, storage: StorageType.File });
+    // A short request timeout: when a stream's leader is lost, a put fails fast and the write is retried.
+    const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: HISTORY, storage: StorageType.File, timeout: 2_000 });
     const [keys, secrets] = await Promise.all([bucket(VAULT_JS.keys), bucket(VAULT_JS.secrets)]);
     const config = {
       name: VAULT_JS.auditStream,
@@ -260,8 +261,32 @@ export class JetStreamVaultStore implements VaultStore {
     if (value === undefined && expected === 0) return; // absent before, absent after
     const intent: Intent<unknown> = value === undefined ? { e: expected, d: true } : { e: expected, v: value };
     const seq = await view.kv.put(kvKey(key), encode(intent));
-    await view.reached(seq);
+    try {
+      await view.reached(seq, 2_000);
+    } catch {
+      // The watch is being re-established (its node went away): decide from the key's own history,
+      // by the same rule every view applies; the view catches up and agrees.
+      if (!(await this.wonFromHistory(view, key, expected, seq))) throw new Conflict();
+      return;
+    }
     if (view.revisionOf(key) !== seq) throw new Conflict();
+  }
+
+  /** Whether the write at `seq` was the first, after revision `expected`, to name `expected`. */
+  private async wonFromHistory(view: View<unknown>, key: string, expected: number, seq: number): Promise<boolean> {
+    const history = await view.kv.history({ key: kvKey(key) });
+    for await (const e of history) {
+      if (e.revision <= expected || e.operation !== 'PUT') continue;
+      let named: number;
+      try {
+        named = decode<Intent<unknown>>(e.value).e;
+      } catch {
+        continue;
+      }
+      if (named === expected) return e.revision === seq;
+      if (e.revision >= seq) break;
+    }
+    return false;
   }
 
   async appendAudit(entries: AuditEntry[]): Promise<void> {
