@@ -27,6 +27,8 @@ test.after.always(async () => {
 });
 
 /** The CLI as `docker compose exec admin pier ...` runs it. */
+/** carol's token and app, from the feature test, for the failure tests after it. */
+let carol: { user: string; app: AppEnv } | undefined;
 const adminCli = () => ({ ...pierEnv(scratch, secrets), PIER_ADMIN_URL: topo.pier.get('admin')!.adminUrl });
 /** The test CA (the NATS nodes' and the browsers' certificates). */
 const ca = () => readFileSync(join(scratch, 'operator', 'deploy', 'nats', 'tls', 'ca.pem'));
@@ -46,6 +48,11 @@ test.serial('the compose file describes a 3-node NATS cluster, every role, two e
     t.deepEqual(svc.volumes?.filter((v) => v.includes('/bus/')), [`./deploy/nats/bus/${role}.creds:/run/pier/nats.creds:ro`], name);
     t.is('PIER_MASTER_KEY' in (svc.environment ?? {}), KEYRING_ROLES.includes(role as Role), `${name}: the master key only where it is used`);
     t.is('PIER_ADMIN_TOKEN' in (svc.environment ?? {}), role === 'admin', `${name}: the admin token only for the admin process`);
+    // The vault keeps its state in JetStream: no volume of its own, any number of replicas.
+    if (role === 'vault') {
+      t.is(svc.environment?.PIER_STATE, 'jetstream', name);
+      t.false((svc.volumes ?? []).some((v) => v.endsWith(':/data')), `${name}: no shared volume`);
+    }
     // Browsers reach the edges over TLS, terminated by the edges themselves.
     if (role === 'edge') t.truthy(svc.environment?.PIER_TLS_CERT && svc.environment?.PIER_TLS_KEY, `${name}: TLS for browsers`);
   }
@@ -95,6 +102,7 @@ upload: { fileType: ["*"], dest: /data/files }
   const user = (await cli(['user', 'add', 'carol', '--json'], adminCli())).json.token;
   const installed = (await cli(['app', 'install', '--user', 'carol', '--manifest', manifest, '--json'], adminCli())).json;
   const app: AppEnv = installed.env;
+  carol = { user, app };
   // The upload role's root is the compose file's PIER_UPLOAD_ROOT (its bind mount, here a scratch folder).
   t.is(installed.upload_dir, join(topo.binds.get('/srv/apps')!, 'carol', 'data', 'files'));
   const edge1 = topo.pier.get('edge-1')!;
@@ -142,4 +150,18 @@ test.serial('one NATS node dies: the processes fail over to the others', async (
   t.is(add.code, 0, add.stderr);
   const users = await cli(['user', 'list', '--json'], adminCli());
   t.deepEqual(users.json.map((u: { name: string }) => u.name), ['alice', 'bob', 'carol']);
+});
+
+test.serial('a vault replica and its NATS node gone: the secret written before is still served', async (t) => {
+  t.truthy(carol, 'the feature test ran first');
+  // nats-1 is already down (previous test); now a vault replica goes too.
+  await topo.pier.get('vault-1')!.stop('SIGKILL');
+  const { user, app } = carol!;
+  const sys = `127.0.0.1:${topo.pier.get('edge-2')!.ports!.system}`;
+  const access = await waitUntil('an access token through the surviving processes', () => accessToken(app, vaultPerm('w', ['RetrieveSecret'])), 20_000);
+  const read = await waitUntil('the surviving vault replicas to serve the secret', async () => {
+    const r = await vaultCall(sys, 'RetrieveSecret', 'w', { user, access }, { name: 'k' });
+    return r.status === 200 ? r : undefined;
+  }, 20_000);
+  t.is(read.json.data.data.value, 'through-compose');
 });

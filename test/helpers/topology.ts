@@ -131,6 +131,14 @@ export class LocalTopology {
           i++;
           continue;
         }
+        // A JetStream store in a container volume: a scratch folder per node here.
+        if (cmd[i] === '-sd' || cmd[i] === '--store_dir') {
+          const store = tempDir(`pier-${n}-js-`);
+          topo.dirs.push(store);
+          args.push('-sd', store);
+          i++;
+          continue;
+        }
         args.push(mapUrl(cmd[i]));
       }
       const workingDir = services[n].working_dir;
