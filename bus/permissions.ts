@@ -3,7 +3,7 @@ import { streamSubject } from './stream.js';
 import { gatewaySubjects } from './subjects-gateway.js';
 import { processSubjects } from './subjects-process.js';
 import { provider } from './subjects-provider.js';
-import { registry, registryEvents } from './subjects-registry.js';
+import { registry, registryEvents, registryState } from './subjects-registry.js';
 import { token } from './subjects-token.js';
 import { upload, uploadEvents, uploadSubjects } from './subjects-upload.js';
 import { vault, vaultState } from './subjects-vault.js';
@@ -121,6 +121,7 @@ const declarations: Record<BusRole, Declaration> = {
   registry: {
     serves: [...registryAdmin, registry.appCredentials, registry.appVerify, registry.snapshot],
     emits: [registryEvents.changes, registryEvents.heartbeat],
+    jetstream: { streams: [registryState.stream], buckets: [], subjects: [registryState.subject] },
   },
   // Hashes with app secrets (bcrypt proofs): one of the two roles that may obtain them.
   token: { serves: [token.issue], calls: [registry.appCredentials] },
@@ -138,7 +139,7 @@ const declarations: Record<BusRole, Declaration> = {
 };
 
 /** Published for parties outside Pier, or captured by a JetStream stream: nobody in Pier subscribes to them. */
-export const EXTERNAL_EVENTS: readonly string[] = [uploadEvents.completed.subject, vaultState.auditSubject];
+export const EXTERNAL_EVENTS: readonly string[] = [uploadEvents.completed.subject, vaultState.auditSubject, registryState.subject];
 
 function permissionsOf(d: Declaration): RolePermissions {
   return {

@@ -240,3 +240,9 @@ export const registryEvents = {
   /** Published every `heartbeatMs` by each registry replica: caches that are behind resync. */
   heartbeat: event<{ revision: number }>('pier.registry.heartbeat', { revision: { type: 'number', integer: true, min: 0 } }),
 };
+
+/** The registry's state on JetStream (PIER_STATE=jetstream): one replicated log of its writes. */
+export const registryState = {
+  stream: 'PIER_REGISTRY',
+  subject: 'pier.state.registry',
+} as const;

@@ -3,15 +3,24 @@ import { publishEvent, serve } from '../../bus/rpc.js';
 import { registry, registryEvents } from '../../bus/subjects.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import * as h from './handler.js';
-import { RegistryStore } from './store.js';
+import { LmdbRegistryStore, type RegistryStore } from './store.js';
+import { JetStreamRegistryStore } from './store-jetstream.js';
+
+/** LMDB under the data dir (replicas on one host share it), or the replicated log on JetStream (replicas anywhere). */
+async function openRegistryStore(ctx: Pick<RoleContext, 'config'> & Partial<Pick<RoleContext, 'jetstream'>>): Promise<RegistryStore> {
+  const { state } = ctx.config;
+  if (state.kind === 'lmdb') return LmdbRegistryStore.open(join(ctx.config.dataDir, 'registry'));
+  if (!ctx.jetstream) throw new Error('PIER_STATE=jetstream needs NATS_URL');
+  return JetStreamRegistryStore.open(ctx.jetstream.js, ctx.jetstream.manager, { replicas: state.replicas });
+}
 
 /**
  * The registry actor: users, their auth tokens, apps, grants and provider registries, in LMDB under
  * `<data>/registry`. Every committed write is published on `pier.registry.changes`; a heartbeat
  * carries the current revision so that caches which missed an event catch up within one beat.
  */
-export async function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'log' | 'metrics' | 'now'>): Promise<Running> {
-  const store = RegistryStore.open(join(ctx.config.dataDir, 'registry'));
+export async function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'log' | 'metrics' | 'now'> & Partial<Pick<RoleContext, 'jetstream'>>): Promise<Running> {
+  const store = await openRegistryStore(ctx);
   const deps: h.RegistryDeps = {
     store,
     keyring: ctx.config.keyring,

@@ -18,7 +18,32 @@ export interface Writer {
   putProvider(provider: ProviderView): void;
 }
 
-function publicView(app: AppRecord): AppView {
+/**
+ * What the registry keeps, whatever keeps it (LMDB on one host, or JetStream anywhere: CONTRACT.md
+ * section 10). Reads are local; `write` runs `fn` and commits its changes as one event with the
+ * next revision, or nothing; revisions are the same on every replica.
+ */
+export interface RegistryStore {
+  revision(): number;
+  getUser(name: string): UserView | undefined;
+  listUsers(): UserView[];
+  listTokens(user?: string): TokenView[];
+  getApp(id: string): AppRecord | undefined;
+  appByKey(appKey: string): AppRecord | undefined;
+  listApps(user?: string): AppRecord[];
+  getProvider(name: string): ProviderView | undefined;
+  listProviders(): ProviderView[];
+  snapshot(): Snapshot;
+  write<T>(fn: (w: Writer) => T): Promise<{ result: T; event: ChangeEvent | null }>;
+  close(): Promise<void>;
+}
+
+/** The public form of a change: what caches get (no secret, no digest). */
+export function publicChange(c: Change): Change {
+  return c.kind === 'app' && 'value' in c ? { ...c, value: publicView(c.value as AppRecord) } : c;
+}
+
+export function publicView(app: AppRecord): AppView {
   // Neither the sealed secret nor its digest leaves the registry: others ask it (appVerify).
   const { secretSealed: _sealed, secretDigest: _digest, ...view } = app;
   return view;
@@ -29,7 +54,7 @@ function publicView(app: AppRecord): AppView {
  * open the same environment: LMDB serialises their write transactions, and the revision counter is
  * read and bumped inside each one, so revisions are unique and increasing across replicas.
  */
-export class RegistryStore {
+export class LmdbRegistryStore implements RegistryStore {
   private constructor(
     private readonly root: RootDatabase,
     private readonly users: Database<UserView, string>,
@@ -40,9 +65,9 @@ export class RegistryStore {
     private readonly meta: Database<number, string>,
   ) {}
 
-  static open(path: string): RegistryStore {
+  static open(path: string): LmdbRegistryStore {
     const root = open({ path, compression: false });
-    return new RegistryStore(
+    return new LmdbRegistryStore(
       root,
       root.openDB<UserView, string>({ name: 'users' }),
       root.openDB<TokenView, string>({ name: 'tokens' }),

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { PierError } from '../../../bus/errors.js';
 import type { ChangeEvent } from '../../../bus/subjects.js';
 import * as h from '../../../actors/registry/handler.js';
-import { RegistryStore } from '../../../actors/registry/store.js';
+import { LmdbRegistryStore } from '../../../actors/registry/store.js';
 import { cleanup, ROOT, tempDir } from '../../helpers/pier.js';
 import { Keyring } from '../../../lib/keyring.js';
 
@@ -15,7 +15,7 @@ const provider = readFileSync(join(ROOT, 'examples', 'ProviderRegistry.yaml'), '
 
 function setup(t: { teardown(fn: () => void): void }) {
   const dir = tempDir();
-  const store = RegistryStore.open(join(dir, 'registry'));
+  const store = LmdbRegistryStore.open(join(dir, 'registry'));
   const events: ChangeEvent[] = [];
   const deps: h.RegistryDeps = { store, keyring: new Keyring(randomBytes(32)), now: () => new Date('2026-01-02T03:04:05Z'), publish: (e) => events.push(e) };
   t.teardown(() => {
@@ -74,7 +74,7 @@ test('the app secret is sealed: not in the database file, and opened only for it
   await h.userAdd(deps, 'alice');
   const app = await install(deps);
   await deps.store.close();
-  const reopened = RegistryStore.open(join(dir, 'registry'));
+  const reopened = LmdbRegistryStore.open(join(dir, 'registry'));
   t.teardown(() => void reopened.close());
   for (const f of readdirSync(join(dir, 'registry'))) {
     const bytes = readFileSync(join(dir, 'registry', f));

@@ -3,31 +3,42 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { NatsBus } from '../../bus/bus-nats.js';
 import { call } from '../../bus/rpc.js';
-import { registry, vault, type VaultRequest } from '../../bus/subjects.js';
+import { registry, token as tokenEndpoints, vault, type VaultRequest } from '../../bus/subjects.js';
+import bcrypt from 'bcryptjs';
 import { AccessTokens } from '../../lib/access-token.js';
 import { Keyring } from '../../lib/keyring.js';
 import { startJetStreamCluster, type NatsServer } from '../helpers/nats-server.js';
 import { cleanup, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { sleep, until } from '../helpers/wait.js';
 
-// CONTRACT.md section 10 for the vault: three "hosts", each a JetStream node and a vault process
-// connected to it alone, no shared disk. Under a steady load of writes and reads, kill -9 one host
-// (its nats-server and its vault): every acknowledged write stays readable, reads go on, writes
-// resume within 10 s, contended creates keep one winner, and the host rejoins and catches up.
-// Each host in turn. (The registry, not replicated yet, runs on a fourth host that stays up.)
+// CONTRACT.md section 10: three "hosts", each a JetStream node and one Pier process running the
+// registry, the vault and the token actor, connected to that node alone, no shared disk. Under a
+// steady load of vault writes and reads and token checks, kill -9 one host (its nats-server and its
+// process): every acknowledged write stays readable, reads and token checks go on, writes resume
+// within 10 s, contended creates keep one winner, and the host rejoins and catches up. Each host in turn.
 const HOSTS = 3;
 let dir: string;
 let nodes: NatsServer[];
-let registryProc: PierProcess;
 const vaults: PierProcess[] = [];
 let bus: NatsBus;
 const masterKey = randomBytes(32);
+const SECRET = randomBytes(24).toString('base64url');
 let access: string;
+
+/** A token check as an app makes it (a cheap cost-4 proof: the check, not bcrypt, is under test). */
+async function tokenCheck(): Promise<boolean> {
+  const timestamp = Math.floor(Date.now() / 1000);
+  const token = await bcrypt.hash(`ak_failover1${timestamp}${SECRET}`, 4);
+  return call(bus, tokenEndpoints.issue, { app_key: 'ak_failover1', timestamp, token, perm: { dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ['RetrieveSecret?workspace=w'] }, client: '10.0.0.1' }, 3_000).then(
+    () => true,
+    () => false,
+  );
+}
 
 const startVault = (host: number) =>
   PierProcess.start(
-    pierEnv(join(dir, `vault-${host}-${Date.now()}`), { NATS_URL: nodes[host].url, PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '3', PIER_MASTER_KEY: masterKey.toString('hex'), PIER_HEARTBEAT_MS: '250' }),
-    ['--roles', 'vault'],
+    pierEnv(join(dir, `host-${host}-${Date.now()}`), { NATS_URL: nodes[host].url, PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '3', PIER_MASTER_KEY: masterKey.toString('hex'), PIER_HEARTBEAT_MS: '250' }),
+    ['--roles', 'registry,vault,token'],
     60_000,
   );
 
@@ -35,19 +46,18 @@ test.before(async () => {
   dir = tempDir();
   nodes = await startJetStreamCluster(dir, HOSTS);
   const all = nodes.map((n) => n.url).join(',');
-  registryProc = await PierProcess.start(pierEnv(join(dir, 'registry'), { NATS_URL: all, PIER_MASTER_KEY: masterKey.toString('hex'), PIER_HEARTBEAT_MS: '250' }), ['--roles', 'registry']);
   for (let h = 0; h < HOSTS; h++) vaults[h] = await startVault(h);
   bus = await NatsBus.connect({ url: all, name: 'test: the edge' });
   await call(bus, registry.userAdd, { name: 'alice' });
   const manifest = 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [CreateSecret?workspace=w, RetrieveSecret?workspace=w] }\n';
-  const app = await call(bus, registry.appInstall, { user: 'alice', manifest, providers: [], host: '127.0.0.1' });
+  const app = await call(bus, registry.appInstall, { user: 'alice', manifest, providers: [], host: '127.0.0.1', credentials: { OS_APP_KEY: 'ak_failover1', OS_APP_SECRET: SECRET } });
   const now = Date.now();
   access = new AccessTokens(new Keyring(masterKey)).sign({ app: 'alice/chat', key: app.appKey, dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ['CreateSecret?workspace=w', 'RetrieveSecret?workspace=w'], iat: now, exp: now + 3_600_000 });
 });
 
 test.after.always(async () => {
   await bus?.close();
-  await Promise.all([registryProc, ...vaults].map((p) => p?.stop('SIGKILL')));
+  await Promise.all(vaults.map((p) => p?.stop('SIGKILL')));
   await Promise.all((nodes ?? []).map((n) => n.stop()));
   cleanup(dir);
 });
@@ -60,7 +70,7 @@ const op = (name: string, body: Record<string, unknown>) => {
   );
 };
 
-test.serial('kill -9 each host in turn under load: nothing acknowledged is lost, reads go on, writes come back, one winner', async (t) => {
+test.serial('kill -9 each host in turn under load: nothing acknowledged is lost, reads and token checks go on, writes come back, one winner', async (t) => {
   await until('the vaults to answer', async () => (await op('RetrieveSecret', { name: 'nothing' })).ok === false && (await op('CreateSecret', { name: 'warm', value: 'x' })).ok, 60_000, 250);
   const acknowledged = new Map<string, string>();
   let n = 0;
@@ -71,6 +81,11 @@ test.serial('kill -9 each host in turn under load: nothing acknowledged is lost,
     let longestReadGap = 0;
     let firstFailedWrite: number | null = null;
     let writeResumedAfter = 0;
+    let tokensOk = 0;
+    let tokensFailed = 0;
+    const checks = (async () => {
+      while (running) (await tokenCheck()) ? tokensOk++ : tokensFailed++;
+    })();
     const load = (async () => {
       while (running) {
         const name = `k${n++}`;
@@ -93,8 +108,9 @@ test.serial('kill -9 each host in turn under load: nothing acknowledged is lost,
     await Promise.all([nodes[victim].kill(), vaults[victim].stop('SIGKILL')]);
     await sleep(12_000);
     running = false;
-    await load;
-    t.log(`host ${victim + 1} killed: writes ${before} → ${acknowledged.size}, first failed write resumed after ${writeResumedAfter} ms, longest read gap ${longestReadGap} ms`);
+    await Promise.all([load, checks]);
+    t.true(tokensOk > 0, `host ${victim + 1} down: token checks went on (${tokensOk} ok, ${tokensFailed} failed)`);
+    t.log(`host ${victim + 1} killed: writes ${before} → ${acknowledged.size}, first failed write resumed after ${writeResumedAfter} ms, longest read gap ${longestReadGap} ms, token checks ${tokensOk} ok / ${tokensFailed} failed`);
     t.true(acknowledged.size > before, `host ${victim + 1} down: writes went on (${before} → ${acknowledged.size})`);
     t.true(writeResumedAfter <= 10_000, `host ${victim + 1} down: writes resumed after ${writeResumedAfter} ms`);
     t.true(longestReadGap <= 10_000, `host ${victim + 1} down: reads stopped at most ${longestReadGap} ms`);
