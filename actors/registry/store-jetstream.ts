@@ -81,6 +81,8 @@ export class JetStreamRegistryStore implements RegistryStore {
     const opts = consumerOpts();
     opts.orderedConsumer();
     opts.deliverAll();
+    // Named, not looked up: the identity may not list streams.
+    opts.bindStream(registryState.stream);
     const sub = await this.js.subscribe(registryState.subject, opts);
     this.stopReading = () => sub.unsubscribe();
     void (async () => {

@@ -49,7 +49,7 @@ test.serial('the compose file describes a 3-node NATS cluster, every role, two e
     t.is('PIER_MASTER_KEY' in (svc.environment ?? {}), KEYRING_ROLES.includes(role as Role), `${name}: the master key only where it is used`);
     t.is('PIER_ADMIN_TOKEN' in (svc.environment ?? {}), role === 'admin', `${name}: the admin token only for the admin process`);
     // The vault keeps its state in JetStream: no volume of its own, any number of replicas.
-    if (role === 'vault') {
+    if (role === 'vault' || role === 'registry') {
       t.is(svc.environment?.PIER_STATE, 'jetstream', name);
       t.false((svc.volumes ?? []).some((v) => v.endsWith(':/data')), `${name}: no shared volume`);
     }
@@ -152,10 +152,11 @@ test.serial('one NATS node dies: the processes fail over to the others', async (
   t.deepEqual(users.json.map((u: { name: string }) => u.name), ['alice', 'bob', 'carol']);
 });
 
-test.serial('a vault replica and its NATS node gone: the secret written before is still served', async (t) => {
+test.serial('a registry replica, a vault replica and a NATS node gone: the secret written before is still served', async (t) => {
   t.truthy(carol, 'the feature test ran first');
-  // nats-1 is already down (previous test); now a vault replica goes too.
+  // nats-1 is already down (previous test); now a vault replica and a registry replica go too.
   await topo.pier.get('vault-1')!.stop('SIGKILL');
+  await topo.pier.get('registry-1')!.stop('SIGKILL');
   const { user, app } = carol!;
   const sys = `127.0.0.1:${topo.pier.get('edge-2')!.ports!.system}`;
   const access = await waitUntil('an access token through the surviving processes', () => accessToken(app, vaultPerm('w', ['RetrieveSecret'])), 20_000);
