@@ -2,7 +2,7 @@ import { consumerOpts, RetentionPolicy, StorageType, type JetStreamClient, type 
 import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
 import { registryState, type Change, type ChangeEvent, type ProviderView, type Snapshot, type TokenView, type UserView } from '../../bus/subjects.js';
-import { retryWhileStarting } from '../vault/store-jetstream.js';
+import { retryWhileStarting } from '../../lib/jetstream.js';
 import { publicChange, publicView, type AppRecord, type RegistryStore, type Writer } from './store.js';
 
 /**

@@ -1,6 +1,7 @@
 import { DeliverPolicy, KvWatchInclude, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type KV, type KvEntry } from 'nats';
 import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
+import { retryWhileStarting } from '../../lib/jetstream.js';
 import { vaultState, type AuditEntry } from '../../bus/subjects.js';
 import type { DataKeyRecord, SecretRecord, VaultStore, VaultWriter } from './store.js';
 
@@ -116,20 +117,6 @@ interface Op {
 
 class Conflict extends Error {}
 
-/** Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders), for up to 30 s. */
-export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 30_000): Promise<T> {
-  const end = Date.now() + deadlineMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      const text = String((err as Error).message);
-      const starting = /temporarily unavailable|TIMEOUT|no responders|insufficient resources|no suitable peers/i.test(text) || (err as { code?: string }).code === '503';
-      if (!starting || Date.now() > end) throw err;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
-}
 
 /**
  * The vault on JetStream (CONTRACT.md section 10): data keys and sealed secrets in key-value

@@ -1,0 +1,16 @@
+/** Helpers for the state kept on JetStream (CONTRACT.md section 10). */
+
+/** Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders), for up to 30 s. */
+export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 30_000): Promise<T> {
+  const end = Date.now() + deadlineMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      const text = String((err as Error).message);
+      const starting = /temporarily unavailable|TIMEOUT|no responders|insufficient resources|no suitable peers/i.test(text) || (err as { code?: string }).code === '503';
+      if (!starting || Date.now() > end) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
