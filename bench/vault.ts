@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
+import { startJetStreamCluster } from '../test/helpers/nats-server.js';
 import { startChild } from './children.js';
 import { maxRate, round, type Target } from './load.js';
 
@@ -10,42 +11,71 @@ import { maxRate, round, type Target } from './load.js';
  * RetrieveSecret and CreateSecret through the whole stack (one process, the `npm start` shape),
  * 32 clients back to back, 1 KiB values, next to a bare uWebSockets.js endpoint answering a constant.
  */
+/** Reads and durable creates through the whole stack of `pier` (its system listener), 32 clients, 1 KiB values. */
+async function measure(pier: PierProcess, dir: string): Promise<{ reads: Awaited<ReturnType<typeof maxRate>>; writes: Awaited<ReturnType<typeof maxRate>>; retrieve: Target }> {
+  const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+  const user = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
+  writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=chat, CreateSecret?workspace=chat] }\n');
+  const app = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
+  const ts = Math.floor(Date.now() / 1000);
+  const access = await (
+    await fetch(`http://${app.OS_SYSTEM_SERVER}/permission/v1alpha1/access`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ app_key: app.OS_APP_KEY, timestamp: ts, token: bcrypt.hashSync(`${app.OS_APP_KEY}${ts}${app.OS_APP_SECRET}`, 10), perm: { dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ['RetrieveSecret?workspace=chat', 'CreateSecret?workspace=chat'] } }),
+    })
+  ).json();
+  const value = 'v'.repeat(1024);
+  const headers = { 'content-type': 'application/json', 'x-authorization': user, 'x-access-token': access.data.access_token };
+  const path = (op: string) => `/system-server/v1alpha1/secret/secret.vault/v1/${op}?workspace=chat`;
+  await fetch(`http://${app.OS_SYSTEM_SERVER}${path('CreateSecret')}`, { method: 'POST', headers, body: JSON.stringify({ name: 'read-me', value }) });
+  const retrieve: Target = { origin: `http://${app.OS_SYSTEM_SERVER}`, path: path('RetrieveSecret'), method: 'POST', headers, body: Buffer.from(JSON.stringify({ name: 'read-me' })) };
+  const create: Target = { ...retrieve, path: path('CreateSecret') };
+  await maxRate(retrieve, 32, 2); // warm-up
+  const reads = await maxRate(retrieve, 32, 5);
+  const writes = await maxRate(create, 32, 5, (i) => Buffer.from(JSON.stringify({ name: `w-${i}`, value })));
+  return { reads, writes, retrieve };
+}
+
+/**
+ * RetrieveSecret and CreateSecret through the whole stack (one process, the `npm start` shape),
+ * 32 clients back to back, 1 KiB values, next to a bare uWebSockets.js endpoint answering a constant;
+ * then the same Pier with its state on a local 3-node JetStream cluster (R3).
+ */
 export async function benchVault(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
   const bare = await startChild('./bare-uws.js');
   const pier = await PierProcess.start(pierEnv(join(dir, 'data')));
   try {
-    const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
-    const user = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
-    writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=chat, CreateSecret?workspace=chat] }\n');
-    const app = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
-    const ts = Math.floor(Date.now() / 1000);
-    const access = await (
-      await fetch(`http://${app.OS_SYSTEM_SERVER}/permission/v1alpha1/access`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ app_key: app.OS_APP_KEY, timestamp: ts, token: bcrypt.hashSync(`${app.OS_APP_KEY}${ts}${app.OS_APP_SECRET}`, 10), perm: { dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ['RetrieveSecret?workspace=chat', 'CreateSecret?workspace=chat'] } }),
-      })
-    ).json();
-    const value = 'v'.repeat(1024);
-    const headers = { 'content-type': 'application/json', 'x-authorization': user, 'x-access-token': access.data.access_token };
-    const path = (op: string) => `/system-server/v1alpha1/secret/secret.vault/v1/${op}?workspace=chat`;
-    await fetch(`http://${app.OS_SYSTEM_SERVER}${path('CreateSecret')}`, { method: 'POST', headers, body: JSON.stringify({ name: 'read-me', value }) });
-
-    const retrieve: Target = { origin: `http://${app.OS_SYSTEM_SERVER}`, path: path('RetrieveSecret'), method: 'POST', headers, body: Buffer.from(JSON.stringify({ name: 'read-me' })) };
-    const create: Target = { ...retrieve, path: path('CreateSecret') };
+    const { reads, writes, retrieve } = await measure(pier, dir);
     const ceiling: Target = { origin: `http://127.0.0.1:${bare.port}`, path: '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: retrieve.body };
-
-    await maxRate(retrieve, 32, 2); // warm-up
     await maxRate(ceiling, 32, 2);
     const bareRun = await maxRate(ceiling, 32, 5);
-    const reads = await maxRate(retrieve, 32, 5);
-    const writes = await maxRate(create, 32, 5, (i) => Buffer.from(JSON.stringify({ name: `w-${i}`, value })));
+    await pier.stop();
+
+    // The same, with the registry and the vault on JetStream: 3 nodes, 3 copies, quorum writes.
+    const nodes = await startJetStreamCluster(join(dir, 'js'), 3);
+    let r3;
+    try {
+      const replicated = await PierProcess.start(pierEnv(join(dir, 'data-js'), { NATS_URL: nodes.map((n) => n.url).join(','), PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '3' }), [], 60_000);
+      try {
+        r3 = await measure(replicated, join(dir, 'data-js'));
+      } finally {
+        await replicated.stop();
+      }
+    } finally {
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
     return {
       shape: 'npm start (one process, in-process bus); 32 clients back to back from this process; 1 KiB values',
       bare_uws_constant: { rps: bareRun.rps, p50_ms: bareRun.p50_ms, p99_ms: bareRun.p99_ms },
       retrieve: { rps: reads.rps, p50_ms: reads.p50_ms, p99_ms: reads.p99_ms, errors: reads.errors, ratio_to_bare: round(reads.rps / bareRun.rps, 2), goal: 'ratio >= 0.3, p99 <= 5 ms' },
       create_durable: { rps: writes.rps, p50_ms: writes.p50_ms, p99_ms: writes.p99_ms, errors: writes.errors, goal: '>= 1000/s' },
+      jetstream_r3: {
+        shape: 'the same process with PIER_STATE=jetstream on a local 3-node cluster (R3); the bus over NATS too',
+        retrieve: { rps: r3.reads.rps, p50_ms: r3.reads.p50_ms, p99_ms: r3.reads.p99_ms, errors: r3.reads.errors, ratio_to_lmdb: round(r3.reads.rps / reads.rps, 2), goal: 'ratio >= 0.8 (reads stay local)' },
+        create_durable: { rps: r3.writes.rps, p50_ms: r3.writes.p50_ms, p99_ms: r3.writes.p99_ms, errors: r3.writes.errors, goal: '>= 1000/s' },
+      },
     };
   } finally {
     await pier.stop();
