@@ -1,10 +1,9 @@
 import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { planIdentities, writeBusInit } from '../../lib/bus-init.js';
 import { makeCa, makeLeaf } from './certs.js';
-import { NatsServer } from './nats-server.js';
+import { freeLoopbackPort as freePort, NatsServer } from './nats-server.js';
 import { pierEnv, PierProcess, ROOT, tempDir, cleanup } from './pier.js';
 
 interface ComposeService {
@@ -51,16 +50,6 @@ export function prepareOperatorFiles(dir: string): string {
 /** Where the balancer's ports lead (the test addresses the first edge, as the balancer would). */
 const BALANCED: Record<string, 'public' | 'system' | 'local' | 'upload'> = { '8080': 'public', '40080': 'system', '40010': 'local', '40030': 'upload' };
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** docker-compose.yml as data (YAML merge keys resolved). */
 export function readCompose(): Record<string, ComposeService> {
