@@ -14,3 +14,13 @@ export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 3
     }
   }
 }
+
+/**
+ * Waits for `catchUp` at most `budgetMs`: while a stream elects a new leader its info cannot be
+ * had, and reads must go on from the local view rather than wait for it.
+ */
+export async function withinBudget(catchUp: Promise<unknown>, budgetMs = 1_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([catchUp.catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, budgetMs)))]);
+  clearTimeout(timer);
+}

@@ -28,19 +28,21 @@ export async function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'l
     publish: (event) => publishEvent(ctx.bus, registryEvents.changes, event),
   };
   const hooks = { observe: ctx.metrics.observeActor };
+  // Reads answer what any replica has written so far (writes catch up inside `write`).
+  const current = <R>(read: () => R) => store.sync().then(read);
   const subs = [
     serve(ctx.bus, registry.userAdd, (r) => h.userAdd(deps, r.name), hooks),
     serve(ctx.bus, registry.userToken, (r) => h.userToken(deps, r.name), hooks),
     serve(ctx.bus, registry.userRevoke, (r) => h.userRevoke(deps, r.name), hooks),
-    serve(ctx.bus, registry.userList, () => h.userList(deps), hooks),
+    serve(ctx.bus, registry.userList, () => current(() => h.userList(deps)), hooks),
     serve(ctx.bus, registry.appInstall, (r) => h.appInstall(deps, r), hooks),
-    serve(ctx.bus, registry.appList, (r) => h.appList(deps, r.user), hooks),
+    serve(ctx.bus, registry.appList, (r) => current(() => h.appList(deps, r.user)), hooks),
     serve(ctx.bus, registry.appUninstall, (r) => h.appUninstall(deps, r.user, r.app, r.purge), hooks),
-    serve(ctx.bus, registry.appCredentials, (r) => h.appCredentials(deps, r.appKey), hooks),
-    serve(ctx.bus, registry.appVerify, (r) => h.appVerify(deps, r.appKey, r.secret), hooks),
-    serve(ctx.bus, registry.providerList, () => store.listProviders(), hooks),
+    serve(ctx.bus, registry.appCredentials, (r) => current(() => h.appCredentials(deps, r.appKey)), hooks),
+    serve(ctx.bus, registry.appVerify, (r) => current(() => h.appVerify(deps, r.appKey, r.secret)), hooks),
+    serve(ctx.bus, registry.providerList, () => current(() => store.listProviders()), hooks),
     serve(ctx.bus, registry.providerSetState, (r) => h.providerSetState(deps, r.name, r.state), hooks),
-    serve(ctx.bus, registry.snapshot, () => store.snapshot(), hooks),
+    serve(ctx.bus, registry.snapshot, () => current(() => store.snapshot()), hooks),
     serve(ctx.bus, registry.appReseal, () => h.appReseal(deps), hooks),
   ];
   const beat = () => {

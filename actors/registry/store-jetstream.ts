@@ -2,7 +2,7 @@ import { consumerOpts, RetentionPolicy, StorageType, type JetStreamClient, type 
 import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
 import { registryState, type Change, type ChangeEvent, type ProviderView, type Snapshot, type TokenView, type UserView } from '../../bus/subjects.js';
-import { retryWhileStarting } from '../../lib/jetstream.js';
+import { retryWhileStarting, withinBudget } from '../../lib/jetstream.js';
 import { publicChange, publicView, type AppRecord, type RegistryStore, type Writer } from './store.js';
 
 /**
@@ -59,7 +59,10 @@ export class JetStreamRegistryStore implements RegistryStore {
   private readonly waiters: Array<{ seq: number; wake: () => void }> = [];
   private stopReading: (() => void) | null = null;
 
-  private constructor(private readonly js: JetStreamClient) {}
+  private constructor(
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+  ) {}
 
   static async open(js: JetStreamClient, manager: () => Promise<JetStreamManager>, options: { replicas: number }): Promise<JetStreamRegistryStore> {
     return retryWhileStarting(async () => {
@@ -68,7 +71,7 @@ export class JetStreamRegistryStore implements RegistryStore {
       await jsm.streams.add(config).catch((err: unknown) => {
         if (!String((err as Error).message).includes('already in use')) throw err;
       });
-      const store = new JetStreamRegistryStore(js);
+      const store = new JetStreamRegistryStore(js, jsm);
       const last = (await jsm.streams.info(registryState.stream)).state.last_seq;
       await store.follow();
       await store.reached(last, 60_000);
@@ -112,6 +115,11 @@ export class JetStreamRegistryStore implements RegistryStore {
       const timer = setTimeout(() => reject(new PierError('UNAVAILABLE', `registry: the log did not reach ${seq} in ${timeoutMs} ms`)), timeoutMs);
       this.waiters.push({ seq, wake: () => (clearTimeout(timer), resolve()) });
     });
+  }
+
+  /** Catches up with the log as it is now, wherever it was written (best effort within 1 s: see withinBudget). */
+  async sync(): Promise<void> {
+    await withinBudget(this.jsm.streams.info(registryState.stream).then((info) => this.reached(info.state.last_seq)));
   }
 
   revision(): number {
@@ -163,6 +171,9 @@ export class JetStreamRegistryStore implements RegistryStore {
    * refused (another write took that revision), `fn` runs again on the new state.
    */
   async write<T>(fn: (w: Writer) => T): Promise<{ result: T; event: ChangeEvent | null }> {
+    // Decide on everything written anywhere so far (a write just answered by another replica
+    // included): a user added through one replica is there when an app is installed through another.
+    await this.sync();
     for (let attempt = 0; attempt < 50; attempt++) {
       const expected = this.model.revision;
       const changes: Change[] = [];

@@ -24,6 +24,8 @@ export interface Writer {
  * next revision, or nothing; revisions are the same on every replica.
  */
 export interface RegistryStore {
+  /** Catches up with writes made anywhere so far (no-op where there is one writer environment). */
+  sync(): Promise<void>;
   revision(): number;
   getUser(name: string): UserView | undefined;
   listUsers(): UserView[];
@@ -77,6 +79,8 @@ export class LmdbRegistryStore implements RegistryStore {
       root.openDB<number, string>({ name: 'meta' }),
     );
   }
+
+  async sync(): Promise<void> {}
 
   revision(): number {
     return this.meta.get('revision') ?? 0;

@@ -125,6 +125,8 @@ async function run(deps: VaultDeps, req: VaultRequest, gateOnly: boolean): Promi
     const op = req.op as SecretOp;
     const who = authorise(deps, req, op, caller);
     if (gateOnly) return { until: who.until };
+    // Read what any replica has written so far: a secret created through another replica is there.
+    await deps.store.sync();
     assertValid(bodies[op], body);
     const scope = scopeKey(who.user, req.workspace, (body.env as string | undefined) ?? 'prod');
     const answer = await perform(deps, op, scope, who, body, entry);

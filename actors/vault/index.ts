@@ -24,7 +24,16 @@ async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
   const { state, audit } = ctx.config;
   if (state.kind === 'lmdb') return LmdbVaultStore.open(join(ctx.config.dataDir, 'vault'), ctx.config.instanceId);
   if (!ctx.jetstream) throw new Error('PIER_STATE=jetstream needs NATS_URL');
-  return JetStreamVaultStore.open(ctx.jetstream.js, ctx.jetstream.manager, { replicas: state.replicas, auditMaxAgeMs: audit.maxAgeMs, auditMaxEntries: audit.maxEntries });
+  const lost = new Counter({ name: 'pier_vault_audit_lost_total', help: 'Audit entries of durable vault changes that could not be appended to the audit stream', registers: [ctx.metrics.registry] });
+  return JetStreamVaultStore.open(ctx.jetstream.js, ctx.jetstream.manager, {
+    replicas: state.replicas,
+    auditMaxAgeMs: audit.maxAgeMs,
+    auditMaxEntries: audit.maxEntries,
+    onAuditLost: (count) => {
+      lost.inc(count);
+      ctx.log.error({ count }, 'vault: audit entries of a durable change could not be appended');
+    },
+  });
 }
 
 /**

@@ -1,7 +1,8 @@
 import { DeliverPolicy, KvWatchInclude, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type KV, type KvEntry } from 'nats';
+import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
-import { retryWhileStarting } from '../../lib/jetstream.js';
+import { retryWhileStarting, withinBudget } from '../../lib/jetstream.js';
 import { vaultState, type AuditEntry } from '../../bus/subjects.js';
 import type { DataKeyRecord, SecretRecord, VaultStore, VaultWriter } from './store.js';
 
@@ -117,6 +118,13 @@ interface Op {
 
 class Conflict extends Error {}
 
+export interface JetStreamVaultOptions {
+  replicas: number;
+  auditMaxAgeMs: number;
+  auditMaxEntries: number;
+  onAuditLost?: (count: number) => void;
+}
+
 
 /**
  * The vault on JetStream (CONTRACT.md section 10): data keys and sealed secrets in key-value
@@ -134,14 +142,16 @@ export class JetStreamVaultStore implements VaultStore {
     private readonly manager: JetStreamManager,
     private readonly keysView: View<DataKeyRecord>,
     private readonly secretsView: View<SecretRecord>,
+    /** Audit entries of a durable change that could not be appended within the retry period. */
+    private readonly onAuditLost: (count: number) => void,
   ) {}
 
-  static async open(js: JetStreamClient, manager: () => Promise<JetStreamManager>, options: { replicas: number; auditMaxAgeMs: number; auditMaxEntries: number }): Promise<JetStreamVaultStore> {
+  static async open(js: JetStreamClient, manager: () => Promise<JetStreamManager>, options: JetStreamVaultOptions): Promise<JetStreamVaultStore> {
     // A cluster still electing its leaders answers "temporarily unavailable" (or nothing) for a while: wait it out.
     return retryWhileStarting(async () => JetStreamVaultStore.openOnce(js, await manager(), options));
   }
 
-  private static async openOnce(js: JetStreamClient, manager: JetStreamManager, options: { replicas: number; auditMaxAgeMs: number; auditMaxEntries: number }): Promise<JetStreamVaultStore> {
+  private static async openOnce(js: JetStreamClient, manager: JetStreamManager, options: JetStreamVaultOptions): Promise<JetStreamVaultStore> {
     // A short request timeout: when a stream's leader is lost, a put fails fast and the write is retried.
     const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: HISTORY, storage: StorageType.File, timeout: 2_000 });
     const [keys, secrets] = await Promise.all([bucket(VAULT_JS.keys), bucket(VAULT_JS.secrets)]);
@@ -159,9 +169,19 @@ export class JetStreamVaultStore implements VaultStore {
       if (!String((err as Error).message).includes('already in use')) throw err;
       await manager.streams.update(VAULT_JS.auditStream, config);
     });
-    const store = new JetStreamVaultStore(js, manager, new View<DataKeyRecord>(keys), new View<SecretRecord>(secrets));
+    const store = new JetStreamVaultStore(js, manager, new View<DataKeyRecord>(keys), new View<SecretRecord>(secrets), options.onAuditLost ?? (() => undefined));
     await Promise.all([store.keysView.start(), store.secretsView.start()]);
     return store;
+  }
+
+  /** Best effort within 1 s: during an election the local view answers (it may be a moment behind). */
+  async sync(): Promise<void> {
+    await withinBudget(
+      (async () => {
+        const [keys, secrets] = await Promise.all([this.manager.streams.info(`KV_${VAULT_JS.keys}`), this.manager.streams.info(`KV_${VAULT_JS.secrets}`)]);
+        await Promise.all([this.keysView.reached(keys.state.last_seq), this.secretsView.reached(secrets.state.last_seq)]);
+      })(),
+    );
   }
 
   dataKey(scope: string): DataKeyRecord | undefined {
@@ -198,7 +218,9 @@ export class JetStreamVaultStore implements VaultStore {
         // Another replica wrote first: see what it wrote, then decide again.
         continue;
       }
-      await this.appendAudit(audit);
+      // The change is durable now: the client is answered, its audit entries follow (retried across
+      // a leader election of the audit stream rather than failing a write that happened).
+      void this.appendAudit(audit).catch(() => this.onAuditLost(audit.length));
       return result;
     }
   }
@@ -259,25 +281,35 @@ export class JetStreamVaultStore implements VaultStore {
     if (view.revisionOf(key) !== seq) throw new Conflict();
   }
 
-  /** Whether the write at `seq` was the first, after revision `expected`, to name `expected`. */
+  /**
+   * Whether the write at `seq` was the first, after revision `expected`, to name `expected`: walks
+   * the key's entries from `expected` with direct message reads (no consumer, so it works while the
+   * view's own consumer is being re-established after a node loss).
+   */
   private async wonFromHistory(view: View<unknown>, key: string, expected: number, seq: number): Promise<boolean> {
-    const history = await view.kv.history({ key: kvKey(key) });
-    for await (const e of history) {
-      if (e.revision <= expected || e.operation !== 'PUT') continue;
+    const stream = `KV_${view.kv === this.keysView.kv ? VAULT_JS.keys : VAULT_JS.secrets}`;
+    const subject = `$KV.${view.kv === this.keysView.kv ? VAULT_JS.keys : VAULT_JS.secrets}.${kvKey(key)}`;
+    for (let from = expected + 1; from <= seq; ) {
+      // `next_by_subj` (the next message on the subject from `seq`) is in the server's API since 2.9 but not in nats.js's types.
+      const m = await this.manager.streams.getMessage(stream, { seq: from, next_by_subj: subject } as unknown as { seq: number });
       let named: number;
       try {
-        named = decode<Intent<unknown>>(e.value).e;
+        named = decode<Intent<unknown>>(m.data).e;
       } catch {
-        continue;
+        named = -1;
       }
-      if (named === expected) return e.revision === seq;
-      if (e.revision >= seq) break;
+      if (named === expected) return m.seq === seq;
+      from = m.seq + 1;
     }
     return false;
   }
 
   async appendAudit(entries: AuditEntry[]): Promise<void> {
-    for (const e of entries) await this.js.publish(VAULT_JS.auditSubject, encode(e));
+    for (const e of entries) {
+      // One id per entry: a retry of a publish whose answer was lost is dropped by the stream's duplicate window.
+      const msgID = randomBytes(12).toString('base64url');
+      await retryWhileStarting(() => this.js.publish(VAULT_JS.auditSubject, encode(e), { timeout: 2_000, msgID }));
+    }
   }
 
   /** Newest first, at most `limit`, optionally one user's: read in windows backwards from the stream's end. */

@@ -38,6 +38,8 @@ export const nameOf = (key: string) => key.slice(key.lastIndexOf(SEP) + 1);
  * together or not at all, and "create if absent" and check-and-set hold across replicas.
  */
 export interface VaultStore {
+  /** Catches up with writes made anywhere so far (another replica's just-answered create included). */
+  sync(): Promise<void>;
   dataKey(scope: string): DataKeyRecord | undefined;
   secret(key: string): SecretRecord | undefined;
   /** Secrets of one scope, sorted by name. */
@@ -93,6 +95,9 @@ export class LmdbVaultStore implements VaultStore {
       replica,
     );
   }
+
+  /** LMDB is one environment shared by the replicas of a host: always current. */
+  async sync(): Promise<void> {}
 
   dataKey(scope: string): DataKeyRecord | undefined {
     return this.dataKeys.get(scope);

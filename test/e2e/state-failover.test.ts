@@ -80,6 +80,7 @@ test.serial('kill -9 each host in turn under load: nothing acknowledged is lost,
     let lastReadOk = Date.now();
     let longestReadGap = 0;
     let firstFailedWrite: number | null = null;
+    /** From the first failed write to the next that succeeded; Infinity while none has. */
     let writeResumedAfter = 0;
     let tokensOk = 0;
     let tokensFailed = 0;
@@ -93,8 +94,11 @@ test.serial('kill -9 each host in turn under load: nothing acknowledged is lost,
         const w = await op('CreateSecret', { name, value });
         if (w.ok) {
           acknowledged.set(name, value);
-          if (firstFailedWrite !== null && writeResumedAfter === 0) writeResumedAfter = Date.now() - firstFailedWrite;
-        } else firstFailedWrite ??= Date.now();
+          if (firstFailedWrite !== null && writeResumedAfter === Number.POSITIVE_INFINITY) writeResumedAfter = Date.now() - firstFailedWrite;
+        } else if (firstFailedWrite === null) {
+          firstFailedWrite = Date.now();
+          writeResumedAfter = Number.POSITIVE_INFINITY;
+        }
         const known = [...acknowledged.keys()];
         const r = await op('RetrieveSecret', { name: known[Math.floor(Math.random() * known.length)] });
         if (r.ok) {
@@ -119,9 +123,19 @@ test.serial('kill -9 each host in turn under load: nothing acknowledged is lost,
     const contended = await Promise.all(Array.from({ length: 10 }, (_, i) => op('CreateSecret', { name: `contended-${victim}`, value: `v${i}` })));
     t.is(contended.filter((r) => r.ok).length, 1, `host ${victim + 1} down: one winner of ${contended.length}`);
 
-    // The host comes back (same JetStream store, a fresh vault process) and catches up.
+    // The host comes back (same JetStream store, a fresh Pier process) and catches up: every stream
+    // has its three copies current again before the next host goes.
     await nodes[victim].restart();
     vaults[victim] = await startVault(victim);
+    const jsm = await bus.jetstream().manager();
+    await until(`host ${victim + 1}'s copies to catch up`, async () => {
+      for (const stream of ['PIER_REGISTRY', 'KV_pier-vault-keys', 'KV_pier-vault-secrets', 'PIER_VAULT_AUDIT']) {
+        const info = await jsm.streams.info(stream);
+        const copies = info.cluster?.replicas ?? [];
+        if (copies.length !== 2 || !copies.every((r) => r.current && !r.offline)) return false;
+      }
+      return true;
+    }, 60_000, 500);
   }
   // Every acknowledged write is readable, whichever replica answers.
   const missing: string[] = [];
