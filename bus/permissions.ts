@@ -7,6 +7,7 @@ import { registry, registryEvents, registryState } from './subjects-registry.js'
 import { token } from './subjects-token.js';
 import { upload, uploadEvents, uploadSubjects } from './subjects-upload.js';
 import { vault, vaultState } from './subjects-vault.js';
+import { stateEndpoints } from './subjects-state.js';
 
 /**
  * What each role may do on the bus (CONTRACT.md section 9), declared from the subjects of `bus/`
@@ -117,9 +118,9 @@ const declarations: Record<BusRole, Declaration> = {
     serves: [gatewaySubjects.edge(any), gatewaySubjects.user(any, any), gatewaySubjects.list, gatewaySubjects.settled(any), streamSubject('edge', '>')],
   },
   // The operator's listener (loopback): users, apps, providers, the vault's audit and key rotation.
-  admin: { calls: [...registryAdmin, upload.prepare, vault.audit, vault.rotate, processSubjects.describe] },
+  admin: { calls: [...registryAdmin, upload.prepare, vault.audit, vault.rotate, processSubjects.describe, ...Object.values(stateEndpoints)] },
   registry: {
-    serves: [...registryAdmin, registry.appCredentials, registry.appVerify, registry.snapshot],
+    serves: [...registryAdmin, registry.appCredentials, registry.appVerify, registry.snapshot, stateEndpoints.registryExport, stateEndpoints.registryImport, stateEndpoints.registryEmpty],
     emits: [registryEvents.changes, registryEvents.heartbeat],
     jetstream: { streams: [registryState.stream], buckets: [], subjects: [registryState.subject] },
   },
@@ -127,7 +128,7 @@ const declarations: Record<BusRole, Declaration> = {
   token: { serves: [token.issue], calls: [registry.appCredentials] },
   provider: { serves: [provider.call, provider.authorize, streamSubject('provider', '>')], calls: [streamSubject('edge', '>')] },
   vault: {
-    serves: [vault.op, vault.authorize, vault.audit, vault.rotate],
+    serves: [vault.op, vault.authorize, vault.audit, vault.rotate, stateEndpoints.vaultExport, stateEndpoints.vaultImport, stateEndpoints.vaultEmpty],
     jetstream: { streams: [vaultState.auditStream], buckets: [vaultState.keys, vaultState.secrets], subjects: [vaultState.auditSubject] },
   },
   // Signs callbacks with app secrets: the other role that may obtain them.

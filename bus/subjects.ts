@@ -9,3 +9,4 @@ export * from './subjects-provider.js';
 export * from './subjects-vault.js';
 export * from './subjects-gateway.js';
 export * from './subjects-upload.js';
+export * from './subjects-state.js';

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { DEFAULT_PORTS, ENV } from '../lib/config.js';
 
@@ -27,13 +28,13 @@ export function adminTarget(env: Record<string, string | undefined>): AdminTarge
 }
 
 /** One admin API call; returns `data` of the envelope or throws a one-line CliError. */
-export async function adminCall(target: AdminTarget, method: string, path: string, body?: unknown): Promise<unknown> {
+export async function adminCall(target: AdminTarget, method: string, path: string, body?: unknown, rawBody?: string): Promise<unknown> {
   let res: Response;
   try {
     res = await fetch(`${target.url}${path}`, {
       method,
-      headers: { authorization: `Bearer ${target.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: { authorization: `Bearer ${target.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(rawBody === undefined ? {} : { 'content-type': 'application/x-ndjson' }) },
+      body: rawBody ?? (body === undefined ? undefined : JSON.stringify(body)),
       signal: AbortSignal.timeout(15_000),
     });
   } catch (err) {
@@ -49,4 +50,63 @@ export async function adminCall(target: AdminTarget, method: string, path: strin
   }
   if (!res.ok || envelope.code !== 0) throw new CliError(`${envelope.message ?? 'request failed'} (${res.status})`);
   return envelope.data;
+}
+
+/** `pier state export FILE`: the admin API's NDJSON stream into FILE (0600, never overwritten). */
+export async function exportState(target: AdminTarget, file: string): Promise<{ file: string; records: number }> {
+  let res: Response;
+  try {
+    res = await fetch(`${target.url}/admin/v1/state`, { headers: { authorization: `Bearer ${target.token}` } });
+  } catch (err) {
+    throw new CliError(`cannot reach the admin API at ${target.url} (${(err as Error).message})`);
+  }
+  if (!res.ok || !res.body) {
+    const text = await res.text().catch(() => '');
+    throw new CliError(`${(() => { try { return JSON.parse(text).message; } catch { return 'export failed'; } })()} (${res.status})`);
+  }
+  const out = await open(file, 'wx', 0o600).catch((err: NodeJS.ErrnoException) => {
+    throw new CliError(`${file}: ${err.code === 'EEXIST' ? 'exists (an export never overwrites)' : err.message}`);
+  });
+  let records = 0;
+  try {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      await out.write(chunk);
+      for (const b of chunk) if (b === 0x0a) records++;
+    }
+  } finally {
+    await out.close();
+  }
+  return { file, records };
+}
+
+/** `pier state import FILE`: the file's records in batches within the admin body limit, the first checked against an empty target. */
+export async function importState(target: AdminTarget, file: string): Promise<{ imported: number }> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new CliError(`${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  const lines = text.split('\n').filter((l) => l.trim() !== '');
+  let imported = 0;
+  let batch: string[] = [];
+  let size = 0;
+  let firstLine = 1;
+  let first = true;
+  const send = async () => {
+    if (batch.length === 0 && !first) return;
+    const data = (await adminCall(target, 'POST', `/admin/v1/state?first=${first}&line=${firstLine}`, undefined, batch.join('\n'))) as { imported: number };
+    imported += data.imported;
+    firstLine += batch.length;
+    first = false;
+    batch = [];
+    size = 0;
+  };
+  for (const line of lines) {
+    if (size + line.length > 512 * 1024 && batch.length > 0) await send();
+    batch.push(line);
+    size += line.length + 1;
+  }
+  await send();
+  return { imported };
 }

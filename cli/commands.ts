@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 import { planIdentities, writeBusInit } from '../lib/bus-init.js';
-import { adminCall, adminTarget, CliError } from './admin-client.js';
+import { adminCall, adminTarget, CliError, exportState, importState } from './admin-client.js';
 
 export interface Invocation {
   positionals: string[];
@@ -154,6 +154,16 @@ export const COMMANDS: Record<string, Command> = {
         ...d.identities.map((i: any) => `  ${i.user.padEnd(18)} ${i.creds}  (${i.roles.join(',')})`),
         'Start each Pier process with NATS_CREDS=<its .creds file>.',
       ].join('\n'),
+  },
+  'state export': {
+    usage: 'pier state export FILE   (the registry and the vault, secrets sealed; no master key)',
+    run: (inv) => exportState(adminTarget(inv.env), arg(inv, 0, 'FILE')),
+    text: (d) => `exported ${d.records} record(s) to ${d.file}`,
+  },
+  'state import': {
+    usage: 'pier state import FILE   (into an empty registry and vault, with the same PIER_MASTER_KEY)',
+    run: (inv) => importState(adminTarget(inv.env), arg(inv, 0, 'FILE')),
+    text: (d) => `imported ${d.imported} record(s)`,
   },
   status: {
     usage: 'pier status',

@@ -1,13 +1,14 @@
 import type { Bus } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
-import { credentialsSchema, registry, upload, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState } from '../bus/subjects.js';
+import { credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState } from '../bus/subjects.js';
 import { AggregatorRegistry } from 'prom-client';
 import { assertValid, compile } from '../bus/validation.js';
 import { safeEqual } from '../lib/tokens.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
 import { describeProcesses } from '../lib/presence.js';
 import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
+import { parseStateLines, stateLine } from './state-file.js';
 
 export interface AdminDeps {
   bus: Bus;
@@ -54,6 +55,8 @@ async function uploadDir(deps: AdminDeps, user: string, dest: string | null): Pr
     return { upload_dir: null, upload_dir_error: `the upload role did not create the folder: ${(err as Error).message}` };
   }
 }
+
+const EXPORT_PAGE = 500;
 
 /** The admin API handlers. Each checks the token, validates, and asks the registry over the bus. */
 export function adminHandlers(deps: AdminDeps) {
@@ -119,6 +122,40 @@ export function adminHandlers(deps: AdminDeps) {
       const limitText = req.query.get('limit') ?? '100';
       if (!/^\d{1,6}$/.test(limitText) || Number(limitText) < 1) throw new PierError('BAD_REQUEST', 'limit: must be an integer from 1 to 100000');
       return ok(await call(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) }));
+    }),
+    /** `pier state export`: every record of the registry and the vault, as NDJSON, streamed page by page. */
+    stateExport: guard(async () => {
+      async function* lines(): AsyncGenerator<Uint8Array> {
+        for (const ep of [stateEndpoints.registryExport, stateEndpoints.vaultExport]) {
+          for (let offset = 0; ; offset += EXPORT_PAGE) {
+            const page = await call(deps.bus, ep, { offset, limit: EXPORT_PAGE });
+            yield Buffer.from(page.records.map(stateLine).join(''));
+            if (page.done) break;
+          }
+        }
+      }
+      return { status: 200, headers: { 'content-type': 'application/x-ndjson' }, stream: lines() };
+    }),
+    /**
+     * `pier state import`: one batch of records (NDJSON, within the admin body limit). The first
+     * batch (`?first=true`) is refused unless the registry and the vault are empty.
+     */
+    stateImport: guard(async (req) => {
+      const records = parseStateLines(req.body.toString('utf8'), Number(req.query.get('line') ?? '1') || 1);
+      if (req.query.get('first') === 'true') {
+        const [r, v] = await Promise.all([call(deps.bus, stateEndpoints.registryEmpty, {}), call(deps.bus, stateEndpoints.vaultEmpty, {})]);
+        if (!r.empty || !v.empty) throw new PierError('CONFLICT', 'the target already holds state: import goes into an empty registry and vault');
+      }
+      const registryKinds = new Set(['user', 'token', 'app', 'provider']);
+      let imported = 0;
+      for (let i = 0; i < records.length; i += 1_000) {
+        const chunk = records.slice(i, i + 1_000);
+        const reg = chunk.filter((r) => registryKinds.has(r.kind));
+        const vlt = chunk.filter((r) => !registryKinds.has(r.kind));
+        if (reg.length > 0) imported += (await call(deps.bus, stateEndpoints.registryImport, { records: reg })).imported;
+        if (vlt.length > 0) imported += (await call(deps.bus, stateEndpoints.vaultImport, { records: vlt })).imported;
+      }
+      return ok({ imported });
     }),
     /** After restarting every process with the new PIER_MASTER_KEY and the old one as PIER_MASTER_KEY_PREVIOUS. */
     rotateMasterKey: guard(async () => {

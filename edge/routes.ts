@@ -71,6 +71,8 @@ export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiD
       { method: 'post', path: '/admin/v1/providers/:name/resume', handler: admin.providerSetState('active') },
       { method: 'get', path: '/admin/v1/vault/audit', handler: admin.vaultAudit },
       { method: 'post', path: '/admin/v1/vault/rotate-master-key', handler: admin.rotateMasterKey },
+      { method: 'get', path: '/admin/v1/state', handler: admin.stateExport },
+      { method: 'post', path: '/admin/v1/state', handler: admin.stateImport, bodyLimit: body },
     ],
   };
 }

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { publishEvent, serve } from '../../bus/rpc.js';
-import { registry, registryEvents } from '../../bus/subjects.js';
+import { registry, registryEvents, stateEndpoints } from '../../bus/subjects.js';
+import { registryExportPage, registryImportBatch } from './state-io.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import * as h from './handler.js';
 import { LmdbRegistryStore, type RegistryStore } from './store.js';
@@ -44,6 +45,18 @@ export async function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'l
     serve(ctx.bus, registry.providerSetState, (r) => h.providerSetState(deps, r.name, r.state), hooks),
     serve(ctx.bus, registry.snapshot, () => current(() => store.snapshot()), hooks),
     serve(ctx.bus, registry.appReseal, () => h.appReseal(deps), hooks),
+    serve(ctx.bus, stateEndpoints.registryExport, (r) => registryExportPage(store, r.offset, r.limit), hooks),
+    serve(
+      ctx.bus,
+      stateEndpoints.registryImport,
+      async (r) => {
+        const { imported, event } = await registryImportBatch(store, r.records);
+        if (event) deps.publish(event);
+        return { imported };
+      },
+      hooks,
+    ),
+    serve(ctx.bus, stateEndpoints.registryEmpty, () => current(() => ({ empty: store.listUsers().length === 0 && store.listApps().length === 0 })), hooks),
   ];
   const beat = () => {
     try {

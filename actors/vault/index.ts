@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { Counter } from 'prom-client';
 import { serve } from '../../bus/rpc.js';
-import { vault, type AppView, type AuditEntry } from '../../bus/subjects.js';
+import { stateEndpoints, vault, type AppView, type AuditEntry } from '../../bus/subjects.js';
+import { vaultExportPage, vaultImportBatch } from './state-io.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { DataKeys } from './data-keys.js';
@@ -108,6 +109,9 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
       hooks,
     ),
     serve(ctx.bus, vault.rotate, async () => ({ rewrapped: await keys.rewrapAll() }), hooks),
+    serve(ctx.bus, stateEndpoints.vaultExport, async (r) => (await store.sync(), vaultExportPage(store, r.offset, r.limit)), hooks),
+    serve(ctx.bus, stateEndpoints.vaultImport, (r) => vaultImportBatch(store, r.records), hooks),
+    serve(ctx.bus, stateEndpoints.vaultEmpty, async () => (await store.sync(), { empty: store.everything().dataKeys.length === 0 }), hooks),
   ];
   // Retention, at start and hourly: replicas on one environment may prune together, harmlessly.
   const prune = () =>

@@ -200,6 +200,13 @@ export class JetStreamVaultStore implements VaultStore {
       .map(([key, held]) => ({ key, value: held.value }));
   }
 
+  everything() {
+    return {
+      dataKeys: [...this.keysView.entries].map(([scope, held]) => ({ scope, record: held.value })).sort((a, b) => (a.scope < b.scope ? -1 : 1)),
+      secrets: [...this.secretsView.entries].map(([key, held]) => ({ key, value: held.value })).sort((a, b) => (a.key < b.key ? -1 : 1)),
+    };
+  }
+
   scopesOf(user: string, workspace: string): string[] {
     const prefix = `${user}${SEP}${workspace}${SEP}`;
     return [...this.keysView.entries.keys()].filter((k) => k.startsWith(prefix)).sort();

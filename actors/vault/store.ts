@@ -48,6 +48,8 @@ export interface VaultStore {
   scopesOf(user: string, workspace: string): string[];
   /** Newest first, at most `limit`, optionally one user's. */
   readAudit(limit: number, user?: string): Promise<AuditEntry[]>;
+  /** Every data key and secret, for `pier state export` (sealed as they are). */
+  everything(): { dataKeys: Array<{ scope: string; record: DataKeyRecord }>; secrets: Array<{ key: string; value: SecretRecord }> };
   write<T>(fn: (w: VaultWriter) => T): Promise<T>;
   /** Appends audit entries in one write (reads and refusals are batched). */
   appendAudit(entries: AuditEntry[]): Promise<void>;
@@ -114,6 +116,13 @@ export class LmdbVaultStore implements VaultStore {
   scopesOf(user: string, workspace: string): string[] {
     const prefix = `${user}${SEP}${workspace}${SEP}`;
     return [...this.dataKeys.getKeys({ start: prefix, end: `${prefix}\uffff` })];
+  }
+
+  everything() {
+    return {
+      dataKeys: [...this.dataKeys.getRange()].map(({ key, value }) => ({ scope: key, record: value })),
+      secrets: [...this.secrets.getRange()].map(({ key, value }) => ({ key, value })),
+    };
   }
 
   async readAudit(limit: number, user?: string): Promise<AuditEntry[]> {

@@ -1,0 +1,44 @@
+import { PierError } from '../../bus/errors.js';
+import type { StatePage, StateRecord } from '../../bus/subjects.js';
+import type { DataKeyRecord, SecretRecord, VaultStore } from './store.js';
+
+/** Audit entries carried by an export: the newest ones (the rest stay where they are, under their retention). */
+export const EXPORTED_AUDIT = 100_000;
+
+/** Every record of the vault, in a stable order: data keys, secrets, then audit entries (oldest first). */
+export async function vaultRecords(store: VaultStore): Promise<StateRecord[]> {
+  const { dataKeys, secrets } = store.everything();
+  const audit = (await store.readAudit(EXPORTED_AUDIT)).reverse();
+  return [
+    ...dataKeys.map((d): StateRecord => ({ kind: 'dataKey', key: d.scope, value: d.record as unknown as Record<string, unknown> })),
+    ...secrets.map((s): StateRecord => ({ kind: 'secret', key: s.key, value: s.value as unknown as Record<string, unknown> })),
+    ...audit.map((value): StateRecord => ({ kind: 'audit', value })),
+  ];
+}
+
+export async function vaultExportPage(store: VaultStore, offset: number, limit: number): Promise<StatePage> {
+  const all = await vaultRecords(store);
+  return { records: all.slice(offset, offset + limit), done: offset + limit >= all.length };
+}
+
+/** Writes a batch of exported records as they are (sealed values, wrapped keys); other kinds are the registry's. */
+export async function vaultImportBatch(store: VaultStore, records: StateRecord[]): Promise<{ imported: number }> {
+  let imported = 0;
+  await store.write((w) => {
+    for (const r of records) {
+      if (r.kind === 'dataKey') {
+        const v = r.value as unknown as DataKeyRecord;
+        if (!(v.wrapped instanceof Uint8Array)) throw new PierError('BAD_REQUEST', `dataKey ${JSON.stringify(r.key)}: wrapped must be bytes`);
+        w.putDataKey(r.key, v);
+      } else if (r.kind === 'secret') {
+        const v = r.value as unknown as SecretRecord;
+        if (!(v.sealed instanceof Uint8Array) || typeof v.version !== 'number') throw new PierError('BAD_REQUEST', `secret ${JSON.stringify(r.key)}: sealed and version are required`);
+        w.putSecret(r.key, v);
+      } else if (r.kind === 'audit') {
+        w.appendAudit(r.value);
+      } else continue;
+      imported++;
+    }
+  });
+  return { imported };
+}

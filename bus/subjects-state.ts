@@ -1,0 +1,36 @@
+import { endpoint } from './rpc.js';
+import type { AuditEntry } from './subjects-vault.js';
+import type { ProviderView, TokenView, UserView } from './subjects-registry.js';
+
+/**
+ * One record of `pier state export` (CONTRACT.md section 10): everything the registry and the vault
+ * keep, secrets sealed as they are at rest (the master key is never part of it). Binary fields
+ * travel as bytes on the bus and as base64 in the file.
+ */
+export type StateRecord =
+  | { kind: 'user'; value: UserView }
+  | { kind: 'token'; value: TokenView }
+  | { kind: 'app'; value: Record<string, unknown> }
+  | { kind: 'provider'; value: ProviderView }
+  | { kind: 'dataKey'; key: string; value: Record<string, unknown> }
+  | { kind: 'secret'; key: string; value: Record<string, unknown> }
+  | { kind: 'audit'; value: AuditEntry };
+
+export interface StatePage {
+  records: StateRecord[];
+  done: boolean;
+}
+
+const page = { offset: { type: 'number', integer: true, min: 0 }, limit: { type: 'number', integer: true, min: 1, max: 1_000 } } as const;
+const batch = { records: { type: 'array', max: 5_000, items: { type: 'object', props: { kind: { type: 'enum', values: ['user', 'token', 'app', 'provider', 'dataKey', 'secret', 'audit'] } } } } } as const;
+
+/** Export in pages (a bus message stays far below NATS's max payload), import in batches. */
+export const stateEndpoints = {
+  registryExport: endpoint<{ offset: number; limit: number }, StatePage>('pier.registry.state.export', 'registry', page, 30_000),
+  registryImport: endpoint<{ records: StateRecord[] }, { imported: number }>('pier.registry.state.import', 'registry', batch, 30_000),
+  vaultExport: endpoint<{ offset: number; limit: number }, StatePage>('pier.vault.state.export', 'vault', page, 30_000),
+  vaultImport: endpoint<{ records: StateRecord[] }, { imported: number }>('pier.vault.state.import', 'vault', batch, 30_000),
+  /** Whether the registry and the vault hold anything yet (an import goes into empty stores only). */
+  registryEmpty: endpoint<Record<string, never>, { empty: boolean }>('pier.registry.state.empty', 'registry', {}),
+  vaultEmpty: endpoint<Record<string, never>, { empty: boolean }>('pier.vault.state.empty', 'vault', {}),
+};

@@ -1,0 +1,67 @@
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { accessToken, vaultCall, vaultPerm, type AppEnv } from '../helpers/app-client.js';
+import { NatsServer } from '../helpers/nats-server.js';
+import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { until } from '../helpers/wait.js';
+
+// `pier state export FILE` / `pier state import FILE` (CONTRACT.md section 10): everything moves from
+// LMDB to JetStream, secrets sealed all the way, the master key never in the file.
+test('LMDB → file → JetStream: the same app, user and secrets work on the other side; an import never lands on a non-empty store', async (t) => {
+  const dir = tempDir();
+  const masterKey = randomBytes(32).toString('hex');
+  const nats = await NatsServer.start(['-js', '-sd', join(dir, 'js')]);
+  const from = await PierProcess.start(pierEnv(join(dir, 'lmdb'), { PIER_MASTER_KEY: masterKey }));
+  let to: PierProcess | undefined;
+  try {
+    const fromCli = { ...from.env, PIER_ADMIN_URL: from.adminUrl };
+    const user = (await cli(['user', 'add', 'alice', '--json'], fromCli)).json.token;
+    writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [CreateSecret?workspace=w, RetrieveSecret?workspace=w] }\n');
+    const app: AppEnv = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], fromCli)).json.env;
+    const access = await accessToken(app, vaultPerm('w', ['CreateSecret', 'RetrieveSecret']));
+    const value = `moved-${randomBytes(8).toString('hex')}`;
+    t.is((await vaultCall(app.OS_SYSTEM_SERVER, 'CreateSecret', 'w', { user, access }, { name: 'db', value })).status, 200);
+
+    const file = join(dir, 'state.ndjson');
+    const exported = await cli(['state', 'export', file, '--json'], fromCli);
+    t.is(exported.code, 0, exported.stderr);
+    t.true(exported.json.records >= 5, JSON.stringify(exported.json));
+    t.is(statSync(file).mode & 0o777, 0o600);
+    const text = readFileSync(file, 'utf8');
+    t.false(text.includes(value), 'the secret value is sealed in the file');
+    t.false(text.includes(masterKey), 'no master key (hex)');
+    t.false(text.includes(Buffer.from(masterKey, 'hex').toString('base64')), 'no master key (base64)');
+    t.false(text.includes(app.OS_APP_SECRET), 'app secrets sealed too');
+    t.is((await cli(['state', 'export', file], fromCli)).code, 1, 'never overwrites');
+    await from.stop();
+
+    to = await PierProcess.start(pierEnv(join(dir, 'js-data'), { PIER_MASTER_KEY: masterKey, NATS_URL: nats.url, PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '1' }), [], 60_000);
+    const toCli = { ...to.env, PIER_ADMIN_URL: to.adminUrl };
+    // Hostile: a file that is not an export is refused naming the line, and leaves the target empty.
+    writeFileSync(join(dir, 'bad.ndjson'), '{"kind":"user","value":{"name":"bob","createdAt":"t"}}\nnot json\n');
+    const bad = await cli(['state', 'import', join(dir, 'bad.ndjson')], toCli);
+    t.is(bad.code, 1);
+    t.regex(bad.stderr, /line 2: not JSON \(400\)/);
+    const imported = await cli(['state', 'import', file, '--json'], toCli);
+    t.is(imported.code, 0, imported.stderr);
+    t.is(imported.json.imported, exported.json.records);
+    const again = await cli(['state', 'import', file], toCli);
+    t.is(again.code, 1);
+    t.regex(again.stderr, /the target already holds state: import goes into an empty registry and vault \(409\)/);
+
+    // The app moved with its key and secret; alice's token and the secret too.
+    const moved = { ...app, OS_SYSTEM_SERVER: `127.0.0.1:${to.ports!.system}` };
+    const access2 = await until('an access token on the JetStream side', () => accessToken(moved, vaultPerm('w', ['RetrieveSecret'])));
+    const read = await vaultCall(moved.OS_SYSTEM_SERVER, 'RetrieveSecret', 'w', { user, access: access2 }, { name: 'db' });
+    t.is(read.json?.data?.data?.value, value, read.text);
+    const audit = await cli(['vault', 'audit', '--user', 'alice', '--json'], toCli);
+    t.true(audit.json.some((e: { op: string; name: string }) => e.op === 'CreateSecret' && e.name === 'db'), 'the audit moved too');
+  } finally {
+    await from.stop();
+    await to?.stop();
+    await nats.stop();
+    cleanup(dir);
+  }
+});
