@@ -152,7 +152,12 @@ test.serial('one NATS node dies: the processes fail over to the others', async (
     const add = await cli(['user', 'add', 'bob', '--json'], adminCli());
     return add.code === 0 || add.stderr.includes('already exists');
   }, 20_000, 500);
-  const users = await cli(['user', 'list', '--json'], adminCli());
+  // Any registry replica may answer; one whose view is re-attaching after the node loss may be a
+  // moment behind (docs/operations.md): it catches up.
+  const users = await waitUntil('every registry replica to list bob', async () => {
+    const list = await cli(['user', 'list', '--json'], adminCli());
+    return list.code === 0 && list.json.some((u: { name: string }) => u.name === 'bob') ? list : undefined;
+  }, 20_000, 250);
   t.deepEqual(users.json.map((u: { name: string }) => u.name), ['alice', 'bob', 'carol']);
 });
 
