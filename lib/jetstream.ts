@@ -24,3 +24,22 @@ export async function withinBudget(catchUp: Promise<unknown>, budgetMs = 1_000):
   await Promise.race([catchUp.catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, budgetMs)))]);
   clearTimeout(timer);
 }
+
+/**
+ * Coalesces catch-ups: every caller that arrives before a catch-up has started shares it (its
+ * stream-info request is sent after all of them arrived, so it covers every write they could have
+ * heard of), so a burst of reads costs one round trip, not one each.
+ */
+export class SharedCatchUp {
+  private next: Promise<void> | null = null;
+
+  constructor(private readonly catchUp: () => Promise<void>) {}
+
+  run(): Promise<void> {
+    this.next ??= new Promise<void>((r) => setImmediate(r)).then(() => {
+      this.next = null;
+      return this.catchUp();
+    });
+    return this.next;
+  }
+}

@@ -2,7 +2,7 @@ import { consumerOpts, RetentionPolicy, StorageType, type JetStreamClient, type 
 import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
 import { registryState, type Change, type ChangeEvent, type ProviderView, type Snapshot, type TokenView, type UserView } from '../../bus/subjects.js';
-import { retryWhileStarting, withinBudget } from '../../lib/jetstream.js';
+import { retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/jetstream.js';
 import { publicChange, publicView, type AppRecord, type RegistryStore, type Writer } from './store.js';
 
 /**
@@ -117,9 +117,11 @@ export class JetStreamRegistryStore implements RegistryStore {
     });
   }
 
-  /** Catches up with the log as it is now, wherever it was written (best effort within 1 s: see withinBudget). */
-  async sync(): Promise<void> {
-    await withinBudget(this.jsm.streams.info(registryState.stream).then((info) => this.reached(info.state.last_seq)));
+  private readonly catchUp = new SharedCatchUp(() => withinBudget(this.jsm.streams.info(registryState.stream).then((info) => this.reached(info.state.last_seq))));
+
+  /** Catches up with the log as it is now, wherever it was written (best effort within 1 s; concurrent callers share one). */
+  sync(): Promise<void> {
+    return this.catchUp.run();
   }
 
   revision(): number {

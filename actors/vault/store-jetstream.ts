@@ -2,7 +2,7 @@ import { DeliverPolicy, KvWatchInclude, RetentionPolicy, StorageType, type JetSt
 import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
-import { retryWhileStarting, withinBudget } from '../../lib/jetstream.js';
+import { retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/jetstream.js';
 import { vaultState, type AuditEntry } from '../../bus/subjects.js';
 import type { DataKeyRecord, SecretRecord, VaultStore, VaultWriter } from './store.js';
 
@@ -174,14 +174,18 @@ export class JetStreamVaultStore implements VaultStore {
     return store;
   }
 
-  /** Best effort within 1 s: during an election the local view answers (it may be a moment behind). */
-  async sync(): Promise<void> {
-    await withinBudget(
+  private readonly catchUp = new SharedCatchUp(() =>
+    withinBudget(
       (async () => {
         const [keys, secrets] = await Promise.all([this.manager.streams.info(`KV_${VAULT_JS.keys}`), this.manager.streams.info(`KV_${VAULT_JS.secrets}`)]);
         await Promise.all([this.keysView.reached(keys.state.last_seq), this.secretsView.reached(secrets.state.last_seq)]);
       })(),
-    );
+    ),
+  );
+
+  /** Best effort within 1 s (during an election the local view answers, a moment behind); concurrent callers share one. */
+  sync(): Promise<void> {
+    return this.catchUp.run();
   }
 
   dataKey(scope: string): DataKeyRecord | undefined {
