@@ -1,5 +1,6 @@
 import { PierError } from '../bus/errors.js';
 import type { StateRecord } from '../bus/subjects.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../lib/json-depth.js';
 
 /**
  * The `pier state export` file: one JSON record per line (NDJSON), bytes (sealed secrets, wrapped
@@ -29,6 +30,7 @@ export function parseStateLines(text: string, firstLine = 1): StateRecord[] {
   const out: StateRecord[] = [];
   text.split('\n').forEach((line, i) => {
     if (line.trim() === '') return;
+    if (nestsDeeperThan(line, MAX_JSON_DEPTH)) throw new PierError('BAD_REQUEST', `line ${firstLine + i}: nested deeper than ${MAX_JSON_DEPTH} levels`);
     let r: unknown;
     try {
       r = decodeBytes(JSON.parse(line));

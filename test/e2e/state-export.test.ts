@@ -44,6 +44,9 @@ test('LMDB → file → JetStream: the same app, user and secrets work on the ot
     const bad = await cli(['state', 'import', join(dir, 'bad.ndjson')], toCli);
     t.is(bad.code, 1);
     t.regex(bad.stderr, /line 2: not JSON \(400\)/);
+    writeFileSync(join(dir, 'deep.ndjson'), `{"kind":"user","value":${'['.repeat(5000)}${']'.repeat(5000)}}\n`);
+    const deep = await cli(['state', 'import', join(dir, 'deep.ndjson')], toCli);
+    t.regex(deep.stderr, /line 1: nested deeper than 64 levels \(400\)/);
     const imported = await cli(['state', 'import', file, '--json'], toCli);
     t.is(imported.code, 0, imported.stderr);
     t.is(imported.json.imported, exported.json.records);
