@@ -30,6 +30,9 @@ export async function accessToken(deps: SystemDeps, req: HttpRequestData): Promi
  * no body, asked of the actor that serves the call. A refusal is answered at once and the body is
  * discarded unread, so a caller without a valid token cannot make the edge buffer 8 MiB.
  */
+/** How long one ask of the body-less checks may take before it is asked again, once. */
+const GATE_TIMEOUT_MS = 2_000;
+
 export async function systemCallGate(deps: SystemDeps, req: RequestHead): Promise<HttpReply | null> {
   const accessToken = req.headers['x-access-token'] ?? '';
   const { dataType, group, version, op } = req.params;
@@ -44,10 +47,16 @@ export async function systemCallGate(deps: SystemDeps, req: RequestHead): Promis
   const key = [accessToken, userToken, dataType, group, version, op, workspace].join('\0');
   const now = Date.now();
   if (deps.gates.passed(key, now)) return null;
-  const gate =
+  // A pure check, so safe to ask twice: a request that met a replica dying at that moment (its
+  // subscription not yet gone) is asked again of the others instead of failing the call.
+  const ask = () =>
     dataType === 'secret'
-      ? await call(deps.bus, vault.authorize, { op, workspace, userToken, accessToken })
-      : await call(deps.bus, provider.authorize, { dataType, group, version, op, accessToken });
+      ? call(deps.bus, vault.authorize, { op, workspace, userToken, accessToken }, GATE_TIMEOUT_MS)
+      : call(deps.bus, provider.authorize, { dataType, group, version, op, accessToken }, GATE_TIMEOUT_MS);
+  const gate = await ask().catch((err: unknown) => {
+    if (err instanceof PierError && (err.code === 'TIMEOUT' || err.code === 'UNAVAILABLE')) return ask();
+    throw err;
+  });
   deps.gates.remember(key, gate.until, now);
   return null;
 }
