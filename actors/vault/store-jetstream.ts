@@ -107,12 +107,13 @@ class View<T> {
   }
 }
 
-/** A write buffered by `write(fn)`, committed with check-and-set on the revision `fn` read. */
+/** A change buffered by `write(fn)`, committed as an intent naming the revision `fn` read (see `Intent`). */
 interface Op {
   view: View<unknown>;
   key: string;
+  /** The new value; undefined: a delete. */
   value: unknown;
-  /** Revision read (0: absent). */
+  /** The key's revision when read: its last accepted write or delete (0: never written). */
   expected: number;
 }
 

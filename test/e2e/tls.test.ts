@@ -101,13 +101,13 @@ test.serial('SNI picks the leaf: the wildcard for alice, the folder pair for bob
 });
 
 test.serial('the public listener speaks TLS only: a plain ws:// upgrade gets no WebSocket', async (t) => {
-  const plain = await new Promise<string>((resolve) => {
+  const plain = await within('an answer to a plain upgrade on the TLS port', new Promise<string>((resolve) => {
     const req = httpRequest({ host: '127.0.0.1', port: pier.ports!.public, path: '/ws', headers: { host: 'chat.alice.localhost', connection: 'upgrade', upgrade: 'websocket' } });
     req.on('response', (res) => resolve(`status ${res.statusCode}`));
     req.on('upgrade', () => resolve('upgraded'));
     req.on('error', (err) => resolve(`error ${err.message}`));
     req.end();
-  });
+  }));
   t.not(plain, 'upgraded');
   t.regex(plain, /^error /);
 });
