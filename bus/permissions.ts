@@ -9,6 +9,14 @@ import { upload, uploadEvents, uploadSubjects } from './subjects-upload.js';
 import { vault, vaultState } from './subjects-vault.js';
 import { stateEndpoints } from './subjects-state.js';
 
+/** A replicated log's names (the shape lib/replicated-log.ts takes). */
+interface LogNames {
+  stream: string;
+  subject: string;
+  snapshotStream: string;
+  snapshotPrefix: string;
+}
+
 /**
  * What each role may do on the bus (CONTRACT.md section 9), declared from the subjects of `bus/`
  * themselves. The same lists are enforced twice: by nats-server (the authorization file that
@@ -38,18 +46,27 @@ interface Declaration {
   calls?: Subject[];
   emits?: Subject[];
   hears?: Subject[];
-  /** JetStream state it owns (PIER_STATE=jetstream): its streams (KV buckets are streams `KV_<bucket>`) and the subjects it appends to. */
-  jetstream?: { streams: string[]; buckets: string[]; subjects: string[] };
+  /**
+   * JetStream state it owns (PIER_STATE=jetstream): its streams (KV buckets are streams `KV_<bucket>`),
+   * the subjects it appends to, and its logs (lib/replicated-log.ts: a log stream and a snapshot
+   * stream, which it compacts by purging).
+   */
+  jetstream?: { streams: string[]; buckets: string[]; subjects: string[]; logs?: LogNames[] };
 }
+
+/** The subjects of a log's snapshots. */
+const snapshotSubjects = (l: LogNames) => [`${l.snapshotPrefix}.part`, `${l.snapshotPrefix}.done`];
 
 /**
  * The JetStream API subjects one role needs for its own streams and nothing else: create, update
- * and read them, consume them, write its buckets and append to its subjects. Never delete or
- * purge a stream, never another role's.
+ * and read them, consume them, write its buckets and append to its subjects. Never delete a
+ * stream, never touch another role's; purge only its own logs (compaction below a snapshot).
  */
 function jetStreamSubjects(d: NonNullable<Declaration['jetstream']>): string[] {
-  const streams = [...d.streams, ...d.buckets.map((b) => `KV_${b}`)];
+  const logs = d.logs ?? [];
+  const streams = [...d.streams, ...d.buckets.map((b) => `KV_${b}`), ...logs.flatMap((l) => [l.stream, l.snapshotStream])];
   return [
+    ...logs.flatMap((l) => [`$JS.API.STREAM.PURGE.${l.stream}`, `$JS.API.STREAM.PURGE.${l.snapshotStream}`, l.subject, ...snapshotSubjects(l)]),
     '$JS.API.INFO',
     ...streams.flatMap((s) => [
       `$JS.API.STREAM.INFO.${s}`,
@@ -122,7 +139,7 @@ const declarations: Record<BusRole, Declaration> = {
   registry: {
     serves: [...registryAdmin, registry.appCredentials, registry.appVerify, registry.snapshot, stateEndpoints.registryExport, stateEndpoints.registryImport, stateEndpoints.registryEmpty],
     emits: [registryEvents.changes, registryEvents.heartbeat],
-    jetstream: { streams: [registryState.stream], buckets: [], subjects: [registryState.subject] },
+    jetstream: { streams: [], buckets: [], subjects: [], logs: [registryState] },
   },
   // Hashes with app secrets (bcrypt proofs): one of the two roles that may obtain them.
   token: { serves: [token.issue], calls: [registry.appCredentials] },
@@ -140,7 +157,7 @@ const declarations: Record<BusRole, Declaration> = {
 };
 
 /** Published for parties outside Pier, or captured by a JetStream stream: nobody in Pier subscribes to them. */
-export const EXTERNAL_EVENTS: readonly string[] = [uploadEvents.completed.subject, vaultState.auditSubject, registryState.subject];
+export const EXTERNAL_EVENTS: readonly string[] = [uploadEvents.completed.subject, vaultState.auditSubject, registryState.subject, ...snapshotSubjects(registryState)];
 
 function permissionsOf(d: Declaration): RolePermissions {
   return {

@@ -241,8 +241,10 @@ export const registryEvents = {
   heartbeat: event<{ revision: number }>('pier.registry.heartbeat', { revision: { type: 'number', integer: true, min: 0 } }),
 };
 
-/** The registry's state on JetStream (PIER_STATE=jetstream): one replicated log of its writes. */
+/** The registry's state on JetStream (PIER_STATE=jetstream): one replicated log of its writes, compacted by snapshots. */
 export const registryState = {
   stream: 'PIER_REGISTRY',
   subject: 'pier.state.registry',
+  snapshotStream: 'PIER_REGISTRY_SNAPSHOTS',
+  snapshotPrefix: 'pier.state.snapshots.registry',
 } as const;

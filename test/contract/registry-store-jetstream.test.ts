@@ -9,9 +9,41 @@ import { jetStreamReplicas } from '../helpers/jetstream-replicas.js';
 import { encode } from '../../bus/codec.js';
 import { registryState } from '../../bus/subjects.js';
 import { registryStoreSuite } from './registry-store-suite.js';
+import { until } from '../helpers/wait.js';
 
 // JetStream on a 3-node cluster (R3): replicas on different "hosts", each connected to its own node.
-registryStoreSuite(test, () => jetStreamReplicas(3, (js, manager, replicas) => JetStreamRegistryStore.open(js, manager, { replicas })));
+// A snapshot every 4 writes: the suite's histories cross several compactions.
+registryStoreSuite(test, () => jetStreamReplicas(3, (js, manager, replicas) => JetStreamRegistryStore.open(js, manager, { replicas, snapshotEvery: 4 })));
+
+test('compaction: the log is purged below the previous snapshot; a replica opened afterwards has the same state; snapshots larger than one message', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-registry-js-c-'));
+  const node = await NatsServer.start(['-js', '-sd', join(dir, 'js')]);
+  const nc = await connect({ servers: node.url });
+  try {
+    const open = () => JetStreamRegistryStore.open(nc.jetstream(), () => nc.jetstreamManager(), { replicas: 1, snapshotEvery: 10 });
+    const a = await open();
+    // ~40 KB per user: ten of them make a snapshot of several 256 KiB parts.
+    const big = 'x'.repeat(40_000);
+    for (let i = 0; i < 35; i++) await a.write((w) => w.putUser({ name: `user${String(i).padStart(2, '0')}`, createdAt: big }));
+    const jsm = await nc.jetstreamManager();
+    await until('three snapshots written and the log purged below the second-newest', async () => a.snapshotsWritten === 3 && (await jsm.streams.info(registryState.stream)).state.first_seq === 21);
+    const info = await jsm.streams.info(registryState.stream);
+    t.is(info.state.messages, 15, 'entries 21..35 remain');
+    t.true((await jsm.streams.info(registryState.snapshotStream)).state.messages >= 4 * 2, 'the two newest snapshots, each in parts');
+    const b = await open();
+    t.is(b.revision(), 35);
+    t.deepEqual(b.snapshot(), a.snapshot());
+    const { event } = await b.write((w) => w.putUser({ name: 'late', createdAt: 't' }));
+    t.is(event?.revision, 36);
+    await until('the first replica to see the later write', () => a.getUser('late') !== undefined);
+    await a.close();
+    await b.close();
+  } finally {
+    await nc.close();
+    await node.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 test('hostile: garbage and forged entries on the log are never applied; the next write still gets the next revision', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'pier-registry-js-h-'));
