@@ -5,7 +5,7 @@ import { processSubjects } from './subjects-process.js';
 import { provider } from './subjects-provider.js';
 import { registry, registryEvents, registryState } from './subjects-registry.js';
 import { token } from './subjects-token.js';
-import { upload, uploadEvents, uploadSubjects } from './subjects-upload.js';
+import { upload, uploadEvents, uploadState, uploadSubjects } from './subjects-upload.js';
 import { vault, vaultState } from './subjects-vault.js';
 import { stateEndpoints } from './subjects-state.js';
 
@@ -153,11 +153,16 @@ const declarations: Record<BusRole, Declaration> = {
   upload: {
     serves: [upload.create, upload.get, upload.begin, upload.prepare, uploadSubjects.session(any, any)],
     emits: [uploadEvents.completed],
+    jetstream: { streams: [], buckets: [], subjects: [], logs: [uploadState] },
   },
 };
 
 /** Published for parties outside Pier, or captured by a JetStream stream: nobody in Pier subscribes to them. */
-export const EXTERNAL_EVENTS: readonly string[] = [uploadEvents.completed.subject, vaultState.auditSubject, registryState.subject, ...snapshotSubjects(registryState)];
+export const EXTERNAL_EVENTS: readonly string[] = [
+  uploadEvents.completed.subject,
+  vaultState.auditSubject,
+  ...[registryState, uploadState].flatMap((l) => [l.subject, ...snapshotSubjects(l)]),
+];
 
 function permissionsOf(d: Declaration): RolePermissions {
   return {

@@ -119,3 +119,11 @@ export const uploadEvents = {
     size: { type: 'number', integer: true, min: 0 },
   }),
 };
+
+/** Upload records on JetStream (PIER_STATE=jetstream): one replicated log for every upload replica, compacted by snapshots. */
+export const uploadState = {
+  stream: 'PIER_UPLOADS',
+  subject: 'pier.state.uploads',
+  snapshotStream: 'PIER_UPLOADS_SNAPSHOTS',
+  snapshotPrefix: 'pier.state.snapshots.uploads',
+} as const;

@@ -8,11 +8,12 @@ import { LmdbRegistryStore, type RegistryStore } from './store.js';
 import { JetStreamRegistryStore } from './store-jetstream.js';
 
 /** LMDB under the data dir (replicas on one host share it), or the replicated log on JetStream (replicas anywhere). */
-async function openRegistryStore(ctx: Pick<RoleContext, 'config'> & Partial<Pick<RoleContext, 'jetstream'>>): Promise<RegistryStore> {
+async function openRegistryStore(ctx: Pick<RoleContext, 'config' | 'log'> & Partial<Pick<RoleContext, 'jetstream'>>): Promise<RegistryStore> {
   const { state } = ctx.config;
   if (state.kind === 'lmdb') return LmdbRegistryStore.open(join(ctx.config.dataDir, 'registry'));
   if (!ctx.jetstream) throw new Error('PIER_STATE=jetstream needs NATS_URL');
-  return JetStreamRegistryStore.open(ctx.jetstream.js, ctx.jetstream.manager, { replicas: state.replicas });
+  const onError = (err: unknown, what: string) => ctx.log.error({ err }, `registry log: ${what} failed`);
+  return JetStreamRegistryStore.open(ctx.jetstream.js, ctx.jetstream.manager, { replicas: state.replicas, onError });
 }
 
 /**

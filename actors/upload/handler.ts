@@ -99,6 +99,7 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   const { target, folder } = await resolveTarget(dest, deps.root.hostPath(req.user, req.storagePath), req.relativePath);
   if (folder) return { record: null, complete: false };
 
+  await deps.store.sync();
   const existingId = deps.store.unfinishedAt(req.user, req.app, target)?.id;
   const existing = existingId ? await settled(deps, existingId) : undefined;
   if (existing && existing.state === 'active' && existing.fileSize === req.fileSize) return { record: recordOf(existing), complete: false };
@@ -138,6 +139,7 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
 
 export async function getUpload(deps: UploadDeps, user: string, app: string, id: string): Promise<UploadRecord> {
   const owned = (u: Upload | undefined): u is Upload => u !== undefined && u.user === user && u.app === app;
+  await deps.store.sync();
   if (!owned(deps.store.get(id))) throw invalidId();
   const u = await settled(deps, id);
   if (!owned(u)) throw invalidId();
@@ -150,6 +152,7 @@ export async function getUpload(deps: UploadDeps, user: string, app: string, id:
  */
 export async function lockForWrite(deps: UploadDeps, req: BeginWrite, session: string): Promise<Upload> {
   const mine = (u: Upload | undefined): u is Upload => u !== undefined && u.user === req.user && u.app === req.app && u.state === 'active';
+  await deps.store.sync();
   if (!mine(deps.store.get(req.id))) throw invalidId(); // before waiting: another's upload tells nothing
   await settled(deps, req.id, false);
   return deps.store.write((w) => {

@@ -10,16 +10,30 @@ import { createUpload, finish, getUpload, lockForWrite, removeUpload, type Uploa
 import { UploadRoot } from './root.js';
 import { WriteSession } from './session.js';
 import { LmdbUploadStore, type Upload, type UploadStore } from './store.js';
+import { JetStreamUploadStore } from './store-jetstream.js';
+import { storageIdOf } from './storage-id.js';
 import { appId } from '../../bus/ids.js';
 
 const LEASE_MS = 15_000;
+
+/** LMDB under the data dir (replicas on one host share it), or the replicated log on JetStream. */
+async function openUploadStore(ctx: RoleContext, root: UploadRoot): Promise<UploadStore> {
+  const { state } = ctx.config;
+  if (state.kind === 'lmdb') return LmdbUploadStore.open(join(ctx.config.dataDir, 'uploads'));
+  if (!ctx.jetstream) throw new Error('PIER_STATE=jetstream needs NATS_URL');
+  const storage = await storageIdOf(root.root);
+  const onError = (err: unknown, what: string) => ctx.log.error({ err }, `upload records: ${what} failed`);
+  return JetStreamUploadStore.open(ctx.jetstream.js, ctx.jetstream.manager, { replicas: state.replicas, storage, onError });
+}
 
 /**
  * The upload actor (queue group `upload`): the only code that writes uploaded files. It runs on
  * the host that has the storage; replicas there share the LMDB environment of upload records.
  */
 export async function startUpload(ctx: RoleContext): Promise<Running> {
-  const store: UploadStore = LmdbUploadStore.open(join(ctx.config.dataDir, 'uploads'));
+  const root = new UploadRoot(ctx.config.upload.root);
+  await mkdir(root.root, { recursive: true });
+  const store = await openUploadStore(ctx, root);
   const registers = [ctx.metrics.registry];
   const bytes = new Counter({ name: 'pier_upload_bytes_total', help: 'Bytes written to uploads', registers });
   const completed = new Counter({ name: 'pier_uploads_completed_total', help: 'Uploads completed', registers });
@@ -39,8 +53,6 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
   });
   const startedAt = Date.now();
   const self = ctx.peers.self.busId;
-  const root = new UploadRoot(ctx.config.upload.root);
-  await mkdir(root.root, { recursive: true });
   const deps: UploadDeps = {
     store,
     cache: ctx.cache,

@@ -20,6 +20,8 @@ export interface Upload extends CreateUpload {
   createdAt: number;
   updatedAt: number;
   lock: UploadLock | null;
+  /** The upload root holding the bytes (PIER_STATE=jetstream: records are shared, bytes are not). */
+  storage?: string;
 }
 
 export function recordOf(u: Upload): UploadRecord {
@@ -33,6 +35,8 @@ export function recordOf(u: Upload): UploadRecord {
  * unfinished uploads hold across replicas.
  */
 export interface UploadStore {
+  /** Catches up with writes made through other replicas (no-op where there is one writer environment). */
+  sync(): Promise<void>;
   get(id: string): Upload | undefined;
   all(): Upload[];
   /** The unfinished upload of (user, app) to `target`, if any. */
@@ -68,6 +72,8 @@ export class LmdbUploadStore implements UploadStore {
   private static targetKey(user: string, app: string, target: string): string {
     return `${appId(user, app)}\u0000${target}`;
   }
+
+  async sync(): Promise<void> {}
 
   get(id: string): Upload | undefined {
     return this.uploads.get(id);

@@ -1,0 +1,23 @@
+import { randomBytes } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/** Beside the users' folders, never inside one (user names cannot start with a dot). */
+const FILE = '.pier-storage';
+
+/**
+ * The identity of an upload root: made once, kept in the root itself, so every replica that sees
+ * the same root (one host, or shared storage on several) has the same id, and no other does.
+ * Upload records on JetStream name it: a replica serves only the uploads whose bytes it can reach.
+ */
+export async function storageIdOf(root: string): Promise<string> {
+  const path = join(root, FILE);
+  const mine = randomBytes(12).toString('base64url');
+  // Two replicas starting at once: the first file written wins and both read it.
+  await writeFile(path, `${mine}\n`, { flag: 'wx', mode: 0o600 }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EEXIST') throw err;
+  });
+  const id = (await readFile(path, 'utf8')).trim();
+  if (!/^[A-Za-z0-9_-]{8,64}$/.test(id)) throw new Error(`${path}: not a storage id; remove the file to make a new one (its unfinished uploads are then forgotten)`);
+  return id;
+}
