@@ -4,7 +4,7 @@ import { gatewaySubjects } from './subjects-gateway.js';
 import { processSubjects } from './subjects-process.js';
 import { provider } from './subjects-provider.js';
 import { registry, registryEvents, registryState } from './subjects-registry.js';
-import { token } from './subjects-token.js';
+import { token, tokenState } from './subjects-token.js';
 import { upload, uploadEvents, uploadState, uploadSubjects } from './subjects-upload.js';
 import { vault, vaultState } from './subjects-vault.js';
 import { stateEndpoints } from './subjects-state.js';
@@ -142,7 +142,7 @@ const declarations: Record<BusRole, Declaration> = {
     jetstream: { streams: [], buckets: [], subjects: [], logs: [registryState] },
   },
   // Hashes with app secrets (bcrypt proofs): one of the two roles that may obtain them.
-  token: { serves: [token.issue], calls: [registry.appCredentials] },
+  token: { serves: [token.issue], calls: [registry.appCredentials], jetstream: { streams: [tokenState.stream], buckets: [], subjects: [tokenState.subject] } },
   provider: { serves: [provider.call, provider.authorize, streamSubject('provider', '>')], calls: [streamSubject('edge', '>')] },
   vault: {
     serves: [vault.op, vault.authorize, vault.audit, vault.rotate, stateEndpoints.vaultExport, stateEndpoints.vaultImport, stateEndpoints.vaultEmpty],
@@ -161,6 +161,7 @@ const declarations: Record<BusRole, Declaration> = {
 export const EXTERNAL_EVENTS: readonly string[] = [
   uploadEvents.completed.subject,
   vaultState.auditSubject,
+  tokenState.subject,
   ...[registryState, uploadState].flatMap((l) => [l.subject, ...snapshotSubjects(l)]),
 ];
 

@@ -57,3 +57,28 @@ export const token = {
   /** Verifies the app's bcrypt proof and issues a 5-minute access token for the granted ops. */
   issue: endpoint<IssueRequest, IssuedAccess>('pier.token.issue', 'token', { ...accessRequestSchema, client: { type: 'string', max: 64 } }, 10_000),
 };
+
+/**
+ * The token actor's failure limits on JetStream (PIER_STATE=jetstream): each counted failure is a
+ * message kept for one failure window, so every token replica, and one started later, counts the
+ * failures seen by all of them.
+ */
+export const tokenState = {
+  stream: 'PIER_TOKEN_FAILURES',
+  subject: 'pier.state.token.failures',
+} as const;
+
+/** One shared failure: which limiter, its key (app key + address, or address), when. */
+export interface SharedFailure {
+  limiter: 'key' | 'client';
+  key: string;
+  at: number;
+  origin: string;
+}
+
+export const sharedFailureSchema = {
+  limiter: { type: 'enum', values: ['key', 'client'] },
+  key: { type: 'string', max: 512 },
+  at: { type: 'number', integer: true, min: 0 },
+  origin: { type: 'string', max: 64 },
+} as const;

@@ -28,15 +28,26 @@ export class FailureLimiter {
     return w && this.now() - w.start < this.windowMs ? w.failures : 0;
   }
 
+  /** Counts a failure of `key` now; `onCounted` (sharing it with other replicas) hears it while the key is not yet blocked. */
   fail(key: string): void {
-    const now = this.now();
+    const failures = this.record(key, this.now());
+    if (failures <= this.limit) this.onCounted?.(key, this.now());
+  }
+
+  /** Counts a failure of `key` that happened at `at` (another replica's); returns the window's failures. */
+  record(key: string, at: number): number {
+    if (this.now() - at >= this.windowMs) return 0;
     const w = this.windows.get(key);
-    if (w && now - w.start < this.windowMs) {
+    if (w && at - w.start < this.windowMs) {
       w.failures++;
-      return;
+      return w.failures;
     }
     this.windows.delete(key);
     if (this.windows.size >= this.maxKeys) this.windows.delete(this.windows.keys().next().value!);
-    this.windows.set(key, { start: now, failures: 1 });
+    this.windows.set(key, { start: at, failures: 1 });
+    return 1;
   }
+
+  /** Set by whoever shares this limiter's failures (lib/shared-failures.ts). */
+  onCounted: ((key: string, at: number) => void) | undefined;
 }

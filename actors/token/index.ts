@@ -3,6 +3,7 @@ import { call, serve } from '../../bus/rpc.js';
 import { registry, token } from '../../bus/subjects.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import { FailureLimiter } from '../../lib/rate-limit.js';
+import { SharedFailures } from '../../lib/shared-failures.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { BcryptPool } from './bcrypt-pool.js';
 import { CheckGate } from './check-gate.js';
@@ -26,7 +27,19 @@ export async function startToken(ctx: RoleContext): Promise<Running> {
   const registers = [ctx.metrics.registry];
   const issued = new Counter({ name: 'pier_tokens_issued_total', help: 'Access tokens issued', registers });
   const refused = new Counter({ name: 'pier_tokens_refused_total', help: 'Access token requests refused, by reason', labelNames: ['reason'], registers });
+  const notShared = new Counter({ name: 'pier_token_failures_not_shared_total', help: 'Failures counted by this replica that could not be shared with the others (PIER_STATE=jetstream)', registers });
 
+  const failuresByKey = new FailureLimiter(config.token.failuresPerKey, config.token.failureWindowMs, ctx.now);
+  const failuresByClient = new FailureLimiter(config.token.failuresPerClient, config.token.failureWindowMs, ctx.now);
+  // On JetStream the limits hold across replicas and hosts; on LMDB (one host) they are per process.
+  const shared =
+    config.state.kind === 'jetstream' && ctx.jetstream
+      ? await SharedFailures.start(ctx.jetstream.js, ctx.jetstream.manager, { key: failuresByKey, client: failuresByClient }, {
+          replicas: config.state.replicas,
+          windowMs: config.token.failureWindowMs,
+          onNotShared: () => notShared.inc(),
+        })
+      : null;
   const deps: TokenDeps = {
     cache: ctx.cache,
     secretOf: (appKey) => {
@@ -42,8 +55,8 @@ export async function startToken(ctx: RoleContext): Promise<Running> {
     tokens: new AccessTokens(config.keyring),
     now: ctx.now,
     windowMs: config.token.windowMs,
-    failuresByKey: new FailureLimiter(config.token.failuresPerKey, config.token.failureWindowMs, ctx.now),
-    failuresByClient: new FailureLimiter(config.token.failuresPerClient, config.token.failureWindowMs, ctx.now),
+    failuresByKey,
+    failuresByClient,
     failuresPerPair: config.token.failuresPerKey,
     gate: new CheckGate(MAX_CHECKS_PER_CLIENT),
     verified: new VerifiedProofs(),
@@ -63,6 +76,7 @@ export async function startToken(ctx: RoleContext): Promise<Running> {
   return {
     async stop() {
       sub.unsubscribe();
+      shared?.close();
       forget();
       await pool.close();
     },

@@ -1,0 +1,110 @@
+import { consumerOpts, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from 'nats';
+import { randomBytes } from 'node:crypto';
+import { decode, encode } from '../bus/codec.js';
+import { sharedFailureSchema, tokenState, type SharedFailure } from '../bus/subjects.js';
+import { compile } from '../bus/validation.js';
+import { retryWhileStarting } from './jetstream.js';
+import type { FailureLimiter } from './rate-limit.js';
+
+/** Failures being appended at once; past it a failure is counted locally only (and counted as not shared). */
+const MAX_IN_FLIGHT = 1_000;
+
+/**
+ * The token actor's failure limits shared across replicas and hosts (CONTRACT.md section 10): each
+ * failure a replica counts is appended to a stream that keeps it for one failure window (its
+ * replicas copies), and every replica counts the others' as they arrive; a replica started later
+ * reads the window's failures first. A brute force spread over replicas is limited as one.
+ *
+ * Bounded: a key already blocked shares nothing more (the block is known everywhere), the stream
+ * keeps one window and at most `maxMessages`, and at most MAX_IN_FLIGHT appends wait at once.
+ */
+export class SharedFailures {
+  private readonly origin = randomBytes(8).toString('base64url');
+  private inFlight = 0;
+  private stop: (() => void) | null = null;
+  private readonly check = compile(sharedFailureSchema);
+
+  private constructor(
+    private readonly js: JetStreamClient,
+    private readonly limiters: Record<SharedFailure['limiter'], FailureLimiter>,
+    private readonly onNotShared: () => void,
+  ) {}
+
+  static async start(
+    js: JetStreamClient,
+    manager: () => Promise<JetStreamManager>,
+    limiters: Record<SharedFailure['limiter'], FailureLimiter>,
+    options: { replicas: number; windowMs: number; maxMessages?: number; onNotShared?: () => void },
+  ): Promise<SharedFailures> {
+    const shared = new SharedFailures(js, limiters, options.onNotShared ?? (() => undefined));
+    await retryWhileStarting(async () => {
+      const jsm = await manager();
+      const config = {
+        name: tokenState.stream,
+        subjects: [tokenState.subject],
+        num_replicas: options.replicas,
+        storage: StorageType.File,
+        retention: RetentionPolicy.Limits,
+        discard: DiscardPolicy.Old,
+        max_age: options.windowMs * 1_000_000,
+        max_msgs: options.maxMessages ?? 1_000_000,
+      };
+      await jsm.streams.add(config).catch(async (err: unknown) => {
+        if (!String((err as Error).message).includes('already in use')) throw err;
+        await jsm.streams.update(tokenState.stream, config);
+      });
+      await shared.follow(jsm);
+    });
+    for (const [limiter, l] of Object.entries(limiters) as Array<[SharedFailure['limiter'], FailureLimiter]>) {
+      l.onCounted = (key, at) => shared.append({ limiter, key, at, origin: shared.origin });
+    }
+    return shared;
+  }
+
+  /** Reads the stream (one window of failures) and then every new one, for ever. */
+  private async follow(jsm: JetStreamManager): Promise<void> {
+    const last = (await jsm.streams.info(tokenState.stream)).state.last_seq;
+    const opts = consumerOpts();
+    opts.orderedConsumer();
+    opts.deliverAll();
+    opts.bindStream(tokenState.stream);
+    const sub = await this.js.subscribe(tokenState.subject, opts);
+    this.stop = () => sub.unsubscribe();
+    let caughtUp!: () => void;
+    const ready = new Promise<void>((r) => (caughtUp = r));
+    if (last === 0) caughtUp();
+    void (async () => {
+      for await (const m of sub) {
+        this.hear(m.data);
+        if (m.seq >= last) caughtUp();
+      }
+    })().catch(() => undefined);
+    // A replica that cannot read the window in time starts counting from nothing rather than not at all.
+    await Promise.race([ready, new Promise((r) => setTimeout(r, 5_000))]);
+  }
+
+  private hear(data: Uint8Array): void {
+    let f: SharedFailure;
+    try {
+      f = decode<SharedFailure>(data);
+    } catch {
+      return;
+    }
+    if (this.check(f).length > 0 || f.origin === this.origin) return;
+    this.limiters[f.limiter].record(f.key, f.at);
+  }
+
+  private append(f: SharedFailure): void {
+    if (this.inFlight >= MAX_IN_FLIGHT) return this.onNotShared();
+    this.inFlight++;
+    this.js
+      .publish(tokenState.subject, encode(f), { timeout: 2_000 })
+      .catch(() => this.onNotShared())
+      .finally(() => this.inFlight--);
+  }
+
+  close(): void {
+    this.stop?.();
+    for (const l of Object.values(this.limiters)) l.onCounted = undefined;
+  }
+}
