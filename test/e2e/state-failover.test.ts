@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { NatsBus } from '../../bus/bus-nats.js';
 import { call } from '../../bus/rpc.js';
-import { registry, token as tokenEndpoints, vault, type VaultRequest } from '../../bus/subjects.js';
+import { registry } from '../../bus/subjects.js';
 import bcrypt from 'bcryptjs';
 import { AccessTokens } from '../../lib/access-token.js';
 import { Keyring } from '../../lib/keyring.js';
@@ -12,9 +12,11 @@ import { cleanup, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { sleep, until } from '../helpers/wait.js';
 
 // CONTRACT.md section 10: three "hosts", each a JetStream node and one Pier process running the
-// registry, the vault and the token actor, connected to that node alone, no shared disk. Under a
-// steady load of vault writes and reads and token checks, kill -9 one host (its nats-server and its
-// process): every acknowledged write stays readable, reads and token checks go on, writes resume
+// registry, the vault, the token actor and an edge, connected to that node alone, no shared disk.
+// The test is the apps and the load balancer: every request goes over HTTP to the edge of a host
+// still up (the balancer's health check drops a killed host at once). Under a steady load of vault
+// writes and reads and token checks, kill -9 one host (its nats-server and its process): every
+// acknowledged write stays readable from every host, reads and token checks go on, writes resume
 // within 10 s, contended creates keep one winner, and the host rejoins and catches up. Each host in turn.
 const HOSTS = 3;
 let dir: string;
@@ -25,12 +27,18 @@ const masterKey = randomBytes(32);
 const SECRET = randomBytes(24).toString('base64url');
 let access: string;
 
-/** A token check as an app makes it (a cheap cost-4 proof: the check, not bcrypt, is under test). */
+/** Hosts the balancer sends to: up, and not killed. */
+const up = new Set<number>();
+const anyUp = () => [...up][Math.floor(Math.random() * up.size)];
+const systemOf = (host: number) => `127.0.0.1:${vaults[host].ports!.system}`;
+
+/** A token check as an app makes it, through an edge (a cheap cost-4 proof: the check, not bcrypt, is under test). */
 async function tokenCheck(): Promise<boolean> {
   const timestamp = Math.floor(Date.now() / 1000);
   const token = await bcrypt.hash(`ak_failover1${timestamp}${SECRET}`, 4);
-  return call(bus, tokenEndpoints.issue, { app_key: 'ak_failover1', timestamp, token, perm: { dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ['RetrieveSecret?workspace=w'] }, client: '10.0.0.1' }, 3_000).then(
-    () => true,
+  const body = { app_key: 'ak_failover1', timestamp, token, perm: { dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ['RetrieveSecret?workspace=w'] } };
+  return fetch(`http://${systemOf(anyUp())}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(3_000) }).then(
+    (r) => r.status === 200,
     () => false,
   );
 }
@@ -38,7 +46,7 @@ async function tokenCheck(): Promise<boolean> {
 const startVault = (host: number) =>
   PierProcess.start(
     pierEnv(join(dir, `host-${host}-${Date.now()}`), { NATS_URL: nodes[host].url, PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '3', PIER_MASTER_KEY: masterKey.toString('hex'), PIER_HEARTBEAT_MS: '250' }),
-    ['--roles', 'registry,vault,token'],
+    ['--roles', 'registry,vault,token,edge'],
     60_000,
   );
 
@@ -46,8 +54,11 @@ test.before(async () => {
   dir = tempDir();
   nodes = await startJetStreamCluster(dir, HOSTS);
   const all = nodes.map((n) => n.url).join(',');
-  for (let h = 0; h < HOSTS; h++) vaults[h] = await startVault(h);
-  bus = await NatsBus.connect({ url: all, name: 'test: the edge' });
+  for (let h = 0; h < HOSTS; h++) {
+    vaults[h] = await startVault(h);
+    up.add(h);
+  }
+  bus = await NatsBus.connect({ url: all, name: 'test: the operator' });
   await call(bus, registry.userAdd, { name: 'alice' });
   const manifest = 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [CreateSecret?workspace=w, RetrieveSecret?workspace=w] }\n';
   const app = await call(bus, registry.appInstall, { user: 'alice', manifest, providers: [], host: '127.0.0.1', credentials: { OS_APP_KEY: 'ak_failover1', OS_APP_SECRET: SECRET } });
@@ -62,15 +73,25 @@ test.after.always(async () => {
   cleanup(dir);
 });
 
-const op = (name: string, body: Record<string, unknown>) => {
-  const req: VaultRequest = { op: name, workspace: 'w', userToken: '', accessToken: access, body };
+/** One vault operation as an app sends it, to `host`'s edge (by default: any host up). */
+const op = async (name: string, body: Record<string, unknown>, host = anyUp()): Promise<{ ok: true; value: string | undefined } | { ok: false; code: string }> => {
   // Reads give up after 3 s (a request in flight to a host that died is retried like a client
   // would); writes get 8 s: during an election a write may take seconds and still succeed, and the
   // test measures when writes succeed again, not how fast one answers.
-  return call(bus, vault.op, req, name === 'RetrieveSecret' ? 3_000 : 8_000).then(
-    (a) => ({ ok: true as const, data: a.data as { value?: string } }),
-    (e: { code: string }) => ({ ok: false as const, code: e.code }),
-  );
+  const timeout = name === 'RetrieveSecret' ? 3_000 : 8_000;
+  try {
+    const res = await fetch(`http://${systemOf(host)}/system-server/v1alpha1/secret/secret.vault/v1/${name}?workspace=w`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-access-token': access },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(timeout),
+    });
+    const json = (await res.json()) as { code: number; message: string; data?: { data?: { value?: string } } };
+    if (res.status !== 200 || json.code !== 0) return { ok: false, code: `${res.status} ${json.message}` };
+    return { ok: true, value: json.data?.data?.value };
+  } catch (err) {
+    return { ok: false, code: (err as Error).name };
+  }
 };
 
 test.serial('kill -9 each host in turn under load: nothing acknowledged is lost, reads and token checks go on, writes come back, one winner', async (t) => {
@@ -78,7 +99,7 @@ test.serial('kill -9 each host in turn under load: nothing acknowledged is lost,
   const acknowledged = new Map<string, string>();
   let n = 0;
   for (let victim = 0; victim < HOSTS; victim++) {
-    // Steady load: writes and reads, one after the other, all through the bus's queue group.
+    // Steady load: writes and reads, one after the other, each to the edge of a host up.
     let running = true;
     let lastReadOk = Date.now();
     let longestReadGap = 0;
@@ -112,6 +133,7 @@ test.serial('kill -9 each host in turn under load: nothing acknowledged is lost,
     })();
     await sleep(1_500);
     const before = acknowledged.size;
+    up.delete(victim);
     await Promise.all([nodes[victim].kill(), vaults[victim].stop('SIGKILL')]);
     await sleep(15_000);
     running = false;
@@ -130,9 +152,10 @@ test.serial('kill -9 each host in turn under load: nothing acknowledged is lost,
     // has its three copies current again before the next host goes.
     await nodes[victim].restart();
     vaults[victim] = await startVault(victim);
+    up.add(victim);
     const jsm = await bus.jetstream().manager();
     await until(`host ${victim + 1}'s copies to catch up`, async () => {
-      for (const stream of ['PIER_REGISTRY', 'KV_pier-vault-keys', 'KV_pier-vault-secrets', 'PIER_VAULT_AUDIT']) {
+      for (const stream of ['PIER_REGISTRY', 'KV_pier-vault-keys', 'KV_pier-vault-secrets', 'PIER_VAULT_AUDIT', 'PIER_TOKEN_FAILURES']) {
         const info = await jsm.streams.info(stream);
         const copies = info.cluster?.replicas ?? [];
         if (copies.length !== 2 || !copies.every((r) => r.current && !r.offline)) return false;
@@ -140,11 +163,13 @@ test.serial('kill -9 each host in turn under load: nothing acknowledged is lost,
       return true;
     }, 60_000, 500);
   }
-  // Every acknowledged write is readable, whichever replica answers.
-  const missing: string[] = [];
-  for (const [name, value] of acknowledged) {
-    const r = await op('RetrieveSecret', { name });
-    if (!r.ok || r.data.value !== value) missing.push(name);
+  // Every acknowledged write is readable from every host (each through its own edge).
+  for (let host = 0; host < HOSTS; host++) {
+    const missing: string[] = [];
+    for (const [name, value] of acknowledged) {
+      const r = await op('RetrieveSecret', { name }, host);
+      if (!r.ok || r.value !== value) missing.push(`${name}: ${JSON.stringify(r)}`);
+    }
+    t.deepEqual(missing, [], `${acknowledged.size} acknowledged writes, all readable through host ${host + 1}`);
   }
-  t.deepEqual(missing, [], `${acknowledged.size} acknowledged writes, all readable`);
 });
