@@ -6,7 +6,7 @@ import { provider } from './subjects-provider.js';
 import { registry, registryEvents, registryState } from './subjects-registry.js';
 import { token, tokenState } from './subjects-token.js';
 import { upload, uploadEvents, uploadState, uploadSubjects } from './subjects-upload.js';
-import { vault, vaultState } from './subjects-vault.js';
+import { vault, vaultEvents, vaultState } from './subjects-vault.js';
 import { stateEndpoints } from './subjects-state.js';
 
 /** A replicated log's names (the shape lib/replicated-log.ts takes). */
@@ -146,6 +146,8 @@ const declarations: Record<BusRole, Declaration> = {
   provider: { serves: [provider.call, provider.authorize, streamSubject('provider', '>')], calls: [streamSubject('edge', '>')] },
   vault: {
     serves: [vault.op, vault.authorize, vault.audit, vault.rotate, stateEndpoints.vaultExport, stateEndpoints.vaultImport, stateEndpoints.vaultEmpty],
+    emits: [vaultEvents.written],
+    hears: [vaultEvents.written],
     jetstream: { streams: [vaultState.auditStream], buckets: [vaultState.keys, vaultState.secrets], subjects: [vaultState.auditSubject] },
   },
   // Signs callbacks with app secrets: the other role that may obtain them.

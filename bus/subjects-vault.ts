@@ -1,4 +1,4 @@
-import { endpoint } from './rpc.js';
+import { endpoint, event } from './rpc.js';
 import type { CallGate } from './subjects-provider.js';
 
 export const SECRET_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'] as const;
@@ -65,3 +65,20 @@ export const vaultState = {
   auditStream: 'PIER_VAULT_AUDIT',
   auditSubject: 'pier.state.vault.audit',
 } as const;
+
+/** Where a vault replica's views must be to show a write: the stream sequence of each bucket. */
+export interface WrittenMark {
+  keys: number;
+  secrets: number;
+}
+
+export const vaultEvents = {
+  /**
+   * Published by the vault replica that made a change durable, before it answers (PIER_STATE=jetstream):
+   * every other replica reads no older state than this afterwards, without asking the stream.
+   */
+  written: event<WrittenMark>('pier.vault.written', {
+    keys: { type: 'number', integer: true, min: 0 },
+    secrets: { type: 'number', integer: true, min: 0 },
+  }),
+};

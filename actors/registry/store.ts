@@ -80,7 +80,10 @@ export class LmdbRegistryStore implements RegistryStore {
     );
   }
 
-  async sync(): Promise<void> {}
+  async sync(): Promise<void> {
+    // lmdb-js reuses a read snapshot until a write of its own: renew it to see other replicas' writes.
+    this.root.resetReadTxn();
+  }
 
   revision(): number {
     return this.meta.get('revision') ?? 0;

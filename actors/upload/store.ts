@@ -73,7 +73,10 @@ export class LmdbUploadStore implements UploadStore {
     return `${appId(user, app)}\u0000${target}`;
   }
 
-  async sync(): Promise<void> {}
+  async sync(): Promise<void> {
+    // lmdb-js reuses a read snapshot until a write of its own: renew it to see other replicas' writes.
+    this.root.resetReadTxn();
+  }
 
   get(id: string): Upload | undefined {
     return this.uploads.get(id);

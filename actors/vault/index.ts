@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { Counter } from 'prom-client';
-import { serve } from '../../bus/rpc.js';
-import { stateEndpoints, vault, type AppView, type AuditEntry } from '../../bus/subjects.js';
+import { onEvent, publishEvent, serve } from '../../bus/rpc.js';
+import { stateEndpoints, vault, vaultEvents, type AppView, type AuditEntry } from '../../bus/subjects.js';
 import { vaultExportPage, vaultImportBatch } from './state-io.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
@@ -22,6 +22,7 @@ function workspacesOf(app: AppView, group: string): Set<string> {
 
 /** LMDB under the data dir (replicas on one host share it), or JetStream (replicas anywhere). */
 async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
+  // (On JetStream, replicas tell each other where a durable change is, so reads need not ask the stream.)
   const { state, audit } = ctx.config;
   if (state.kind === 'lmdb') return LmdbVaultStore.open(join(ctx.config.dataDir, 'vault'), ctx.config.instanceId);
   if (!ctx.jetstream) throw new Error('PIER_STATE=jetstream needs NATS_URL');
@@ -30,6 +31,7 @@ async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
     replicas: state.replicas,
     auditMaxAgeMs: audit.maxAgeMs,
     auditMaxEntries: audit.maxEntries,
+    announce: (mark) => publishEvent(ctx.bus, vaultEvents.written, mark),
     onAuditLost: (count) => {
       lost.inc(count);
       ctx.log.error({ count }, 'vault: audit entries of a durable change could not be appended');
@@ -43,6 +45,7 @@ async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
  */
 export async function startVault(ctx: RoleContext): Promise<Running> {
   const store = await openVaultStore(ctx);
+  const written = store instanceof JetStreamVaultStore ? onEvent(ctx.bus, vaultEvents.written, (mark) => store.heard(mark)) : null;
   const keys = new DataKeys(store, ctx.config.keyring, () => new Date(ctx.now()));
   const group = `secret.${ctx.config.vaultName}`;
   // Reads and refusals are audited in batches (one LMDB transaction per 20 ms or 256 entries):
@@ -125,6 +128,7 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
   return {
     async stop() {
       for (const s of subs) s.unsubscribe();
+      written?.unsubscribe();
       clearInterval(pruner);
       stopPurging();
       await flushAudit();

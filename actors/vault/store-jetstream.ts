@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
 import { retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/jetstream.js';
-import { vaultState, type AuditEntry } from '../../bus/subjects.js';
+import { vaultState, type AuditEntry, type WrittenMark } from '../../bus/subjects.js';
 import type { DataKeyRecord, SecretRecord, VaultStore, VaultWriter } from './store.js';
 
 const SEP = '\u0000';
@@ -44,7 +44,7 @@ class View<T> {
   /** Revision of the last accepted delete per key: the next write of the key must name it. */
   readonly deleted = new Map<string, number>();
   /** Last stream sequence applied, and writers waiting for theirs. */
-  private applied = 0;
+  applied = 0;
   private readonly waiters: Array<{ seq: number; wake: () => void }> = [];
   private stop: (() => void) | null = null;
 
@@ -121,6 +121,8 @@ class Conflict extends Error {}
 
 export interface JetStreamVaultOptions {
   replicas: number;
+  /** Tells the other replicas where their views must be to show a change just made durable (before it is answered). */
+  announce?: (mark: WrittenMark) => void;
   auditMaxAgeMs: number;
   auditMaxEntries: number;
   onAuditLost?: (count: number) => void;
@@ -145,7 +147,17 @@ export class JetStreamVaultStore implements VaultStore {
     private readonly secretsView: View<SecretRecord>,
     /** Audit entries of a durable change that could not be appended within the retry period. */
     private readonly onAuditLost: (count: number) => void,
+    private readonly announce: ((mark: WrittenMark) => void) | undefined,
   ) {}
+
+  /** The highest marks heard from writers (this replica's own included): reads wait for the views to reach them. */
+  private readonly wanted: WrittenMark = { keys: 0, secrets: 0 };
+
+  /** A write made durable by another replica: reads from now on show it. */
+  heard(mark: WrittenMark): void {
+    this.wanted.keys = Math.max(this.wanted.keys, mark.keys);
+    this.wanted.secrets = Math.max(this.wanted.secrets, mark.secrets);
+  }
 
   static async open(js: JetStreamClient, manager: () => Promise<JetStreamManager>, options: JetStreamVaultOptions): Promise<JetStreamVaultStore> {
     // A cluster still electing its leaders answers "temporarily unavailable" (or nothing) for a while: wait it out.
@@ -170,7 +182,7 @@ export class JetStreamVaultStore implements VaultStore {
       if (!String((err as Error).message).includes('already in use')) throw err;
       await manager.streams.update(VAULT_JS.auditStream, config);
     });
-    const store = new JetStreamVaultStore(js, manager, new View<DataKeyRecord>(keys), new View<SecretRecord>(secrets), options.onAuditLost ?? (() => undefined));
+    const store = new JetStreamVaultStore(js, manager, new View<DataKeyRecord>(keys), new View<SecretRecord>(secrets), options.onAuditLost ?? (() => undefined), options.announce);
     await Promise.all([store.keysView.start(), store.secretsView.start()]);
     return store;
   }
@@ -184,9 +196,19 @@ export class JetStreamVaultStore implements VaultStore {
     ),
   );
 
-  /** Best effort within 1 s (during an election the local view answers, a moment behind); concurrent callers share one. */
+  /**
+   * Makes the views show every write answered so far, wherever it was made. With announcements
+   * (`announce`/`heard`: each writer tells every replica its marks before it answers), that is a
+   * local check, waiting only when a view is behind a heard mark (at most 1 s, e.g. while its watch
+   * re-attaches after a node loss). Without them, one stream-info round trip (concurrent callers share it).
+   */
   sync(): Promise<void> {
-    return this.catchUp.run();
+    if (!this.announce) return this.catchUp.run();
+    const behind = [
+      this.keysView.applied < this.wanted.keys ? this.keysView.reached(this.wanted.keys) : null,
+      this.secretsView.applied < this.wanted.secrets ? this.secretsView.reached(this.wanted.secrets) : null,
+    ].filter((p) => p !== null);
+    return behind.length === 0 ? Promise.resolve() : withinBudget(Promise.all(behind));
   }
 
   dataKey(scope: string): DataKeyRecord | undefined {
@@ -222,16 +244,26 @@ export class JetStreamVaultStore implements VaultStore {
       const ops: Op[] = [];
       const audit: AuditEntry[] = [];
       const result = fn(this.writer(ops, audit));
+      const mark = { keys: 0, secrets: 0 };
       try {
-        for (const op of ops) await this.commit(op);
+        for (const op of ops) {
+          const seq = await this.commit(op);
+          if (op.view === (this.keysView as View<unknown>)) mark.keys = Math.max(mark.keys, seq);
+          else mark.secrets = Math.max(mark.secrets, seq);
+        }
       } catch (err) {
         if (!(err instanceof Conflict)) throw err;
         if (attempt >= 20) throw new PierError('CONFLICT', 'too many concurrent writes of the same secret; retry');
         // Another replica wrote first: see what it wrote, then decide again.
         continue;
       }
-      // The change is durable now: the client is answered, its audit entries follow (retried across
-      // a leader election of the audit stream rather than failing a write that happened).
+      // The change is durable now: the other replicas hear where to read it from before the client
+      // is answered; its audit entries follow (retried across a leader election of the audit stream
+      // rather than failing a write that happened).
+      if (ops.length > 0 && this.announce) {
+        this.heard(mark);
+        this.announce(mark);
+      }
       void this.appendAudit(audit).catch(() => this.onAuditLost(audit.length));
       return result;
     }
@@ -277,9 +309,9 @@ export class JetStreamVaultStore implements VaultStore {
    * One buffered change, written as an intent naming the revision it was read at; accepted when the
    * view, reading the stream in order, finds the key still at that revision (see `Intent`).
    */
-  private async commit(op: Op): Promise<void> {
+  private async commit(op: Op): Promise<number> {
     const { view, key, value, expected } = op;
-    if (value === undefined && expected === 0) return; // absent before, absent after
+    if (value === undefined && expected === 0) return 0; // absent before, absent after
     const intent: Intent<unknown> = value === undefined ? { e: expected, d: true } : { e: expected, v: value };
     const seq = await view.kv.put(kvKey(key), encode(intent));
     try {
@@ -288,9 +320,10 @@ export class JetStreamVaultStore implements VaultStore {
       // The watch is being re-established (its node went away): decide from the key's own history,
       // by the same rule every view applies; the view catches up and agrees.
       if (!(await this.wonFromHistory(view, key, expected, seq))) throw new Conflict();
-      return;
+      return seq;
     }
     if (view.revisionOf(key) !== seq) throw new Conflict();
+    return seq;
   }
 
   /**
@@ -317,11 +350,14 @@ export class JetStreamVaultStore implements VaultStore {
   }
 
   async appendAudit(entries: AuditEntry[]): Promise<void> {
-    for (const e of entries) {
-      // One id per entry: a retry of a publish whose answer was lost is dropped by the stream's duplicate window.
-      const msgID = randomBytes(12).toString('base64url');
-      await retryWhileStarting(() => this.js.publish(VAULT_JS.auditSubject, encode(e), { timeout: 2_000, msgID }));
-    }
+    // Pipelined on one connection: appended in the batch's order, one round trip for the batch.
+    // One id per entry: a retry of a publish whose answer was lost is dropped by the stream's duplicate window.
+    await Promise.all(
+      entries.map((e) => {
+        const msgID = randomBytes(12).toString('base64url');
+        return retryWhileStarting(() => this.js.publish(VAULT_JS.auditSubject, encode(e), { timeout: 2_000, msgID }));
+      }),
+    );
   }
 
   /** Newest first, at most `limit`, optionally one user's: read in windows backwards from the stream's end. */

@@ -98,8 +98,14 @@ export class LmdbVaultStore implements VaultStore {
     );
   }
 
-  /** LMDB is one environment shared by the replicas of a host: always current. */
-  async sync(): Promise<void> {}
+  /**
+   * LMDB is one environment shared by the replicas of a host; lmdb-js keeps reusing a read
+   * snapshot until a write of its own, so a write committed through another replica (another
+   * process, or another handle) shows only once the snapshot is renewed here.
+   */
+  async sync(): Promise<void> {
+    this.root.resetReadTxn();
+  }
 
   dataKey(scope: string): DataKeyRecord | undefined {
     return this.dataKeys.get(scope);

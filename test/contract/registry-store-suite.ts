@@ -43,6 +43,14 @@ export function registryStoreSuite(test: TestFn, open: () => Promise<RegistryPai
     t.deepEqual((await pair.a.write(() => 'nothing changed')).event, null, 'no change, no revision');
   });
 
+  test.serial('a write answered by one replica is read by the other right after its sync(), each time', async (t) => {
+    for (let i = 0; i < 10; i++) {
+      await pair.a.write((w) => w.putUser({ name: `ryw${i}`, createdAt: 't' }));
+      await pair.b.sync();
+      t.truthy(pair.b.getUser(`ryw${i}`), `write ${i}`);
+    }
+  });
+
   test.serial('10 concurrent creates of one user over two replicas: exactly one winner, one revision', async (t) => {
     const before = pair.a.revision();
     const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => addUser(i % 2 ? pair.a : pair.b, 'bob')));

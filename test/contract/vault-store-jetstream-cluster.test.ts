@@ -6,5 +6,19 @@ import { vaultStoreSuite } from './vault-store-suite.js';
 // JetStream on a 3-node cluster (R3): two replicas on different "hosts" (each connected to its own
 // node), no shared disk. The Debian nats-server 2.9.10 does not serialise check-and-set across a
 // clustered stream's in-flight writes (nats-server #4320); the store decides conflicts itself in
-// stream order, and this suite holds it to exactly one winner.
-vaultStoreSuite(test, () => jetStreamReplicas(3, (js, manager, replicas) => JetStreamVaultStore.open(js, manager, { replicas, auditMaxAgeMs: 86_400_000, auditMaxEntries: 10_000 })));
+// stream order, and this suite holds it to exactly one winner. Here the replicas tell each other
+// where their writes are (as the vault actor does over the bus), so reads never ask the stream;
+// on one node (vault-store-jetstream) they do.
+const replicas: JetStreamVaultStore[] = [];
+vaultStoreSuite(test, () =>
+  jetStreamReplicas(3, async (js, manager, n) => {
+    const store = await JetStreamVaultStore.open(js, manager, {
+      replicas: n,
+      auditMaxAgeMs: 86_400_000,
+      auditMaxEntries: 10_000,
+      announce: (mark) => replicas.forEach((r) => r.heard(mark)),
+    });
+    replicas.push(store);
+    return store;
+  }),
+);

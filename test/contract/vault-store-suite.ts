@@ -57,6 +57,15 @@ export function vaultStoreSuite(test: TestFn, open: () => Promise<StorePair>): v
     t.deepEqual(pair.b.scopesOf('alice', 'w1'), [scope('w1')]);
   });
 
+  test.serial('a write answered by one replica is read by the other right after its sync(), each time', async (t) => {
+    for (let i = 0; i < 20; i++) {
+      const key = secretKey(scope('w-ryw'), `k${i}`);
+      await pair.a.write((w) => w.putSecret(key, record(`v${i}`)));
+      await pair.b.sync();
+      t.is(Buffer.from(pair.b.secret(key)?.sealed ?? []).toString(), `v${i}`, `write ${i}`);
+    }
+  });
+
   test.serial('20 concurrent creates of one name over two replicas: exactly one winner', async (t) => {
     const key = secretKey(scope('w2'), 'contended');
     const results = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => create(i % 2 ? pair.a : pair.b, key, `v${i}`)));
