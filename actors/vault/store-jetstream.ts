@@ -32,6 +32,19 @@ interface Intent<T> {
   d?: true;
 }
 
+/** Audit entries per stream message (at most; ~250 bytes each). */
+const AUDIT_BATCH = 256;
+
+/** The entries of one audit message: a batch, or one entry as written before batches. */
+function auditEntriesOf(data: Uint8Array): AuditEntry[] {
+  try {
+    const value = decode<AuditEntry | AuditEntry[]>(data);
+    return (Array.isArray(value) ? value : [value]).filter((e) => typeof e === 'object' && e !== null);
+  } catch {
+    return []; // not ours
+  }
+}
+
 /** History kept per key: enough for a view starting later to find the last accepted entry behind refused ones. */
 const HISTORY = 64;
 
@@ -175,7 +188,10 @@ export class JetStreamVaultStore implements VaultStore {
       storage: StorageType.File,
       retention: RetentionPolicy.Limits,
       max_age: options.auditMaxAgeMs * 1_000_000,
+      // Messages are batches of entries: the entry limit bounds both the messages and the bytes
+      // (about 250 bytes an entry, so at most about twice the entries LMDB would keep).
       max_msgs: options.auditMaxEntries,
+      max_bytes: options.auditMaxEntries * 512,
     };
     await manager.streams.add(config).catch(async (err: unknown) => {
       // Already there (another replica made it): take this replica's retention settings.
@@ -349,13 +365,19 @@ export class JetStreamVaultStore implements VaultStore {
     return false;
   }
 
+  /**
+   * Appends entries in batches: one stream message per AUDIT_BATCH entries (the vault audits reads
+   * in batches every 20 ms), so the audit costs a quorum write per batch, not per read. One id per
+   * message: a retry of a publish whose answer was lost is dropped by the stream's duplicate window.
+   */
   async appendAudit(entries: AuditEntry[]): Promise<void> {
-    // Pipelined on one connection: appended in the batch's order, one round trip for the batch.
-    // One id per entry: a retry of a publish whose answer was lost is dropped by the stream's duplicate window.
+    const batches: AuditEntry[][] = [];
+    for (let i = 0; i < entries.length; i += AUDIT_BATCH) batches.push(entries.slice(i, i + AUDIT_BATCH));
+    // Pipelined on one connection: appended in order, one round trip in all.
     await Promise.all(
-      entries.map((e) => {
+      batches.map((batch) => {
         const msgID = randomBytes(12).toString('base64url');
-        return retryWhileStarting(() => this.js.publish(VAULT_JS.auditSubject, encode(e), { timeout: 2_000, msgID }));
+        return retryWhileStarting(() => this.js.publish(VAULT_JS.auditSubject, encode(batch), { timeout: 2_000, msgID }));
       }),
     );
   }
@@ -373,7 +395,7 @@ export class JetStreamVaultStore implements VaultStore {
       const messages = await consumer.fetch({ max_messages: end - start + 1, expires: 2_000 });
       for await (const m of messages) {
         if (m.seq > end) break;
-        batch.push(decode<AuditEntry>(m.data));
+        batch.push(...auditEntriesOf(m.data));
         if (m.seq === end) break;
       }
       for (const e of batch.reverse()) {
