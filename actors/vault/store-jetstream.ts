@@ -224,7 +224,13 @@ export class JetStreamVaultStore implements VaultStore {
       this.keysView.applied < this.wanted.keys ? this.keysView.reached(this.wanted.keys) : null,
       this.secretsView.applied < this.wanted.secrets ? this.secretsView.reached(this.wanted.secrets) : null,
     ].filter((p) => p !== null);
-    return behind.length === 0 ? Promise.resolve() : withinBudget(Promise.all(behind));
+    if (behind.length === 0) return Promise.resolve();
+    return withinBudget(Promise.all(behind)).then(() => {
+      // A mark still out of reach after the budget (a forged one, or a stream reset) is forgotten:
+      // it costs one wait, not one per read.
+      this.wanted.keys = Math.min(this.wanted.keys, this.keysView.applied);
+      this.wanted.secrets = Math.min(this.wanted.secrets, this.secretsView.applied);
+    });
   }
 
   dataKey(scope: string): DataKeyRecord | undefined {
