@@ -80,8 +80,9 @@ export class ReplicatedLog<C, S extends LogState<C>> {
   private queue: Promise<unknown> = Promise.resolve();
   private snapshots: Promise<unknown> = Promise.resolve();
   private readonly origin = randomBytes(8).toString('base64url');
-  /** Snapshots taken and written by this replica (for tests and metrics). */
+  /** Snapshots taken and written by this replica, and reloads from one after a gap (for tests and metrics). */
   snapshotsWritten = 0;
+  reloads = 0;
 
   private constructor(
     private readonly js: JetStreamClient,
@@ -118,8 +119,18 @@ export class ReplicatedLog<C, S extends LogState<C>> {
     if (snapshot) state.load(snapshot.dump, snapshot.revision);
     this.state = state;
     this.applied = snapshot?.seq ?? 0;
+    await this.follow(generation);
+  }
+
+  /**
+   * Reads the log from the entry after the last applied one, for ever: an ordered consumer that
+   * re-creates itself when its node goes (missed heartbeats, 1 s); if that fails too (the stream
+   * electing a leader), the subscription ends and a new one is made until one holds.
+   */
+  private async follow(generation: number): Promise<void> {
     const opts = consumerOpts();
     opts.orderedConsumer();
+    opts.idleHeartbeat(1_000);
     if (this.applied > 0) opts.startSequence(this.applied + 1);
     else opts.deliverAll();
     // Named, not looked up: an identity may not list streams.
@@ -128,19 +139,46 @@ export class ReplicatedLog<C, S extends LogState<C>> {
     this.stopReading = () => sub.unsubscribe();
     void (async () => {
       for await (const m of sub) {
-        if (generation !== this.generation) break;
+        if (generation !== this.generation) return;
         if (m.seq > this.applied + 1) {
           // A purge passed this replica: what it missed is in the newest snapshot.
           void this.reload();
-          break;
+          return;
         }
         this.apply(m.seq, m.data);
       }
-    })().catch((err) => this.options.onError?.(err, 'reading the log'));
+    })()
+      .catch((err) => this.options.onError?.(err, 'reading the log'))
+      .then(() => {
+        if (generation === this.generation && !this.closed) void this.refollow(generation);
+      });
   }
 
-  private reload(): Promise<void> {
-    return retryWhileStarting(() => this.load()).catch((err) => this.options.onError?.(err, 'reloading from a snapshot'));
+  private async refollow(generation: number): Promise<void> {
+    for (let attempt = 0; generation === this.generation && !this.closed; attempt++) {
+      await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
+      if (generation !== this.generation || this.closed) return;
+      try {
+        await this.follow(generation);
+        return;
+      } catch (err) {
+        this.options.onError?.(err, 'following the log again');
+      }
+    }
+  }
+
+  /** Reloads from the newest snapshot, trying again (every second at most) until it works or the log is closed. */
+  private async reload(): Promise<void> {
+    this.reloads++;
+    for (let attempt = 0; !this.closed; attempt++) {
+      try {
+        await this.load();
+        return;
+      } catch (err) {
+        this.options.onError?.(err, 'reloading from a snapshot');
+        await new Promise((r) => setTimeout(r, Math.min(1_000, 100 * 2 ** attempt)));
+      }
+    }
   }
 
   private async newestSnapshot(): Promise<(SnapshotRecord & { dump: unknown }) | null> {

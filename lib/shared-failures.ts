@@ -22,6 +22,8 @@ export class SharedFailures {
   private readonly origin = randomBytes(8).toString('base64url');
   private inFlight = 0;
   private stop: (() => void) | null = null;
+  private stopped = false;
+  private heardSeq = 0;
   private readonly check = compile(sharedFailureSchema);
 
   private constructor(
@@ -64,23 +66,48 @@ export class SharedFailures {
   /** Reads the stream (one window of failures) and then every new one, for ever. */
   private async follow(jsm: JetStreamManager): Promise<void> {
     const last = (await jsm.streams.info(tokenState.stream)).state.last_seq;
-    const opts = consumerOpts();
-    opts.orderedConsumer();
-    opts.deliverAll();
-    opts.bindStream(tokenState.stream);
-    const sub = await this.js.subscribe(tokenState.subject, opts);
-    this.stop = () => sub.unsubscribe();
     let caughtUp!: () => void;
     const ready = new Promise<void>((r) => (caughtUp = r));
     if (last === 0) caughtUp();
-    void (async () => {
-      for await (const m of sub) {
-        this.hear(m.data);
-        if (m.seq >= last) caughtUp();
-      }
-    })().catch(() => undefined);
+    await this.subscribe((seq) => {
+      if (seq >= last) caughtUp();
+    });
     // A replica that cannot read the window in time starts counting from nothing rather than not at all.
     await Promise.race([ready, new Promise((r) => setTimeout(r, 5_000))]);
+  }
+
+  /** One ordered consumer from the message after the last heard; a new one when it ends (its node gone, an election). */
+  private async subscribe(onMessage: (seq: number) => void = () => undefined): Promise<void> {
+    const opts = consumerOpts();
+    opts.orderedConsumer();
+    opts.idleHeartbeat(1_000);
+    if (this.heardSeq > 0) opts.startSequence(this.heardSeq + 1);
+    else opts.deliverAll();
+    opts.bindStream(tokenState.stream);
+    const sub = await this.js.subscribe(tokenState.subject, opts);
+    this.stop = () => {
+      this.stopped = true;
+      sub.unsubscribe();
+    };
+    void (async () => {
+      for await (const m of sub) {
+        this.heardSeq = m.seq;
+        this.hear(m.data);
+        onMessage(m.seq);
+      }
+    })()
+      .catch(() => undefined)
+      .then(async () => {
+        for (let attempt = 0; !this.stopped; attempt++) {
+          await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
+          if (this.stopped) return;
+          try {
+            return await this.subscribe();
+          } catch {
+            // the stream is electing: try again
+          }
+        }
+      });
   }
 
   private hear(data: Uint8Array): void {
@@ -104,6 +131,7 @@ export class SharedFailures {
   }
 
   close(): void {
+    this.stopped = true;
     this.stop?.();
     for (const l of Object.values(this.limiters)) l.onCounted = undefined;
   }

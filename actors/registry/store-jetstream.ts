@@ -73,9 +73,13 @@ export class JetStreamRegistryStore implements RegistryStore {
     return this.log.state;
   }
 
-  /** Snapshots this replica wrote (tests). */
+  /** Snapshots this replica wrote, and its reloads from a snapshot after a gap (tests). */
   get snapshotsWritten(): number {
     return this.log.snapshotsWritten;
+  }
+
+  get reloads(): number {
+    return this.log.reloads;
   }
 
   /** Catches up with the log as it is now, wherever it was written (best effort within 1 s; concurrent callers share one). */

@@ -60,18 +60,44 @@ class View<T> {
   applied = 0;
   private readonly waiters: Array<{ seq: number; wake: () => void }> = [];
   private stop: (() => void) | null = null;
+  private closed = false;
 
   constructor(readonly kv: KV) {}
 
+  /**
+   * Watches the whole history, for ever: the watch's ordered consumer re-creates itself when its
+   * node goes; if that fails too (an election), the watch ends and a new one is started (entries
+   * already applied are skipped by sequence).
+   */
   async start(): Promise<void> {
     let ready!: () => void;
     const initialised = new Promise<void>((r) => (ready = r));
     const watch = await this.kv.watch({ include: KvWatchInclude.AllHistory, initializedFn: () => ready() });
-    this.stop = () => watch.stop();
+    this.stop = () => {
+      this.closed = true;
+      watch.stop();
+    };
     void (async () => {
       for await (const e of watch) this.apply(e);
-    })().catch(() => undefined);
+    })()
+      .catch(() => undefined)
+      .then(() => {
+        if (!this.closed) void this.restart();
+      });
     await initialised;
+  }
+
+  private async restart(): Promise<void> {
+    for (let attempt = 0; !this.closed; attempt++) {
+      await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
+      if (this.closed) return;
+      try {
+        await this.start();
+        return;
+      } catch {
+        // the bucket's stream is electing: try again
+      }
+    }
   }
 
   /** The revision a writer must name for `key`: its last accepted write or delete (0: never written). */
@@ -116,6 +142,7 @@ class View<T> {
   }
 
   close(): void {
+    this.closed = true;
     this.stop?.();
   }
 }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from 'nats';
 import { JetStreamRegistryStore } from '../../actors/registry/store-jetstream.js';
-import { NatsServer } from '../helpers/nats-server.js';
+import { NatsServer, startJetStreamCluster } from '../helpers/nats-server.js';
 import { jetStreamReplicas } from '../helpers/jetstream-replicas.js';
 import { encode } from '../../bus/codec.js';
 import { registryState } from '../../bus/subjects.js';
@@ -64,6 +64,47 @@ test('hostile: garbage and forged entries on the log are never applied; the next
   } finally {
     await nc.close();
     await node.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a replica cut off while the log is compacted past it reloads from the newest snapshot when it is back, and agrees', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-registry-js-gap-'));
+  const nodes = await startJetStreamCluster(dir, 3);
+  // Each replica knows only its own node: b is cut off while its node is down.
+  const ncA = await connect({ servers: nodes[0].url });
+  // (Not told of the other nodes: b must not fail over to them, it is cut off.)
+  const ncB = await connect({ servers: nodes[1].url, reconnectTimeWait: 100, maxReconnectAttempts: -1, ignoreClusterUpdates: true });
+  const stores: JetStreamRegistryStore[] = [];
+  try {
+    const open = async (nc: typeof ncA) => {
+      const s = await JetStreamRegistryStore.open(nc.jetstream(), () => nc.jetstreamManager(), { replicas: 3, snapshotEvery: 5 });
+      stores.push(s);
+      return s;
+    };
+    const a = await open(ncA);
+    const b = await open(ncB);
+    await a.write((w) => w.putUser({ name: 'before', createdAt: 't' }));
+    await until('b to see the first write', () => b.getUser('before'));
+    await nodes[1].kill();
+    // Three snapshots while b is away: the log is purged past everything b has read.
+    // (a's own consumer may have been on the lost node: a write may answer 503 while it is re-created, as a client would see.)
+    for (let i = 0; i < 16; i++) await until(`write ${i} while b is away`, () => a.write((w) => w.putUser({ name: `while-away-${i}`, createdAt: 't' })).then(() => true, () => false), 30_000, 100);
+    await until('the log purged past b', async () => (await (await ncA.jetstreamManager()).streams.info(registryState.stream)).state.first_seq > 3);
+    await nodes[1].restart();
+    await until('b to reload and reach a\'s revision', () => b.revision() === a.revision(), 30_000, 100);
+    t.deepEqual(b.snapshot(), a.snapshot());
+    t.true(b.reloads >= 1, 'b found the gap and reloaded');
+    t.is(a.reloads, 0);
+    const revision = a.revision();
+    const { event } = await b.write((w) => w.putUser({ name: 'after', createdAt: 't' }));
+    t.is(event?.revision, revision + 1, 'b writes on top of the state it reloaded');
+    await until('a to see b\'s write', () => a.getUser('after'));
+  } finally {
+    for (const s of stores) await s.close();
+    await ncA.close();
+    await ncB.close().catch(() => undefined);
+    await Promise.all(nodes.map((n) => n.stop()));
     rmSync(dir, { recursive: true, force: true });
   }
 });
