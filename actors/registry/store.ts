@@ -80,10 +80,8 @@ export class LmdbRegistryStore implements RegistryStore {
     );
   }
 
-  async sync(): Promise<void> {
-    // lmdb-js reuses a read snapshot until a write of its own: renew it to see other replicas' writes.
-    this.root.resetReadTxn();
-  }
+  /** One environment shared by the replicas of a host (lmdb-js renews its read snapshot every turn of the event loop). */
+  async sync(): Promise<void> {}
 
   revision(): number {
     return this.meta.get('revision') ?? 0;

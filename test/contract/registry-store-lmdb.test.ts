@@ -14,6 +14,7 @@ registryStoreSuite(test, async () => {
     a,
     b,
     another: async () => LmdbRegistryStore.open(dir),
+    turn: () => new Promise((r) => setTimeout(r, 2)),
     close: async () => {
       await a.close();
       await b.close().catch(() => undefined);

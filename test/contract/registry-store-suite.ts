@@ -9,6 +9,12 @@ export interface RegistryPair {
   b: RegistryStore;
   another(): Promise<RegistryStore>;
   close(): Promise<void>;
+  /**
+   * What separates a replica's answer from another replica's read beyond sync(): nothing on
+   * JetStream; on LMDB, one timer turn (lmdb-js renews its read snapshot then: the other
+   * "replica" here is another handle in this process, as another process would be).
+   */
+  turn?: () => Promise<void>;
 }
 
 const addUser = (s: RegistryStore, name: string) =>
@@ -47,6 +53,7 @@ export function registryStoreSuite(test: TestFn, open: () => Promise<RegistryPai
     for (let i = 0; i < 10; i++) {
       await pair.a.write((w) => w.putUser({ name: `ryw${i}`, createdAt: 't' }));
       await pair.b.sync();
+      await pair.turn?.();
       t.truthy(pair.b.getUser(`ryw${i}`), `write ${i}`);
     }
   });

@@ -17,6 +17,7 @@ uploadStoreSuite(test, async () => {
       stores.push(s);
       return s;
     },
+    turn: () => new Promise((r) => setTimeout(r, 2)),
     close: async () => {
       for (const s of stores) await s.close().catch(() => undefined);
       rmSync(dir, { recursive: true, force: true });

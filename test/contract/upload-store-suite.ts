@@ -8,6 +8,12 @@ export interface UploadStorePair {
   b: UploadStore;
   another(): Promise<UploadStore>;
   close(): Promise<void>;
+  /**
+   * What separates a replica's answer from another replica's read beyond sync(): nothing on
+   * JetStream; on LMDB, one timer turn (lmdb-js renews its read snapshot then: the other
+   * "replica" here is another handle in this process, as another process would be).
+   */
+  turn?: () => Promise<void>;
 }
 
 let n = 0;
@@ -48,6 +54,7 @@ export function uploadStoreSuite(test: TestFn, open: () => Promise<UploadStorePa
     t.is(await create(pair.a, u), u.id);
     t.deepEqual(without(pair.a.get(u.id)!), u);
     await pair.b.sync();
+    await pair.turn?.();
     t.deepEqual(without(pair.b.get(u.id) ?? ({} as Upload)), u, 'the other replica, right after its sync()');
     t.is(pair.b.unfinishedAt('alice', 'chat', '/r/a.bin')?.id, u.id);
     t.is(pair.b.unfinishedAt('bob', 'chat', '/r/a.bin'), undefined, 'another user\'s target is another key');

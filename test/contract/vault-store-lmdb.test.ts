@@ -13,6 +13,7 @@ vaultStoreSuite(test, async () => {
   return {
     a,
     b,
+    turn: () => new Promise((r) => setTimeout(r, 2)),
     close: async () => {
       await a.close();
       await b.close().catch(() => undefined);

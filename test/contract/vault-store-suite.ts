@@ -9,6 +9,12 @@ export interface StorePair {
   a: VaultStore;
   b: VaultStore;
   close(): Promise<void>;
+  /**
+   * What separates a replica's answer from another replica's read beyond sync(): nothing on
+   * JetStream; on LMDB, one timer turn (lmdb-js renews its read snapshot then: the other
+   * "replica" here is another handle in this process, as another process would be).
+   */
+  turn?: () => Promise<void>;
 }
 
 const record = (value: string, version = 1): SecretRecord => ({ sealed: Buffer.from(value), version, createdAt: 't', createdBy: 'chat', updatedAt: 't', updatedBy: 'chat', history: [] });
@@ -62,6 +68,7 @@ export function vaultStoreSuite(test: TestFn, open: () => Promise<StorePair>): v
       const key = secretKey(scope('w-ryw'), `k${i}`);
       await pair.a.write((w) => w.putSecret(key, record(`v${i}`)));
       await pair.b.sync();
+      await pair.turn?.();
       t.is(Buffer.from(pair.b.secret(key)?.sealed ?? []).toString(), `v${i}`, `write ${i}`);
     }
   });
