@@ -182,7 +182,14 @@ test('limits: oversized frame → 1009; silent client → 4000; slow reader → 
   (slow.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
   const chunk = 'y'.repeat(16 * 1024);
   let status = 200;
-  for (let i = 0; i < 2000 && status === 200; i++) status = (await local('/runtime/ws/conn/send', apps.chat, { payload: chunk, conn_id: slowId })).status;
+  // It reads nothing but keeps pinging (its socket still writes): only slowness can close it, not
+  // the idle timer (1.5 s here), however long the kernel's buffers take to fill on a loaded machine.
+  const alive = setInterval(() => slow.ws.send('{"event":"ping"}'), 300);
+  try {
+    for (let i = 0; i < 2000 && status === 200; i++) status = (await local('/runtime/ws/conn/send', apps.chat, { payload: chunk, conn_id: slowId })).status;
+  } finally {
+    clearInterval(alive);
+  }
   t.is(status, 404, 'once closed for being slow, the connection is gone');
   (slow.ws as unknown as { _socket: { resume(): void } })._socket.resume();
   t.is((await slow.closed).code, 4008);
