@@ -1,3 +1,5 @@
+import { RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from 'nats';
+
 /** Helpers for the state kept on JetStream (CONTRACT.md section 10). */
 
 /** Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders), for up to 30 s. */
@@ -42,4 +44,17 @@ export class SharedCatchUp {
     });
     return this.next;
   }
+}
+
+/**
+ * Creates a file-backed stream with limits retention (as every stream of Pier's state is), or,
+ * when another replica made it first, leaves it (`existing: 'keep'`) or takes this replica's
+ * settings (`'update'`: retention that the operator may change between starts).
+ */
+export async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; num_replicas: number }, existing: 'keep' | 'update' = 'keep'): Promise<void> {
+  const full = { storage: StorageType.File, retention: RetentionPolicy.Limits, ...config };
+  await jsm.streams.add(full).catch(async (err: unknown) => {
+    if (!String((err as Error).message).includes('already in use')) throw err;
+    if (existing === 'update') await jsm.streams.update(config.name, full);
+  });
 }

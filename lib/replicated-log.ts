@@ -1,8 +1,8 @@
-import { consumerOpts, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from 'nats';
+import { consumerOpts, type JetStreamClient, type JetStreamManager } from 'nats';
 import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../bus/codec.js';
 import { PierError } from '../bus/errors.js';
-import { retryWhileStarting, SharedCatchUp, withinBudget } from './jetstream.js';
+import { ensureStream, retryWhileStarting, SharedCatchUp, withinBudget } from './jetstream.js';
 
 /**
  * State rebuilt by replaying a log. `apply` must be deterministic and bump `revision` by one;
@@ -96,12 +96,8 @@ export class ReplicatedLog<C, S extends LogState<C>> {
   static async open<C, S extends LogState<C>>(js: JetStreamClient, manager: () => Promise<JetStreamManager>, names: LogNames, options: LogOptions<C, S>): Promise<ReplicatedLog<C, S>> {
     return retryWhileStarting(async () => {
       const jsm = await manager();
-      const stream = (name: string, subjects: string[]) =>
-        jsm.streams.add({ name, subjects, num_replicas: options.replicas, storage: StorageType.File, retention: RetentionPolicy.Limits }).catch((err: unknown) => {
-          if (!String((err as Error).message).includes('already in use')) throw err;
-        });
-      await stream(names.stream, [names.subject]);
-      await stream(names.snapshotStream, [`${names.snapshotPrefix}.part`, `${names.snapshotPrefix}.done`]);
+      await ensureStream(jsm, { name: names.stream, subjects: [names.subject], num_replicas: options.replicas });
+      await ensureStream(jsm, { name: names.snapshotStream, subjects: [`${names.snapshotPrefix}.part`, `${names.snapshotPrefix}.done`], num_replicas: options.replicas });
       const log = new ReplicatedLog(js, jsm, names, options);
       await log.load();
       const last = (await jsm.streams.info(names.stream)).state.last_seq;

@@ -1,9 +1,9 @@
-import { consumerOpts, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from 'nats';
+import { consumerOpts, DiscardPolicy, type JetStreamClient, type JetStreamManager } from 'nats';
 import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../bus/codec.js';
 import { sharedFailureSchema, tokenState, type SharedFailure } from '../bus/subjects.js';
 import { compile } from '../bus/validation.js';
-import { retryWhileStarting } from './jetstream.js';
+import { ensureStream, retryWhileStarting } from './jetstream.js';
 import type { FailureLimiter } from './rate-limit.js';
 
 /** Failures being appended at once; past it a failure is counted locally only (and counted as not shared). */
@@ -41,20 +41,8 @@ export class SharedFailures {
     const shared = new SharedFailures(js, limiters, options.onNotShared ?? (() => undefined));
     await retryWhileStarting(async () => {
       const jsm = await manager();
-      const config = {
-        name: tokenState.stream,
-        subjects: [tokenState.subject],
-        num_replicas: options.replicas,
-        storage: StorageType.File,
-        retention: RetentionPolicy.Limits,
-        discard: DiscardPolicy.Old,
-        max_age: options.windowMs * 1_000_000,
-        max_msgs: options.maxMessages ?? 1_000_000,
-      };
-      await jsm.streams.add(config).catch(async (err: unknown) => {
-        if (!String((err as Error).message).includes('already in use')) throw err;
-        await jsm.streams.update(tokenState.stream, config);
-      });
+      const retention = { discard: DiscardPolicy.Old, max_age: options.windowMs * 1_000_000, max_msgs: options.maxMessages ?? 1_000_000 };
+      await ensureStream(jsm, { name: tokenState.stream, subjects: [tokenState.subject], num_replicas: options.replicas, ...retention }, 'update');
       await shared.follow(jsm);
     });
     for (const [limiter, l] of Object.entries(limiters) as Array<[SharedFailure['limiter'], FailureLimiter]>) {

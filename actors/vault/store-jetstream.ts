@@ -1,8 +1,8 @@
-import { DeliverPolicy, KvWatchInclude, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type KV, type KvEntry } from 'nats';
+import { DeliverPolicy, KvWatchInclude, StorageType, type JetStreamClient, type JetStreamManager, type KV, type KvEntry } from 'nats';
 import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
-import { retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/jetstream.js';
+import { ensureStream, retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/jetstream.js';
 import { vaultState, type AuditEntry, type WrittenMark } from '../../bus/subjects.js';
 import type { DataKeyRecord, SecretRecord, VaultStore, VaultWriter } from './store.js';
 
@@ -208,23 +208,21 @@ export class JetStreamVaultStore implements VaultStore {
     // A short request timeout: when a stream's leader is lost, a put fails fast and the write is retried.
     const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: HISTORY, storage: StorageType.File, timeout: 2_000 });
     const [keys, secrets] = await Promise.all([bucket(VAULT_JS.keys), bucket(VAULT_JS.secrets)]);
-    const config = {
-      name: VAULT_JS.auditStream,
-      subjects: [VAULT_JS.auditSubject],
-      num_replicas: options.replicas,
-      storage: StorageType.File,
-      retention: RetentionPolicy.Limits,
-      max_age: options.auditMaxAgeMs * 1_000_000,
-      // Messages are batches of entries: the entry limit bounds both the messages and the bytes
-      // (about 250 bytes an entry, so at most about twice the entries LMDB would keep).
-      max_msgs: options.auditMaxEntries,
-      max_bytes: options.auditMaxEntries * 512,
-    };
-    await manager.streams.add(config).catch(async (err: unknown) => {
-      // Already there (another replica made it): take this replica's retention settings.
-      if (!String((err as Error).message).includes('already in use')) throw err;
-      await manager.streams.update(VAULT_JS.auditStream, config);
-    });
+    // Retention is the operator's to change between starts: the newest replica's settings win.
+    await ensureStream(
+      manager,
+      {
+        name: VAULT_JS.auditStream,
+        subjects: [VAULT_JS.auditSubject],
+        num_replicas: options.replicas,
+        max_age: options.auditMaxAgeMs * 1_000_000,
+        // Messages are batches of entries: the entry limit bounds both the messages and the bytes
+        // (about 250 bytes an entry, so at most about twice the entries LMDB would keep).
+        max_msgs: options.auditMaxEntries,
+        max_bytes: options.auditMaxEntries * 512,
+      },
+      'update',
+    );
     const store = new JetStreamVaultStore(js, manager, new View<DataKeyRecord>(keys), new View<SecretRecord>(secrets), options.onAuditLost ?? (() => undefined), options.announce);
     await Promise.all([store.keysView.start(), store.secretsView.start()]);
     return store;

@@ -49,8 +49,9 @@ export class NatsServer {
     const deadline = Date.now() + 10_000;
     while (Date.now() < deadline) {
       const file = readdirSync(dir).find((f) => f.endsWith('.ports'));
-      if (file) {
-        const ports = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nats: string[] };
+      // (The server may be writing the file right now: a partial one is read again.)
+      const ports = file ? readPorts(join(dir, file)) : null;
+      if (ports) {
         const port = Number(new URL(ports.nats[0]).port);
         if (await probe(port)) return new NatsServer(proc, port, dir, args, cwd);
       }
@@ -88,6 +89,15 @@ export class NatsServer {
   }
 }
 
+/** The ports file nats-server writes at start, or null while it is still being written. */
+function readPorts(path: string): { nats: string[] } | null {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as { nats: string[] };
+  } catch {
+    return null;
+  }
+}
+
 /** A free TCP port on loopback (for nodes whose ports their peers must know in advance). */
 export function freeLoopbackPort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -105,20 +115,28 @@ export function freeLoopbackPort(): Promise<number> {
  * replicated-state shape of CONTRACT.md section 10 on one machine.
  */
 export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: number) => string[] = () => []): Promise<NatsServer[]> {
-  const clients = await Promise.all(Array.from({ length: n }, () => freeLoopbackPort()));
-  const routes = await Promise.all(Array.from({ length: n }, () => freeLoopbackPort()));
-  const nodes = await Promise.all(
-    clients.map((port, i) =>
-      NatsServer.start(
-        [
-          '-js', '-sd', join(dir, `js-${i + 1}`), '--server_name', `n${i + 1}`, '--cluster_name', 'pier',
-          '--cluster', `nats://127.0.0.1:${routes[i]}`,
-          '--routes', routes.filter((_, j) => j !== i).map((r) => `nats://127.0.0.1:${r}`).join(','),
-          ...extraArgs(i),
-        ],
-        port,
+  // Ports are picked free, then bound by the servers: another test may take one in between. Then
+  // the whole cluster starts again on new ports (the routes name them all).
+  for (let attempt = 1; ; attempt++) {
+    const clients = await Promise.all(Array.from({ length: n }, () => freeLoopbackPort()));
+    const routes = await Promise.all(Array.from({ length: n }, () => freeLoopbackPort()));
+    const started = await Promise.allSettled(
+      clients.map((port, i) =>
+        NatsServer.start(
+          [
+            '-js', '-sd', join(dir, `js-${i + 1}`), '--server_name', `n${i + 1}`, '--cluster_name', 'pier',
+            '--cluster', `nats://127.0.0.1:${routes[i]}`,
+            '--routes', routes.filter((_, j) => j !== i).map((r) => `nats://127.0.0.1:${r}`).join(','),
+            ...extraArgs(i),
+          ],
+          port,
+        ),
       ),
-    ),
-  );
-  return nodes;
+    );
+    const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    if (nodes.length === n) return nodes;
+    await Promise.all(nodes.map((node) => node.stop()));
+    const reason = String((started.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason);
+    if (attempt >= 5) throw new Error(`the JetStream cluster did not start (attempt ${attempt}): ${reason}`);
+  }
 }
