@@ -1,10 +1,15 @@
 import uWS from 'uWebSockets.js';
 
-/** The broadcast ceiling: a bare uWS server; every client subscribes to "all"; "go" from one client publishes `count` frames. */
+/**
+ * The broadcast ceiling: a bare uWS server. Clients of /ws subscribe to "all"; a message on /go
+ * (from a client that does not subscribe) publishes `count` frames to them.
+ */
 const app = uWS.App();
 app.ws('/ws', {
   maxBackpressure: 64 * 1024 * 1024,
   open: (ws) => void ws.subscribe('all'),
+});
+app.ws('/go', {
   message: (_ws, msg) => {
     const { count, payload } = JSON.parse(Buffer.from(msg).toString());
     for (let i = 0; i < count; i++) app.publish('all', payload, false);

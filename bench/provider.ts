@@ -6,6 +6,7 @@ import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pie
 import { providerDoc } from '../test/helpers/provider-server.js';
 import { startChild } from './children.js';
 import { fixedRate, maxRate, measureUtilisation, round, type Target } from './load.js';
+import { pinServer } from './pinning.js';
 
 const NOTES = { group: 'api.notes', dataType: 'legacy_notes', version: 'v2' };
 
@@ -31,6 +32,7 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
   const upstream = await startChild('./upstream.js');
   const pier = await PierProcess.start(pierEnv(join(dir, 'data')));
+  pinServer(pier.proc.pid);
   try {
     const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
     await cli(['user', 'add', 'alice'], env);

@@ -10,6 +10,7 @@ import { Metrics } from '../lib/metrics.js';
 import { RegistryCache } from '../lib/registry-cache.js';
 import { NatsServer } from '../test/helpers/nats-server.js';
 import { cleanup, tempDir } from '../test/helpers/pier.js';
+import { pinServer } from './pinning.js';
 
 const silent = createLogger({ level: 'silent', name: 'bench', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
 
@@ -25,6 +26,7 @@ const round = (n: number) => Math.round(n * 1000) / 1000;
  */
 export async function benchRegistry(): Promise<Record<string, unknown>> {
   const nats = await NatsServer.start();
+  pinServer(nats.pid);
   const dir = tempDir('pier-bench-');
   const config = loadConfig({ PIER_DATA_DIR: dir, PIER_MASTER_KEY: randomBytes(32).toString('hex'), NATS_URL: nats.url, PIER_ROLES: 'registry' });
   const actorBus = await NatsBus.connect({ url: nats.url, name: 'bench-registry' });

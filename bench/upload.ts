@@ -7,6 +7,7 @@ import { rssKiB, startChild } from './children.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { multipart } from '../test/helpers/upload-client.js';
 import { round } from './load.js';
+import { pinLoad, pinServer } from './pinning.js';
 
 const MiB = 1024 * 1024;
 const CHUNK = 8 * MiB;
@@ -28,6 +29,7 @@ async function measured(pid: number | null, fn: () => Promise<void>): Promise<{ 
 type Uploader = (size: number, name: string) => Promise<void>;
 
 async function runBoth(pid: number | null, uploader: Uploader): Promise<Record<string, unknown>> {
+  await uploader(32 * MiB, 'warm-up'); // JIT, connections, the first file: not measured
   const one = await measured(pid, () => uploader(1024 * MiB, 'one-gib'));
   const eight = await measured(pid, () => Promise.all(Array.from({ length: 8 }, (_, i) => uploader(128 * MiB, `eight-${i}`))).then(() => undefined));
   return {
@@ -44,17 +46,20 @@ async function runBoth(pid: number | null, uploader: Uploader): Promise<Record<s
  */
 export async function benchUpload(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
-  const results: Record<string, unknown> = { chunk_mib: 8, note: 'one shared 2-core VM and disk; client in this process' };
+  const results: Record<string, unknown> = { chunk_mib: 8, note: 'one shared 2-core VM and disk; client in this process (load core), servers and the plain writer on the server core; a 32 MiB warm-up upload each, not measured' };
   try {
     // Plain: write the bytes sequentially, fsync at the end of each file.
     const plainDir = join(dir, 'plain');
     mkdirSync(plainDir);
+    // The plain writer is the disk's own peer: it runs on the servers' core, this process moved there for it.
+    pinServer(process.pid);
     results.plain_disk_write = await runBoth(null, async (size, name) => {
       const fd = await open(join(plainDir, name), 'w');
       for (let off = 0; off < size; off += CHUNK) await fd.write(chunk, 0, CHUNK, off);
       await fd.sync();
       await fd.close();
     });
+    pinLoad(process.pid);
     rmSync(plainDir, { recursive: true });
 
     // @tus/server with its file store.
@@ -81,6 +86,7 @@ export async function benchUpload(): Promise<Record<string, unknown>> {
     const dest = join(dir, 'dest');
     mkdirSync(dest);
     const pier = await PierProcess.start(pierEnv(join(dir, 'data')));
+    pinServer(pier.proc.pid);
     try {
       const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
       const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
@@ -106,7 +112,7 @@ export async function benchUpload(): Promise<Record<string, unknown>> {
     const p = results.pier as any;
     results.ratios = {
       pier_to_tus: { one_1GiB: ratio(p, results.tus_server, 'one_1GiB'), eight_x_128MiB: ratio(p, results.tus_server, 'eight_x_128MiB'), goal: 1.2 },
-      pier_to_plain_write: { one_1GiB: ratio(p, results.plain_disk_write, 'one_1GiB'), eight_x_128MiB: ratio(p, results.plain_disk_write, 'eight_x_128MiB'), goal: 0.5 },
+      pier_to_plain_write: { one_1GiB: ratio(p, results.plain_disk_write, 'one_1GiB'), eight_x_128MiB: ratio(p, results.plain_disk_write, 'eight_x_128MiB'), goal: 0.8 },
       pier_peak_rss_growth_goal_mib: 64,
     };
     return results;

@@ -5,6 +5,7 @@ import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pie
 import { startJetStreamCluster } from '../test/helpers/nats-server.js';
 import { startChild } from './children.js';
 import { maxRate, round, type Target } from './load.js';
+import { pinServer } from './pinning.js';
 
 
 /**
@@ -46,6 +47,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
   const bare = await startChild('./bare-uws.js');
   const pier = await PierProcess.start(pierEnv(join(dir, 'data')));
+  pinServer(pier.proc.pid);
   try {
     const { reads, writes, retrieve } = await measure(pier, dir);
     const ceiling: Target = { origin: `http://127.0.0.1:${bare.port}`, path: '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: retrieve.body };
@@ -56,16 +58,19 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     // The same, with the registry and the vault on JetStream: 3 nodes, 3 copies, quorum writes.
     // Next to it, LMDB with the bus over the same NATS: the like-for-like figure for the reads.
     const nodes = await startJetStreamCluster(join(dir, 'js'), 3);
+    for (const n of nodes) pinServer(n.pid);
     let r3;
     let lmdbNats;
     try {
       const overNats = await PierProcess.start(pierEnv(join(dir, 'data-nats'), { NATS_URL: nodes.map((n) => n.url).join(',') }), [], 60_000);
+      pinServer(overNats.proc.pid);
       try {
         lmdbNats = await measure(overNats, join(dir, 'data-nats'));
       } finally {
         await overNats.stop();
       }
       const replicated = await PierProcess.start(pierEnv(join(dir, 'data-js'), { NATS_URL: nodes.map((n) => n.url).join(','), PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '3' }), [], 60_000);
+      pinServer(replicated.proc.pid);
       try {
         r3 = await measure(replicated, join(dir, 'data-js'));
       } finally {

@@ -4,11 +4,12 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
-import { rssKiB, startChild } from './children.js';
+import { rssKiB, startChild, startReceivers } from './children.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { measureUtilisation, round, summarise } from './load.js';
 import { makeCa, makeLeaf } from '../test/helpers/certs.js';
 import { localLookup } from '../test/helpers/ws-client.js';
+import { pinServer } from './pinning.js';
 
 
 
@@ -32,6 +33,7 @@ async function openMany(n: number, port: number, host: (i: number) => string, to
 /** One Pier with the bench's app installed (its own app process), plain or with TLS on the public listener. */
 async function pierWithApp(dir: string, extraEnv: Record<string, string>, children: ChildProcess[]) {
   const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_WS_IDLE_MS: '600000', PIER_WS_CONNS_PER_USER: '100000', ...extraEnv }));
+  pinServer(pier.proc.pid);
   const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
   // The app must know its credentials before Pier knows its port: the bench makes them, and
@@ -106,17 +108,16 @@ export async function benchWs(): Promise<Record<string, unknown>> {
     const roundTrip = await roundTrips(rtConns);
     for (const ws of rtConns) ws.terminate();
 
-    // 2. Broadcast: one user holding 1,000 connections; 8 concurrent sends naming that user.
-    const bConns = await openMany(1000, port, () => host, () => token);
-    let received = 0;
-    bConns.forEach((ws) => ws.on('message', () => received++));
+    // 2. Broadcast: one user holding 1,000 connections (4 receiver processes on the load core);
+    // 8 concurrent sends naming that user; one second of warm-up, then 5 s measured.
+    const RECEIVERS = 4;
+    const receivers = await startReceivers(RECEIVERS, 1000 / RECEIVERS, `ws://127.0.0.1:${port}/ws`, { host, 'x-authorization': token });
     const api = new Pool(`http://127.0.0.1:${pier.ports!.local}`, { connections: 8 });
     const body = JSON.stringify({ users: ['alice'], payload: { event: 'news', data: 'x'.repeat(64) } });
     const headers = { 'x-app-key': creds.OS_APP_KEY, 'x-app-secret': creds.OS_APP_SECRET };
-    const start = performance.now();
-    const end = start + 5_000;
-    const pier5 = await measureUtilisation(async () => {
-      await Promise.all(
+    const sendFor = (ms: number) => {
+      const end = performance.now() + ms;
+      return Promise.all(
         Array.from({ length: 8 }, async () => {
           while (performance.now() < end) {
             const r = await api.request({ path: '/runtime/ws/conn/send', method: 'POST', headers, body });
@@ -124,31 +125,46 @@ export async function benchWs(): Promise<Record<string, unknown>> {
           }
         }),
       );
+    };
+    await sendFor(1_000);
+    await new Promise((r) => setTimeout(r, 500));
+    const pierFrom = await receivers.received();
+    const start = performance.now();
+    const pier5 = await measureUtilisation(async () => {
+      await sendFor(5_000);
       await new Promise((r) => setTimeout(r, 500));
     });
-    const pierRate = received / ((performance.now() - start) / 1000);
+    const pierRate = ((await receivers.received()) - pierFrom) / ((performance.now() - start) / 1000);
     await api.close();
-    for (const ws of bConns) ws.terminate();
+    receivers.stop();
 
-    // Bare uWS: the same 1,000 connections subscribed to one topic, published to in a loop.
+    // Bare uWS: the same 1,000 connections (the same receiver processes) subscribed to one topic,
+    // published to in a loop from a connection that does not subscribe.
     const bare = await startChild('./bare-publish.js', []);
     children.push(bare.proc);
-    const bareConns = await Promise.all(Array.from({ length: 1000 }, () => new Promise<WebSocket>((res) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${bare.port}/ws`, { perMessageDeflate: false });
+    const bareReceivers = await startReceivers(RECEIVERS, 1000 / RECEIVERS, `ws://127.0.0.1:${bare.port}/ws`, {});
+    const trigger = await new Promise<WebSocket>((res) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${bare.port}/go`, { perMessageDeflate: false });
       ws.once('open', () => res(ws));
-    })));
-    let bareReceived = 0;
-    bareConns.forEach((ws) => ws.on('message', () => bareReceived++));
-    const bareStart = performance.now();
-    const bareRun = await measureUtilisation(async () => {
-      while (performance.now() < bareStart + 5_000) {
-        bareConns[0].send(JSON.stringify({ count: 50, payload: JSON.stringify({ event: 'news', data: 'x'.repeat(64) }) }));
+    });
+    const publishFor = async (ms: number) => {
+      const end = performance.now() + ms;
+      while (performance.now() < end) {
+        trigger.send(JSON.stringify({ count: 50, payload: JSON.stringify({ event: 'news', data: 'x'.repeat(64) }) }));
         await new Promise((r) => setTimeout(r, 10));
       }
+    };
+    await publishFor(1_000);
+    await new Promise((r) => setTimeout(r, 500));
+    const bareFrom = await bareReceivers.received();
+    const bareStart = performance.now();
+    const bareRun = await measureUtilisation(async () => {
+      await publishFor(5_000);
       await new Promise((r) => setTimeout(r, 500));
     });
-    const bareRate = bareReceived / ((performance.now() - bareStart) / 1000);
-    for (const ws of bareConns) ws.terminate();
+    const bareRate = ((await bareReceivers.received()) - bareFrom) / ((performance.now() - bareStart) / 1000);
+    trigger.terminate();
+    bareReceivers.stop();
 
     // 3. Memory per idle connection: RSS of the Pier process before and after 10,000 connections.
     await new Promise((r) => setTimeout(r, 1000));
@@ -185,7 +201,8 @@ export async function benchWs(): Promise<Record<string, unknown>> {
         ratio: round(pierRate / bareRate, 2),
         goal_ratio: 0.5,
         client_event_loop_utilisation: { pier: pier5.loadgen_event_loop_utilisation, bare: bareRun.loadgen_event_loop_utilisation },
-        note: 'Pier: 8 concurrent send calls naming one user who holds 1,000 connections; bare: one topic, 1,000 subscribers, 50 publishes per 10 ms',
+        receiver_processes: RECEIVERS,
+        note: 'Pier: 8 concurrent send calls naming one user who holds 1,000 connections; bare: one topic, 1,000 subscribers, 50 publishes per 10 ms; receivers in 4 processes on the load core; 1 s warm-up not counted',
       },
       idle_memory: { connections: idle.length, rss_delta_kib: after - before, per_connection_kib: round((after - before) / idle.length, 2), goal_kib: 8 },
     };

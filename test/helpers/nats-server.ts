@@ -39,6 +39,10 @@ export class NatsServer {
     return `nats://127.0.0.1:${this.port}`;
   }
 
+  get pid(): number | undefined {
+    return this.proc.pid;
+  }
+
   /** `port` -1 lets the server pick; a cluster node needs its port known before its peers start. */
   static async start(extraArgs: string[] = [], port = -1, cwd?: string): Promise<NatsServer> {
     const dir = mkdtempSync(join(tmpdir(), 'pier-nats-'));
