@@ -24,7 +24,13 @@ if (unknown.length > 0) {
 // This process is the load generator: its core is the one the servers do not use.
 pinLoad(process.pid);
 const results: Record<string, unknown> = {};
-for (const name of wanted.length > 0 ? wanted : Object.keys(BENCHES)) results[name] = await BENCHES[name]();
+for (const name of wanted.length > 0 ? wanted : Object.keys(BENCHES)) {
+  // One benchmark that fails (a connection reset under load) is reported as such; the others still run.
+  results[name] = await BENCHES[name]().catch((err: unknown) => {
+    process.stderr.write(`bench ${name} failed: ${(err as Error).stack ?? String(err)}\n`);
+    return { error: String((err as Error).message ?? err) };
+  });
+}
 process.stdout.write(
   `${JSON.stringify({ machine: { cpus: cpus().length, node: process.version, note: 'shared 2-core VM: expect run-to-run noise of 10-20%', pinning: pinning() }, at: new Date().toISOString(), results }, null, 2)}\n`,
 );
