@@ -51,7 +51,9 @@ export class PierProcess {
   }
 
   static start(env: Record<string, string>, args: string[] = [], timeoutMs = 20_000): Promise<PierProcess> {
-    const proc = spawn(process.execPath, [BIN, 'start', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // PIER_NODE_FLAGS (profiling a benchmark: "--cpu-prof --cpu-prof-dir=/tmp/prof") go to node itself.
+    const nodeFlags = (process.env.PIER_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+    const proc = spawn(process.execPath, [...nodeFlags, BIN, 'start', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     return new Promise((resolve, reject) => {
       let out = '';
       let err = '';
