@@ -99,10 +99,15 @@ export class ReplicatedLog<C, S extends LogState<C>> {
       await ensureStream(jsm, { name: names.stream, subjects: [names.subject], num_replicas: options.replicas });
       await ensureStream(jsm, { name: names.snapshotStream, subjects: [`${names.snapshotPrefix}.part`, `${names.snapshotPrefix}.done`], num_replicas: options.replicas });
       const log = new ReplicatedLog(js, jsm, names, options);
-      await log.load();
-      const last = (await jsm.streams.info(names.stream)).state.last_seq;
-      await log.reached(last, 60_000);
-      return log;
+      try {
+        await log.load();
+        const last = (await jsm.streams.info(names.stream)).state.last_seq;
+        await log.reached(last, 60_000);
+        return log;
+      } catch (err) {
+        await log.close(); // tried again from scratch: this one stops reading
+        throw err;
+      }
     });
   }
 
