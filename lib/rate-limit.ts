@@ -36,6 +36,8 @@ export class FailureLimiter {
 
   /** Counts a failure of `key` that happened at `at` (another replica's); returns the window's failures. */
   record(key: string, at: number): number {
+    // Another replica's clock may run ahead (or a message lie): a failure is never later than now.
+    at = Math.min(at, this.now());
     if (this.now() - at >= this.windowMs) return 0;
     const w = this.windows.get(key);
     if (w && at - w.start < this.windowMs) {

@@ -69,3 +69,15 @@ test.serial('hostile: garbage, a wrong shape and an oversized key on the stream 
   const b = await replica(1);
   t.is(b.key.count('forged'), 1, 'a replica started later reads past the garbage');
 });
+
+test.serial('hostile: a failure dated far in the future counts as now, so it expires with its window', async (t) => {
+  const a = await replica(0);
+  await a.nc.jetstream().publish(tokenState.subject, encode({ limiter: 'client', key: '198.51.100.7', at: Date.now() + 10 * 365 * 86_400_000, origin: 'x' }));
+  await until('the failure to be counted', () => a.client.count('198.51.100.7') === 1);
+  // Its window starts now, not in ten years: one window later it is gone.
+  const clock = { now: Date.now() };
+  const l = new FailureLimiter(50, WINDOW, () => clock.now);
+  l.record('198.51.100.7', clock.now + 10 * 365 * 86_400_000);
+  clock.now += WINDOW;
+  t.is(l.count('198.51.100.7'), 0, 'gone one window later');
+});
