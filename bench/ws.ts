@@ -106,6 +106,22 @@ async function roundTrips(conns: WebSocket[]) {
 }
 
 /**
+ * Messages a second the receivers got while `drive` ran for 5 s (and 0.5 s to drain), after 1 s of
+ * warm-up that is not counted; the same for Pier and for its peer.
+ */
+async function broadcastRate(receivers: { received(): Promise<number> }, drive: (ms: number) => Promise<unknown>) {
+  await drive(1_000);
+  await new Promise((r) => setTimeout(r, 500));
+  const from = await receivers.received();
+  const start = performance.now();
+  const utilisation = await measureUtilisation(async () => {
+    await drive(5_000);
+    await new Promise((r) => setTimeout(r, 500));
+  });
+  return { rate: ((await receivers.received()) - from) / ((performance.now() - start) / 1000), utilisation };
+}
+
+/**
  * The gateway under load, one-process Pier (the `npm start` shape): round trips through the
  * callback actor and an app in its own process; broadcast next to a bare uWS publish; memory per
  * idle connection.
@@ -147,15 +163,7 @@ export async function benchWs(): Promise<Record<string, unknown>> {
         }),
       );
     };
-    await sendFor(1_000);
-    await new Promise((r) => setTimeout(r, 500));
-    const pierFrom = await receivers.received();
-    const start = performance.now();
-    const pier5 = await measureUtilisation(async () => {
-      await sendFor(5_000);
-      await new Promise((r) => setTimeout(r, 500));
-    });
-    const pierRate = ((await receivers.received()) - pierFrom) / ((performance.now() - start) / 1000);
+    const { rate: pierRate, utilisation: pier5 } = await broadcastRate(receivers, sendFor);
     await api.close();
     receivers.stop();
 
@@ -175,15 +183,7 @@ export async function benchWs(): Promise<Record<string, unknown>> {
         await new Promise((r) => setTimeout(r, 10));
       }
     };
-    await publishFor(1_000);
-    await new Promise((r) => setTimeout(r, 500));
-    const bareFrom = await bareReceivers.received();
-    const bareStart = performance.now();
-    const bareRun = await measureUtilisation(async () => {
-      await publishFor(5_000);
-      await new Promise((r) => setTimeout(r, 500));
-    });
-    const bareRate = ((await bareReceivers.received()) - bareFrom) / ((performance.now() - bareStart) / 1000);
+    const { rate: bareRate, utilisation: bareRun } = await broadcastRate(bareReceivers, publishFor);
     trigger.terminate();
     bareReceivers.stop();
 
