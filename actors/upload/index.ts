@@ -98,9 +98,9 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
     }
   }
 
-  await recover(deps);
+  await recover(deps, live);
   // On NATS, locks of replicas that died with us are known dead once heartbeats had time to come.
-  const lateRecovery = setTimeout(() => void recover(deps), 4 * ctx.config.heartbeatMs);
+  const lateRecovery = setTimeout(() => void recover(deps, live), 4 * ctx.config.heartbeatMs);
 
   const hooks = { observe: ctx.metrics.observeActor };
   const subs = [
@@ -157,25 +157,50 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
  * After a crash: each unfinished upload not being written by a live replica gets the offset of
  * what is really on disk. Bytes past the recorded (acknowledged, fsynced) offset are cut off: they
  * may be a torn write. A complete one is published.
+ *
+ * It runs at start and once more when other replicas' heartbeats had time to come, so uploads may
+ * be in use meanwhile: an upload is repaired only under a lock of its own, taken only if the record
+ * is still the one read (no PATCH took or changed it in between), exactly as a PATCH takes it.
  */
-async function recover(deps: UploadDeps): Promise<void> {
+async function recover(deps: UploadDeps, live: Set<string>): Promise<void> {
   for (const u of deps.store.all()) {
     if (u.state !== 'active' || (u.lock && deps.lockAlive(u.lock))) continue;
     // One upload that cannot be recovered now (its part tampered with, its disk away) stays as it
     // is: its next PATCH says what is wrong, the idle sweep removes it; the others and the start go on.
-    await recoverOne(deps, u).catch(() => undefined);
+    await recoverOne(deps, u, live).catch(() => undefined);
   }
 }
 
-async function recoverOne(deps: UploadDeps, u: Upload): Promise<void> {
-  const size = await partSize(u.part);
-  let offset = u.offset;
-  if (size > offset) await cutBack(u.part, offset);
-  if (size < offset) offset = size;
-  if (size === 0 && offset === 0) await createPart(u.part).catch(() => undefined);
-  const fixed: Upload = { ...u, offset, lock: null };
-  await deps.store.write((w) => w.put(fixed));
-  if (offset === u.fileSize) await finish(deps, fixed).catch(() => undefined);
+async function recoverOne(deps: UploadDeps, seen: Upload, live: Set<string>): Promise<void> {
+  // On disk as recorded, and not complete: nothing to repair, nothing to lock.
+  if ((await partSize(seen.part)) === seen.offset && seen.offset < seen.fileSize) return;
+  const session = `recover${randomBytes(6).toString('hex')}`;
+  live.add(session);
+  try {
+    const u = await deps.store.write((w) => {
+      const current = w.get(seen.id);
+      if (!current || current.state !== 'active' || current.offset !== seen.offset || (current.lock && deps.lockAlive(current.lock))) return null;
+      const locked: Upload = { ...current, lock: { owner: deps.busId, session, until: deps.now() + deps.leaseMs } };
+      w.put(locked);
+      return locked;
+    });
+    if (!u) return; // a PATCH got there first: not a crash's leftover
+    const size = await partSize(u.part);
+    let offset = u.offset;
+    if (size > offset) await cutBack(u.part, offset);
+    if (size < offset) offset = size;
+    if (size === 0 && offset === 0) await createPart(u.part).catch(() => undefined);
+    const fixed = await deps.store.write((w) => {
+      const current = w.get(u.id);
+      if (current?.lock?.session !== session) return null;
+      const next: Upload = { ...current, offset, lock: null };
+      w.put(next);
+      return next;
+    });
+    if (fixed && offset === fixed.fileSize) await finish(deps, fixed).catch(() => undefined);
+  } finally {
+    live.delete(session);
+  }
 }
 
 /** Unfinished uploads idle past `idleMs` go, with their bytes; one being written never does. */
