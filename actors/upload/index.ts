@@ -5,7 +5,7 @@ import { Counter, Gauge } from 'prom-client';
 import { publishEvent, serve } from '../../bus/rpc.js';
 import { upload, uploadEvents, type BeginWrite, type WriteSession as WriteSessionReply } from '../../bus/subjects.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
-import { createPart, cutBack, partSize } from './files.js';
+import { createPart, cutBack, partSize, removePart } from './files.js';
 import { createUpload, finish, getUpload, lockForWrite, removeUpload, type UploadDeps } from './handler.js';
 import { UploadRoot } from './root.js';
 import { WriteSession } from './session.js';
@@ -203,12 +203,21 @@ async function recoverOne(deps: UploadDeps, seen: Upload, live: Set<string>): Pr
   }
 }
 
-/** Unfinished uploads idle past `idleMs` go, with their bytes; one being written never does. */
+/**
+ * Unfinished uploads idle past `idleMs` go, with their bytes; one being written never does. The
+ * record is removed only if it is still the one read (a PATCH in between makes it not idle).
+ */
 async function sweep(deps: UploadDeps, idleMs: number): Promise<void> {
   const now = deps.now();
   for (const u of deps.store.all()) {
     if (u.lock && deps.lockAlive(u.lock)) continue;
     if (now - u.updatedAt <= idleMs) continue;
-    await removeUpload(deps.store, u);
+    const removed = await deps.store.write((w) => {
+      const current = w.get(u.id);
+      if (!current || current.updatedAt !== u.updatedAt || (current.lock && deps.lockAlive(current.lock))) return false;
+      w.remove(current);
+      return true;
+    });
+    if (removed) await removePart(u.part);
   }
 }
