@@ -203,8 +203,15 @@ test.serial('uninstall closes the app connections (4002) and each gets its close
   await install('alice', 'temp', wsManifest('temp', temp.port));
   const c = await connect(port(), 'temp.alice.localhost', { 'x-authorization': tokens.alice });
   await temp.until(() => temp.accepted.length === 1);
-  await cli(['app', 'uninstall', '--user', 'alice', 'temp'], env);
-  t.is((await c.closed).code, 4002);
+  // The client pings while the CLI runs (a node process: seconds on a loaded machine), so only the
+  // uninstall can close it, not the idle timer (1.5 s in this suite).
+  const alive = setInterval(() => c.ws.send('{"event":"ping"}'), 300);
+  try {
+    await cli(['app', 'uninstall', '--user', 'alice', 'temp'], env);
+    t.is((await c.closed).code, 4002);
+  } finally {
+    clearInterval(alive);
+  }
   await temp.until(() => temp.accepted.some((k) => k.body.action === 'close'));
   t.deepEqual(temp.accepted.map((k) => k.body.action), ['open', 'close']);
 });
