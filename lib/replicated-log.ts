@@ -51,6 +51,15 @@ interface SnapshotRecord {
   parts: number[];
 }
 
+/** At most this many parts to a snapshot (1 GiB of state): a record naming more is not one of ours. */
+const MAX_PARTS = 4_096;
+
+function isSnapshotRecord(r: unknown): r is SnapshotRecord {
+  const x = r as SnapshotRecord;
+  const seq = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= 0;
+  return typeof x === 'object' && x !== null && seq(x.seq) && seq(x.revision) && Array.isArray(x.parts) && x.parts.length > 0 && x.parts.length <= MAX_PARTS && x.parts.every(seq);
+}
+
 /** Far below NATS's default max payload (1 MiB), whatever the server was given. */
 const PART_BYTES = 256 * 1024;
 const notFound = (err: unknown) => /no message found|not found|404/i.test(String((err as Error)?.message ?? err));
@@ -192,6 +201,8 @@ export class ReplicatedLog<C, S extends LogState<C>> {
         if (notFound(err)) return null;
         throw err;
       }
+      // Read from the bus like any message: its shape is checked and its size bounded before use.
+      if (!isSnapshotRecord(record)) throw new PierError('INTERNAL', `${this.names.snapshotStream}: the newest snapshot record is not one (remove it with nats stream rmm, the one before serves)`);
       try {
         const parts = await Promise.all(record.parts.map((seq) => this.jsm.streams.getMessage(this.names.snapshotStream, { seq }).then((m) => m.data)));
         return { ...record, dump: decode(Buffer.concat(parts)) };
@@ -236,6 +247,7 @@ export class ReplicatedLog<C, S extends LogState<C>> {
         });
     const previous = await newest();
     if (previous && previous.seq >= at.seq) return; // a newer one is there already
+    if (bytes.byteLength > MAX_PARTS * PART_BYTES) throw new Error(`${this.names.stream}: the state (${bytes.byteLength} bytes) is past the largest snapshot; the log is not compacted`);
     const parts: number[] = [];
     for (let from = 0; from < bytes.byteLength || parts.length === 0; from += PART_BYTES) {
       parts.push((await this.js.publish(`${this.names.snapshotPrefix}.part`, bytes.subarray(from, from + PART_BYTES), { timeout: 5_000 })).seq);
@@ -262,8 +274,14 @@ export class ReplicatedLog<C, S extends LogState<C>> {
   reached(seq: number, timeoutMs = 10_000): Promise<void> {
     if (seq <= this.applied) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new PierError('UNAVAILABLE', `${this.names.stream}: the log did not reach ${seq} in ${timeoutMs} ms`)), timeoutMs);
-      this.waiters.push({ seq, wake: () => (clearTimeout(timer), resolve()) });
+      const waiter = { seq, wake: () => (clearTimeout(timer), resolve()) };
+      const timer = setTimeout(() => {
+        // Given up on: out of the list, so a log that stays stuck does not collect one per request.
+        const at = this.waiters.indexOf(waiter);
+        if (at >= 0) this.waiters.splice(at, 1);
+        reject(new PierError('UNAVAILABLE', `${this.names.stream}: the log did not reach ${seq} in ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.waiters.push(waiter);
     });
   }
 

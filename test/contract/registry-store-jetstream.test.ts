@@ -61,6 +61,10 @@ test('hostile: garbage and forged entries on the log are never applied; the next
     t.is(event?.revision, 2);
     t.deepEqual(store.listUsers().map((u) => u.name), ['alice', 'bob']);
     await store.close();
+    // A forged snapshot record naming 100,000 parts is refused with a clear error, not read.
+    await js.publish(`${registryState.snapshotPrefix}.done`, encode({ seq: 1, revision: 1, parts: Array.from({ length: 100_000 }, (_, i) => i + 1) }));
+    const refused = await t.throwsAsync(JetStreamRegistryStore.open(nc.jetstream(), () => nc.jetstreamManager(), { replicas: 1 }));
+    t.regex(refused!.message, /the newest snapshot record is not one/);
   } finally {
     await nc.close();
     await node.stop();
