@@ -1,6 +1,6 @@
 import type { Bus, BusMessage, MessageHandler, PublishOptions, RequestManyOptions, RequestOptions, Subscription } from './bus.js';
 import { PierError } from './errors.js';
-import { allowed, type RolePermissions } from './permissions.js';
+import { allowListMatcher, type RolePermissions } from './permissions.js';
 
 /** Replies go to inboxes; a responder may always answer what it received (NATS `allow_responses`). */
 const INBOX = '_INBOX.';
@@ -12,20 +12,26 @@ const INBOX = '_INBOX.';
  * uses a subject it did not declare fails in every test.
  */
 export class GuardedBus implements Bus {
+  private readonly mayPublish: (subject: string) => boolean;
+  private readonly maySubscribe: (subject: string) => boolean;
+
   constructor(
     private readonly inner: Bus,
     private readonly role: string,
-    private readonly permissions: RolePermissions,
+    permissions: RolePermissions,
     private readonly refused: (role: string, action: 'publish' | 'subscribe', subject: string) => void = () => undefined,
-  ) {}
+  ) {
+    this.mayPublish = allowListMatcher(permissions.publish);
+    this.maySubscribe = allowListMatcher(permissions.subscribe);
+  }
 
   get kind() {
     return this.inner.kind;
   }
 
   private check(action: 'publish' | 'subscribe', subject: string): void {
-    const list = action === 'publish' ? this.permissions.publish : this.permissions.subscribe;
-    if (subject.startsWith(INBOX) || allowed(list, subject)) return;
+    const may = action === 'publish' ? this.mayPublish : this.maySubscribe;
+    if (subject.startsWith(INBOX) || may(subject)) return;
     this.refused(this.role, action, subject);
     throw new PierError('FORBIDDEN', `bus: role ${this.role} may not ${action} ${subject}`);
   }

@@ -197,8 +197,24 @@ export function declaredBy(role: BusRole): RolePermissions {
  * itself hold wildcards): `*` covers one token (a `*` included), `>` covers one or more.
  */
 export function covers(pattern: string, subject: string): boolean {
-  const p = pattern.split('.');
-  const s = subject.split('.');
+  return coversSplit(pattern.split('.'), subject.split('.'));
+}
+
+export const allowed = (list: readonly string[], subject: string) => list.some((p) => covers(p, subject));
+
+/**
+ * `allowed` for one fixed list, checked on every message: the patterns are split once, here, and
+ * each subject once per check (not once per pattern), the same rules as `covers`.
+ */
+export function allowListMatcher(list: readonly string[]): (subject: string) => boolean {
+  const patterns = list.map((p) => p.split('.'));
+  return (subject) => {
+    const s = subject.split('.');
+    return patterns.some((p) => coversSplit(p, s));
+  };
+}
+
+function coversSplit(p: readonly string[], s: readonly string[]): boolean {
   for (let i = 0; i < p.length; i++) {
     if (p[i] === '>') return s.length > i;
     if (i >= s.length) return false;
@@ -207,5 +223,3 @@ export function covers(pattern: string, subject: string): boolean {
   }
   return p.length === s.length;
 }
-
-export const allowed = (list: readonly string[], subject: string) => list.some((p) => covers(p, subject));

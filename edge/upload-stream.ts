@@ -3,6 +3,7 @@ import type { Bus } from '../bus/bus.js';
 import { asPierError, PierError, type ErrorCode } from '../bus/errors.js';
 import { sendPiece } from '../bus/pieces.js';
 import { CHUNK_BYTES } from '../bus/stream.js';
+import { chunksOf } from '../lib/stream-chunks.js';
 import { type Piece, type PieceAck, type UploadRecord, type WriteSession } from '../bus/subjects.js';
 
 const EMPTY = new Uint8Array(0);
@@ -39,8 +40,8 @@ export async function streamToSession(
     if (!ack.ok) throw ackError(ack);
   };
   try {
-    // Pieces are the parser's own chunks (sliced, never copied), at most CHUNK_BYTES each.
-    for await (const chunk of file as AsyncIterable<Buffer>) {
+    // Pieces are the parser's own chunks (sliced, never copied, never joined), at most CHUNK_BYTES each.
+    for await (const chunk of chunksOf(file)) {
       for (let off = 0; off < chunk.byteLength; off += CHUNK_BYTES) {
         inflight.push(send('data', chunk.subarray(off, off + CHUNK_BYTES)));
         if (inflight.length >= WINDOW) await settleOldest();

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { GuardedBus } from '../../../bus/guarded.js';
-import { BUS_ROLES, covers, declaredBy, EXTERNAL_EVENTS, permissionsFor, allowed } from '../../../bus/permissions.js';
+import { BUS_ROLES, covers, declaredBy, EXTERNAL_EVENTS, permissionsFor, allowed, allowListMatcher } from '../../../bus/permissions.js';
 import * as subjects from '../../../bus/subjects.js';
 import { streamSubject } from '../../../bus/stream.js';
 
@@ -50,6 +50,18 @@ test('wildcard coverage follows NATS: * is one token, > one or more', (t) => {
   t.false(covers('pier.gw.edge.*', 'pier.gw.edge.>'), 'a * entry does not cover a > subscription');
   t.true(covers('pier.gw.user.*.*', 'pier.gw.user.*.*'));
   t.false(covers('pier.gw.list', 'pier.gw.>'));
+});
+
+test('the compiled allow-list answers exactly as checking each pattern does', (t) => {
+  const probes = ['pier.gw.edge.abc', 'pier.gw.edge.abc.def', 'pier.stream.edge', 'pier.stream.edge.a.b', 'pier.gw.>', 'pier.gw.list', 'pier.vault.op', 'pier', '', 'pier..x', 'pier.upload.session.b1.s1'];
+  for (const role of BUS_ROLES) {
+    const { publish, subscribe } = permissionsFor([role], '_INBOX');
+    for (const list of [publish, subscribe]) {
+      const may = allowListMatcher(list);
+      for (const subject of [...probes, ...list]) t.is(may(subject), allowed(list, subject), `${role}: ${subject}`);
+    }
+  }
+  t.false(allowListMatcher([])('pier.gw.list'), 'an empty list allows nothing');
 });
 
 test("a role's view of the bus refuses what the role did not declare, before anything leaves", async (t) => {
