@@ -13,6 +13,15 @@ import { pinServer } from './pinning.js';
 
 
 
+/** Kills a helper process and waits until it is gone. */
+function stopChild(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    proc.once('exit', () => resolve());
+    proc.kill('SIGKILL');
+  });
+}
+
 /** `ca`: over wss:// (the host name in SNI, resolved here), the certificate checked against it. */
 function open(port: number, host: string, token: string, ca?: Buffer): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
@@ -186,6 +195,9 @@ export async function benchWs(): Promise<Record<string, unknown>> {
     const { rate: bareRate, utilisation: bareRun } = await broadcastRate(bareReceivers, publishFor);
     trigger.terminate();
     bareReceivers.stop();
+    // Nothing of a finished phase may keep the server core busy: the bare server may still hold a
+    // backlog of frames it is flushing to receivers that are going away.
+    await stopChild(bare.proc);
 
     // 3. Memory per idle connection: RSS of the Pier process before and after 10,000 connections.
     await new Promise((r) => setTimeout(r, 1000));
@@ -202,6 +214,7 @@ export async function benchWs(): Promise<Record<string, unknown>> {
     const ca = makeCa(tlsDir);
     const leaf = makeLeaf(tlsDir, ca, 'edge', ['*.alice.localhost']);
     await pier.stop();
+    for (const c of children.splice(0)) await stopChild(c); // the plain Pier's app
     const secure = await pierWithApp(join(dir, 'tls'), { PIER_TLS_CERT: leaf.cert, PIER_TLS_KEY: leaf.key }, children);
     let roundTripTls;
     try {

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Makes a checkout runnable: installs dependencies when node_modules is missing or older than the
-// lock file, then compiles the TypeScript (incremental, so a no-change build takes a moment).
+// lock file, then compiles the TypeScript (Pier and the SDK) (incremental, so a no-change build takes a moment).
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -20,4 +20,7 @@ const lock = join(root, 'package-lock.json');
 if (!existsSync(marker) || (existsSync(lock) && statSync(lock).mtimeMs > statSync(marker).mtimeMs)) {
   run('npm', [existsSync(lock) ? 'ci' : 'install', '--no-audit', '--no-fund']);
 }
-run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json')]);
+const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+run(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')]);
+// The SDK is its own package (sdk/), with the browser's types: built beside Pier, into sdk/dist.
+run(process.execPath, [tsc, '-p', join(root, 'sdk', 'tsconfig.json')]);
