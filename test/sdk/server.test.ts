@@ -13,6 +13,7 @@ import {
   type CallbackEvent,
   type Perm,
 } from '@pier/sdk/server';
+import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { providerDoc, ProviderServer } from '../helpers/provider-server.js';
 import { connect } from '../helpers/ws-client.js';
@@ -36,8 +37,24 @@ let userToken: string;
 const events: CallbackEvent[] = [];
 let receiverRefusals = 0;
 
+/**
+ * Closes this process's keep-alive connections (the SDK uses the global fetch) from our side
+ * before Pier stops: connections Pier closed would hold its ports in TIME_WAIT for a minute and
+ * keep the restart on the same ports waiting.
+ */
+async function restartPier(clockOffsetMs: number): Promise<void> {
+  const previous = getGlobalDispatcher();
+  setGlobalDispatcher(new Agent());
+  await previous.close();
+  await pier.stop();
+  await startPier(clockOffsetMs);
+}
+
+/** Starts (or restarts, on the same ports, so clients made before still reach it) the Pier of this suite. */
 async function startPier(clockOffsetMs = 0): Promise<void> {
-  pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_CLOCK_OFFSET_MS: String(clockOffsetMs), PIER_WS_IDLE_MS: '600000' }));
+  const p = pier?.ports;
+  const ports: Record<string, string> = p ? { PIER_PUBLIC_PORT: String(p.public), PIER_SYSTEM_PORT: String(p.system), PIER_LOCAL_PORT: String(p.local), PIER_UPLOAD_PORT: String(p.upload), PIER_ADMIN_PORT: String(p.admin) } : {};
+  pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_CLOCK_OFFSET_MS: String(clockOffsetMs), PIER_WS_IDLE_MS: '600000', ...ports }));
   env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   chat.OS_SYSTEM_SERVER = `127.0.0.1:${pier.ports!.system}`;
 }
@@ -47,6 +64,7 @@ function app(options: { now?: () => number; onIssued?: (p: Perm) => void } = {})
 }
 
 test.before(async () => {
+  setGlobalDispatcher(new Agent());
   dir = tempDir('pier-sdk-');
   upstream = await ProviderServer.start();
   chat = { OS_SYSTEM_SERVER: '', OS_APP_KEY: '', OS_APP_SECRET: '' };
@@ -153,27 +171,23 @@ test.serial("tokens are refreshed before they expire and across expiry, on Pier'
   const direct = (token: string) => fetch(`http://${chat.OS_SYSTEM_SERVER}/system-server/v1alpha1/legacy_notes/api.notes/v2/echo`, { method: 'POST', body: 'x', headers: { 'x-access-token': token } }).then((r) => r.status);
 
   // 250 s later (Pier's clock and ours): 50 s left, inside the refresh margin, so a new one is taken early.
-  await pier.stop();
+  t.teardown(() => restartPier(0));
   offset = 250_000;
-  await startPier(offset);
+  await restartPier(offset);
   t.is((await a.provider(NOTES_V2).call('echo', 'x')).status, 201);
   const second = await a.tokens.get(perm);
   t.not(second, first);
   t.is(await direct(first), 201, 'the old token still worked: the refresh came before its expiry');
 
   // Past the second token's five minutes: refreshed across expiry; Pier refuses the old one.
-  await pier.stop();
   offset = 560_000;
-  await startPier(offset);
+  await restartPier(offset);
   t.is((await a.provider(NOTES_V2).call('echo', 'x')).status, 201);
   t.is(await direct(second), 401, 'Pier no longer takes the expired token');
   t.deepEqual(issued, [0, 250_000, 560_000]);
-
-  await pier.stop();
-  await startPier(0);
 });
 
-test.serial('a token that dies early (the app reinstalled) is replaced once and the call goes through', async (t) => {
+test.serial('a reinstall with the same key keeps tokens; wrong credentials are a typed 401, not a retry loop', async (t) => {
   const issued: string[] = [];
   const a = app({ onIssued: (p) => issued.push(p.ops.join()) });
   t.is((await a.provider(NOTES_V2).call('echo', 'x')).status, 201);
@@ -182,10 +196,40 @@ test.serial('a token that dies early (the app reinstalled) is replaced once and 
   t.is((await cli(['app', 'uninstall', '--user', 'alice', 'chat'], env)).code, 0);
   t.is((await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--credentials', creds], env)).code, 0);
   t.is((await a.provider(NOTES_V2).call('echo', 'x')).status, 201);
-  t.deepEqual(issued, ['echo', 'echo']);
-  // Wrong credentials: the typed 401 with Pier's reason, not a retry loop.
+  t.deepEqual(issued, ['echo'], 'the token names the same, installed key: still good');
   const wrong = PierApp.fromEnv({ ...chat, OS_APP_SECRET: 'not-the-secret-at-all' }, { tokens: { cost: 4 } });
-  await t.throwsAsync(wrong.provider(NOTES_V2).call('echo', 'x'), { instanceOf: UnauthorizedError });
+  const err = await t.throwsAsync(wrong.provider(NOTES_V2).call('echo', 'x'), { instanceOf: UnauthorizedError });
+  t.is(err.status, 401);
+});
+
+test.serial('a token Pier refuses before its time is replaced once, and a second refusal is answered, not retried', async (t) => {
+  // A stand-in system server: tokens are "t1", "t2", ...; the call endpoint refuses those listed.
+  let issuedCount = 0;
+  const refused = new Set(['t1']);
+  const calls: string[] = [];
+  const fake = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (req.url === '/permission/v1alpha1/access') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ code: 0, message: 'success', data: { access_token: `t${++issuedCount}`, expired_at: new Date(Date.now() + 300_000).toISOString() } }));
+      }
+      const token = String(req.headers['x-access-token']);
+      calls.push(token);
+      if (refused.has(token)) return res.writeHead(401, { 'content-type': 'application/json' }).end('{"code":401,"message":"access token is not valid"}');
+      res.writeHead(200).end('ok');
+    });
+  });
+  await new Promise<void>((r) => fake.listen(0, '127.0.0.1', r));
+  t.teardown(() => fake.close());
+  const a = new PierApp({ systemServer: `127.0.0.1:${(fake.address() as { port: number }).port}`, appKey: 'ak', appSecret: 'secret', tokens: { cost: 4 } });
+  const notes = a.provider(NOTES_V2);
+  t.is((await notes.call('echo', 'x')).status, 200);
+  t.deepEqual(calls, ['t1', 't2'], 'refused t1 dropped, the call sent once more with t2');
+  refused.add('t2').add('t3');
+  t.is((await notes.call('echo', 'x')).status, 401, 'the second refusal is the answer');
+  t.deepEqual(calls, ['t1', 't2', 't2', 't3']);
+  t.is(issuedCount, 3);
 });
 
 test.serial('the gateway: callbacks verified and in order; send, list and close through the local API', async (t) => {
