@@ -21,6 +21,7 @@ if (!existsSync(marker) || (existsSync(lock) && statSync(lock).mtimeMs > statSyn
   run('npm', [existsSync(lock) ? 'ci' : 'install', '--no-audit', '--no-fund']);
 }
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-run(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')]);
-// The SDK is its own package (sdk/), with the browser's types: built beside Pier, into sdk/dist.
+// The SDK is its own package (sdk/, with the browser's types), built first into sdk/dist: Pier's
+// tests and the example import it as @pier/sdk.
 run(process.execPath, [tsc, '-p', join(root, 'sdk', 'tsconfig.json')]);
+run(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')]);

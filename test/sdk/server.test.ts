@@ -13,8 +13,10 @@ import {
   type CallbackEvent,
   type Perm,
 } from '@pier/sdk/server';
-import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
-import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { cleanup, cli, fixedPorts, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+
+/** Concrete ports, kept across restarts. */
+let ports: Record<string, string> | undefined;
 import { providerDoc, ProviderServer } from '../helpers/provider-server.js';
 import { connect } from '../helpers/ws-client.js';
 import { until } from '../helpers/wait.js';
@@ -37,23 +39,15 @@ let userToken: string;
 const events: CallbackEvent[] = [];
 let receiverRefusals = 0;
 
-/**
- * Closes this process's keep-alive connections (the SDK uses the global fetch) from our side
- * before Pier stops: connections Pier closed would hold its ports in TIME_WAIT for a minute and
- * keep the restart on the same ports waiting.
- */
+/** Pier stopped and started again with its clock moved; the same data and ports. */
 async function restartPier(clockOffsetMs: number): Promise<void> {
-  const previous = getGlobalDispatcher();
-  setGlobalDispatcher(new Agent());
-  await previous.close();
   await pier.stop();
   await startPier(clockOffsetMs);
 }
 
 /** Starts (or restarts, on the same ports, so clients made before still reach it) the Pier of this suite. */
 async function startPier(clockOffsetMs = 0): Promise<void> {
-  const p = pier?.ports;
-  const ports: Record<string, string> = p ? { PIER_PUBLIC_PORT: String(p.public), PIER_SYSTEM_PORT: String(p.system), PIER_LOCAL_PORT: String(p.local), PIER_UPLOAD_PORT: String(p.upload), PIER_ADMIN_PORT: String(p.admin) } : {};
+  ports ??= await fixedPorts();
   pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_CLOCK_OFFSET_MS: String(clockOffsetMs), PIER_WS_IDLE_MS: '600000', ...ports }));
   env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   chat.OS_SYSTEM_SERVER = `127.0.0.1:${pier.ports!.system}`;
@@ -64,7 +58,6 @@ function app(options: { now?: () => number; onIssued?: (p: Perm) => void } = {})
 }
 
 test.before(async () => {
-  setGlobalDispatcher(new Agent());
   dir = tempDir('pier-sdk-');
   upstream = await ProviderServer.start();
   chat = { OS_SYSTEM_SERVER: '', OS_APP_KEY: '', OS_APP_SECRET: '' };
