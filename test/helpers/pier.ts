@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { freeLoopbackPort } from './nats-server.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,18 +31,6 @@ export function pierEnv(dataDir: string, extra: Record<string, string> = {}): Re
   };
 }
 
-/** A port nothing listens on right now (a tiny race remains until the caller binds it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * Concrete ports for every listener, for a Pier that will be restarted on the same ports. Not 0:
  * uWS sets SO_REUSEADDR only on a listener given a port, so the connections of a listener bound to
@@ -51,7 +39,7 @@ export function freePort(): Promise<number> {
 export async function fixedPorts(): Promise<Record<string, string>> {
   const names = ['PIER_PUBLIC_PORT', 'PIER_SYSTEM_PORT', 'PIER_LOCAL_PORT', 'PIER_UPLOAD_PORT', 'PIER_ADMIN_PORT'];
   const ports = new Set<number>();
-  while (ports.size < names.length) ports.add(await freePort());
+  while (ports.size < names.length) ports.add(await freeLoopbackPort());
   const list = [...ports];
   return Object.fromEntries(names.map((n, i) => [n, String(list[i])]));
 }
