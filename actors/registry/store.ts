@@ -1,4 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { durably } from '../../lib/lmdb-durable.js';
 import type { AppView, Change, ChangeEvent, ProviderView, Snapshot, TokenView, UserView } from '../../bus/subjects.js';
 
 /** An app as stored: the shared view plus its secret, sealed with the master key. */
@@ -139,7 +140,7 @@ export class LmdbRegistryStore implements RegistryStore {
    * something changed).
    */
   async write<T>(fn: (w: Writer) => T): Promise<{ result: T; event: ChangeEvent | null }> {
-    return this.root.transaction(() => {
+    return durably(this.root, this.root.transaction(() => {
       const changes: Change[] = [];
       const w: Writer = {
         putUser: (value) => {
@@ -174,7 +175,7 @@ export class LmdbRegistryStore implements RegistryStore {
       const revision = this.revision() + 1;
       this.meta.put('revision', revision);
       return { result, event: { revision, changes } };
-    });
+    }));
   }
 
   async close(): Promise<void> {

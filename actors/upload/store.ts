@@ -1,4 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { durably } from '../../lib/lmdb-durable.js';
 import { appId } from '../../bus/ids.js';
 import type { CreateUpload, UploadRecord } from '../../bus/subjects.js';
 
@@ -109,7 +110,7 @@ export class LmdbUploadStore implements UploadStore {
         if (this.byTarget.get(key) === u.id) this.byTarget.remove(key);
       },
     };
-    return this.root.transaction(() => fn(w));
+    return durably(this.root, this.root.transaction(() => fn(w)));
   }
 
   async close(): Promise<void> {

@@ -1,4 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { durably } from '../../lib/lmdb-durable.js';
 import type { AuditEntry } from '../../bus/subjects.js';
 
 /** A data key, wrapped (sealed) by the master key. One per (user, workspace, env). */
@@ -153,14 +154,14 @@ export class LmdbVaultStore implements VaultStore {
       scopesOf: (user, workspace) => this.scopesOf(user, workspace),
       appendAudit: (entry) => void this.audit.put(this.auditKey(entry), entry),
     };
-    return this.root.transaction(() => fn(w));
+    return durably(this.root, this.root.transaction(() => fn(w)));
   }
 
   async appendAudit(entries: AuditEntry[]): Promise<void> {
     if (entries.length === 0) return;
-    await this.root.transaction(() => {
+    await durably(this.root, this.root.transaction(() => {
       for (const e of entries) this.audit.put(this.auditKey(e), e);
-    });
+    }));
   }
 
   private auditKey(entry: AuditEntry): [number, string, number] {
