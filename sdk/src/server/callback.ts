@@ -136,11 +136,14 @@ export class CallbackReceiver {
       const chunks: Buffer[] = [];
       let size = 0;
       req.on('data', (c: Buffer) => {
+        if (size > limit) return; // refused already: the rest is not kept
         size += c.length;
         if (size > limit) {
           this.options.onRefused?.(new PayloadTooLargeError(413, 413, `callback: body over ${limit} bytes`));
+          // Answer, then drop the connection once the answer is out: the rest is never read.
+          res.setHeader('connection', 'close');
+          res.once('finish', () => req.destroy());
           answer(413);
-          req.destroy();
           return;
         }
         chunks.push(c);
