@@ -1,5 +1,6 @@
 import test from 'ava';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Browser, findChromium, type Page } from '../helpers/chromium.js';
@@ -26,13 +27,12 @@ const startPier = async () => {
 };
 
 test.before(async () => {
-  if (!chromium) return;
   dir = tempDir('pier-example-');
   ports = await fixedPorts();
   await startPier();
   const { setupChat } = await import(pathToFileURL(join(ROOT, 'examples', 'chat', 'setup.mjs')).href);
   chat = await setupChat({ adminEnv: { ...pier.env, PIER_ADMIN_URL: pier.adminUrl }, ports: pier.ports, dir });
-  browser = await Browser.launch(chromium);
+  if (chromium) browser = await Browser.launch(chromium);
 });
 
 test.after.always(async () => {
@@ -83,4 +83,30 @@ maybe('the example page: chat, vault, provider, upload with progress, and an edg
   const log = await logText(page);
   t.is(log.filter((l) => l === 'alice: hello pier').length, 1, 'nothing delivered twice');
   t.deepEqual(page.console.filter((l) => l.startsWith('exception')), []);
+});
+
+/** A raw request to the example's backend, path sent exactly as given (no URL normalisation). */
+function raw(url: string, path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<{ status: number; body: string }> {
+  const { port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, method: init.method ?? 'GET', headers: init.headers }, (res) => {
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on('error', reject);
+    req.end(init.body);
+  });
+}
+
+test.serial('hostile: the example serves nothing outside its page and the SDK, and takes no unsigned callback', async (t) => {
+  for (const path of ['/sdk/../../package.json', '/../../package.json', '/sdk/..%2f..%2fpackage.json', '/sdk/server/app.d.ts', '/setup.mjs', '/%00']) {
+    const r = await raw(chat.url, path);
+    t.is(r.status, 404, path);
+    t.false(r.body.includes('"dependencies"'), path);
+  }
+  t.is((await raw(chat.url, '/sdk/browser/index.js')).status, 200, 'the SDK itself is served');
+  const forged = JSON.stringify({ data: { event: 'chat', data: { text: 'forged' } }, action: 'message', user_name: 'alice', conn_id: 'x' });
+  const answer = await raw(chat.url, '/cb', { method: 'POST', headers: { 'content-type': 'application/json', 'x-pier-event-id': 'e1', 'x-pier-signature': `t=${Math.floor(Date.now() / 1000)},v1=${'0'.repeat(64)}` }, body: forged });
+  t.is(answer.status, 401);
 });
