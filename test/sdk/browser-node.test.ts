@@ -1,6 +1,6 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -189,6 +189,11 @@ test.serial('upload refusals are thrown at once, typed; no answer is retried a b
   await t.throwsAsync(upload(new Blob(['x']), { endpoint: nobody, storagePath: '/data/chat', relativePath: 'a.txt', maxRetries: 2, fetch: counting }), { instanceOf: NetworkError });
   t.is(requests, 3, 'the first try and two retries, then the error');
 
+  // conflict=rename keeps the file already at the target; the new one lands beside it.
+  await upload(new Blob(['first']), { endpoint, storagePath: '/data/chat', relativePath: 'same.txt', headers, fetch: localFetch });
+  await upload(new Blob(['second']), { endpoint, storagePath: '/data/chat', relativePath: 'same.txt', conflict: 'rename', headers, fetch: localFetch });
+  t.is(readFileSync(join(uploadDir, 'same.txt'), 'utf8'), 'first');
+  t.is(readdirSync(uploadDir).filter((f) => f.startsWith('same')).length, 2);
   const files = ['docs/a.txt', 'docs/deep/b.txt'].map((p) => Object.assign(new File([`content of ${p}`], p.split('/').pop()!), { webkitRelativePath: p }));
   const records = await uploadFolder(files, { endpoint, storagePath: '/data/chat', headers, fetch: localFetch });
   t.deepEqual(records.map((r) => r.file_relative_path), ['docs/a.txt', 'docs/deep/b.txt']);

@@ -89,8 +89,8 @@ export async function upload(file: Blob & { name?: string }, options: UploadOpti
   form.append('file_relative_path', name);
   form.append('file_type', options.fileType ?? '');
   form.append('file_size', String(file.size));
-  const query = options.conflict && options.conflict !== 'replace' ? `?conflict=${options.conflict}` : '';
-  let record = await retrying(() => request('POST', `/upload/${query}`, form));
+  if (options.conflict) form.append('conflict', options.conflict);
+  let record = await retrying(() => request('POST', '/upload/', form));
   if (!record) throw new TypeError('relativePath: names a folder (ends with "/"); use it to create folders, not files');
   const id = record.id;
   options.onProgress?.({ loaded: record.offset, total: file.size, id });
