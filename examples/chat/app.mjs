@@ -8,7 +8,7 @@
 // CHAT_PORT, and for the page: CHAT_WS_URL, CHAT_UPLOAD_URL, CHAT_STORAGE_PATH, CHAT_LOGIN_TOKEN.
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
-import { extname, join, normalize } from 'node:path';
+import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PierApp, CallbackReceiver, NotFoundError } from '@pier/sdk/server';
 
@@ -57,7 +57,8 @@ const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; ch
 
 async function serveFile(res, root, path) {
   const file = normalize(join(root, path));
-  if (!file.startsWith(root) || !(extname(file) in TYPES)) return res.writeHead(404).end();
+  // Inside `root` itself, not merely a path that starts with its name (`public-old/`).
+  if (!file.startsWith(root.endsWith(sep) ? root : root + sep) || !(extname(file) in TYPES)) return res.writeHead(404).end();
   try {
     const body = await readFile(file);
     res.writeHead(200, { 'content-type': TYPES[extname(file)], 'cache-control': 'no-store' }).end(body);

@@ -27,6 +27,11 @@ export class Browser {
     private readonly socket: WebSocket,
     private readonly profile: string,
   ) {
+    // The browser gone: every command still waiting fails at once instead of at its deadline.
+    socket.on('close', () => {
+      for (const w of this.waiting.values()) w.reject(new Error('chromium closed its DevTools connection'));
+      this.waiting.clear();
+    });
     socket.on('message', (raw) => {
       const msg = JSON.parse(String(raw));
       if (msg.id !== undefined) {
@@ -63,10 +68,21 @@ export class Browser {
     return new Browser(proc, socket, profile);
   }
 
-  send(method: string, params: Record<string, unknown> = {}, sessionId?: string): Promise<any> {
+  /** One DevTools command; rejects naming it if no answer comes within `timeoutMs` or the browser goes away. */
+  send(method: string, params: Record<string, unknown> = {}, sessionId?: string, timeoutMs = 30_000): Promise<any> {
     const id = this.nextId++;
     this.socket.send(JSON.stringify({ id, method, params, ...(sessionId ? { sessionId } : {}) }));
-    return new Promise((resolve, reject) => this.waiting.set(id, { resolve, reject }));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(id);
+        reject(new Error(`chromium did not answer ${method} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const settle = <T>(fn: (v: T) => void) => (v: T) => {
+        clearTimeout(timer);
+        fn(v);
+      };
+      this.waiting.set(id, { resolve: settle(resolve), reject: settle(reject) });
+    });
   }
 
   on(fn: (method: string, params: any, sessionId?: string) => void): () => void {

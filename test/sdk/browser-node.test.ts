@@ -136,12 +136,15 @@ test.serial('keep-alive: pongs are swallowed; a peer that stops answering is rep
 test.serial('a final close (the app closed the connection) is not fought with reconnects; the queue is bounded', async (t) => {
   const conn = connectGateway(`ws://${HOST}:${pier.ports!.public}/ws`, { socketFactory, maxQueued: 2 });
   const seen = collect(conn);
-  t.throws(() => conn.send('x', 3) ?? conn.send('x', 4) ?? conn.send('x', 5), { name: 'GatewayQueueFullError' }, 'a third frame while connecting');
+  conn.send('x', 3);
+  conn.send('x', 4);
+  t.throws(() => conn.send('x', 5), { name: 'GatewayQueueFullError' }, 'a third frame while connecting');
   await until('open', () => conn.state === 'open', 10_000);
   const app = PierApp.fromEnv({ ...chatEnv, PIER_GATEWAY_URL: `http://127.0.0.1:${pier.ports!.local}` });
   t.is(await app.gateway.close({ users: ['alice'] }), 1);
   await until('the close', () => seen.closes.length === 1, 10_000);
-  t.deepEqual(seen.closes, [{ code: 4001, reason: seen.closes[0] ? (seen.closes[0] as { reason?: string }).reason : '', reconnecting: false }]);
+  t.is(seen.closes[0].code, 4001);
+  t.false(seen.closes[0].reconnecting);
   t.is(conn.state, 'closed');
   t.throws(() => conn.send('late'), { message: /closed/ });
 });

@@ -1,4 +1,4 @@
-import { errorFromAnswer, NetworkError, readJson, type PierError } from '../errors.js';
+import { NetworkError } from '../errors.js';
 import { GatewayClient } from './gateway.js';
 import { ProviderClient, type ProviderSpec } from './provider.js';
 import { AccessTokens, type Perm, type TokenOptions } from './tokens.js';
@@ -79,17 +79,9 @@ export class PierApp {
     await res.body?.cancel();
     return send(await this.tokens.get(perm));
   }
-
-  /** The JSON of an answer, or its typed error. */
-  static async expectJson(res: Response, what: string): Promise<unknown> {
-    const body = await readJson(res);
-    if (!res.ok) throw errorFromAnswer(res.status, body, what);
-    return body;
-  }
 }
 
 function isReplayable(body: unknown): boolean {
   return typeof body === 'string' || body instanceof Uint8Array || body instanceof ArrayBuffer || body instanceof URLSearchParams;
 }
 
-export type { PierError };

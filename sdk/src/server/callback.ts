@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { BadRequestError, PayloadTooLargeError, UnauthorizedError, type PierError } from '../errors.js';
+import { BadRequestError, PayloadTooLargeError, PierError, UnauthorizedError } from '../errors.js';
 
 /** One gateway event as Pier posts it to the app (CONTRACT.md section 6). */
 export interface CallbackEvent {
@@ -95,8 +95,9 @@ export class CallbackReceiver {
     try {
       event = verifyCallback(headers, rawBody, this.appSecret, this.options);
     } catch (err) {
-      this.options.onRefused?.(err as PierError);
-      return (err as PierError).status;
+      const refusal = err instanceof PierError ? err : new BadRequestError(400, 400, 'callback: unreadable', undefined, { cause: err });
+      this.options.onRefused?.(refusal);
+      return refusal.status;
     }
     const id = event.eventId;
     if (this.seen.has(id)) return 200;

@@ -17,6 +17,11 @@ export interface CallOptions {
   headers?: Record<string, string>;
   /** Method for v2 calls (default POST). */
   method?: string;
+  /**
+   * The op as the manifest grants it, when that is not the op's name alone: the vault's grants
+   * carry their workspace (`RetrieveSecret?workspace=chat`). Default: `op`.
+   */
+  grant?: string;
   signal?: AbortSignal;
 }
 
@@ -46,7 +51,7 @@ export class ProviderClient {
    */
   async call(op: string, body?: BodyInit | null, options: CallOptions = {}): Promise<Response> {
     const { dataType, group, version } = this.spec;
-    return this.app.fetchWithToken({ dataType, group, version, ops: [op] }, this.path(op, options.query), {
+    return this.app.fetchWithToken({ dataType, group, version, ops: [options.grant ?? op] }, this.path(op, options.query), {
       method: options.method ?? 'POST',
       headers: options.headers,
       body: body ?? undefined,

@@ -121,6 +121,6 @@ export class AccessTokens {
   }
 }
 
-export function keyOf(perm: Perm): string {
+function keyOf(perm: Perm): string {
   return JSON.stringify([perm.dataType, perm.group, perm.version, [...perm.ops].sort()]);
 }

@@ -1,5 +1,5 @@
-import { errorFromAnswer, readJson } from '../errors.js';
 import type { PierApp } from './app.js';
+import type { ProviderClient } from './provider.js';
 
 export type SecretEnv = 'test' | 'dev' | 'staging' | 'prod';
 
@@ -23,15 +23,16 @@ type Op = 'RetrieveSecret' | 'CreateSecret' | 'UpdateSecret' | 'DeleteSecret' | 
  * `<Op>?workspace=<workspace>`. Absent: NotFoundError; already there: ConflictError.
  */
 export class VaultClient {
-  private readonly vaultName: string;
+  /** The vault is a built-in v1 provider (`secret`, `secret.<vault>`, `v1`): called as one. */
+  private readonly provider: ProviderClient;
   private readonly env: SecretEnv;
 
   constructor(
-    private readonly app: PierApp,
+    app: PierApp,
     readonly workspace: string,
     options: VaultOptions = {},
   ) {
-    this.vaultName = options.vault ?? 'vault';
+    this.provider = app.provider({ dataType: 'secret', group: `secret.${options.vault ?? 'vault'}`, version: 'v1' });
     this.env = options.env ?? 'prod';
   }
 
@@ -56,18 +57,8 @@ export class VaultClient {
   }
 
   private async op(op: Op, body: Record<string, string>): Promise<unknown> {
-    const grant = `${op}?workspace=${this.workspace}`;
-    const group = `secret.${this.vaultName}`;
-    const path = `/system-server/v1alpha1/secret/${encodeURIComponent(group)}/v1/${op}?workspace=${encodeURIComponent(this.workspace)}`;
-    const res = await this.app.fetchWithToken({ dataType: 'secret', group, version: 'v1', ops: [grant] }, path, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    const answer = (await readJson(res)) as { code?: unknown; data?: { data?: unknown } } | undefined;
-    if (!res.ok) throw errorFromAnswer(res.status, answer, `vault ${op}`);
-    // The vault is a v1 provider: Pier's envelope around the vault's own `{code: 200, data}`.
-    if (answer?.code !== 0) throw errorFromAnswer(502, answer, `vault ${op}`);
-    return answer.data?.data;
+    // The v1 envelope holds the vault's own answer, `{code: 200, message, data}`: its `data` is the result.
+    const answer = await this.provider.callJson<{ data?: unknown } | undefined>(op, body, { query: { workspace: this.workspace }, grant: `${op}?workspace=${this.workspace}` });
+    return answer?.data;
   }
 }
