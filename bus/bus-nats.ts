@@ -1,5 +1,5 @@
 import { connect, Events, ErrorCode, headers as natsHeaders, createInbox, RequestStrategy, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection, type Msg } from 'nats';
-import { checkSubject, type Bus, type BusMessage, type Headers, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type Subscription } from './bus.js';
+import { checkSubject, type Bus, type BusSealing, type BusMessage, type Headers, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type Subscription } from './bus.js';
 import { PierError } from './errors.js';
 
 export interface NatsBusOptions {
@@ -43,6 +43,8 @@ function toBusMessage(m: Msg): BusMessage {
  */
 export class NatsBus implements Bus {
   readonly kind = 'nats' as const;
+  /** Set once by the composition root, before any role starts (bus.ts). */
+  sealing: BusSealing | undefined = undefined;
   private connected = true;
 
   private constructor(

@@ -16,7 +16,24 @@
  * - Headers are string to string, and arrive as sent.
  * - Payloads are opaque bytes: encoding is the caller's business (see codec.ts).
  */
+import type { KeyPair, Sealer } from './seal.js';
+
 export type Headers = Record<string, string>;
+
+/**
+ * How a process seals what must not cross the bus in clear (bus/seal.ts). Absent on the in-process
+ * bus, where nothing crosses a wire.
+ */
+export interface BusSealing {
+  /** This process's own key pair, and its boxes. */
+  readonly sealer: Sealer;
+  /** The key pairs this process opens requests sealed to `role` with (empty: it does not run the role). */
+  roleKeys(role: string): readonly KeyPair[];
+  /** The public key a request to `role` is sealed to (announced by its replicas); null when none is known in time. */
+  recipientFor(role: string): Promise<string | null>;
+  /** A live process's own public key (for a message to one replica); null when it is not known. */
+  keyOf(busId: string, role: string): string | null;
+}
 
 export interface BusMessage {
   readonly subject: string;
@@ -53,6 +70,8 @@ export interface RequestManyOptions {
 
 export interface Bus {
   readonly kind: 'memory' | 'nats';
+  /** Set on a bus whose messages cross a wire: endpoints declared sealed use it (rpc.ts). */
+  readonly sealing?: BusSealing;
   publish(subject: string, data: Uint8Array, options?: PublishOptions): void;
   subscribe(subject: string, handler: MessageHandler, options?: { queue?: string }): Subscription;
   request(subject: string, data: Uint8Array, options: RequestOptions): Promise<BusMessage>;

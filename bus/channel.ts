@@ -1,7 +1,7 @@
 import type { Bus, BusMessage, Subscription } from './bus.js';
 import { encode } from './codec.js';
 import { PierError } from './errors.js';
-import { accept } from './rpc.js';
+import { accept, answerable, refuse } from './rpc.js';
 import { compile, type Checker } from './validation.js';
 import type { ValidationSchema } from 'fastest-validator';
 
@@ -15,12 +15,27 @@ export interface Channel<Req, Res> {
   readonly check: Checker;
   readonly replyCheck: Checker;
   readonly timeoutMs: number;
+  /** Requests carry a secret: on a wire they are sealed to the one process that answers (bus/seal.ts). */
+  readonly sealed: boolean;
   readonly _req?: Req;
   readonly _res?: Res;
 }
 
-export function channel<Req, Res>(schema: ValidationSchema, replySchema: ValidationSchema, timeoutMs = 2_000): Channel<Req, Res> {
-  return { check: compile(schema), replyCheck: compile(replySchema), timeoutMs };
+export function channel<Req, Res>(schema: ValidationSchema, replySchema: ValidationSchema, timeoutMs = 2_000, options: { sealed?: boolean } = {}): Channel<Req, Res> {
+  return { check: compile(schema), replyCheck: compile(replySchema), timeoutMs, sealed: options.sealed ?? false };
+}
+
+const sealedContext = (subject: string) => `${subject}|request|`;
+
+/** A sealed channel's request, opened with this process's own key; undefined (refused, counted) when it does not open. */
+function openSealed(bus: Bus, ch: Channel<unknown, unknown>, msg: BusMessage): BusMessage | undefined {
+  if (!ch.sealed || !bus.sealing) return msg;
+  try {
+    return { ...msg, data: bus.sealing.sealer.open(msg.data, sealedContext(msg.subject)).plain };
+  } catch {
+    refuse(msg.subject, 'sealed');
+    return undefined;
+  }
 }
 
 /** A one-way message on run-time subjects (no reply), checked by its receivers. */
@@ -41,7 +56,10 @@ const refusedReply = () => new PierError('BAD_GATEWAY', 'bus: a reply failed its
  * deadline; the process goes on.
  */
 export function answerOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, handler: (req: Req, msg: BusMessage) => Res | Promise<Res>): Subscription {
-  return bus.subscribe(subject, (msg) => {
+  return bus.subscribe(subject, (raw) => {
+    if (!answerable(raw)) return;
+    const msg = openSealed(bus, ch, raw);
+    if (msg === undefined) return;
     const req = accept<Req>(msg, ch.check);
     if (req === undefined) return;
     void Promise.resolve()
@@ -55,9 +73,17 @@ export function answerOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: str
 
 const unwrap = <Res>(ch: Channel<unknown, Res>, msg: BusMessage): Res | undefined => accept<Res>(msg, ch.replyCheck);
 
-/** One request to whoever answers `subject`; the reply checked (502 when it fails its schema). */
-export async function askOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, req: Req, timeoutMs = ch.timeoutMs): Promise<Res> {
-  const msg = await bus.request(subject, encode(req), { timeoutMs });
+/**
+ * One request to whoever answers `subject`; the reply checked (502 when it fails its schema). A
+ * sealed channel's request is sealed to `recipient`, the answering process's public key.
+ */
+export async function askOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, req: Req, timeoutMs = ch.timeoutMs, recipient?: string | null): Promise<Res> {
+  let data = encode(req);
+  if (ch.sealed && bus.sealing) {
+    if (!recipient) throw new PierError('UNAVAILABLE', `no key is known for the process answering ${subject}`);
+    data = bus.sealing.sealer.seal(data, recipient, sealedContext(subject));
+  }
+  const msg = await bus.request(subject, data, { timeoutMs });
   const res = unwrap(ch, msg);
   if (res === undefined) throw refusedReply();
   return res;
@@ -73,9 +99,10 @@ export function tellOn<T>(bus: Bus, _sig: Signal<T>, subject: string, value: T):
   bus.publish(subject, encode(value));
 }
 
-export function hearOn<T>(bus: Bus, sig: Signal<T>, subject: string, handler: (value: T) => void): Subscription {
+/** Hears `sig` on `subject` (wildcards allowed: the handler gets the subject each message came on). */
+export function hearOn<T>(bus: Bus, sig: Signal<T>, subject: string, handler: (value: T, subject: string) => void): Subscription {
   return bus.subscribe(subject, (msg) => {
     const value = accept<T>(msg, sig.check);
-    if (value !== undefined) handler(value);
+    if (value !== undefined) handler(value, msg.subject);
   });
 }

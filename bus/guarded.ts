@@ -29,6 +29,10 @@ export class GuardedBus implements Bus {
     return this.inner.kind;
   }
 
+  get sealing() {
+    return this.inner.sealing;
+  }
+
   private check(action: 'publish' | 'subscribe', subject: string): void {
     const may = action === 'publish' ? this.mayPublish : this.maySubscribe;
     if (subject.startsWith(INBOX) || may(subject)) return;

@@ -90,8 +90,8 @@ const any = '*';
 
 /** Every process, whatever its roles: presence, the registry cache. */
 const everyProcess: Declaration = {
-  emits: [processSubjects.heartbeat],
-  hears: [processSubjects.heartbeat, registryEvents.changes, registryEvents.heartbeat],
+  // Each role announces itself on its own heartbeat subject (permissionsOf adds it).
+  hears: [processSubjects.heartbeats, registryEvents.changes, registryEvents.heartbeat],
   serves: [processSubjects.describe],
   calls: [registry.snapshot],
 };
@@ -126,6 +126,7 @@ const declarations: Record<BusRole, Declaration> = {
       registry.appVerify,
       // The gateway: events to callback replicas; the local API's commands to the edges holding connections.
       gatewaySubjects.deliver(any),
+      gatewaySubjects.hello(any),
       gatewaySubjects.edge(any),
       gatewaySubjects.user(any, any),
       gatewaySubjects.list,
@@ -151,7 +152,7 @@ const declarations: Record<BusRole, Declaration> = {
     jetstream: { streams: [vaultState.auditStream], buckets: [vaultState.keys, vaultState.secrets], subjects: [vaultState.auditSubject] },
   },
   // Signs callbacks with app secrets: the other role that may obtain them.
-  callback: { serves: [gatewaySubjects.deliver(any)], calls: [registry.appCredentials], emits: [gatewaySubjects.settled(any)] },
+  callback: { serves: [gatewaySubjects.deliver(any), gatewaySubjects.hello(any)], calls: [registry.appCredentials], emits: [gatewaySubjects.settled(any)] },
   upload: {
     serves: [upload.create, upload.get, upload.begin, upload.prepare, uploadSubjects.session(any, any)],
     emits: [uploadEvents.completed],
@@ -167,11 +168,36 @@ export const EXTERNAL_EVENTS: readonly string[] = [
   ...[registryState, uploadState].flatMap((l) => [l.subject, ...snapshotSubjects(l)]),
 ];
 
+/**
+ * A role's rights on the service bus. No JetStream API subject is among them: JetStream acts with
+ * its account's authority (a push consumer delivers, a stream captures, a direct get answers onto
+ * any subject of the account, whatever the creator's allow-lists say; nats-server issue #8274), so
+ * a role's state lives in an account of its own (`statePermissionsFor`) that holds no service.
+ */
 function permissionsOf(d: Declaration): RolePermissions {
   return {
-    publish: [...[...(d.calls ?? []), ...(d.emits ?? [])].map(name), ...(d.jetstream ? jetStreamSubjects(d.jetstream) : [])],
+    publish: [...(d.calls ?? []), ...(d.emits ?? [])].map(name),
     subscribe: [...(d.serves ?? []), ...(d.hears ?? [])].map(name),
   };
+}
+
+/** The roles that keep state on JetStream (PIER_STATE=jetstream), each in its own NATS account. */
+export const STATE_ROLES = BUS_ROLES.filter((r) => declarations[r].jetstream !== undefined);
+export type StateRole = (typeof STATE_ROLES)[number];
+
+/** The NATS account holding `role`'s JetStream state (`pier bus init` writes one per state role). */
+export const stateAccountOf = (role: BusRole) => `PIER_STATE_${role.toUpperCase()}`;
+
+/**
+ * The rights of a role's state identity inside its own state account: its streams, buckets and
+ * subjects, and its inbox. Whatever JetStream does with them stays inside that account, where no
+ * Pier service listens and no other role's traffic passes; the allow-lists only keep the role's
+ * own code from reaching beyond its streams by mistake.
+ */
+export function statePermissionsFor(role: BusRole, inboxPrefix: string): RolePermissions {
+  const js = declarations[role].jetstream;
+  if (!js) throw new Error(`role ${role} keeps no state on JetStream`);
+  return { publish: [...new Set(jetStreamSubjects(js))].sort(), subscribe: [`${inboxPrefix}.>`] };
 }
 
 /**
@@ -179,7 +205,7 @@ function permissionsOf(d: Declaration): RolePermissions {
  * the inbox prefix its replies arrive on.
  */
 export function permissionsFor(roles: readonly BusRole[], inboxPrefix: string): RolePermissions {
-  const parts = [everyProcess, ...roles.map((r) => declarations[r])].map(permissionsOf);
+  const parts = [everyProcess, ...roles.map((r) => withHeartbeat(r, declarations[r]))].map(permissionsOf);
   const unique = (xs: string[]) => [...new Set(xs)].sort();
   return {
     publish: unique(parts.flatMap((p) => p.publish)),
@@ -187,9 +213,12 @@ export function permissionsFor(roles: readonly BusRole[], inboxPrefix: string): 
   };
 }
 
+/** A role announces its replicas on its own heartbeat subject, which no other role may publish. */
+const withHeartbeat = (role: BusRole, d: Declaration): Declaration => ({ ...d, emits: [...(d.emits ?? []), processSubjects.heartbeat(role)] });
+
 /** One role's own declaration, without what every process has (for docs and tests). */
 export function declaredBy(role: BusRole): RolePermissions {
-  return permissionsOf(declarations[role]);
+  return permissionsOf(withHeartbeat(role, declarations[role]));
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Bus, Subscription } from './bus.js';
 import { encode } from './codec.js';
 import { asPierError } from './errors.js';
-import { accept } from './rpc.js';
+import { accept, answerable } from './rpc.js';
 import { PIECE_HEADERS, type Piece, type PieceAck } from './subjects-upload.js';
 import { compile } from './validation.js';
 
@@ -35,6 +35,7 @@ export function sendPiece(bus: Bus, subject: string, seq: number, kind: Piece['k
  */
 export function receivePieces(bus: Bus, subject: string, handle: (piece: Piece) => Promise<PieceAck>): Subscription {
   return bus.subscribe(subject, (msg) => {
+    if (!answerable(msg)) return;
     const kind = msg.headers?.[PIECE_HEADERS.kind] ?? 'data';
     const seq = Number(msg.headers?.[PIECE_HEADERS.seq] ?? -1);
     const piece: Piece = { seq: Number.isInteger(seq) ? seq : -1, kind: KINDS.includes(kind as Piece['kind']) ? (kind as Piece['kind']) : 'discard', data: msg.data };

@@ -2,6 +2,7 @@ import type { Bus, BusMessage, Subscription } from './bus.js';
 import { decode, encode } from './codec.js';
 import { asPierError, PierError, type WireError } from './errors.js';
 import { assertValid, compile, type Checker } from './validation.js';
+import { openReply, openRequest, sealReply, sealRequest, replyKeyOf, type SealSpec } from './sealed.js';
 import type { ValidationSchema } from 'fastest-validator';
 
 /**
@@ -13,21 +14,28 @@ export interface Endpoint<Req, Res> {
   readonly queue: string;
   readonly timeoutMs: number;
   readonly check: Checker;
+  /** What of the exchange carries a secret, and is sealed on a wire (bus/seal.ts, `sealed.ts`). */
+  readonly seal?: SealSpec;
   /** Phantom fields that carry the request and reply types; never set. */
   readonly _req?: Req;
   readonly _res?: Res;
 }
 
-export function endpoint<Req, Res>(subject: string, queue: string, schema: ValidationSchema, timeoutMs = 5_000): Endpoint<Req, Res> {
-  return { subject, queue, timeoutMs, check: compile(schema) };
+export function endpoint<Req, Res>(subject: string, queue: string, schema: ValidationSchema, timeoutMs = 5_000, seal?: SealSpec): Endpoint<Req, Res> {
+  return { subject, queue, timeoutMs, check: compile(schema), ...(seal ? { seal } : {}) };
 }
 
 type Reply<Res> = { ok: true; data: Res } | { ok: false; error: WireError };
 
 /** Why a received message was refused before any handler saw it. */
-export type RefusalReason = 'undecodable' | 'schema';
+export type RefusalReason = 'undecodable' | 'schema' | 'reply' | 'sealed';
 type RefusalListener = (subject: string, reason: RefusalReason) => void;
 let refusalListener: RefusalListener = () => undefined;
+
+/** Counts a message refused before any handler saw it. */
+export function refuse(subject: string, reason: RefusalReason): void {
+  refusalListener(subject, reason);
+}
 
 /** The process's counter of refused messages (cli/start.ts wires it to `pier_bus_refusals_total`). */
 export function onRefusal(listener: RefusalListener): void {
@@ -54,6 +62,18 @@ export function accept<T>(msg: BusMessage, check: Checker): T | undefined {
   return value as T;
 }
 
+/**
+ * Whether a request may be answered: Pier's requesters always wait on an inbox (`_INBOX.<identity>.…`).
+ * A reply subject naming anything else would make the responder publish its answer there with its
+ * own rights (NATS \`allow_responses\`): another role's endpoint, say. Such a request is refused
+ * before any handler runs, and counted.
+ */
+export function answerable(msg: BusMessage): boolean {
+  if (msg.reply === undefined || msg.reply.startsWith('_INBOX.')) return true;
+  refusalListener(msg.subject, 'reply');
+  return false;
+}
+
 export interface ServeHooks {
   /** Called after each request with the endpoint subject, duration and error (if any). */
   observe?: (subject: string, seconds: number, error: PierError | undefined) => void;
@@ -73,11 +93,20 @@ export function serve<Req, Res>(
   return bus.subscribe(
     ep.subject,
     (msg) => {
+      if (!answerable(msg)) return;
       const started = process.hrtime.bigint();
+      const replyKey = replyKeyOf(bus, ep, msg);
       void (async (): Promise<Reply<Res>> => {
         let req: Req;
+        let bytes: Uint8Array;
         try {
-          req = decode<Req>(msg.data);
+          bytes = openRequest(bus, ep, msg, replyKey);
+        } catch (err) {
+          refusalListener(msg.subject, 'sealed');
+          throw err;
+        }
+        try {
+          req = decode<Req>(bytes);
         } catch (err) {
           refusalListener(msg.subject, 'undecodable');
           throw new PierError('BAD_REQUEST', 'message is not valid msgpack', { cause: err });
@@ -93,7 +122,7 @@ export function serve<Req, Res>(
         })
         .then((reply) => {
           if (reply.ok) hooks.observe?.(ep.subject, Number(process.hrtime.bigint() - started) / 1e9, undefined);
-          if (msg.reply) bus.publish(msg.reply, encodeReply(reply));
+          if (msg.reply) bus.publish(msg.reply, sealReply(bus, ep, replyKey, reply.ok, encodeReply(reply)));
         })
         .catch(() => undefined); // publishing to a closed bus at shutdown: nobody is left to answer
 
@@ -114,8 +143,9 @@ function encodeReply<Res>(reply: Reply<Res>): Uint8Array {
 /** Calls an endpoint. The request is checked before it leaves; an error reply is thrown as PierError. */
 export async function call<Req, Res>(bus: Bus, ep: Endpoint<Req, Res>, req: Req, timeoutMs = ep.timeoutMs): Promise<Res> {
   assertValid(ep.check, req);
-  const msg = await bus.request(ep.subject, encode(req), { timeoutMs });
-  const reply = decode<Reply<Res>>(msg.data);
+  const { data, headers } = await sealRequest(bus, ep, encode(req));
+  const msg = await bus.request(ep.subject, data, { timeoutMs, ...(headers ? { headers } : {}) });
+  const reply = decode<Reply<Res>>(openReply(bus, ep, msg));
   if (reply.ok) return reply.data;
   throw PierError.fromWire(reply.error);
 }

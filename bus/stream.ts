@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Bus } from './bus.js';
 import { decode, encode } from './codec.js';
 import { PierError, type WireError } from './errors.js';
-import { accept } from './rpc.js';
+import { accept, answerable } from './rpc.js';
 import { compile } from './validation.js';
 
 const checkPull = compile({ seq: { type: 'number', integer: true, min: 0 } });
@@ -82,7 +82,7 @@ export function serveStream(bus: Bus, owner: StreamOwner, source: AsyncIterable<
 
   let queue = Promise.resolve();
   const sub = bus.subscribe(subject, (msg) => {
-    if (!msg.reply || done) return;
+    if (!msg.reply || done || !answerable(msg)) return;
     const reply = msg.reply;
     // Pulls are answered strictly in order, one at a time.
     queue = queue.then(async () => {

@@ -112,6 +112,7 @@ export const gatewaySubjects = {
   list: 'pier.gw.list',
   /** Events for one callback replica. */
   deliver: (callbackBusId: string) => `pier.cb.deliver.${callbackBusId}`,
+  hello: (callbackBusId: string) => `pier.cb.hello.${callbackBusId}`,
   /** From callback replicas to the edge holding a connection: events up to `seq` are done with ({connId, seq}). */
   settled: (edgeBusId: string) => `pier.gw.settled.${edgeBusId}`,
 };
@@ -136,6 +137,8 @@ export const gatewayChannels = {
     { appId: { type: 'string', max: 64 } },
     { conns: { type: 'array', max: 1_000_000, items: { type: 'object', props: { user: 'string', id: 'string', userAgent: 'string' } } } },
   ),
+  /** The callback replica `busId` is there and answers (the edge uses a replica only once it has). */
+  hello: channel<Record<string, never>, { busId: string }>({}, { busId: id }, 2_000),
   /** One event, to the callback replica that delivers the connection's events. */
   deliver: channel<GatewayEvent, EventAck>(
     {
@@ -153,6 +156,8 @@ export const gatewayChannels = {
     },
     { ok: { type: 'equal', value: true }, closed: 'boolean', expected: { type: 'number', integer: true, min: 1, optional: true } },
     5_000,
+    // The browser's cookie (the platform's session among them) goes to the one replica that delivers it.
+    { sealed: true },
   ),
   /** From a callback replica to the edge holding a connection: its events up to `seq` are done with. */
   settled: signal<{ connId: string; seq: number }>({ connId: id, seq: { type: 'number', integer: true, min: 0 } }),

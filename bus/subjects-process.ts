@@ -1,5 +1,4 @@
-import { channel } from './channel.js';
-import { event } from './rpc.js';
+import { channel, signal } from './channel.js';
 
 /** What every Pier process (whatever its roles) says about itself. */
 export interface ProcessInfo {
@@ -20,23 +19,49 @@ export interface ProcessReport {
   metrics: unknown[];
 }
 
-/**
- * Scatter-gather: every process answers (no queue group) with its report. The admin listener sums
- * them into one /metrics and one `pier status`.
- */
-export const processChannels = {
-  describe: channel<Record<string, never>, ProcessReport>({}, { info: 'object', counters: 'object', metrics: 'array' }),
-};
+/** What a heartbeat says: the process, and the public keys secrets are sealed to (bus/seal.ts). */
+export interface Heartbeat extends ProcessInfo {
+  /** This process's own key (replies and directed messages are sealed to it). */
+  key: string;
+  /** The role keys it opens requests to the heartbeat's role with, preferred first (two during a master key rotation). */
+  roleKeys: string[];
+  /** Counts up with every heartbeat of the process: a copy replayed later is older than what was heard. */
+  seq: number;
+  /** The process's Ed25519 public key, and its signature over the fields above (lib/peers.ts). */
+  signKey: string;
+  sig: string;
+}
 
-export const processSubjects = {
-  describe: 'pier.process.describe',
-  /** Every process, every `PIER_HEARTBEAT_MS`: who is alive, with which roles (lib/peers.ts). */
-  heartbeat: event<ProcessInfo>('pier.process.heartbeat', {
+const publicKey = { type: 'string', pattern: /^[A-Za-z0-9_-]{43}$/ } as const;
+
+export const processChannels = {
+  /**
+   * Scatter-gather: every process answers (no queue group) with its report. The admin listener sums
+   * them into one /metrics and one `pier status`.
+   */
+  describe: channel<Record<string, never>, ProcessReport>({}, { info: 'object', counters: 'object', metrics: 'array' }),
+  heartbeat: signal<Heartbeat>({
     id: { type: 'string', max: 256 },
     busId: { type: 'string', pattern: /^[0-9a-f]{12}$/ },
     roles: { type: 'array', max: 16, items: { type: 'string', max: 32 } },
     pid: { type: 'number', integer: true },
     host: { type: 'string', max: 256 },
     startedAt: { type: 'string', max: 64 },
+    key: publicKey,
+    roleKeys: { type: 'array', max: 2, items: publicKey },
+    seq: { type: 'number', integer: true, min: 0 },
+    signKey: publicKey,
+    sig: { type: 'string', pattern: /^[A-Za-z0-9_-]{86}$/ },
   }),
+};
+
+export const processSubjects = {
+  describe: 'pier.process.describe',
+  /**
+   * Every process, every `PIER_HEARTBEAT_MS`, once per role it runs: who is alive (lib/peers.ts).
+   * One subject per role, which only that role's identity may publish: a heartbeat is believed
+   * for the role its subject names, so no identity can announce a replica of another role.
+   */
+  heartbeat: (role: string) => `pier.process.heartbeat.${role}`,
+  heartbeats: 'pier.process.heartbeat.*',
 };

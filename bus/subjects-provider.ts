@@ -53,7 +53,7 @@ export const provider = {
     client: { type: 'string', max: 64 },
     body: { type: 'any', nullable: true },
     bodyStream: { type: 'string', nullable: true },
-  }),
+  }, undefined, { request: 'provider' }),
   /** The checks of `call` (401, 403, 404) alone, asked by the edge before it reads the body. */
   authorize: endpoint<ProviderAuthorize, CallGate>('pier.provider.authorize', 'provider', {
     dataType: segment,
@@ -61,5 +61,5 @@ export const provider = {
     version: segment,
     op: segment,
     accessToken: { type: 'string', max: 64 * 1024 },
-  }),
+  }, undefined, { request: 'provider' }),
 };

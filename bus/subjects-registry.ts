@@ -168,9 +168,9 @@ const Q = 'registry';
  */
 export const registry = {
   /** {name} → {name, token}: creates a user and its first auth token. 409 when the user exists. */
-  userAdd: endpoint<{ name: string }, IssuedToken>('pier.registry.user.add', Q, { name: userName }),
+  userAdd: endpoint<{ name: string }, IssuedToken>('pier.registry.user.add', Q, { name: userName }, undefined, { reply: true }),
   /** {name} → {name, token}: issues one more auth token. 404 for an unknown user. */
-  userToken: endpoint<{ name: string }, IssuedToken>('pier.registry.user.token', Q, { name: userName }),
+  userToken: endpoint<{ name: string }, IssuedToken>('pier.registry.user.token', Q, { name: userName }, undefined, { reply: true }),
   /** {name} → {name, revoked}: revokes every auth token of the user. */
   userRevoke: endpoint<{ name: string }, { name: string; revoked: number }>('pier.registry.user.revoke', Q, { name: userName }),
   userList: endpoint<Record<string, never>, UserSummary[]>('pier.registry.user.list', Q, {}),
@@ -186,7 +186,7 @@ export const registry = {
     providers: { type: 'array', max: 32, items: { type: 'string', max: MANIFEST_MAX } },
     host: { type: 'string', min: 1, max: 253, pattern: /^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$/ },
     credentials: { type: 'object', optional: true, strict: true, props: credentialsSchema },
-  }),
+  }, undefined, { request: 'registry', reply: true }),
   appList: endpoint<{ user?: string }, AppSummary[]>('pier.registry.app.list', Q, { user: { ...userName, optional: true } }),
   /** Removes the app and its key at once; its providers become `suspended`. 404 when not installed. */
   appUninstall: endpoint<{ user: string; app: string; purge: boolean }, { app: string; user: string; purged: boolean }>('pier.registry.app.uninstall', Q, {
@@ -195,7 +195,7 @@ export const registry = {
     purge: 'boolean',
   }),
   /** The app secret in clear, for the actors that must prove or check it (token, callback). */
-  appCredentials: endpoint<{ appKey: string }, AppCredentials>('pier.registry.app.credentials', Q, { appKey: { type: 'string', min: 1, max: 128 } }),
+  appCredentials: endpoint<{ appKey: string }, AppCredentials>('pier.registry.app.credentials', Q, { appKey: { type: 'string', min: 1, max: 128 } }, undefined, { reply: true }),
   /**
    * Whether `secret` is the app's, compared in constant time by the registry: how the edge checks
    * `X-App-Key`/`X-App-Secret` without ever holding secrets. Answers the app's id, or 401.
@@ -203,7 +203,7 @@ export const registry = {
   appVerify: endpoint<{ appKey: string; secret: string }, { app: string }>('pier.registry.app.verify', Q, {
     appKey: { type: 'string', min: 1, max: 128 },
     secret: { type: 'string', max: 256 },
-  }),
+  }, undefined, { request: 'registry' }),
 
   providerList: endpoint<Record<string, never>, ProviderView[]>('pier.registry.provider.list', Q, {}),
   providerSetState: endpoint<{ name: string; state: ProviderState }, ProviderView>('pier.registry.provider.state', Q, {

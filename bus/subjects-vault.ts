@@ -47,9 +47,9 @@ const vaultCaller = {
 } as const;
 
 export const vault = {
-  op: endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }),
+  op: endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }, undefined, { request: 'vault', reply: true }),
   /** The checks of `op` up to the body (404, 400 workspace, 401, 403; refusals audited as `op`'s are), before the edge reads the body. */
-  authorize: endpoint<Omit<VaultRequest, 'body'>, CallGate>('pier.vault.authorize', 'vault', vaultCaller),
+  authorize: endpoint<Omit<VaultRequest, 'body'>, CallGate>('pier.vault.authorize', 'vault', vaultCaller, undefined, { request: 'vault' }),
   audit: endpoint<{ user?: string; limit: number }, AuditEntry[]>('pier.vault.audit', 'vault', {
     user: { type: 'string', optional: true, max: 64 },
     limit: { type: 'number', integer: true, min: 1, max: 100_000 },

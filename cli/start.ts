@@ -21,6 +21,7 @@ import { startUpload } from '../actors/upload/index.js';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Peers } from '../lib/peers.js';
+import { BusKeys } from '../lib/bus-keys.js';
 import { makePrivate } from '../lib/data-dir.js';
 import type { ProcessInfo } from '../bus/subjects.js';
 
@@ -30,13 +31,14 @@ export interface StartedProcess {
   stop(): Promise<void>;
 }
 
-async function connectBus(config: Config, log: ReturnType<typeof createLogger>, metrics: Metrics): Promise<Bus> {
+async function connectBus(config: Config, log: ReturnType<typeof createLogger>, metrics: Metrics, login?: { role: Role; user: string; password: string }): Promise<Bus> {
   const onHandlerError = (err: unknown) => log.error({ err }, 'bus subscriber failed');
   if (!config.natsUrl) return new MemoryBus(onHandlerError);
-  const { user, password, tls } = config.natsAuth;
+  const { tls } = config.natsAuth;
+  const { user, password } = login ?? config.natsAuth;
   return NatsBus.connect({
     url: config.natsUrl,
-    name: `pier ${config.roles.join(',')} ${config.instanceId}`,
+    name: login ? `pier ${login.role} state ${config.instanceId}` : `pier ${config.roles.join(',')} ${config.instanceId}`,
     ...(user ? { user, password: password! } : {}),
     ...(tls ? { tls: { ...(tls.ca ? { caFile: tls.ca } : {}), ...(tls.cert ? { certFile: tls.cert, keyFile: tls.key! } : {}) } } : {}),
     inboxPrefix: inboxPrefixOf(user),
@@ -47,6 +49,26 @@ async function connectBus(config: Config, log: ReturnType<typeof createLogger>, 
       log.error({ operation, subject, user }, 'nats refused an operation outside this identity\'s permissions');
     },
   });
+}
+
+/**
+ * One connection per role that keeps state on JetStream, logged in to that role's own state account
+ * (CONTRACT.md section 9): JetStream never runs in the service account. On an anonymous server (no
+ * accounts: tests, a trusted laptop) the process's one connection serves, as it always did.
+ */
+async function connectStateBuses(config: Config, log: ReturnType<typeof createLogger>, metrics: Metrics): Promise<Map<Role, Bus>> {
+  const out = new Map<Role, Bus>();
+  if (config.state.kind !== 'jetstream' || config.natsAuth.user === null) return out;
+  try {
+    for (const role of config.roles) {
+      const login = config.natsAuth.state[role];
+      if (login) out.set(role, await connectBus(config, log, metrics, { role, ...login }));
+    }
+  } catch (err) {
+    for (const b of out.values()) await b.close().catch(() => undefined);
+    throw err;
+  }
+  return out;
 }
 
 /**
@@ -70,14 +92,37 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   onRefusal((subject, reason) => metrics.busRefusals.inc({ reason, subject: subject.split('.').slice(0, 3).join('.') }));
   const cache = new RegistryCache(shared, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics, now });
   const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };
-  const peers = new Peers(shared, self, { intervalMs: config.heartbeatMs, deadAfterMs: config.peerDeadMs });
+  // Secrets on a wire are sealed (bus/seal.ts): this process's keys, announced with its heartbeats.
+  const keys = new BusKeys(config.keyring, config.roles);
+  const peers = new Peers(viewFor(config.roles, 'presence'), self, {
+    intervalMs: config.heartbeatMs,
+    deadAfterMs: config.peerDeadMs,
+    key: keys.sealer.self.publicKey,
+    roleKeys: (role) => keys.announced(role),
+    onRefused: (why) => {
+      metrics.busRefusals.inc({ reason: 'presence', subject: 'pier.process.heartbeat' });
+      log.warn({ why }, 'bus: a heartbeat was not believed');
+    },
+  });
+  keys.attach(peers);
+  if (bus instanceof NatsBus) bus.sealing = keys;
   const counters = new Map<string, () => number>();
   const natsPorts = (config.natsUrl ?? '').split(',').map((u) => Number(/:(\d+)\/?$/.exec(u.trim())?.[1] ?? (u.trim() ? 4222 : 0)));
   const ownPorts = new Set([...Object.values(config.ports), ...natsPorts].filter((p) => p > 0));
-  const jetstream = bus instanceof NatsBus ? bus.jetstream() : null;
-  const ctx: RoleContext = { bus: shared, config, log, metrics, cache, now, peers, counters, ownPorts, boundPorts: {}, jetstream };
-  const as = (role: Role): RoleContext => ({ ...ctx, bus: viewFor([role], role) });
-  const running: Running[] = [{ stop: async () => cache.stop() }, { stop: async () => peers.stop() }];
+  const stateBuses = await connectStateBuses(config, log, metrics).catch(async (err: unknown) => {
+    await bus.close();
+    throw err;
+  });
+  const jetstreamOf = (role: Role) => {
+    const own = stateBuses.get(role) ?? (config.natsAuth.user === null ? bus : null);
+    return own instanceof NatsBus ? own.jetstream() : null;
+  };
+  const ctx: RoleContext = { bus: shared, config, log, metrics, cache, now, peers, counters, ownPorts, boundPorts: {}, jetstream: null };
+  const as = (role: Role): RoleContext => ({ ...ctx, bus: viewFor([role], role), jetstream: jetstreamOf(role) });
+  const closeStateBuses = async () => {
+    for (const b of stateBuses.values()) await b.close().catch(() => undefined);
+  };
+  const running: Running[] = [{ stop: closeStateBuses }, { stop: async () => cache.stop() }, { stop: async () => peers.stop() }];
   peers.start();
   let ports: Partial<Config['ports']> | null = null;
   try {

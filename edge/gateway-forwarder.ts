@@ -38,6 +38,12 @@ function fnv(text: string): number {
  */
 export class EventForwarder {
   private readonly outboxes = new Map<string, Outbox>();
+  /** Callback replicas that answered a hello: only they are chosen (a heartbeat alone is not enough). */
+  private readonly answered = new Set<string>();
+  /** Hellos in flight, and when one last failed (asked again a second later at most), by replica. */
+  private readonly asking = new Set<string>();
+  private readonly failedAt = new Map<string, number>();
+  private readonly helloTimer: NodeJS.Timeout;
 
   constructor(
     private readonly bus: Bus,
@@ -49,8 +55,35 @@ export class EventForwarder {
   ) {
     this.stopWatching = peers.onDeath((peer) => {
       if (!peer.roles.includes('callback')) return;
+      this.answered.delete(peer.busId);
+      this.failedAt.delete(peer.busId);
       for (const [connId, box] of this.outboxes) if (box.replica === peer.busId) this.retryLater(box, connId);
     });
+    // Greet replicas as they appear, so the first connection does not wait for it.
+    this.helloTimer = setInterval(() => this.usable(), 1_000);
+    this.helloTimer.unref();
+  }
+
+  /**
+   * The live callback replicas that answered a hello on their own subject: a heartbeat may name a
+   * replica nobody serves (CONTRACT.md section 9); a hello answered proves a callback identity
+   * listens there. Those not greeted yet are greeted now.
+   */
+  private usable(): Array<{ busId: string }> {
+    const alive = this.peers.alive('callback');
+    const now = Date.now();
+    for (const p of alive) {
+      if (this.answered.has(p.busId) || this.asking.has(p.busId) || now - (this.failedAt.get(p.busId) ?? 0) < 1_000) continue;
+      this.asking.add(p.busId);
+      askOn(this.bus, gatewayChannels.hello, gatewaySubjects.hello(p.busId), {})
+        .then((r) => {
+          if (r.busId === p.busId) this.answered.add(p.busId);
+          else this.failedAt.set(p.busId, Date.now());
+        })
+        .catch(() => this.failedAt.set(p.busId, Date.now()))
+        .finally(() => this.asking.delete(p.busId));
+    }
+    return alive.filter((p) => this.answered.has(p.busId));
   }
 
   private readonly stopWatching: () => void;
@@ -71,6 +104,7 @@ export class EventForwarder {
 
   close(): void {
     this.stopWatching();
+    clearInterval(this.helloTimer);
   }
 
   /**
@@ -109,7 +143,7 @@ export class EventForwarder {
   private choose(connId: string): string | null {
     let best: string | null = null;
     let bestScore = -1;
-    for (const p of this.peers.alive('callback')) {
+    for (const p of this.usable()) {
       const score = fnv(`${connId}|${p.busId}`);
       if (score > bestScore) {
         best = p.busId;
@@ -122,7 +156,7 @@ export class EventForwarder {
   private send(box: Outbox, ev: GatewayEvent): void {
     if (!box.replica) return this.retryLater(box, ev.connId);
     const sent = { ...ev, oldest: box.events[0]?.seq ?? ev.seq };
-    askOn(this.bus, gatewayChannels.deliver, gatewaySubjects.deliver(box.replica), sent, this.options.ackTimeoutMs)
+    askOn(this.bus, gatewayChannels.deliver, gatewaySubjects.deliver(box.replica), sent, this.options.ackTimeoutMs, this.peers.keyOf(box.replica, 'callback'))
       .then((ack) => {
         // A gap (an earlier event lost on the way): everything unsettled goes again, in order.
         if (ack.expected !== undefined) return this.retryLater(box, ev.connId);
@@ -141,7 +175,7 @@ export class EventForwarder {
     setTimeout(() => {
       box.resending = false;
       if (box.events.length === 0) return;
-      if (Date.now() - box.since > this.options.giveUpMs && this.peers.alive('callback').length === 0) {
+      if (Date.now() - box.since > this.options.giveUpMs && this.usable().length === 0) {
         this.log.error({ connId, events: box.events.length }, 'no callback replica for too long: gateway events dropped');
         this.outboxes.delete(connId);
         return;

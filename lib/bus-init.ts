@@ -2,8 +2,16 @@ import bcrypt from 'bcryptjs';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BUS_ROLES, permissionsFor, type BusRole, type RolePermissions } from '../bus/permissions.js';
-import { inboxPrefixOf } from './nats-auth.js';
+import { BUS_ROLES, permissionsFor, stateAccountOf, statePermissionsFor, STATE_ROLES, type BusRole, type RolePermissions } from '../bus/permissions.js';
+import { inboxPrefixOf, stateLoginVariable } from './nats-auth.js';
+
+/** A login to one role's state account (PIER_STATE=jetstream), carried by every identity with that role. */
+export interface StateLogin {
+  role: BusRole;
+  user: string;
+  password: string;
+  permissions: RolePermissions;
+}
 
 /** One NATS identity: a name, the roles whose subjects it may use, and its password in clear (only in its creds file). */
 export interface BusIdentity {
@@ -12,7 +20,12 @@ export interface BusIdentity {
   roles: BusRole[];
   password: string;
   permissions: RolePermissions;
+  /** One login per role of the identity that keeps state on JetStream, each in that role's own account. */
+  state: StateLogin[];
 }
+
+/** The account every Pier service identity shares: the service bus, with no JetStream. */
+export const SERVICE_ACCOUNT = 'PIER';
 
 export const IDENTITY_NAME = /^[a-z][a-z0-9-]{0,30}$/;
 
@@ -28,46 +41,76 @@ export function planIdentities(extra: Record<string, BusRole[]> = {}): BusIdenti
     if (seen.has(name)) throw new Error(`identity "${name}" is given twice`);
     seen.add(name);
     const user = `pier-${name}`;
-    return { name, user, roles, password: randomBytes(24).toString('base64url'), permissions: permissionsFor(roles, inboxPrefixOf(user)) };
+    const state = roles
+      .filter((r) => STATE_ROLES.includes(r))
+      .map((role) => {
+        const login = `${user}-state-${role}`;
+        return { role, user: login, password: secret(), permissions: statePermissionsFor(role, inboxPrefixOf(login)) };
+      });
+    return { name, user, roles, password: secret(), permissions: permissionsFor(roles, inboxPrefixOf(user)), state };
   });
 }
 
+const secret = () => randomBytes(24).toString('base64url');
 const quote = (s: string) => JSON.stringify(s);
 const list = (xs: string[]) => `[${xs.map(quote).join(', ')}]`;
 
+function userEntry(comment: string, user: string, password: string, permissions: RolePermissions, cost: number): string {
+  return [
+    '      {',
+    `        # ${comment}`,
+    `        user: ${quote(user)}`,
+    `        password: ${quote(bcrypt.hashSync(password, cost))}`,
+    '        permissions: {',
+    `          publish: { allow: ${list(permissions.publish)} }`,
+    `          subscribe: { allow: ${list(permissions.subscribe)} }`,
+    '          allow_responses: true',
+    '        }',
+    '      }',
+  ].join('\n');
+}
+
 /**
- * The nats-server `authorization` block: each identity with its bcrypt-hashed password and its
- * allow-lists; `allow_responses` lets it answer the requests it received, and nothing else.
+ * The nats-server `accounts` block (CONTRACT.md section 9). Every service identity lives in one
+ * account, `PIER`, without JetStream: its allow-lists are the whole of what it can reach. Each
+ * role that keeps state on JetStream has an account of its own (`PIER_STATE_VAULT`, …) with
+ * JetStream and no service at all, entered only by that role's state logins: whatever a stolen
+ * state login makes JetStream do (a push consumer delivering anywhere, a stream capturing
+ * `_INBOX.>`, a direct get answered onto any subject) lands in that account, where nothing of
+ * another role is. Passwords are bcrypt hashes; `allow_responses` lets an identity answer the
+ * requests it received, and nothing else.
  */
 export function authorizationConf(identities: BusIdentity[], cost = 10): string {
-  const users = identities.map((id) =>
-    [
-      '    {',
-      `      # roles: ${id.roles.join(', ')}`,
-      `      user: ${quote(id.user)}`,
-      `      password: ${quote(bcrypt.hashSync(id.password, cost))}`,
-      '      permissions: {',
-      `        publish: { allow: ${list(id.permissions.publish)} }`,
-      `        subscribe: { allow: ${list(id.permissions.subscribe)} }`,
-      '        allow_responses: true',
-      '      }',
-      '    }',
-    ].join('\n'),
-  );
+  const service = identities.map((id) => userEntry(`roles: ${id.roles.join(', ')}`, id.user, id.password, id.permissions, cost));
+  const stateAccounts = STATE_ROLES.map((role) => {
+    const logins = identities.flatMap((id) => id.state.filter((l) => l.role === role).map((l) => userEntry(`state of ${role}, for identity ${id.name}`, l.user, l.password, l.permissions, cost)));
+    return [`  ${stateAccountOf(role)}: {`, '    jetstream: enabled', '    users: [', ...logins, '    ]', '  }'].join('\n');
+  });
   return [
     '# Pier bus identities, written by `pier bus init`. Include this file from nats-server.conf',
     '# (`include ./auth.conf`). Passwords are bcrypt hashes; the clear ones are only in the .creds files.',
-    'authorization {',
-    '  users = [',
-    users.join('\n'),
-    '  ]',
+    'accounts {',
+    `  ${SERVICE_ACCOUNT}: {`,
+    '    users: [',
+    service.join('\n'),
+    '    ]',
+    '  }',
+    ...stateAccounts,
     '}',
     '',
   ].join('\n');
 }
 
 export function credsFile(id: BusIdentity): string {
-  return [`# NATS identity of Pier role(s) ${id.roles.join(',')}: keep private (0600).`, `# Use as NATS_CREDS=<this file>, or as a compose env_file.`, `NATS_USER=${id.user}`, `NATS_PASSWORD=${id.password}`, ''].join('\n');
+  return [
+    `# NATS identity of Pier role(s) ${id.roles.join(',')}: keep private (0600).`,
+    `# Use as NATS_CREDS=<this file>, or as a compose env_file.`,
+    `NATS_USER=${id.user}`,
+    `NATS_PASSWORD=${id.password}`,
+    ...(id.state.length > 0 ? ['# The logins to the state accounts of its roles (PIER_STATE=jetstream): user:password.'] : []),
+    ...id.state.map((l) => `${stateLoginVariable(l.role)}=${l.user}:${l.password}`),
+    '',
+  ].join('\n');
 }
 
 /** Writes `auth.conf` and one `<name>.creds` (0600) per identity into `dir`; never overwrites. */

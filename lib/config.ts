@@ -4,7 +4,8 @@ import { isIP } from 'node:net';
 import { availableParallelism, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Keyring } from './keyring.js';
-import { natsAuthFrom, type NatsAuth } from './nats-auth.js';
+import { natsAuthFrom, stateLoginVariable, type NatsAuth } from './nats-auth.js';
+import { STATE_ROLES } from '../bus/permissions.js';
 import { loadCertificates, type TlsSettings } from './tls-files.js';
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 
@@ -101,6 +102,7 @@ export const ENV = {
   dataDir: 'PIER_DATA_DIR',
   roles: 'PIER_ROLES',
   natsUrl: 'NATS_URL',
+  natsCreds: 'NATS_CREDS',
   domain: 'PIER_DOMAIN',
   bindHost: 'PIER_BIND_HOST',
   publicPort: 'PIER_PUBLIC_PORT',
@@ -224,6 +226,21 @@ function parseState(env: Env, natsUrl: string | null): Config['state'] {
   const replicas = integer(env, ENV.jsReplicas, 3, 1, 5);
   if (replicas % 2 === 0) throw new ConfigError(`${ENV.jsReplicas}: must be 1, 3 or 5 (a quorum needs an odd number), got ${replicas}`);
   return { kind, replicas };
+}
+
+/**
+ * With an authenticated bus, each role that keeps state on JetStream reaches it through its own
+ * account (CONTRACT.md section 9): its identity must carry that login, or the start stops here
+ * rather than at the first write.
+ */
+function checkStateLogins(state: Config['state'], roles: Role[], auth: NatsAuth, credsFile: string | undefined): Config['state'] {
+  if (state.kind !== 'jetstream' || auth.user === null) return state;
+  for (const role of roles.filter((r) => STATE_ROLES.includes(r))) {
+    if (auth.state[role]) continue;
+    const where = credsFile ? `${credsFile} has no ${stateLoginVariable(role)} line` : `${stateLoginVariable(role)} is not set`;
+    throw new ConfigError(`${ENV.state}=jetstream: role ${role} keeps its state in its own NATS account, but ${where}: use the credentials of a current \`pier bus init\` (docs/security.md, "Upgrading")`);
+  }
+  return state;
 }
 
 /** TLS settings, with every file checked now: a bad or missing one stops the start with one line. */
@@ -358,7 +375,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       idleMs: integer(env, ENV.uploadIdleMs, 24 * 3_600_000, 1_000, 365 * 86_400_000),
       maxUnfinished: integer(env, ENV.uploadMaxUnfinished, 100, 1, 1_000_000),
     },
-    state: parseState(env, natsUrl),
+    state: checkStateLogins(parseState(env, natsUrl), roles, natsAuth, env[ENV.natsCreds]),
     tls: parseTls(env, roles),
     sidecarApp,
   };

@@ -1,4 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
+import { STATE_ROLES, type BusRole } from '../bus/permissions.js';
 
 /** How a process proves itself to NATS and checks the server (CONTRACT.md section 9). */
 export interface NatsAuth {
@@ -6,6 +7,36 @@ export interface NatsAuth {
   user: string | null;
   password: string | null;
   tls: { ca: string | null; cert: string | null; key: string | null } | null;
+  /** Logins to the state accounts of the roles this identity runs (PIER_STATE=jetstream), by role. */
+  state: Partial<Record<BusRole, StateLogin>>;
+}
+
+export interface StateLogin {
+  user: string;
+  password: string;
+}
+
+/** The variable (in a creds file or the environment) holding a role's state login as `user:password`. */
+export const stateLoginVariable = (role: BusRole) => `NATS_STATE_${role.toUpperCase()}`;
+
+const USER = /^[A-Za-z0-9_-]{1,64}$/;
+
+function parseStateLogin(variable: string, value: string, source: string): StateLogin {
+  const colon = value.indexOf(':');
+  const user = value.slice(0, colon);
+  const password = value.slice(colon + 1);
+  if (colon < 0 || !USER.test(user) || password.length === 0) throw new NatsAuthError(`${source}: ${variable} must be user:password (as pier bus init writes it)`);
+  return { user, password };
+}
+
+function stateLogins(values: Map<string, string> | Record<string, string | undefined>, source: string): NatsAuth['state'] {
+  const get = (k: string) => (values instanceof Map ? values.get(k) : values[k]);
+  const out: NatsAuth['state'] = {};
+  for (const role of STATE_ROLES) {
+    const value = get(stateLoginVariable(role));
+    if (value) out[role] = parseStateLogin(stateLoginVariable(role), value, source);
+  }
+  return out;
 }
 
 export class NatsAuthError extends Error {
@@ -17,7 +48,7 @@ export class NatsAuthError extends Error {
  * (comments with `#`), so it also serves as a compose `env_file`. It must be private (0600): a
  * file others can read is refused rather than used.
  */
-export function readCredsFile(path: string, source = 'NATS_CREDS'): { user: string; password: string } {
+export function readCredsFile(path: string, source = 'NATS_CREDS'): { user: string; password: string; state: NatsAuth['state'] } {
   let text: string;
   try {
     const mode = statSync(path).mode & 0o777;
@@ -35,7 +66,7 @@ export function readCredsFile(path: string, source = 'NATS_CREDS'): { user: stri
   const user = values.get('NATS_USER');
   const password = values.get('NATS_PASSWORD');
   if (!user || !password) throw new NatsAuthError(`${source}: ${path} must hold NATS_USER=… and NATS_PASSWORD=… lines`);
-  return { user, password };
+  return { user, password, state: stateLogins(values, `${source} ${path}`) };
 }
 
 function readable(path: string, name: string): string {
@@ -51,20 +82,22 @@ function readable(path: string, name: string): string {
 export function natsAuthFrom(env: Record<string, string | undefined>): NatsAuth {
   let user: string | null = null;
   let password: string | null = null;
+  let state: NatsAuth['state'] = {};
   if (env.NATS_CREDS) {
     if (env.NATS_USER || env.NATS_PASSWORD) throw new NatsAuthError('NATS_CREDS: give either a credentials file or NATS_USER/NATS_PASSWORD, not both');
-    ({ user, password } = readCredsFile(env.NATS_CREDS));
+    ({ user, password, state } = readCredsFile(env.NATS_CREDS));
   } else if (env.NATS_USER || env.NATS_PASSWORD) {
     if (!env.NATS_USER || !env.NATS_PASSWORD) throw new NatsAuthError('NATS_USER and NATS_PASSWORD go together');
     user = env.NATS_USER;
     password = env.NATS_PASSWORD;
+    state = stateLogins(env, 'environment');
   }
-  if (user !== null && !/^[A-Za-z0-9_-]{1,64}$/.test(user)) throw new NatsAuthError(`NATS_USER: "${user}" must be 1-64 characters of [A-Za-z0-9_-]`);
+  if (user !== null && !USER.test(user)) throw new NatsAuthError(`NATS_USER: "${user}" must be 1-64 characters of [A-Za-z0-9_-]`);
   const ca = env.NATS_TLS_CA ? readable(env.NATS_TLS_CA, 'NATS_TLS_CA') : null;
   const cert = env.NATS_TLS_CERT ? readable(env.NATS_TLS_CERT, 'NATS_TLS_CERT') : null;
   const key = env.NATS_TLS_KEY ? readable(env.NATS_TLS_KEY, 'NATS_TLS_KEY') : null;
   if ((cert === null) !== (key === null)) throw new NatsAuthError('NATS_TLS_CERT and NATS_TLS_KEY go together (a client certificate and its key)');
-  return { user, password, tls: ca || cert ? { ca, cert, key } : null };
+  return { user, password, tls: ca || cert ? { ca, cert, key } : null, state };
 }
 
 /** The inbox prefix of an identity: its replies arrive under it, and only it may subscribe there. */

@@ -1,25 +1,57 @@
+import { createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import type { Bus, Subscription } from '../bus/bus.js';
-import { onEvent, publishEvent } from '../bus/rpc.js';
-import { processSubjects, type ProcessInfo } from '../bus/subjects.js';
+import { hearOn, tellOn } from '../bus/channel.js';
+import { processChannels, processSubjects, type Heartbeat, type ProcessInfo } from '../bus/subjects.js';
 
 export interface PeersOptions {
   intervalMs: number;
   /** A peer not heard for this long is dead (and reported once through `onDeath`). */
   deadAfterMs: number;
   now?: () => number;
+  /** This process's public key, announced with every heartbeat (bus/seal.ts). */
+  key: string;
+  /** The role keys this process opens requests to `role` with (empty: the role has none). */
+  roleKeys?: (role: string) => string[];
+  /** At most this many (role, process) entries are kept: heartbeats are outside input. */
+  maxPeers?: number;
+  /** A heartbeat was not believed (a second claimant of a live id, or one past the bound). */
+  onRefused?: (why: string) => void;
 }
 
+interface Entry {
+  beat: Heartbeat;
+  role: string;
+  at: number;
+  dead: boolean;
+  signKey: KeyObject;
+}
+
+/** What a heartbeat's signature covers: everything that decides where messages and keys go. */
+const signed = (role: string, b: Omit<Heartbeat, 'sig'>) => Buffer.from(JSON.stringify([role, b.id, b.busId, b.key, b.roleKeys, b.seq, b.signKey]));
+
 /**
- * Which Pier processes are alive, from heartbeats every process publishes. Used to know which
- * edges a list must hear from, which callback replicas can take events, and when an edge died
- * (its connections then need their `close`).
+ * Which Pier processes are alive, from the heartbeats every process publishes once per role on
+ * that role's own subject (`pier.process.heartbeat.<role>`), which only the role's identity may
+ * publish: a heartbeat counts for the role its subject names, whatever roles its body lists. Used to
+ * know which edges a list must hear from, which callback replicas can take events, when an edge
+ * died (its connections then need their `close`), and which keys secrets are sealed to.
+ *
+ * Each heartbeat is signed with a key pair the process made at start, and counts up: an id is bound
+ * to the signing key it was first heard with for as long as it lives, and a heartbeat that is not
+ * newer than the last one heard is a replay. So no other process, even one of the same role that
+ * hears every heartbeat, can keep a dead process "alive" or take over its keys.
  */
 export class Peers {
-  private readonly seen = new Map<string, { info: ProcessInfo; at: number; dead: boolean }>();
+  private readonly seen = new Map<string, Entry>();
   private readonly deathListeners = new Set<(peer: ProcessInfo) => void>();
+  private readonly keyWaiters = new Set<() => void>();
   private sub: Subscription | null = null;
   private timer: NodeJS.Timeout | null = null;
   private readonly now: () => number;
+  private readonly maxPeers: number;
+  private readonly signing = generateKeyPairSync('ed25519');
+  private readonly signKey = this.signing.publicKey.export({ format: 'jwk' }).x!;
+  private seq = 0;
 
   constructor(
     private readonly bus: Bus,
@@ -27,20 +59,19 @@ export class Peers {
     private readonly options: PeersOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.maxPeers = options.maxPeers ?? 1_024;
   }
 
   start(): void {
-    this.sub = onEvent(this.bus, processSubjects.heartbeat, (info) => {
-      if (info.id === this.self.id) return;
-      const known = this.seen.get(info.id);
-      this.seen.set(info.id, { info, at: this.now(), dead: false });
-      if (known?.dead) known.dead = false;
-    });
+    this.sub = hearOn(this.bus, processChannels.heartbeat, processSubjects.heartbeats, (beat, subject) => this.heard(subject.slice(subject.lastIndexOf('.') + 1), beat));
     const beat = () => {
-      try {
-        publishEvent(this.bus, processSubjects.heartbeat, this.self);
-      } catch {
-        // Disconnected: peers will see the silence, which is the truth.
+      this.seq++;
+      for (const role of this.self.roles) {
+        try {
+          tellOn(this.bus, processChannels.heartbeat, processSubjects.heartbeat(role), this.beatFor(role));
+        } catch {
+          // Disconnected: peers will see the silence, which is the truth.
+        }
       }
       this.checkDeaths();
     };
@@ -51,13 +82,12 @@ export class Peers {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.sub?.unsubscribe();
+    for (const wake of this.keyWaiters) wake();
   }
 
-  /** Live processes with `role` (this one included). */
+  /** Live processes with `role` (this one included), as far as their role's own heartbeats tell. */
   alive(role: string): ProcessInfo[] {
-    const now = this.now();
-    const others = [...this.seen.values()].filter((p) => !p.dead && now - p.at <= this.options.deadAfterMs && p.info.roles.includes(role)).map((p) => p.info);
-    return this.self.roles.includes(role) ? [this.self, ...others] : others;
+    return this.aliveBeats(role).map(({ key: _k, roleKeys: _r, ...info }) => info);
   }
 
   onDeath(listener: (peer: ProcessInfo) => void): () => void {
@@ -65,14 +95,97 @@ export class Peers {
     return () => this.deathListeners.delete(listener);
   }
 
+  /**
+   * The key to seal a request to `role` with: one every live replica announced (so whichever the
+   * queue group picks opens it; during a master key rotation the old one, until every replica has
+   * the new), the most recent announcement's preference first. Null when no replica was heard.
+   */
+  recipientFor(role: string): string | null {
+    const beats = this.aliveBeats(role).filter((b) => b.roleKeys.length > 0);
+    if (beats.length === 0) return null;
+    const everywhere = beats.slice(1).reduce((keys, b) => keys.filter((k) => b.roleKeys.includes(k)), beats[0].roleKeys);
+    return everywhere[0] ?? beats[0].roleKeys[0];
+  }
+
+  /** `recipientFor`, waiting up to `timeoutMs` for a first heartbeat of the role (a process that just started). */
+  async recipientWithin(role: string, timeoutMs: number): Promise<string | null> {
+    const end = this.now() + timeoutMs;
+    for (let key = this.recipientFor(role); ; key = this.recipientFor(role)) {
+      if (key !== null || this.now() >= end) return key;
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          this.keyWaiters.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, Math.max(1, end - this.now()));
+        this.keyWaiters.add(wake);
+      });
+    }
+  }
+
+  /** A live process's own key, by bus id (for messages sealed to one replica). */
+  keyOf(busId: string, role: string): string | null {
+    return this.aliveBeats(role).find((b) => b.busId === busId)?.key ?? null;
+  }
+
+  private beatFor(role: string): Heartbeat {
+    const body = { ...this.self, key: this.options.key, roleKeys: this.options.roleKeys?.(role) ?? [], seq: this.seq, signKey: this.signKey };
+    return { ...body, sig: sign(null, signed(role, body), this.signing.privateKey).toString('base64url') };
+  }
+
+  private aliveBeats(role: string): Heartbeat[] {
+    const now = this.now();
+    const others: Heartbeat[] = [];
+    for (const e of this.seen.values()) if (e.role === role && !e.dead && now - e.at <= this.options.deadAfterMs) others.push(e.beat);
+    return this.self.roles.includes(role) ? [this.beatFor(role), ...others] : others;
+  }
+
+  private heard(role: string, beat: Heartbeat): void {
+    if (beat.id === this.self.id) return;
+    const id = `${role}|${beat.id}`;
+    const known = this.seen.get(id);
+    const live = known && !known.dead ? known : null;
+    if (live && (live.beat.signKey !== beat.signKey || live.beat.busId !== beat.busId || live.beat.key !== beat.key)) {
+      this.options.onRefused?.(`a second claimant of the live ${role} process ${beat.id}`);
+      return;
+    }
+    if (live && beat.seq <= live.beat.seq) {
+      this.options.onRefused?.(`a replayed heartbeat of ${role} process ${beat.id}`);
+      return;
+    }
+    if (!known && this.seen.size >= this.maxPeers) {
+      this.options.onRefused?.(`more than ${this.maxPeers} processes announced`);
+      return;
+    }
+    const signKey = live?.signKey ?? importSignKey(beat.signKey);
+    if (!signKey || !verify(null, signed(role, beat), signKey, Buffer.from(beat.sig, 'base64url'))) {
+      this.options.onRefused?.(`a heartbeat of ${role} process ${beat.id} with a bad signature`);
+      return;
+    }
+    // What the process says of its roles is kept as the one role its subject proves.
+    this.seen.set(id, { beat: { ...beat, roles: [role] }, role, at: this.now(), dead: false, signKey });
+    if (!known || known.dead) for (const wake of [...this.keyWaiters]) wake();
+  }
+
   private checkDeaths(): void {
     const now = this.now();
     for (const [id, p] of this.seen) {
-      if (p.dead || now - p.at <= this.options.deadAfterMs) continue;
-      p.dead = true;
-      for (const l of this.deathListeners) l(p.info);
+      if (!p.dead && now - p.at > this.options.deadAfterMs) {
+        p.dead = true;
+        const { key: _k, roleKeys: _r, ...info } = p.beat;
+        for (const l of this.deathListeners) l(info);
+      }
       // Forget it after a while; a process that comes back announces itself again.
-      if (now - p.at > this.options.deadAfterMs * 10) this.seen.delete(id);
+      if (p.dead && now - p.at > this.options.deadAfterMs * 10) this.seen.delete(id);
     }
+  }
+}
+
+function importSignKey(x: string): KeyObject | null {
+  try {
+    return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x }, format: 'jwk' });
+  } catch {
+    return null;
   }
 }

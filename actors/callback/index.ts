@@ -67,6 +67,7 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
   );
 
   const sub = answerOn(ctx.bus, gatewayChannels.deliver, gatewaySubjects.deliver(ctx.peers.self.busId), (ev) => queues.accept(ev));
+  const hello = answerOn(ctx.bus, gatewayChannels.hello, gatewaySubjects.hello(ctx.peers.self.busId), () => ({ busId: ctx.peers.self.busId }));
 
   // An edge that died cannot say its connections closed: this replica says it for those it holds.
   const stopWatching = ctx.peers.onDeath((peer) => {
@@ -79,6 +80,7 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
   return {
     async stop() {
       sub.unsubscribe();
+      hello.unsubscribe();
       stopWatching();
       // Deliver what is queued (the edge's closes at shutdown among them), for a bounded time.
       const end = Date.now() + 5_000;

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { GuardedBus } from '../../../bus/guarded.js';
-import { BUS_ROLES, covers, declaredBy, EXTERNAL_EVENTS, permissionsFor, allowed, allowListMatcher } from '../../../bus/permissions.js';
+import { BUS_ROLES, covers, declaredBy, EXTERNAL_EVENTS, permissionsFor, allowed, allowListMatcher, STATE_ROLES, statePermissionsFor } from '../../../bus/permissions.js';
 import * as subjects from '../../../bus/subjects.js';
 import { streamSubject } from '../../../bus/stream.js';
 
@@ -16,12 +16,15 @@ function declaredSubjects(): string[] {
   Object.values(subjects).forEach(walk);
   // Subjects built by functions, with a sample id each.
   out.push(subjects.gatewaySubjects.edge('e1'), subjects.gatewaySubjects.user('alice', 'chat'), subjects.gatewaySubjects.deliver('c1'), subjects.gatewaySubjects.settled('e1'));
-  out.push(subjects.uploadSubjects.session('u1', 's1'), streamSubject('edge', 'x'), streamSubject('provider', 'x'));
-  return [...new Set(out)];
+  out.push(subjects.uploadSubjects.session('u1', 's1'), streamSubject('edge', 'x'), streamSubject('provider', 'x'), subjects.gatewaySubjects.hello('c1'));
+  out.push(...BUS_ROLES.map((r) => subjects.processSubjects.heartbeat(r)));
+  // A wildcard declared for hearing (every role's heartbeats) is a subscription, not a subject.
+  return [...new Set(out)].filter((s) => !s.split('.').includes('*'));
 }
 
 test('every subject declared in bus/ is published by some role and heard by some role: none can be forgotten', (t) => {
-  const all = BUS_ROLES.map((r) => permissionsFor([r], '_INBOX.x'));
+  // State subjects are published by the state logins, in their own accounts.
+  const all = [...BUS_ROLES.map((r) => permissionsFor([r], '_INBOX.x')), ...STATE_ROLES.map((r) => statePermissionsFor(r, '_INBOX.x'))];
   const found = declaredSubjects();
   t.true(found.length >= 35, `found ${found.length} subjects`);
   for (const subject of found) {
@@ -77,4 +80,33 @@ test("a role's view of the bus refuses what the role did not declare, before any
   vault.subscribe('pier.vault.op', (m) => vault.publish(m.reply!, new Uint8Array([1])));
   t.deepEqual([...(await edge.request('pier.vault.op', new Uint8Array(), { timeoutMs: 1000 })).data], [1]);
   await bus.close();
+});
+
+test('no service identity holds a JetStream right: JetStream acts with its account\'s authority, so it lives only in the state accounts', (t) => {
+  for (const role of BUS_ROLES) {
+    const { publish } = permissionsFor([role], `_INBOX.pier-${role}`);
+    t.deepEqual(publish.filter((s) => s.startsWith('$JS') || s.startsWith('$KV') || s === '>' || s.startsWith('_INBOX')), [], `${role} may publish to JetStream`);
+  }
+  const all = permissionsFor([...BUS_ROLES], '_INBOX.pier-all');
+  t.false(all.publish.some((s) => s.startsWith('$JS') || s.startsWith('$KV')));
+});
+
+test('each role announces itself on its own heartbeat subject, and on no other role\'s', (t) => {
+  for (const role of BUS_ROLES) {
+    const mine = permissionsFor([role], '_INBOX.x').publish.filter((s) => s.startsWith('pier.process.heartbeat'));
+    t.deepEqual(mine, [`pier.process.heartbeat.${role}`]);
+  }
+});
+
+test('a state login may touch only its own role\'s streams and its own inbox', (t) => {
+  for (const role of STATE_ROLES) {
+    const p = statePermissionsFor(role, `_INBOX.pier-${role}-state-${role}`);
+    t.deepEqual(p.subscribe, [`_INBOX.pier-${role}-state-${role}.>`]);
+    for (const other of STATE_ROLES.filter((r) => r !== role)) {
+      const theirs = statePermissionsFor(other, '_INBOX.x').publish.filter((s) => s.startsWith('$JS.API.STREAM.INFO.'));
+      for (const s of theirs) t.false(allowed(p.publish, s), `${role}'s state login may reach ${s}`);
+    }
+    t.false(allowed(p.publish, '$JS.API.STREAM.CREATE.EVIL'));
+    t.false(allowed(p.publish, '$JS.API.STREAM.DELETE.EVIL'));
+  }
 });

@@ -22,6 +22,9 @@ class FakePeers {
   alive(role: string): ProcessInfo[] {
     return role === 'callback' ? [...this.replicas].map((busId) => ({ id: busId, busId, roles: ['callback'], pid: 1, host: 'h', startedAt: '' })) : [];
   }
+  keyOf(): string | null {
+    return null;
+  }
   onDeath(listener: (p: ProcessInfo) => void): () => void {
     this.deathListeners.add(listener);
     return () => this.deathListeners.delete(listener);
@@ -39,8 +42,16 @@ function replica(bus: Bus, peers: FakePeers, busId: string, received: Array<[str
     (ev) => tellOn(bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq }),
   );
   const sub = answerOn(bus, gatewayChannels.deliver, gatewaySubjects.deliver(busId), (ev) => queues.accept(ev));
+  // The edge uses a replica only once it has answered a hello.
+  const hello = answerOn(bus, gatewayChannels.hello, gatewaySubjects.hello(busId), () => ({ busId }));
   peers.replicas.add(busId);
-  return { queues, stop: () => sub.unsubscribe() };
+  return {
+    queues,
+    stop: () => {
+      sub.unsubscribe();
+      hello.unsubscribe();
+    },
+  };
 }
 
 function edge(bus: Bus, peers: FakePeers) {

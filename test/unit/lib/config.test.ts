@@ -64,7 +64,7 @@ test('NATS identity: a credentials file (0600 only) or user and password, never 
     const creds = join(dir, 'edge.creds');
     writeFileSync(creds, '# comment\nNATS_USER=pier-edge\nNATS_PASSWORD=secret-1\n', { mode: 0o600 });
     const ok = load({ NATS_CREDS: creds });
-    t.deepEqual(typeof ok === 'string' ? ok : ok.natsAuth, { user: 'pier-edge', password: 'secret-1', tls: null });
+    t.deepEqual(typeof ok === 'string' ? ok : ok.natsAuth, { user: 'pier-edge', password: 'secret-1', tls: null, state: {} });
     t.is(load({ NATS_CREDS: creds, NATS_USER: 'x' }), 'NATS_CREDS: give either a credentials file or NATS_USER/NATS_PASSWORD, not both');
     t.is(load({ NATS_USER: 'x' }), 'NATS_USER and NATS_PASSWORD go together');
     t.is(load({ NATS_USER: 'a b', NATS_PASSWORD: 'p' }), 'NATS_USER: "a b" must be 1-64 characters of [A-Za-z0-9_-]');
