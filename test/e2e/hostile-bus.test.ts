@@ -31,7 +31,7 @@ test.after.always(async () => {
 
 async function refusals(): Promise<number> {
   const text = await (await fetch(`${pier.adminUrl}/metrics`)).text();
-  return [...text.matchAll(/^pier_bus_refusals_total\{[^}]*reason="(?:schema|undecodable)"[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  return [...text.matchAll(/^pier_bus_refusals_total\{[^}]*reason="(?:schema|undecodable|sealed)"[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
 }
 
 test('garbage and schema-less messages on every subject Pier hears are refused and counted; everything still works', async (t) => {
@@ -39,7 +39,7 @@ test('garbage and schema-less messages on every subject Pier hears are refused a
   const busId = await within(
     'a heartbeat of the Pier process',
     new Promise<string>((resolve) => {
-      const sub = nc.subscribe('pier.process.heartbeat', {
+      const sub = nc.subscribe('pier.process.heartbeat.*', {
         callback: (_err, m) => {
           sub.unsubscribe();
           resolve(decode<{ busId: string }>(m.data).busId);
@@ -52,7 +52,9 @@ test('garbage and schema-less messages on every subject Pier hears are refused a
   const heard = [
     'pier.registry.changes',
     'pier.registry.heartbeat',
-    'pier.process.heartbeat',
+    'pier.process.heartbeat.edge',
+    'pier.process.heartbeat.vault',
+    `pier.cb.hello.${busId}`,
     'pier.gw.list',
     `pier.gw.edge.${busId}`,
     `pier.gw.settled.${busId}`,
@@ -72,4 +74,21 @@ test('garbage and schema-less messages on every subject Pier hears are refused a
   const added = await cli(['user', 'add', 'alice', '--json'], env);
   t.is(added.code, 0, added.stderr);
   t.deepEqual((await cli(['user', 'list', '--json'], env)).json.map((u: { name: string }) => u.name), ['alice']);
+});
+
+test('a request whose reply subject is not an inbox is refused before any handler: a responder\'s answer cannot be aimed at another endpoint', async (t) => {
+  const count = async () => {
+    const text = await (await fetch(`${pier.adminUrl}/metrics`)).text();
+    return [...text.matchAll(/^pier_bus_refusals_total\{[^}]*reason="reply"[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  };
+  const before = await count();
+  // The registry's snapshot would be published onto the user-add endpoint, with the registry's rights.
+  const heardThere: string[] = [];
+  const spy = nc.subscribe('pier.registry.user.add', { callback: (_e, m) => heardThere.push(m.subject) });
+  nc.publish('pier.registry.snapshot', encode({}), { reply: 'pier.registry.user.add' });
+  nc.publish('pier.gw.list', encode({ appId: 'alice/chat' }), { reply: 'pier.vault.op' });
+  await nc.flush();
+  await until('the two refusals to be counted', async () => (await count()) >= before + 2);
+  spy.unsubscribe();
+  t.deepEqual(heardThere, []);
 });

@@ -1,7 +1,8 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { NatsBus } from '../../bus/bus-nats.js';
+import type { NatsBus } from '../../bus/bus-nats.js';
+import { operatorBus } from '../helpers/operator-bus.js';
 import { call } from '../../bus/rpc.js';
 import { registry } from '../../bus/subjects.js';
 import bcrypt from 'bcryptjs';
@@ -23,6 +24,7 @@ let dir: string;
 let nodes: NatsServer[];
 const vaults: PierProcess[] = [];
 let bus: NatsBus;
+let operator: Awaited<ReturnType<typeof operatorBus>> | undefined;
 const masterKey = randomBytes(32);
 const SECRET = randomBytes(24).toString('base64url');
 let access: string;
@@ -58,7 +60,8 @@ test.before(async () => {
     vaults[h] = await startVault(h);
     up.add(h);
   }
-  bus = await NatsBus.connect({ url: all, name: 'test: the operator' });
+  operator = await operatorBus(all);
+  bus = operator.bus;
   await call(bus, registry.userAdd, { name: 'alice' });
   const manifest = 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [CreateSecret?workspace=w, RetrieveSecret?workspace=w] }\n';
   const app = await call(bus, registry.appInstall, { user: 'alice', manifest, providers: [], host: '127.0.0.1', credentials: { OS_APP_KEY: 'ak_failover1', OS_APP_SECRET: SECRET } });
@@ -67,7 +70,7 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  await bus?.close();
+  await operator?.stop();
   await Promise.all(vaults.map((p) => p?.stop('SIGKILL')));
   await Promise.all((nodes ?? []).map((n) => n.stop()));
   cleanup(dir);

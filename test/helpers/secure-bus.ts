@@ -1,36 +1,48 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BusRole } from '../../bus/permissions.js';
 import { planIdentities, writeBusInit } from '../../lib/bus-init.js';
 import { makeCa, makeLeaf, type Pem } from './certs.js';
-import { NatsServer } from './nats-server.js';
+import { NatsServer, startJetStreamCluster } from './nats-server.js';
 
 /**
  * A nats-server the way CONTRACT.md section 9 wants it: every client authenticated with an
- * identity from `pier bus init` (per-role allow-lists), and TLS with a CA the test made.
+ * identity from `pier bus init` (per-role allow-lists, state in per-role accounts), and TLS with a
+ * CA the test made. With `nodes: 3`, a JetStream cluster of three, the production shape.
  */
 export class SecureBus {
   private constructor(
-    readonly nats: NatsServer,
+    readonly nodes: NatsServer[],
     readonly dir: string,
     readonly ca: Pem,
   ) {}
 
-  /** `combos`: extra identities for processes running several roles (`{ 'edge-admin': ['edge', 'admin'] }`). */
-  static async start(dir: string, combos: Record<string, BusRole[]> = {}, options: { jetstream?: boolean } = {}): Promise<SecureBus> {
+  /**
+   * `combos`: extra identities for processes running several roles (`{ 'edge-admin': ['edge', 'admin'] }`).
+   * `sniffer`: also a user `sniffer`/`sniffer` in the service account that may hear everything (a
+   * test's eyes on the wire; never part of a real set-up).
+   */
+  static async start(dir: string, combos: Record<string, BusRole[]> = {}, options: { jetstream?: boolean; nodes?: number; sniffer?: boolean } = {}): Promise<SecureBus> {
     const busDir = join(dir, 'bus');
     mkdirSync(busDir, { recursive: true });
     writeBusInit(busDir, planIdentities(combos));
+    if (options.sniffer) {
+      const auth = join(busDir, 'auth.conf');
+      const text = readFileSync(auth, 'utf8').replace('  PIER: {\n    users: [\n', '  PIER: {\n    users: [\n      { user: "sniffer", password: "sniffer", permissions: { publish: { deny: [">"] }, subscribe: { allow: [">"] } } }\n');
+      writeFileSync(auth, text);
+    }
     const ca = makeCa(busDir);
     const server = makeLeaf(busDir, ca, 'nats-server', ['IP:127.0.0.1', 'localhost']);
     const conf = join(busDir, 'nats.conf');
-    const jetstream = options.jetstream ? ['jetstream {', `  store_dir: ${JSON.stringify(join(busDir, 'js'))}`, '}'] : [];
+    const nodes = options.nodes ?? 1;
+    const jetstream = options.jetstream && nodes === 1 ? ['jetstream {', `  store_dir: ${JSON.stringify(join(busDir, 'js'))}`, '}'] : [];
     writeFileSync(conf, ['include ./auth.conf', 'tls {', `  cert_file: ${JSON.stringify(server.cert)}`, `  key_file: ${JSON.stringify(server.key)}`, '  timeout: 2', '}', ...jetstream, ''].join('\n'));
-    return new SecureBus(await NatsServer.start(['-c', conf]), busDir, ca);
+    if (nodes === 1) return new SecureBus([await NatsServer.start(['-c', conf])], busDir, ca);
+    return new SecureBus(await startJetStreamCluster(busDir, nodes, () => ['-c', conf]), busDir, ca);
   }
 
   get url(): string {
-    return this.nats.url;
+    return this.nodes.map((n) => n.url).join(',');
   }
 
   /** The environment of a Pier process running with identity `name` (`edge`, `all`, a combo…). */
@@ -38,7 +50,7 @@ export class SecureBus {
     return { NATS_URL: this.url, NATS_CREDS: join(this.dir, `${name}.creds`), NATS_TLS_CA: this.ca.cert };
   }
 
-  stop(): Promise<void> {
-    return this.nats.stop();
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.stop()));
   }
 }

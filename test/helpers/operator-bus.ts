@@ -1,0 +1,26 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { NatsBus } from '../../bus/bus-nats.js';
+import { BusKeys } from '../../lib/bus-keys.js';
+import { Peers } from '../../lib/peers.js';
+
+/**
+ * A bare bus connection that talks as Pier's admin role does: it announces itself (so its replies
+ * can be sealed to it) and learns the role keys sealed requests go to, as every Pier process does.
+ */
+export async function operatorBus(url: string): Promise<{ bus: NatsBus; stop(): Promise<void> }> {
+  const bus = await NatsBus.connect({ url, name: 'test: the operator' });
+  const keys = new BusKeys(null, ['admin']);
+  const self = { id: `test-operator-${randomBytes(4).toString('hex')}`, busId: randomBytes(6).toString('hex'), roles: ['admin'], pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };
+  const peers = new Peers(bus, self, { intervalMs: 250, deadAfterMs: 5_000, key: keys.sealer.self.publicKey });
+  keys.attach(peers);
+  peers.start();
+  bus.sealing = keys;
+  return {
+    bus,
+    async stop() {
+      peers.stop();
+      await bus.close();
+    },
+  };
+}
