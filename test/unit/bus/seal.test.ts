@@ -1,0 +1,121 @@
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { MemoryBus } from '../../../bus/bus-memory.js';
+import type { Bus, BusMessage, BusSealing } from '../../../bus/bus.js';
+import { call, endpoint, serve } from '../../../bus/rpc.js';
+import { KeyPair, Sealer } from '../../../bus/seal.js';
+import { PierError } from '../../../bus/errors.js';
+import { roleKeyPairs } from '../../../lib/bus-keys.js';
+import { Keyring } from '../../../lib/keyring.js';
+
+test('a box opens only with the recipient\'s key and only as what it was made for', (t) => {
+  const a = new Sealer(KeyPair.generate());
+  const b = new Sealer(KeyPair.generate());
+  const box = a.seal(Buffer.from('the secret'), b.self.publicKey, 'pier.vault.op|reply');
+  t.is(b.open(box, 'pier.vault.op|reply').plain.toString(), 'the secret');
+  t.is(b.open(box, 'pier.vault.op|reply').sender, a.self.publicKey);
+  t.false(Buffer.from(box).includes(Buffer.from('the secret')));
+  t.throws(() => b.open(box, 'pier.registry.app.credentials|reply'), { message: /does not open/ });
+  t.throws(() => new Sealer(KeyPair.generate()).open(box, 'pier.vault.op|reply'), { message: /does not open/ });
+  const tampered = Buffer.from(box);
+  tampered[tampered.length - 20] ^= 1;
+  t.throws(() => b.open(tampered, 'pier.vault.op|reply'), { message: /does not open/ });
+  t.throws(() => b.open(new Uint8Array([1, 2, 3]), 'x'), { message: /not a sealed box/ });
+  t.throws(() => a.seal(Buffer.from('x'), 'not a key', 'x'), { message: /recipient/ });
+});
+
+test('role keys come from the master key: the same in every replica, one per role, the previous key\'s during a rotation', (t) => {
+  const master = randomBytes(32);
+  const one = roleKeyPairs(new Keyring(master), 'vault');
+  const two = roleKeyPairs(new Keyring(master), 'vault');
+  t.is(one[0].publicKey, two[0].publicKey);
+  t.not(roleKeyPairs(new Keyring(master), 'registry')[0].publicKey, one[0].publicKey);
+  const rotated = roleKeyPairs(new Keyring(randomBytes(32), master), 'vault');
+  t.is(rotated.length, 2);
+  t.is(rotated[1].publicKey, one[0].publicKey);
+  // A box sealed to the old role key opens in a replica that has moved on to the new master key.
+  const edge = new Sealer(KeyPair.generate());
+  const vault = new Sealer(KeyPair.generate());
+  t.is(vault.open(edge.seal(Buffer.from('v'), one[0].publicKey, 'c'), 'c', rotated).plain.toString(), 'v');
+});
+
+/** A bus that records every payload it carries (what a reader of the wire would see), with sealing. */
+class WireBus implements Bus {
+  readonly kind = 'nats' as const;
+  readonly wire: Uint8Array[] = [];
+  constructor(
+    private readonly inner: MemoryBus,
+    readonly sealing: BusSealing | undefined,
+  ) {}
+  publish(subject: string, data: Uint8Array, options?: Parameters<Bus['publish']>[2]) {
+    this.wire.push(data);
+    this.inner.publish(subject, data, options);
+  }
+  subscribe(subject: string, handler: (m: BusMessage) => void, options?: { queue?: string }) {
+    return this.inner.subscribe(subject, handler, options);
+  }
+  async request(subject: string, data: Uint8Array, options: Parameters<Bus['request']>[2]) {
+    this.wire.push(data);
+    const reply = await this.inner.request(subject, data, options);
+    this.wire.push(reply.data);
+    return reply;
+  }
+  requestMany(subject: string, data: Uint8Array, options: Parameters<Bus['requestMany']>[2]) {
+    return this.inner.requestMany(subject, data, options);
+  }
+  inbox() {
+    return this.inner.inbox();
+  }
+  flush() {
+    return this.inner.flush();
+  }
+  isConnected() {
+    return true;
+  }
+  async close() {}
+}
+
+function sealingOf(roles: Record<string, KeyPair[]>, directory: () => Record<string, string>): BusSealing {
+  const sealer = new Sealer(KeyPair.generate());
+  return { sealer, roleKeys: (r) => roles[r] ?? [], recipientFor: async (r) => directory()[r] ?? null, keyOf: () => null };
+}
+
+const secretOp = endpoint<{ token: string }, { value: string }>('pier.test.secret', 'test', { token: 'string' }, 2_000, { request: 'vault', reply: true });
+
+test('a sealed endpoint: request and answer cross the wire sealed; a request in clear is refused before the handler runs', async (t) => {
+  const mem = new MemoryBus();
+  const vaultRole = KeyPair.generate();
+  const server = new WireBus(mem, sealingOf({ vault: [vaultRole] }, () => ({})));
+  const client = new WireBus(mem, sealingOf({}, () => ({ vault: vaultRole.publicKey })));
+  let handled = 0;
+  serve(server, secretOp, (req) => {
+    handled++;
+    return { value: `value-for-${req.token}` };
+  });
+  const answer = await call(client, secretOp, { token: 'user-token-123' });
+  t.deepEqual(answer, { value: 'value-for-user-token-123' });
+  const seenOnWire = [...client.wire, ...server.wire].map((d) => Buffer.from(d));
+  t.false(seenOnWire.some((d) => d.includes(Buffer.from('user-token-123'))), 'the token crossed in clear');
+  t.false(seenOnWire.some((d) => d.includes(Buffer.from('value-for'))), 'the answer crossed in clear');
+
+  // A caller that does not seal (an old client, an attacker) is refused, and the handler never ran.
+  const plain = new WireBus(mem, undefined);
+  const refused = await call(plain, secretOp, { token: 'x' }).catch((e: PierError) => e);
+  t.true(refused instanceof PierError && refused.code === 'BAD_REQUEST', String(refused));
+  t.is(handled, 1);
+  // Sealed to another key: refused too.
+  const wrong = new WireBus(mem, sealingOf({}, () => ({ vault: KeyPair.generate().publicKey })));
+  const refused2 = await call(wrong, secretOp, { token: 'x' }).catch((e: PierError) => e);
+  t.true(refused2 instanceof PierError && /does not open/.test(refused2.message), String(refused2));
+  t.is(handled, 1);
+  // No replica announced yet: a clear 503, not a hang.
+  const early = new WireBus(mem, sealingOf({}, () => ({})));
+  const unavailable = await call(early, secretOp, { token: 'x' }).catch((e: PierError) => e);
+  t.true(unavailable instanceof PierError && unavailable.code === 'UNAVAILABLE');
+});
+
+test('on the in-process bus nothing is sealed: the same endpoint works as it always did', async (t) => {
+  const mem = new MemoryBus();
+  serve(mem, secretOp, (req) => ({ value: req.token }));
+  t.deepEqual(await call(mem, secretOp, { token: 'abc' }), { value: 'abc' });
+});

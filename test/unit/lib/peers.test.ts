@@ -1,0 +1,82 @@
+import test from 'ava';
+import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+import { MemoryBus } from '../../../bus/bus-memory.js';
+import { encode } from '../../../bus/codec.js';
+import type { Heartbeat, ProcessInfo } from '../../../bus/subjects.js';
+import { KeyPair } from '../../../bus/seal.js';
+import { Peers } from '../../../lib/peers.js';
+import { until } from '../../helpers/wait.js';
+
+const info = (id: string, roles: string[]): ProcessInfo => ({ id, busId: randomBytes(6).toString('hex'), roles, pid: 1, host: 'h', startedAt: '' });
+
+function watcher(bus: MemoryBus, refused: string[] = []) {
+  const p = new Peers(bus, info('watcher', ['admin']), { intervalMs: 60_000, deadAfterMs: 60_000, key: KeyPair.generate().publicKey, onRefused: (w) => refused.push(w), maxPeers: 20 });
+  p.start();
+  return p;
+}
+
+/** A heartbeat as an attacker makes it: well formed, signed with a key of its own. */
+function forged(role: string, base: Partial<Heartbeat> = {}, signing = generateKeyPairSync('ed25519')): Heartbeat {
+  const signKey = signing.publicKey.export({ format: 'jwk' }).x!;
+  const body = { ...info(`forged-${randomBytes(3).toString('hex')}`, [role]), key: KeyPair.generate().publicKey, roleKeys: [], seq: 1, signKey, ...base };
+  const sig = sign(null, Buffer.from(JSON.stringify([role, body.id, body.busId, body.key, body.roleKeys, body.seq, body.signKey])), signing.privateKey).toString('base64url');
+  return { ...body, signKey, sig };
+}
+
+test('a heartbeat counts for the role its subject names, not the roles its body claims', async (t) => {
+  const bus = new MemoryBus();
+  const w = watcher(bus);
+  const real = new Peers(bus, info('edge-1', ['edge']), { intervalMs: 50, deadAfterMs: 1_000, key: KeyPair.generate().publicKey });
+  real.start();
+  t.teardown(() => (real.stop(), w.stop()));
+  // A process of role edge claiming in its body to be a callback replica as well.
+  bus.publish('pier.process.heartbeat.edge', encode(forged('edge', { roles: ['edge', 'callback', 'vault'] })));
+  await until('both edges seen', () => w.alive('edge').length === 2);
+  t.deepEqual(w.alive('callback'), []);
+  t.deepEqual(w.alive('vault'), []);
+});
+
+test('a replayed heartbeat, one counted up without its key, and a second claimant of a live id are all refused', async (t) => {
+  const bus = new MemoryBus();
+  const refused: string[] = [];
+  const w = watcher(bus, refused);
+  t.teardown(() => w.stop());
+  const signing = generateKeyPairSync('ed25519');
+  const first = forged('edge', {}, signing);
+  bus.publish('pier.process.heartbeat.edge', encode(first));
+  await until('the edge seen', () => w.alive('edge').length === 1);
+  bus.publish('pier.process.heartbeat.edge', encode(first)); // the same again: a replay
+  bus.publish('pier.process.heartbeat.edge', encode({ ...first, seq: 99 })); // counted up, signature now wrong
+  bus.publish('pier.process.heartbeat.edge', encode(forged('edge', { id: first.id, busId: first.busId }))); // another key for the same id
+  await until('three refusals', () => refused.length === 3);
+  t.regex(refused[0], /replayed/);
+  t.regex(refused[1], /bad signature/);
+  t.regex(refused[2], /second claimant/);
+  // The one who holds the key goes on counting up.
+  bus.publish('pier.process.heartbeat.edge', encode(forged('edge', { ...first, seq: 2 }, signing)));
+  await bus.flush();
+  t.is(refused.length, 3);
+});
+
+test('at most maxPeers processes are tracked: a flood of announcements is refused past the bound', async (t) => {
+  const bus = new MemoryBus();
+  const refused: string[] = [];
+  const w = watcher(bus, refused);
+  t.teardown(() => w.stop());
+  for (let i = 0; i < 30; i++) bus.publish('pier.process.heartbeat.callback', encode(forged('callback')));
+  await until('ten refusals', () => refused.length === 10);
+  t.is(w.alive('callback').length, 20);
+});
+
+test('the key a request is sealed to is one every live replica announced (a master key rotation in progress)', async (t) => {
+  const bus = new MemoryBus();
+  const w = watcher(bus);
+  t.teardown(() => w.stop());
+  const [oldKey, newKey] = [KeyPair.generate().publicKey, KeyPair.generate().publicKey];
+  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [oldKey] })));
+  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [newKey, oldKey] })));
+  await until('two vault replicas', () => w.alive('vault').length === 2);
+  t.is(w.recipientFor('vault'), oldKey);
+  t.is(w.recipientFor('registry'), null);
+  t.is(await w.recipientWithin('registry', 50), null);
+});
