@@ -143,8 +143,7 @@ function encodeReply<Res>(reply: Reply<Res>): Uint8Array {
 /** Calls an endpoint. The request is checked before it leaves; an error reply is thrown as PierError. */
 export async function call<Req, Res>(bus: Bus, ep: Endpoint<Req, Res>, req: Req, timeoutMs = ep.timeoutMs): Promise<Res> {
   assertValid(ep.check, req);
-  const { data, headers } = await sealRequest(bus, ep, encode(req));
-  const msg = await bus.request(ep.subject, data, { timeoutMs, ...(headers ? { headers } : {}) });
+  const msg = await bus.request(ep.subject, await sealRequest(bus, ep, encode(req)), { timeoutMs });
   const reply = decode<Reply<Res>>(openReply(bus, ep, msg));
   if (reply.ok) return reply.data;
   throw PierError.fromWire(reply.error);

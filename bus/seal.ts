@@ -29,10 +29,15 @@ export const isPublicKey = (s: unknown): s is string => typeof s === 'string' &&
 
 /** An X25519 key pair; `publicKey` is the raw 32 bytes in base64url (as announced). */
 export class KeyPair {
+  /** The public key's raw 32 bytes (what a box carries). */
+  readonly raw: Buffer;
+
   private constructor(
     readonly privateKey: KeyObject,
     readonly publicKey: string,
-  ) {}
+  ) {
+    this.raw = Buffer.from(publicKey, 'base64url');
+  }
 
   static generate(): KeyPair {
     const { privateKey, publicKey } = generateKeyPairSync('x25519');
@@ -52,6 +57,13 @@ const sealError = (message: string) => new PierError('BAD_REQUEST', `sealed mess
 /** Opens and makes boxes for one process, with a bounded cache of agreed keys. */
 export class Sealer {
   private readonly agreed = new Map<string, Buffer>();
+  private readonly contexts = new Map<string, Buffer>();
+  /**
+   * Nonces: a random prefix per process and a counter, never a repeat under one key. The two ends of
+   * a pair share its key, so the first byte also says which end sealed (it orders the public keys).
+   */
+  private readonly noncePrefix = randomBytes(3);
+  private counter = 0n;
 
   constructor(
     readonly self: KeyPair,
@@ -60,13 +72,21 @@ export class Sealer {
 
   seal(plain: Uint8Array, recipient: string, context: string, from: KeyPair = this.self): Uint8Array {
     if (!isPublicKey(recipient)) throw sealError('no valid recipient key');
-    const nonce = randomBytes(NONCE_BYTES);
+    const out = Buffer.allocUnsafe(HEADER_BYTES + plain.byteLength + TAG_BYTES);
+    out[0] = VERSION;
+    from.raw.copy(out, 1);
+    const nonce = out.subarray(1 + KEY_BYTES, HEADER_BYTES);
+    nonce[0] = from.publicKey < recipient ? 0 : 1;
+    this.noncePrefix.copy(nonce, 1);
+    nonce.writeBigUInt64BE(this.counter++, 4);
     const cipher = createCipheriv('aes-256-gcm', this.keyFor(from, recipient), nonce);
-    cipher.setAAD(Buffer.from(context));
+    cipher.setAAD(this.aad(context));
     const body = cipher.update(plain);
+    body.copy(out, HEADER_BYTES);
     const tail = cipher.final();
-    const sender = Buffer.from(from.publicKey, 'base64url');
-    return Buffer.concat([Buffer.from([VERSION]), sender, nonce, body, tail, cipher.getAuthTag()]);
+    if (tail.byteLength > 0) tail.copy(out, HEADER_BYTES + body.byteLength);
+    cipher.getAuthTag().copy(out, HEADER_BYTES + plain.byteLength);
+    return out;
   }
 
   /** Opens `box` with the first of `own` it was sealed to; the sender's public key comes back too. */
@@ -80,7 +100,7 @@ export class Sealer {
     for (const key of own) {
       try {
         const decipher = createDecipheriv('aes-256-gcm', this.keyFor(key, sender), nonce);
-        decipher.setAAD(Buffer.from(context));
+        decipher.setAAD(this.aad(context));
         decipher.setAuthTag(tag);
         return { plain: Buffer.concat([decipher.update(body), decipher.final()]), sender };
       } catch {
@@ -88,6 +108,17 @@ export class Sealer {
       }
     }
     throw sealError('it does not open with the keys of this process (altered, or sealed to another key)');
+  }
+
+  /** Contexts are a handful of strings (a subject and a direction, a reply key): kept as bytes. */
+  private aad(context: string): Buffer {
+    let b = this.contexts.get(context);
+    if (!b) {
+      b = Buffer.from(context);
+      if (this.contexts.size >= this.maxCached) this.contexts.delete(this.contexts.keys().next().value!);
+      this.contexts.set(context, b);
+    }
+    return b;
   }
 
   private keyFor(own: KeyPair, peer: string): Buffer {

@@ -1,4 +1,4 @@
-import type { Bus, BusMessage, Headers } from './bus.js';
+import type { Bus, BusMessage } from './bus.js';
 import { decode, encode } from './codec.js';
 import { PierError } from './errors.js';
 import { isPublicKey } from './seal.js';
@@ -14,8 +14,12 @@ export interface SealSpec {
   reply?: boolean;
 }
 
-/** The header carrying the caller's public key, which a sealed reply is sealed to. */
-export const REPLY_KEY_HEADER = 'pier-reply-key';
+/**
+ * A request whose answer is sealed starts with the caller's public key (32 raw bytes), which the
+ * answer is sealed to; the request itself follows (sealed or not). Not a header: NATS headers cost
+ * an encoding and a parse on every request, and this is the hot path of every vault read.
+ */
+const KEY_BYTES = 32;
 
 interface Sealable {
   readonly subject: string;
@@ -28,30 +32,33 @@ const requestContext = (subject: string, replyKey: string | undefined) => `${sub
 const replyContext = (subject: string) => `${subject}|reply`;
 
 /** The caller's side: the request's bytes, sealed to the role when declared so, and the reply key header. */
-export async function sealRequest(bus: Bus, ep: Sealable, plain: Uint8Array): Promise<{ data: Uint8Array; headers?: Headers }> {
+export async function sealRequest(bus: Bus, ep: Sealable, plain: Uint8Array): Promise<Uint8Array> {
   const sealing = bus.sealing;
-  if (!sealing || !ep.seal) return { data: plain };
-  const replyKey = ep.seal.reply ? sealing.sealer.self.publicKey : undefined;
-  const headers = replyKey ? { [REPLY_KEY_HEADER]: replyKey } : undefined;
-  if (!ep.seal.request) return { data: plain, headers };
-  const to = await sealing.recipientFor(ep.seal.request);
-  if (!to) throw new PierError('UNAVAILABLE', `no ${ep.seal.request} replica has announced itself yet`);
-  return { data: sealing.sealer.seal(plain, to, requestContext(ep.subject, replyKey)), headers };
+  if (!sealing || !ep.seal) return plain;
+  const replyKey = ep.seal.reply ? sealing.sealer.self : undefined;
+  let body = plain;
+  if (ep.seal.request) {
+    const to = await sealing.recipientFor(ep.seal.request);
+    if (!to) throw new PierError('UNAVAILABLE', `no ${ep.seal.request} replica has announced itself yet`);
+    body = sealing.sealer.seal(plain, to, requestContext(ep.subject, replyKey?.publicKey));
+  }
+  return replyKey ? Buffer.concat([replyKey.raw, body]) : body;
 }
 
-/** The reply key a responder must seal its answer to, when the endpoint says so (undefined otherwise). */
+/** The reply key a responder must seal its answer to, when the endpoint says so (undefined otherwise, or when absent). */
 export function replyKeyOf(bus: Bus, ep: Sealable, msg: BusMessage): string | undefined {
-  if (!bus.sealing || !ep.seal?.reply) return undefined;
-  return msg.headers?.[REPLY_KEY_HEADER];
+  if (!bus.sealing || !ep.seal?.reply || msg.data.byteLength < KEY_BYTES) return undefined;
+  return Buffer.from(msg.data.buffer, msg.data.byteOffset, KEY_BYTES).toString('base64url');
 }
 
 /** The responder's side: the request's plain bytes. Throws BAD_REQUEST for what must be sealed and is not, or does not open. */
 export function openRequest(bus: Bus, ep: Sealable, msg: BusMessage, replyKey: string | undefined): Uint8Array {
   const sealing = bus.sealing;
   if (!sealing || !ep.seal) return msg.data;
-  if (ep.seal.reply && !isPublicKey(replyKey)) throw new PierError('BAD_REQUEST', `sealed message: ${ep.subject} needs a reply key (${REPLY_KEY_HEADER})`);
-  if (!ep.seal.request) return msg.data;
-  return sealing.sealer.open(msg.data, requestContext(ep.subject, replyKey), sealing.roleKeys(ep.seal.request)).plain;
+  if (ep.seal.reply && !isPublicKey(replyKey)) throw new PierError('BAD_REQUEST', `sealed message: ${ep.subject} needs the caller's key first`);
+  const body = ep.seal.reply ? msg.data.subarray(KEY_BYTES) : msg.data;
+  if (!ep.seal.request) return body;
+  return sealing.sealer.open(body, requestContext(ep.subject, replyKey), sealing.roleKeys(ep.seal.request)).plain;
 }
 
 /**

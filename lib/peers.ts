@@ -52,6 +52,7 @@ export class Peers {
   private readonly signing = generateKeyPairSync('ed25519');
   private readonly signKey = this.signing.publicKey.export({ format: 'jwk' }).x!;
   private seq = 0;
+  private readonly ownBeats = new Map<string, Heartbeat>();
 
   constructor(
     private readonly bus: Bus,
@@ -129,9 +130,14 @@ export class Peers {
     return this.aliveBeats(role).find((b) => b.busId === busId)?.key ?? null;
   }
 
+  /** This process's heartbeat for `role`, signed once per beat (reads of the directory use it too). */
   private beatFor(role: string): Heartbeat {
+    const cached = this.ownBeats.get(role);
+    if (cached && cached.seq === this.seq) return cached;
     const body = { ...this.self, key: this.options.key, roleKeys: this.options.roleKeys?.(role) ?? [], seq: this.seq, signKey: this.signKey };
-    return { ...body, sig: sign(null, signed(role, body), this.signing.privateKey).toString('base64url') };
+    const beat = { ...body, sig: sign(null, signed(role, body), this.signing.privateKey).toString('base64url') };
+    this.ownBeats.set(role, beat);
+    return beat;
   }
 
   private aliveBeats(role: string): Heartbeat[] {
