@@ -1,5 +1,5 @@
 import { channel, signal } from './channel.js';
-import type { WebsocketOptions } from './subjects-registry.js';
+import type { WireError } from './errors.js';
 
 /**
  * The gateway's delivery rules (CONTRACT.md section 6), in one place.
@@ -23,6 +23,11 @@ import type { WebsocketOptions } from './subjects-registry.js';
  * - **Edge death.** The replica holding a dead edge's connections raises their close, after what
  *   is queued; a late event of a closed connection is refused (`closed: true`), and the edge then
  *   drops that connection's events.
+ * - **Where callbacks go.** Not where the event says: an event names only the user and the app.
+ *   The replica takes the app's target from its own registry view when it first sees the
+ *   connection and keeps it for that connection (so a close after an uninstall still reaches the
+ *   app); an event for an app its view does not know is refused (`ok: false`), and the edge sends
+ *   it again later (the replica's view may lag the edge's) until the retry period ends.
  * - **The one loss window.** Events are held in the edge's memory, not in a stream: if the edge
  *   process dies, its unsettled events die with it (the close is still raised by the replica). An
  *   app that is down longer than the retry period loses the events given up on (counted in
@@ -51,17 +56,20 @@ export interface GatewayEvent {
   data: unknown;
   /** The client's Cookie header, on `message` only. */
   cookie: string | null;
-  /** Where the app listens, captured at open: close is delivered even after an uninstall. */
-  target: WebsocketOptions & { host: string };
 }
 
-/** The callback replica's answer to an event: taken in charge (`closed` when it already raised that connection's close). */
-export interface EventAck {
-  ok: true;
-  closed: boolean;
-  /** A gap: this event was not taken, the replica expects `expected` first (the edge sends again from there). */
-  expected?: number;
-}
+/**
+ * The callback replica's answer to an event: taken in charge (`closed` when it already raised that
+ * connection's close), or refused (`ok: false`: the replica has no target for it, see above).
+ */
+export type EventAck =
+  | {
+      ok: true;
+      closed: boolean;
+      /** A gap: this event was not taken, the replica expects `expected` first (the edge sends again from there). */
+      expected?: number;
+    }
+  | { ok: false; error: WireError };
 
 /** A send or close aimed at connections, by id or by user; each edge answers for its own. */
 export interface ConnCommand {
@@ -152,9 +160,16 @@ export const gatewayChannels = {
       action: { type: 'enum', values: ['open', 'message', 'close'] },
       data: { type: 'any', optional: true },
       cookie: { type: 'string', nullable: true, optional: true, max: 64 * 1024 },
-      target: { type: 'object', props: { url: { type: 'string', max: 512 }, port: { type: 'number', integer: true, min: 1, max: 65535 }, host: { type: 'string', max: 253 } } },
     },
-    { ok: { type: 'equal', value: true }, closed: 'boolean', expected: { type: 'number', integer: true, min: 1, optional: true } },
+    {
+      // Either shape of EventAck, each whole.
+      $$root: true,
+      type: 'multi',
+      rules: [
+        { type: 'object', props: { ok: { type: 'equal', value: true }, closed: 'boolean', expected: { type: 'number', integer: true, min: 1, optional: true } } },
+        { type: 'object', props: { ok: { type: 'equal', value: false }, error: { type: 'object', props: { code: { type: 'string', max: 64 }, message: { type: 'string', max: 1024 } } } } },
+      ],
+    },
     5_000,
     // The browser's cookie (the platform's session among them) goes to the one replica that delivers it.
     { sealed: true },

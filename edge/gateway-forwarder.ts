@@ -16,6 +16,8 @@ interface Outbox {
   since: number;
   /** Its close was emitted: the outbox goes once that is settled. */
   closed: boolean;
+  /** The replica's last answer was a refusal (no target for the app in its registry view). */
+  refused: boolean;
 }
 
 /** FNV-1a: a fast, stable hash for rendezvous choice. */
@@ -114,7 +116,7 @@ export class EventForwarder {
   emit(ev: GatewayEvent, size = 0): boolean {
     let box = this.outboxes.get(ev.connId);
     if (!box) {
-      box = { replica: this.choose(ev.connId), events: [], sizes: new Map(), bytes: 0, resending: false, since: Date.now(), closed: false };
+      box = { replica: this.choose(ev.connId), events: [], sizes: new Map(), bytes: 0, resending: false, since: Date.now(), closed: false, refused: false };
       this.outboxes.set(ev.connId, box);
     }
     if (box.events.length === 0) box.since = Date.now();
@@ -158,8 +160,15 @@ export class EventForwarder {
     const sent = { ...ev, oldest: box.events[0]?.seq ?? ev.seq };
     askOn(this.bus, gatewayChannels.deliver, gatewaySubjects.deliver(box.replica), sent, this.options.ackTimeoutMs, this.peers.keyOf(box.replica, 'callback'))
       .then((ack) => {
-        // A gap (an earlier event lost on the way): everything unsettled goes again, in order.
+        // Refused: the replica's registry view does not know the app (yet: it may lag this edge's
+        // view, or any more). Sent again like a failure, and given up on after the retry period.
+        if (!ack.ok) {
+          box.refused = true;
+          return this.retryLater(box, ev.connId);
+        }
+        // A gap (an earlier event lost on the way, or refused): everything unsettled goes again, in order.
         if (ack.expected !== undefined) return this.retryLater(box, ev.connId);
+        box.refused = false;
         if (!ack.closed) return;
         // The cluster already raised this connection's close: nothing of it will be delivered.
         this.outboxes.delete(ev.connId);
@@ -177,6 +186,11 @@ export class EventForwarder {
       if (box.events.length === 0) return;
       if (Date.now() - box.since > this.options.giveUpMs && this.usable().length === 0) {
         this.log.error({ connId, events: box.events.length }, 'no callback replica for too long: gateway events dropped');
+        this.outboxes.delete(connId);
+        return;
+      }
+      if (Date.now() - box.since > this.options.giveUpMs && box.refused) {
+        this.log.warn({ connId, events: box.events.length }, 'gateway events refused by the callback replica for the whole retry period: dropped');
         this.outboxes.delete(connId);
         return;
       }

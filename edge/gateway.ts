@@ -3,7 +3,7 @@ import { Counter, Gauge } from 'prom-client';
 import type { Subscription } from '../bus/bus.js';
 import { answerOn, hearOn } from '../bus/channel.js';
 import { appId, newConnId, parseAppId } from '../bus/ids.js';
-import { CLOSE_CODES, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type GatewayEvent, type ListedConn } from '../bus/subjects.js';
+import { CLOSE_CODES, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type ListedConn } from '../bus/subjects.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { asPierError, PierError } from '../bus/errors.js';
 import { errorReply, send } from './http.js';
@@ -14,6 +14,7 @@ import { isolated } from './isolate.js';
 import { sha256Hex } from '../lib/tokens.js';
 import { userTokenOf } from '../lib/user-token.js';
 import { decrement, increment } from '../lib/counts.js';
+import { callbackTarget } from '../lib/callback-target.js';
 
 /** Per-connection data, set once at upgrade (never properties patched onto `ws`). */
 interface Conn {
@@ -24,7 +25,6 @@ interface Conn {
   cookie: string;
   /** SHA-256 of the user token the connection was opened with: revoking it closes the connection (4004). */
   tokenDigest: string;
-  target: GatewayEvent['target'];
   seq: number;
   lastSeen: number;
   /** Closed by the cluster already (its close was raised elsewhere): no second close event. */
@@ -163,7 +163,9 @@ export class Gateway {
       return fail(err);
     }
     const { user, app } = caller;
-    if (!app.websocket) return fail(new PierError('NOT_FOUND', `app "${app.name}" has no websocket option`));
+    // The edge names no target in its events (the callback actor looks it up itself): it only
+    // admits connections the callback actor will have a target for, by the same rule.
+    if (!callbackTarget(app)) return fail(new PierError('NOT_FOUND', `app "${app.name}" has no websocket option`));
     if ((this.perUser.get(user) ?? 0) >= this.ctx.config.gateway.maxConnsPerUser) {
       return fail(new PierError('RATE_LIMITED', `user "${user}" has ${this.ctx.config.gateway.maxConnsPerUser} connections open on this gateway already`));
     }
@@ -174,7 +176,6 @@ export class Gateway {
       userAgent: headers['user-agent'] ?? '',
       cookie: headers.cookie ?? '',
       tokenDigest: sha256Hex(userTokenOf(headers)),
-      target: { host: app.host, port: app.websocket.port, url: app.websocket.url },
       seq: 0,
       lastSeen: Date.now(),
       silent: false,
@@ -186,7 +187,7 @@ export class Gateway {
   /** Hands one event to the forwarder; answers whether the connection's unsettled events are over their bound. */
   private event(c: Conn, action: GatewayAction, data: unknown, cookie: string | null, size = 0): boolean {
     c.seq++;
-    return this.forwarder.emit({ eventId: `${c.connId}:${c.seq}`, connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, oldest: c.seq, action, data, cookie, target: c.target }, size);
+    return this.forwarder.emit({ eventId: `${c.connId}:${c.seq}`, connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, oldest: c.seq, action, data, cookie }, size);
   }
 
   private opened(ws: Ws): void {

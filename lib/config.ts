@@ -49,7 +49,7 @@ export interface Config {
   /** Added to the system clock: for hosts whose clock is known to be off, and for tests. */
   clockOffsetMs: number;
   token: { windowMs: number; failuresPerKey: number; failuresPerClient: number; failureWindowMs: number; bcryptThreads: number };
-  /** `networks`: CIDRs providers may be reached in (PIER_PROVIDER_NETWORKS); empty = anywhere but the always-refused ranges. */
+  /** `networks`: CIDRs providers and gateway callbacks may be reached in (PIER_PROVIDER_NETWORKS); empty = anywhere but the always-refused ranges. */
   provider: { timeoutMs: number; bodyBytes: number; networks: string[] };
   /** The vault is the provider `secret` / `secret.<vaultName>` / `v1`. */
   vaultName: string;

@@ -1,4 +1,5 @@
 import type { GatewayEvent } from '../../bus/subjects.js';
+import type { CallbackTarget } from '../../lib/callback-target.js';
 
 /** What a callback replica holds for one connection: its queue of events not yet delivered. */
 export interface ConnState {
@@ -6,7 +7,11 @@ export interface ConnState {
   edge: string;
   user: string;
   app: string;
-  target: GatewayEvent['target'];
+  /**
+   * Where the app took callbacks when this replica first saw the connection, from its own registry
+   * view: kept, so the close of a connection whose app was uninstalled meanwhile still reaches it.
+   */
+  target: CallbackTarget;
   queue: GatewayEvent[];
   lastSeq: number;
   running: boolean;
@@ -32,12 +37,10 @@ export class ConnTable {
     return this.conns.get(connId)?.closed === true || this.tombstones.has(connId);
   }
 
-  getOrCreate(ev: GatewayEvent): ConnState {
-    let c = this.conns.get(ev.connId);
-    if (!c) {
-      c = { connId: ev.connId, edge: ev.edge, user: ev.user, app: ev.app, target: ev.target, queue: [], lastSeq: 0, running: false, closed: false };
-      this.conns.set(ev.connId, c);
-    }
+  /** Starts holding the connection of `ev` (not held yet), delivering to `target`. */
+  create(ev: GatewayEvent, target: CallbackTarget): ConnState {
+    const c: ConnState = { connId: ev.connId, edge: ev.edge, user: ev.user, app: ev.app, target, queue: [], lastSeq: 0, running: false, closed: false };
+    this.conns.set(ev.connId, c);
     return c;
   }
 

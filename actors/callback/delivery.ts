@@ -1,6 +1,9 @@
 import { createHmac } from 'node:crypto';
 import { Agent, request } from 'undici';
 import type { GatewayEvent } from '../../bus/subjects.js';
+import { isPolicyRefusal, type AddressPolicy } from '../../lib/address-policy.js';
+import { callbackUrl, type CallbackTarget } from '../../lib/callback-target.js';
+import { policyConnector } from '../../lib/policy-connector.js';
 
 export interface DeliveryOptions {
   timeoutMs: number;
@@ -10,7 +13,8 @@ export interface DeliveryOptions {
   retryMs: number;
 }
 
-export type Outcome = 'delivered' | 'dropped';
+/** `refused`: the target resolves only to addresses the address policy forbids; never retried. */
+export type Outcome = 'delivered' | 'dropped' | 'refused';
 
 /** The callback body (CONTRACT.md section 6), exactly these four fields. */
 export function callbackBody(ev: GatewayEvent): string {
@@ -30,20 +34,27 @@ export function signature(seconds: number, eventId: string, body: string, secret
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * POSTs gateway events to apps. Any 2xx is delivered; anything else (status, refusal, timeout) is
- * retried with exponential backoff (100 ms doubling to 5 s) until `retryMs` has passed.
+ * POSTs gateway events to apps. Any 2xx is delivered; anything else (status, refused connection,
+ * timeout) is retried with exponential backoff (100 ms doubling to 5 s) until `retryMs` has passed.
+ * Every connection is dialled through the address policy provider calls go through (resolved at
+ * dial time, the allowed address dialled, the Host header still the app's host): a target the
+ * policy forbids is `refused` at once, since waiting will not make it allowed.
  */
 export class Deliverer {
-  private readonly agent = new Agent({ connections: 64, keepAliveTimeout: 30_000, connect: { timeout: 5_000 } });
+  private readonly agent: Agent;
 
   constructor(
     private readonly options: DeliveryOptions,
     private readonly hooks: { retried: () => void },
-  ) {}
+    policy: AddressPolicy,
+  ) {
+    this.agent = new Agent({ connections: 64, keepAliveTimeout: 30_000, connect: policyConnector(policy, 5_000) });
+  }
 
-  async deliver(ev: GatewayEvent, secret: () => Promise<string>): Promise<Outcome> {
+  /** Delivers `ev` to `target` (the connection's, from the registry view; never from the event). */
+  async deliver(ev: GatewayEvent, target: CallbackTarget, secret: () => Promise<string>): Promise<Outcome> {
     const body = callbackBody(ev);
-    const url = `http://${ev.target.host}:${ev.target.port}${ev.target.url}`;
+    const url = callbackUrl(target);
     const deadline = Date.now() + this.options.retryMs;
     for (let attempt = 0, wait = 100; ; attempt++, wait = Math.min(wait * 2, 5_000)) {
       if (attempt > 0) this.hooks.retried();
@@ -58,8 +69,9 @@ export class Deliverer {
         const res = await request(url, { method: 'POST', headers, body, dispatcher: this.agent, headersTimeout: this.options.timeoutMs, bodyTimeout: this.options.timeoutMs });
         await res.body.dump();
         if (res.statusCode >= 200 && res.statusCode < 300) return 'delivered';
-      } catch {
-        // refused, reset, timed out, or no secret yet: retried like a non-2xx
+      } catch (err) {
+        if (isPolicyRefusal(err)) return 'refused';
+        // refused, reset, timed out, not resolved, or no secret yet: retried like a non-2xx
       }
       if (Date.now() >= deadline) return 'dropped';
       await sleep(Math.min(wait, deadline - Date.now() + 1));

@@ -3,17 +3,22 @@ import { answerOn, tellOn } from '../../bus/channel.js';
 import { appId } from '../../bus/ids.js';
 import { call } from '../../bus/rpc.js';
 import { gatewayChannels, gatewaySubjects, registry } from '../../bus/subjects.js';
+import { AddressPolicy, networksList } from '../../lib/address-policy.js';
+import { registeredTarget } from '../../lib/callback-target.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import type { ConnState } from './connections.js';
 import { ConnQueues } from './queues.js';
 import { Deliverer } from './delivery.js';
+import { reasonOf, Refusals } from './refusals.js';
 
 /**
  * The callback actor: gateway events → the app's `options.websocket` endpoint. Each edge sends all
  * events of one connection to one callback replica (chosen by rendezvous hashing over the live
  * replicas), which keeps a FIFO per connection: open, messages in order, close last. A slow app
  * holds up only its own connections' queues. When an edge dies, the replica raises `close` for
- * that edge's connections it holds, after their queued events.
+ * that edge's connections it holds, after their queued events. Where a callback goes comes from
+ * this replica's own registry view, never from the event (CONTRACT.md section 9), and is dialled
+ * through the address policy of provider calls.
  */
 export async function startCallback(ctx: RoleContext): Promise<Running> {
   const registers = [ctx.metrics.registry];
@@ -30,7 +35,11 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
     },
   });
 
-  const deliverer = new Deliverer({ timeoutMs: ctx.config.gateway.callbackTimeoutMs, retryMs: ctx.config.gateway.callbackRetryMs, now: ctx.now }, { retried: () => retried.inc() });
+  const refusedTotal = new Counter({ name: 'pier_callbacks_refused_total', help: 'Gateway events refused: no target for the app in the registry view, or a target the address policy forbids', labelNames: ['reason'], registers });
+  const refusals = new Refusals((reason) => refusedTotal.inc({ reason }), ctx.log);
+
+  const policy = new AddressPolicy(() => ctx.ownPorts, networksList(ctx.config.provider.networks));
+  const deliverer = new Deliverer({ timeoutMs: ctx.config.gateway.callbackTimeoutMs, retryMs: ctx.config.gateway.callbackRetryMs, now: ctx.now }, { retried: () => retried.inc() }, policy);
   const secrets = new Map<string, Promise<string>>();
   const forgetSecrets = ctx.cache.onApplied((c) => {
     if (c.kind === 'app' && c.op === 'put') secrets.delete(c.value.id);
@@ -53,10 +62,12 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
   const queues = new ConnQueues(
     async (ev, conn) => {
       const started = performance.now();
-      const outcome = await deliverer.deliver(ev, secretOf(conn));
+      const outcome = await deliverer.deliver(ev, conn.target, secretOf(conn));
       if (outcome === 'delivered') {
         delivered.inc({ action: ev.action });
         latency.observe((performance.now() - started) / 1000);
+      } else if (outcome === 'refused') {
+        refusals.refused('address_policy', ev, 'the callback target leads only to addresses the address policy forbids');
       } else {
         dropped.inc({ action: ev.action });
         ctx.log.warn({ connId: ev.connId, seq: ev.seq, action: ev.action, app: appId(ev.user, ev.app) }, 'gateway callback dropped after retries');
@@ -64,9 +75,14 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
       return outcome;
     },
     (ev) => tellOn(ctx.bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq }),
+    (user, app) => registeredTarget(ctx.cache, user, app),
   );
 
-  const sub = answerOn(ctx.bus, gatewayChannels.deliver, gatewaySubjects.deliver(ctx.peers.self.busId), (ev) => queues.accept(ev));
+  const sub = answerOn(ctx.bus, gatewayChannels.deliver, gatewaySubjects.deliver(ctx.peers.self.busId), (ev) => {
+    const ack = queues.accept(ev);
+    if (!ack.ok) refusals.refused(reasonOf(ack.error.code), ev, ack.error.message);
+    return ack;
+  });
   const hello = answerOn(ctx.bus, gatewayChannels.hello, gatewaySubjects.hello(ctx.peers.self.busId), () => ({ busId: ctx.peers.self.busId }));
 
   // An edge that died cannot say its connections closed: this replica says it for those it holds.

@@ -1,14 +1,20 @@
+import { asPierError, PierError } from '../../bus/errors.js';
 import type { EventAck, GatewayEvent } from '../../bus/subjects.js';
+import type { CallbackTarget } from '../../lib/callback-target.js';
 import { ConnTable, type ConnState } from './connections.js';
 
-export type Delivery = (ev: GatewayEvent, conn: ConnState) => Promise<'delivered' | 'dropped'>;
+export type Delivery = (ev: GatewayEvent, conn: ConnState) => Promise<'delivered' | 'dropped' | 'refused'>;
+
+/** The app's callback target from this replica's own registry view; throws (a PierError) when it has none. */
+export type TargetOf = (user: string, app: string) => CallbackTarget;
 
 /**
  * A callback replica's queues, one FIFO per connection (the rules are in bus/subjects-gateway.ts):
  * events are taken strictly in `seq` order — a duplicate is acknowledged and ignored, a gap is
  * refused with the seq expected so the edge sends again from there — and delivered one at a time;
  * each delivered (or given-up) event is reported `settled`. A close is last: nothing of a
- * connection is taken after it.
+ * connection is taken after it. A connection's target is looked up once, when the replica first
+ * takes one of its events, never read from an event: an event it has no target for is refused.
  */
 export class ConnQueues {
   private readonly table: ConnTable;
@@ -16,6 +22,7 @@ export class ConnQueues {
   constructor(
     private readonly deliver: Delivery,
     private readonly settled: (ev: GatewayEvent) => void,
+    private readonly targetOf: TargetOf,
     tombstoneMs?: number,
   ) {
     this.table = new ConnTable(tombstoneMs);
@@ -29,7 +36,18 @@ export class ConnQueues {
     const next = known ? known.lastSeq + 1 : ev.oldest;
     if (ev.seq < next) return { ok: true, closed: false };
     if (ev.seq > next) return { ok: true, closed: false, expected: next };
-    this.enqueue(this.table.getOrCreate(ev), ev);
+    if (known && (known.user !== ev.user || known.app !== ev.app)) {
+      return refusal(new PierError('BAD_REQUEST', 'the event names another app than its connection'));
+    }
+    let conn = known;
+    if (!conn) {
+      try {
+        conn = this.table.create(ev, this.targetOf(ev.user, ev.app));
+      } catch (err) {
+        return refusal(err);
+      }
+    }
+    this.enqueue(conn, ev);
     return { ok: true, closed: false };
   }
 
@@ -39,7 +57,7 @@ export class ConnQueues {
     for (const conn of this.table.ofEdge(edgeBusId)) {
       if (conn.closed) continue;
       const seq = conn.lastSeq + 1;
-      const close: GatewayEvent = { eventId: `${conn.connId}:${seq}`, connId: conn.connId, edge: conn.edge, user: conn.user, app: conn.app, seq, oldest: seq, action: 'close', data: {}, cookie: null, target: conn.target };
+      const close: GatewayEvent = { eventId: `${conn.connId}:${seq}`, connId: conn.connId, edge: conn.edge, user: conn.user, app: conn.app, seq, oldest: seq, action: 'close', data: {}, cookie: null };
       this.enqueue(conn, close);
       raised.push(close);
     }
@@ -74,4 +92,8 @@ export class ConnQueues {
     }
     conn.running = false;
   }
+}
+
+function refusal(err: unknown): EventAck {
+  return { ok: false, error: asPierError(err).toWire() };
 }

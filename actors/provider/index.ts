@@ -5,7 +5,7 @@ import { AccessTokens } from '../../lib/access-token.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { authorise, callProvider, type ProviderDeps } from './handler.js';
 import { Upstream } from './upstream.js';
-import { AddressPolicy, networksList } from './address-policy.js';
+import { AddressPolicy, networksList } from '../../lib/address-policy.js';
 
 /** The provider-proxy actor (queue group `provider`): the only role that makes HTTP calls out. */
 export async function startProvider(ctx: RoleContext): Promise<Running> {

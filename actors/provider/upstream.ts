@@ -1,6 +1,7 @@
-import { Agent, buildConnector, errors, request, type Dispatcher } from 'undici';
-import type { AddressPolicy } from './address-policy.js';
+import { Agent, errors, request, type Dispatcher } from 'undici';
 import { PierError } from '../../bus/errors.js';
+import { isPolicyRefusal, type AddressPolicy } from '../../lib/address-policy.js';
+import { policyConnector } from '../../lib/policy-connector.js';
 
 export interface UpstreamResponse {
   status: number;
@@ -18,19 +19,7 @@ export class Upstream {
 
   /** Every connection is dialled to an address the policy allows, resolved here, at dial time. */
   constructor(policy: AddressPolicy) {
-    const dial = buildConnector({ timeout: 5_000 });
-    this.agent = new Agent({
-      connections: 128,
-      pipelining: 1,
-      keepAliveTimeout: 30_000,
-      connect: (opts, callback) => {
-        const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
-        policy.resolve(opts.hostname, port).then(
-          (address) => dial({ ...opts, hostname: address }, callback),
-          (err: Error) => callback(err, null),
-        );
-      },
-    });
+    this.agent = new Agent({ connections: 128, pipelining: 1, keepAliveTimeout: 30_000, connect: policyConnector(policy) });
   }
 
   async send(
@@ -61,7 +50,7 @@ export class Upstream {
 
 /** What went wrong talking to a provider, as the caller should hear it (no internal addresses). */
 export function upstreamError(provider: string, timeoutMs: number, err: unknown): PierError {
-  if (err instanceof PierError && (err.data as { refused?: boolean } | undefined)?.refused) {
+  if (isPolicyRefusal(err)) {
     return new PierError('BAD_GATEWAY', `provider "${provider}" is not called: ${err.message}`);
   }
   if (err instanceof PierError) return err;

@@ -4,11 +4,12 @@ import type { Bus, BusMessage, RequestOptions } from '../../../bus/bus.js';
 import { answerOn, hearOn, tellOn } from '../../../bus/channel.js';
 import { decode } from '../../../bus/codec.js';
 import { gatewayChannels, gatewaySubjects, type GatewayEvent, type ProcessInfo } from '../../../bus/subjects.js';
-import { ConnQueues } from '../../../actors/callback/queues.js';
+import { ConnQueues, type TargetOf } from '../../../actors/callback/queues.js';
 import { EventForwarder } from '../../../edge/gateway-forwarder.js';
 import { createLogger } from '../../../lib/log.js';
 import type { Peers } from '../../../lib/peers.js';
 import { until } from '../../helpers/wait.js';
+import { PierError } from '../../../bus/errors.js';
 
 // The gateway's delivery rules (bus/subjects-gateway.ts) held to: the edge's forwarder and callback
 // replicas' queues, talking over the in-process bus as they do in a process.
@@ -36,10 +37,11 @@ class FakePeers {
 }
 
 /** A callback replica on the bus: what its app received, in order; `hold` makes a seq's delivery hang. */
-function replica(bus: Bus, peers: FakePeers, busId: string, received: Array<[string, number]>, hold = new Set<number>()) {
+function replica(bus: Bus, peers: FakePeers, busId: string, received: Array<[string, number]>, hold = new Set<number>(), targetOf: TargetOf = known) {
   const queues = new ConnQueues(
     (ev) => (hold.has(ev.seq) ? new Promise(() => undefined) : (received.push([busId, ev.seq]), Promise.resolve('delivered'))),
     (ev) => tellOn(bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq }),
+    targetOf,
   );
   const sub = answerOn(bus, gatewayChannels.deliver, gatewaySubjects.deliver(busId), (ev) => queues.accept(ev));
   // The edge uses a replica only once it has answered a hello.
@@ -54,9 +56,9 @@ function replica(bus: Bus, peers: FakePeers, busId: string, received: Array<[str
   };
 }
 
-function edge(bus: Bus, peers: FakePeers) {
+function edge(bus: Bus, peers: FakePeers, giveUpMs = 60_000) {
   const closedByCluster: string[] = [];
-  const forwarder = new EventForwarder(bus, peers as unknown as Peers, { giveUpMs: 60_000, ackTimeoutMs: 300, maxEvents: 1000, maxBytes: 1 << 20 }, log, (id) => closedByCluster.push(id));
+  const forwarder = new EventForwarder(bus, peers as unknown as Peers, { giveUpMs, ackTimeoutMs: 300, maxEvents: 1000, maxBytes: 1 << 20 }, log, (id) => closedByCluster.push(id));
   hearOn(bus, gatewayChannels.settled, gatewaySubjects.settled(EDGE), ({ connId, seq }) => forwarder.settled(connId, seq));
   return { forwarder, closedByCluster };
 }
@@ -73,8 +75,9 @@ const event = (seq: number, action: GatewayEvent['action'] = 'message'): Gateway
   action,
   data: { n: seq },
   cookie: null,
-  target: { host: '127.0.0.1', port: 1, url: '/cb' },
 });
+/** Every app is known to these replicas' registry view, at one target. */
+const known = () => ({ host: '127.0.0.1', port: 1, url: '/cb' });
 const stream = (n: number) => Array.from({ length: n }, (_, i) => event(i + 1, i === 0 ? 'open' : i === n - 1 ? 'close' : 'message'));
 
 test('in order, each once, close last; everything settled at the edge', async (t) => {
@@ -91,14 +94,14 @@ test('in order, each once, close last; everything settled at the edge', async (t
 
 test('duplicates are taken once; a gap is refused with the seq expected', async (t) => {
   const got: number[] = [];
-  const q = new ConnQueues(async (ev) => (got.push(ev.seq), 'delivered'), () => undefined);
+  const q = new ConnQueues(async (ev) => (got.push(ev.seq), 'delivered'), () => undefined, known);
   t.deepEqual(q.accept(event(1, 'open')), { ok: true, closed: false });
   t.deepEqual(q.accept(event(1, 'open')), { ok: true, closed: false }, 'a duplicate is acknowledged');
   t.deepEqual(q.accept({ ...event(3), oldest: 1 }), { ok: true, closed: false, expected: 2 }, 'a gap names what is expected');
   t.deepEqual(q.accept({ ...event(2), oldest: 1 }), { ok: true, closed: false });
   t.deepEqual(q.accept({ ...event(3), oldest: 1 }), { ok: true, closed: false });
   // A replica new to a connection starts at the edge's oldest unsettled event, not at whatever came first.
-  const fresh = new ConnQueues(async () => 'delivered', () => undefined);
+  const fresh = new ConnQueues(async () => 'delivered', () => undefined, known);
   t.deepEqual(fresh.accept({ ...event(5), oldest: 4 }), { ok: true, closed: false, expected: 4 });
   await until('the three taken events delivered', () => got.length >= 3);
   t.deepEqual(got, [1, 2, 3], 'delivered in order, each once');
@@ -155,7 +158,7 @@ test('the replica dies mid-connection: the next one gets every unsettled event, 
 test('a dead edge: its connections get their close after what is queued; nothing is taken after it', async (t) => {
   const got: Array<[number, string]> = [];
   const settled: number[] = [];
-  const q = new ConnQueues(async (ev) => (got.push([ev.seq, ev.action]), 'delivered'), (ev) => settled.push(ev.seq));
+  const q = new ConnQueues(async (ev) => (got.push([ev.seq, ev.action]), 'delivered'), (ev) => settled.push(ev.seq), known);
   q.accept(event(1, 'open'));
   q.accept(event(2));
   const raised = q.edgeLost(EDGE);
@@ -163,4 +166,46 @@ test('a dead edge: its connections get their close after what is queued; nothing
   await until('the close delivered', () => settled.includes(3));
   t.deepEqual(got, [[1, 'open'], [2, 'message'], [3, 'close']]);
   t.deepEqual(q.accept(event(4)), { ok: true, closed: true }, 'a late event of a closed connection is refused');
+});
+
+/** A replica's registry view that knows the app only once `installed` says so; counts the look-ups. */
+function view(installed: () => boolean) {
+  const v = { asked: 0, targetOf: ((user: string, app: string) => {
+    v.asked++;
+    if (!installed()) throw new PierError('NOT_FOUND', `app "${user}/${app}" is not installed here`);
+    return known();
+  }) as TargetOf };
+  return v;
+}
+
+test("a replica whose registry view does not know the app yet refuses; the edge sends again and nothing is lost once it does", async (t) => {
+  const bus = new MemoryBus();
+  const peers = new FakePeers();
+  const got: Array<[string, number]> = [];
+  let installed = false;
+  const v = view(() => installed);
+  replica(bus, peers, 'c1', got, new Set(), v.targetOf);
+  const { forwarder } = edge(bus, peers);
+  for (const ev of stream(3)) forwarder.emit(ev);
+  await until('the replica to refuse the open twice (sent again after a refusal)', () => v.asked >= 2, 5_000);
+  t.deepEqual(got, [], 'nothing delivered while refused');
+  t.is(forwarder.pending(), 3, 'the edge keeps the refused events');
+  installed = true;
+  await until('every event delivered and settled', () => got.length === 3 && forwarder.pending() === 0);
+  t.deepEqual(got.map(([, s]) => s), [1, 2, 3]);
+  await bus.close();
+});
+
+test('refused for the whole retry period: the edge gives the events up (its outbox does not grow forever)', async (t) => {
+  const bus = new MemoryBus();
+  const peers = new FakePeers();
+  const got: Array<[string, number]> = [];
+  const v = view(() => false);
+  replica(bus, peers, 'c1', got, new Set(), v.targetOf);
+  const { forwarder } = edge(bus, peers, 400);
+  for (const ev of stream(2)) forwarder.emit(ev);
+  await until('the edge to give up on the refused events', () => forwarder.pending() === 0, 5_000);
+  t.true(v.asked >= 2, `sent again before giving up (asked ${v.asked} times)`);
+  t.deepEqual(got, []);
+  await bus.close();
 });

@@ -1,11 +1,11 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP, isIPv4 } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { PierError } from '../../bus/errors.js';
+import { PierError } from '../bus/errors.js';
 
 type Family = 'ipv4' | 'ipv6';
 
-/** Link-local and cloud-metadata ranges: never a provider, whatever a name resolves to. */
+/** Link-local and cloud-metadata ranges: never dialled, whatever a name resolves to. */
 const NEVER: Array<[string, number, Family]> = [
   ['169.254.0.0', 16, 'ipv4'], // link-local, and 169.254.169.254 metadata of every major cloud
   ['fe80::', 10, 'ipv6'], // link-local
@@ -32,10 +32,12 @@ export function networksList(cidrs: string[]): BlockList | null {
 }
 
 /**
- * Which addresses a provider call may dial (CONTRACT.md section 2). Checked on the address
- * actually dialled, after name resolution, so a name that resolves to a forbidden address at call
- * time is refused too: never link-local or metadata; never Pier's own ports (its listeners, NATS)
- * on an address of this host; only inside `PIER_PROVIDER_NETWORKS` when the operator set it.
+ * Which addresses Pier's outbound HTTP may dial: provider calls (CONTRACT.md section 2) and gateway
+ * callbacks to apps (section 9). Both go to addresses that an app's registration names, so both are
+ * held to one policy. Checked on the address actually dialled, after name resolution, so a name
+ * that resolves to a forbidden address at call time is refused too: never link-local or metadata;
+ * never Pier's own ports (its listeners, NATS) on an address of this host; only inside
+ * `PIER_PROVIDER_NETWORKS` when the operator set it.
  */
 export class AddressPolicy {
   private readonly never = new BlockList();
@@ -69,6 +71,11 @@ export class AddressPolicy {
     }
     throw new PierError('BAD_GATEWAY', `its endpoint leads to ${why}`, { data: { refused: true } });
   }
+}
+
+/** The error `resolve` throws: the address was refused by the policy (not merely unreachable). */
+export function isPolicyRefusal(err: unknown): err is PierError {
+  return err instanceof PierError && (err.data as { refused?: boolean } | undefined)?.refused === true;
 }
 
 function isThisHost(address: string): boolean {
