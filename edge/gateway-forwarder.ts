@@ -64,6 +64,12 @@ export class EventForwarder {
     // Greet replicas as they appear, so the first connection does not wait for it.
     this.helloTimer = setInterval(() => this.usable(), 1_000);
     this.helloTimer.unref();
+    this.usable();
+  }
+
+  /** How many callback replicas events can go to now (alive, and answered a hello). */
+  replicas(): number {
+    return this.usable().length;
   }
 
   /**

@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from 'nats';
 import { decode, encode } from '../../bus/codec.js';
+import { KeyPair, Sealer } from '../../bus/seal.js';
 import { gatewaySubjects } from '../../bus/subjects.js';
 import { readCredsFile } from '../../lib/nats-auth.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
@@ -51,22 +52,27 @@ function mustSucceed(r: { code: number | null; stderr: string }): void {
   if (r.code !== 0) throw new Error(`pier cli failed: ${r.stderr}`);
 }
 
-/** The callback replica's bus id, from a heartbeat the edge identity may hear. */
-function callbackBusId(nc: NatsConnection): Promise<string> {
+/** The callback replica's bus id and public key, from a heartbeat the edge identity may hear. */
+function callbackReplica(nc: NatsConnection): Promise<{ busId: string; key: string }> {
   return within(
     'a heartbeat of the callback replica',
-    new Promise<string>((resolve) => {
-      const sub = nc.subscribe('pier.process.heartbeat', {
+    new Promise<{ busId: string; key: string }>((resolve) => {
+      const sub = nc.subscribe('pier.process.heartbeat.callback', {
         callback: (_err, m) => {
-          const info = decode<{ busId: string; roles: string[] }>(m.data);
-          if (!info.roles.includes('callback')) return;
           sub.unsubscribe();
-          resolve(info.busId);
+          resolve(decode<{ busId: string; key: string }>(m.data));
         },
       });
     }),
   );
 }
+
+/**
+ * An event as an edge sends it: sealed to the replica's key (the cookie it may carry crosses the
+ * bus sealed). Sealing is not a credential: whoever holds the edge identity can seal.
+ */
+const sealer = new Sealer(KeyPair.generate());
+const sealedEvent = (replica: { busId: string; key: string }, ev: Record<string, unknown>) => sealer.seal(encode(ev), replica.key, `${gatewaySubjects.deliver(replica.busId)}|request|`);
 
 /** A forged `open` whose `target` is the attacker's server (the field the old event carried). */
 function forged(user: string, app: string): Record<string, unknown> {
@@ -93,9 +99,9 @@ async function refusedCount(reason: string): Promise<number> {
 }
 
 test("forged events with the edge's credentials never reach a target they name; an unknown app is refused", async (t) => {
-  const replica = await callbackBusId(edge);
-  const subject = gatewaySubjects.deliver(replica);
-  const ask = async (ev: Record<string, unknown>) => decode<Record<string, unknown>>((await edge.request(subject, encode(ev), { timeout: 5_000 })).data);
+  const replica = await callbackReplica(edge);
+  const subject = gatewaySubjects.deliver(replica.busId);
+  const ask = async (ev: Record<string, unknown>) => decode<Record<string, unknown>>((await edge.request(subject, sealedEvent(replica, ev), { timeout: 5_000 })).data);
 
   // An app of the edge's "own" user and one of another user: both are known to the registry.
   const mine = forged('alice', 'chat');
@@ -132,10 +138,10 @@ test("an app registered with one of Pier's own ports as its callback is refused 
   const cliEnv = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   writeFileSync(join(dir, 'probe.yaml'), wsManifest('probe', pier.ports!.admin!));
   mustSucceed(await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'probe.yaml'), '--host', '127.0.0.1'], cliEnv));
-  const replica = await callbackBusId(edge);
+  const replica = await callbackReplica(edge);
   const before = await refusedCount('address_policy');
   const probe = forged('alice', 'probe');
-  const ack = decode<Record<string, unknown>>((await edge.request(gatewaySubjects.deliver(replica), encode(probe), { timeout: 5_000 })).data);
+  const ack = decode<Record<string, unknown>>((await edge.request(gatewaySubjects.deliver(replica.busId), sealedEvent(replica, probe), { timeout: 5_000 })).data);
   t.deepEqual(ack, { ok: true, closed: false }, 'the app is known: the event is taken');
   await until('the policy refusal to be counted', async () => (await refusedCount('address_policy')) > before);
   t.regex(pier.logs, /"reason":"address_policy".*"gateway callback refused"/);

@@ -56,10 +56,12 @@ function replica(bus: Bus, peers: FakePeers, busId: string, received: Array<[str
   };
 }
 
-function edge(bus: Bus, peers: FakePeers, giveUpMs = 60_000) {
+/** The edge's forwarder, once it has greeted the replicas there are (it uses none before). */
+async function edge(bus: Bus, peers: FakePeers, giveUpMs = 60_000) {
   const closedByCluster: string[] = [];
   const forwarder = new EventForwarder(bus, peers as unknown as Peers, { giveUpMs, ackTimeoutMs: 300, maxEvents: 1000, maxBytes: 1 << 20 }, log, (id) => closedByCluster.push(id));
   hearOn(bus, gatewayChannels.settled, gatewaySubjects.settled(EDGE), ({ connId, seq }) => forwarder.settled(connId, seq));
+  await until('the edge to have greeted every replica', () => forwarder.replicas() === peers.replicas.size);
   return { forwarder, closedByCluster };
 }
 
@@ -85,7 +87,7 @@ test('in order, each once, close last; everything settled at the edge', async (t
   const peers = new FakePeers();
   const got: Array<[string, number]> = [];
   replica(bus, peers, 'c1', got);
-  const { forwarder } = edge(bus, peers);
+  const { forwarder } = await edge(bus, peers);
   for (const ev of stream(7)) forwarder.emit(ev);
   await until('every event delivered and settled', () => got.length === 7 && forwarder.pending() === 0);
   t.deepEqual(got.map(([, s]) => s), [1, 2, 3, 4, 5, 6, 7]);
@@ -123,7 +125,7 @@ test('an event lost on the way: the gap is filled by a resend, in order, nothing
   const peers = new FakePeers();
   const got: Array<[string, number]> = [];
   replica(inner, peers, 'c1', got);
-  const { forwarder } = edge(lossy, peers);
+  const { forwarder } = await edge(lossy, peers);
   for (const ev of stream(6)) forwarder.emit(ev);
   await until('every event delivered and settled', () => forwarder.pending() === 0 && got.length === 6);
   t.true(dropped, 'the request was lost');
@@ -138,7 +140,7 @@ test('the replica dies mid-connection: the next one gets every unsettled event, 
   // Both replicas exist; whichever the forwarder picks hangs on seq 3 (as if it died delivering it).
   const a = replica(bus, peers, 'c1', got, new Set([3]));
   const b = replica(bus, peers, 'c2', got, new Set([3]));
-  const { forwarder } = edge(bus, peers);
+  const { forwarder } = await edge(bus, peers);
   for (const ev of stream(5)) forwarder.emit(ev);
   await until('the first two delivered', () => got.length >= 2);
   const first = got[0][0];
@@ -185,7 +187,7 @@ test("a replica whose registry view does not know the app yet refuses; the edge 
   let installed = false;
   const v = view(() => installed);
   replica(bus, peers, 'c1', got, new Set(), v.targetOf);
-  const { forwarder } = edge(bus, peers);
+  const { forwarder } = await edge(bus, peers);
   for (const ev of stream(3)) forwarder.emit(ev);
   await until('the replica to refuse the open twice (sent again after a refusal)', () => v.asked >= 2, 5_000);
   t.deepEqual(got, [], 'nothing delivered while refused');
@@ -202,7 +204,7 @@ test('refused for the whole retry period: the edge gives the events up (its outb
   const got: Array<[string, number]> = [];
   const v = view(() => false);
   replica(bus, peers, 'c1', got, new Set(), v.targetOf);
-  const { forwarder } = edge(bus, peers, 400);
+  const { forwarder } = await edge(bus, peers, 400);
   for (const ev of stream(2)) forwarder.emit(ev);
   await until('the edge to give up on the refused events', () => forwarder.pending() === 0, 5_000);
   t.true(v.asked >= 2, `sent again before giving up (asked ${v.asked} times)`);
