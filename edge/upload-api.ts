@@ -72,6 +72,18 @@ function present(fields: Record<string, string>, name: string): string {
   return v;
 }
 
+/** A field the platform's client leaves out: absent, empty, or JavaScript's `undefined` sent as text. */
+const blank = (fields: Record<string, string>, name: string) => fields[name] === undefined || fields[name] === '' || fields[name] === 'undefined';
+
+/**
+ * The platform's file manager's folder entry (CONTRACT.md section 7): for each folder of a folder
+ * upload it POSTs `storage_path` = the folder to create and no file: `file_relative_path`,
+ * `file_type` and `file_size` absent, empty or the text `undefined`.
+ */
+function isFolderEntry(fields: Record<string, string>): boolean {
+  return blank(fields, 'file_relative_path') && blank(fields, 'file_size') && blank(fields, 'file_type');
+}
+
 function nonNegativeInteger(text: string, name: string): number {
   if (!/^\d{1,16}$/.test(text.trim()) || !Number.isSafeInteger(Number(text))) throw bad(`${name}: must be a non-negative integer`);
   return Number(text);
@@ -97,16 +109,24 @@ export function uploadApi(deps: UploadApiDeps) {
         const fields = await parseFields(req);
         const conflict = (fields.conflict ?? 'replace') as ConflictPolicy;
         if (!CONFLICT_POLICIES.includes(conflict)) throw bad(`conflict: must be one of ${CONFLICT_POLICIES.join(', ')}`);
-        const created = await call(deps.bus, upload.create, {
-          user,
-          app: app.name,
-          storagePath: required(fields, 'storage_path'),
-          relativePath: required(fields, 'file_relative_path'),
-          // Present, but may be empty: the platform's client sends "" for files without a type.
-          fileType: present(fields, 'file_type'),
-          fileSize: nonNegativeInteger(required(fields, 'file_size'), 'file_size'),
-          conflict,
-        });
+        const storagePath = required(fields, 'storage_path');
+        const created = await call(
+          deps.bus,
+          upload.create,
+          isFolderEntry(fields)
+            ? // The folder to create is storage_path itself (the actor knows it by the empty path).
+              { user, app: app.name, storagePath, relativePath: '', fileType: '', fileSize: 0, conflict }
+            : {
+                user,
+                app: app.name,
+                storagePath,
+                relativePath: required(fields, 'file_relative_path'),
+                // Present, but may be empty: the platform's client sends "" for files without a type.
+                fileType: present(fields, 'file_type'),
+                fileSize: nonNegativeInteger(required(fields, 'file_size'), 'file_size'),
+                conflict,
+              },
+        );
         const json = created.record ? { code: 0, message: 'success', data: created.record } : { code: 0, message: 'success' };
         return { status: 200, json, headers: cors(req) };
       } catch (err) {

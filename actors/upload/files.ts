@@ -1,8 +1,9 @@
 import { constants } from 'node:fs';
-import { link, lstat, mkdir, open, realpath, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { link, lstat, mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
 import { PierError } from '../../bus/errors.js';
 import type { ConflictPolicy } from '../../bus/subjects.js';
+import { walkDown } from './walk.js';
 
 /** Where unfinished uploads keep their bytes: inside `dest`, so publishing is a rename on one filesystem. */
 export const PARTS_DIR = '.pier-uploads';
@@ -24,30 +25,45 @@ export async function syncDir(dir: string): Promise<void> {
 const tampered = () => new PierError('BAD_REQUEST', "the upload's partial data was moved or replaced: upload the file again");
 
 /**
- * The parts folder lives inside `dest`, which the app can write: it could swap the folder or a
- * part for a symlink to make Pier write elsewhere. So the folder must still be itself (no symlink
- * on the way: its real path is its path) and a part is never opened through a symlink (O_NOFOLLOW).
+ * The parts folder lives inside `dest`, which the app can write: it could swap the folder, or a
+ * folder above it, for a symlink to make Pier write elsewhere, or put a hard link to a file
+ * elsewhere where a part is. So the folder is reached from the user's folder (`top`) without any
+ * link on the way (`walk.ts`), a part is never opened through a symlink (O_NOFOLLOW), and a part
+ * with another name for it (a link count above one) is never written.
  */
-async function checkPartsFolder(part: string): Promise<void> {
-  const dir = dirname(part);
-  if ((await realpath(dir).catch(() => null)) !== dir) throw tampered();
+async function checkPartsFolder(part: string, top: string): Promise<void> {
+  await walkDown(top, dirname(part), { create: false, refused: tampered });
 }
 
-/** Opens a part for writing, never through a symlink. */
-export async function openPart(part: string, flags = constants.O_RDWR): Promise<FileHandle> {
-  await checkPartsFolder(part);
+/** Opens an existing part for writing: never through a symlink, never one that is also another file. */
+export async function openPart(part: string, top: string, flags = constants.O_RDWR): Promise<FileHandle> {
+  await checkPartsFolder(part, top);
+  let fd: FileHandle;
   try {
-    return await open(part, flags | constants.O_NOFOLLOW, 0o644);
+    fd = await open(part, flags | constants.O_NOFOLLOW);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw tampered();
     throw err;
   }
+  const info = await fd.stat().catch(() => null);
+  if (!info?.isFile() || info.nlink !== 1) {
+    await fd.close();
+    throw tampered();
+  }
+  return fd;
 }
 
-export async function createPart(part: string): Promise<void> {
+/** A new, empty part: whatever is at its name (a planted link, say) is removed first, then made afresh (O_EXCL). */
+export async function createPart(part: string, top: string): Promise<void> {
   // Only Pier looks inside: partial files are not for the app to read.
-  await mkdir(dirname(part), { recursive: true, mode: 0o700 });
-  const fd = await openPart(part, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC);
+  await mkdir(dirname(part), { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EEXIST') throw err;
+  });
+  await checkPartsFolder(part, top);
+  await unlink(part).catch(() => undefined);
+  const fd = await open(part, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644).catch((err: NodeJS.ErrnoException) => {
+    throw err.code === 'EEXIST' || err.code === 'ELOOP' ? tampered() : err;
+  });
   await fd.sync();
   await fd.close();
   await syncDir(dirname(part));
@@ -59,22 +75,13 @@ export async function partSize(part: string): Promise<number> {
   return info?.isFile() ? info.size : 0;
 }
 
-export async function cutBack(part: string, size: number): Promise<void> {
-  const fd = await openPart(part, constants.O_WRONLY);
+export async function cutBack(part: string, size: number, top: string): Promise<void> {
+  const fd = await openPart(part, top, constants.O_WRONLY);
   try {
     await fd.truncate(size);
   } finally {
     await fd.close();
   }
-}
-
-/**
- * The target's folder is still the one resolved at POST (its real path then): a folder on the way
- * swapped for a symlink since would make the rename land outside `dest` (CONTRACT.md section 7).
- */
-export async function targetInPlace(target: string): Promise<boolean> {
-  const dir = dirname(target);
-  return (await realpath(dir).catch(() => null)) === dir;
 }
 
 export async function removePart(part: string): Promise<void> {
@@ -92,9 +99,10 @@ function numbered(target: string, n: number): string {
  * `fail` and `rename` link without overwriting (EEXIST is the check, so no race), then drop the part.
  * The folder is fsynced, so the new name survives a crash. Returns the path it landed at.
  */
-export async function publish(part: string, target: string, conflict: ConflictPolicy): Promise<string> {
-  await checkPartsFolder(part);
-  if (!(await lstat(part).catch(() => null))?.isFile()) throw tampered();
+export async function publish(part: string, target: string, conflict: ConflictPolicy, top: string): Promise<string> {
+  await checkPartsFolder(part, top);
+  const info = await lstat(part).catch(() => null);
+  if (!info?.isFile() || info.nlink !== 1) throw tampered();
   if (conflict === 'replace') {
     await rename(part, target);
     await syncDir(dirname(target));

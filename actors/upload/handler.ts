@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { realpath, stat } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
+import { basename, dirname } from 'node:path';
 import { PierError } from '../../bus/errors.js';
 import type { BeginWrite, CreateUpload, Created, UploadCompleted, UploadRecord } from '../../bus/subjects.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
-import { createPart, partPathFor, publish, removePart, targetInPlace } from './files.js';
-import { checkStoragePath, resolveTarget, typeAllowed } from './paths.js';
+import { typeRefusal } from './file-types.js';
+import { createPart, partPathFor, publish, removePart } from './files.js';
+import { checkStoragePath, resolveTarget, stillInside } from './paths.js';
 import type { UploadRoot } from './root.js';
 import { recordOf, type Upload, type UploadStore } from './store.js';
 
@@ -74,40 +76,58 @@ export async function removeUpload(store: UploadStore, u: Upload): Promise<void>
 
 /** Publishes a complete upload at its target and marks it done (inside the caller's error handling). */
 export async function finish(deps: UploadDeps, u: Upload): Promise<string> {
-  if (!(await targetInPlace(u.target))) {
+  const top = deps.root.userFolder(u.user);
+  if (!(await stillInside(top, dirname(u.target)))) {
     // Publishing now would follow the swapped folder out of `dest`: the upload fails instead.
     await removeUpload(deps.store, u);
     throw new PierError('BAD_REQUEST', 'file_relative_path: a folder on the way to the file was moved or replaced since the upload began: upload the file again');
   }
-  const landed = await publish(u.part, u.target, u.conflict);
+  const landed = await publish(u.part, u.target, u.conflict, top);
   await deps.store.write((w) => w.put({ ...u, offset: u.fileSize, state: 'done', lock: null, updatedAt: deps.now() }));
   deps.completed({ user: u.user, app: u.app, path: deps.root.appPath(u.user, landed), size: u.fileSize });
   return landed;
 }
 
+/**
+ * A folder entry (CONTRACT.md section 7): `storage_path` names the folder to create, with no file
+ * fields. Its parent must be an existing folder inside `dest`; `dest` itself is simply there.
+ */
+async function createFolderEntry(deps: UploadDeps, req: CreateUpload, dest: string): Promise<Created> {
+  const top = deps.root.userFolder(req.user);
+  const folder = deps.root.hostPath(req.user, req.storagePath);
+  if (folder === dest) {
+    if (!(await stillInside(top, dest))) throw new PierError('BAD_REQUEST', "storage_path: must be an existing folder inside the app's upload folder, reached without links");
+  } else {
+    await resolveTarget(top, dest, dirname(folder), `${basename(folder)}/`);
+  }
+  return { record: null, complete: false };
+}
+
 /** `POST /upload/`: checks everything, creates the folder or the upload (or returns the unfinished one). */
 export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise<Created> {
   const options = uploadOptions(deps, req.user, req.app);
-  // A folder has no type: only files are checked against the manifest's fileType.
-  if (!req.relativePath.endsWith('/') && !typeAllowed(options.fileType, req.fileType, req.relativePath)) {
-    const byName = req.fileType.trim() === '' || req.fileType.includes('/') ? ` for "${req.relativePath.split('/').at(-1)}"` : '';
-    throw new PierError('BAD_REQUEST', `file_type: "${req.fileType}" is not allowed${byName} (allowed: ${options.fileType.join(', ')})`);
-  }
-  if (req.fileSize > options.limitedSize) throw new PierError('BAD_REQUEST', `file_size: must be at most ${options.limitedSize} bytes`);
   checkStoragePath(req.storagePath);
+  const top = deps.root.userFolder(req.user);
   const dest = deps.root.hostPath(req.user, options.dest);
-  const { target, folder } = await resolveTarget(dest, deps.root.hostPath(req.user, req.storagePath), req.relativePath);
+  if (req.relativePath === '') return createFolderEntry(deps, req, dest);
+  // A folder has no type: only files are checked against the manifest's fileType.
+  const refusal = req.relativePath.endsWith('/') ? null : typeRefusal(options.fileType, req.fileType, req.relativePath);
+  if (refusal) throw new PierError('BAD_REQUEST', refusal);
+  if (req.fileSize > options.limitedSize) throw new PierError('BAD_REQUEST', `file_size: must be at most ${options.limitedSize} bytes`);
+  const { target, folder } = await resolveTarget(top, dest, deps.root.hostPath(req.user, req.storagePath), req.relativePath);
   if (folder) return { record: null, complete: false };
 
   await deps.store.sync();
   const existingId = deps.store.unfinishedAt(req.user, req.app, target)?.id;
   const existing = existingId ? await settled(deps, existingId) : undefined;
   if (existing && existing.state === 'active' && existing.fileSize === req.fileSize) return { record: recordOf(existing), complete: false };
-  if (req.conflict === 'fail' && (await stat(target).catch(() => null))) throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
+  // lstat: a link at the target exists as a link, wherever it points (no oracle for its pointee).
+  if (req.conflict === 'fail' && (await lstat(target).catch(() => null))) throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
 
   const id = randomBytes(16).toString('base64url');
-  const part = partPathFor(await realpath(dest), id);
-  await createPart(part);
+  // `dest` is its own real path: the walk came down to it from the user's folder without a link.
+  const part = partPathFor(dest, id);
+  await createPart(part, top);
   const now = deps.now();
   const u: Upload = {
     id, user: req.user, app: req.app, storagePath: req.storagePath, relativePath: req.relativePath, fileType: req.fileType,

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Counter, Gauge } from 'prom-client';
 import { publishEvent, serve } from '../../bus/rpc.js';
@@ -8,6 +8,8 @@ import type { RoleContext, Running } from '../../lib/runtime.js';
 import { createPart, cutBack, partSize, removePart } from './files.js';
 import { createUpload, finish, getUpload, lockForWrite, removeUpload, type UploadDeps } from './handler.js';
 import { UploadRoot } from './root.js';
+import { walkDown } from './walk.js';
+import { PierError } from '../../bus/errors.js';
 import { WriteSession } from './session.js';
 import { LmdbUploadStore, type Upload, type UploadStore } from './store.js';
 import { JetStreamUploadStore } from './store-jetstream.js';
@@ -31,8 +33,9 @@ async function openUploadStore(ctx: RoleContext, root: UploadRoot): Promise<Uplo
  * the host that has the storage; replicas there share the LMDB environment of upload records.
  */
 export async function startUpload(ctx: RoleContext): Promise<Running> {
-  const root = new UploadRoot(ctx.config.upload.root);
-  await mkdir(root.root, { recursive: true });
+  // The root is taken as its real path once: the boundary walks start below it (walk.ts).
+  await mkdir(ctx.config.upload.root, { recursive: true });
+  const root = new UploadRoot(await realpath(ctx.config.upload.root));
   const store = await openUploadStore(ctx, root);
   const registers = [ctx.metrics.registry];
   const bytes = new Counter({ name: 'pier_upload_bytes_total', help: 'Bytes written to uploads', registers });
@@ -110,8 +113,9 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
       ctx.bus,
       upload.prepare,
       async (req) => {
+        // Made one folder at a time from the user's folder, never through a link (walk.ts).
         const dir = root.hostPath(req.user, req.dest);
-        await mkdir(dir, { recursive: true });
+        await walkDown(root.userFolder(req.user), dir, { create: true, refused: () => new PierError('BAD_REQUEST', 'upload.dest: must lead through folders of the user, without links') });
         return { dir };
       },
       hooks,
@@ -187,9 +191,9 @@ async function recoverOne(deps: UploadDeps, seen: Upload, live: Set<string>): Pr
     if (!u) return; // a PATCH got there first: not a crash's leftover
     const size = await partSize(u.part);
     let offset = u.offset;
-    if (size > offset) await cutBack(u.part, offset);
+    if (size > offset) await cutBack(u.part, offset, deps.root.userFolder(u.user));
     if (size < offset) offset = size;
-    if (size === 0 && offset === 0) await createPart(u.part).catch(() => undefined);
+    if (size === 0 && offset === 0) await createPart(u.part, deps.root.userFolder(u.user)).catch(() => undefined);
     const fixed = await deps.store.write((w) => {
       const current = w.get(u.id);
       if (current?.lock?.session !== session) return null;

@@ -1,6 +1,7 @@
-import { lstat, mkdir, realpath, stat } from 'node:fs/promises';
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { lstat } from 'node:fs/promises';
+import { isAbsolute, join, relative, sep } from 'node:path';
 import { PierError } from '../../bus/errors.js';
+import { walkDown } from './walk.js';
 
 const bad = (field: string, why: string) => new PierError('BAD_REQUEST', `${field}: ${why}`);
 
@@ -32,78 +33,48 @@ export function checkStoragePath(storagePath: string): void {
 }
 
 export interface ResolvedTarget {
-  /** The resolved storage folder. */
-  storageReal: string;
   /** Absolute path of the file (or folder) to create, its parent folders existing and inside `dest`. */
   target: string;
   folder: boolean;
 }
 
+// One answer for "missing", "not a folder", "a link" and "outside": which of them holds would tell
+// the caller whether a host path exists (CONTRACT.md section 7).
+const storageRefused = () => bad('storage_path', "must be an existing folder inside the app's upload folder, reached without links");
+const pathRefused = () => bad('file_relative_path', "must lead through folders inside the app's upload folder (no links, no files on the way)");
+
 /**
- * Resolves where an upload lands (`dest` and `storagePath` are host paths here), following symlinks, and creates the missing folders one by one
- * so that nothing is ever created outside `dest` (a symlink inside `dest` pointing out is refused).
+ * Where an upload lands. `userFolder`, `dest` and `storagePath` are host paths (the app's view
+ * mapped by `UploadRoot`, under a root that is its own real path). The walk goes from the user's
+ * folder to `dest`, from `dest` to `storage_path`, and from there to the target's folder, creating
+ * missing folders one at a time below `storage_path` (and `dest` itself, made at install), never
+ * through a symlink (`walk.ts`).
  */
-export async function resolveTarget(dest: string, storagePath: string, rel: string): Promise<ResolvedTarget> {
+export async function resolveTarget(userFolder: string, dest: string, storagePath: string, rel: string): Promise<ResolvedTarget> {
   checkStoragePath(storagePath);
   checkRelativePath(rel);
-  await mkdir(dest, { recursive: true });
-  const destReal = await realpath(dest);
-  // One answer for "missing", "not a folder" and "outside": which of them holds would tell the
-  // caller whether a host path exists (CONTRACT.md section 7).
-  const refused = () => bad('storage_path', "must be an existing folder inside the app's upload folder");
-  const storageReal = await realpath(storagePath).catch(() => null);
-  if (storageReal === null || !inside(destReal, storageReal)) throw refused();
-  if (!(await stat(storageReal)).isDirectory()) throw refused();
-
+  if (!inside(userFolder, dest)) throw storageRefused();
+  await walkDown(userFolder, dest, { create: true, refused: storageRefused });
+  await walkDown(dest, storagePath, { create: false, refused: storageRefused });
   const folder = rel.endsWith('/');
   const segments = rel.replace(/\/$/, '').split('/');
-  const parents = folder ? segments : segments.slice(0, -1);
-  let current = storageReal;
-  for (const segment of parents) {
-    const next = join(current, segment);
-    let info;
-    try {
-      info = await lstat(next);
-    } catch {
-      await mkdir(next).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'EEXIST') throw err;
-      });
-      info = await lstat(next);
-    }
-    if (info.isSymbolicLink()) {
-      const real = await realpath(next);
-      if (!inside(destReal, real)) throw bad('file_relative_path', "leads outside the app's upload folder");
-      if (!(await stat(real)).isDirectory()) throw bad('file_relative_path', `"${segment}" is not a folder`);
-      current = real;
-    } else if (info.isDirectory()) {
-      current = next;
-    } else {
-      throw bad('file_relative_path', `"${segment}" is not a folder`);
-    }
-  }
-  if (folder) return { storageReal, target: current, folder };
-  const target = resolve(current, segments.at(-1)!);
-  if (!inside(destReal, dirname(target))) throw bad('file_relative_path', "leads outside the app's upload folder");
+  const parent = join(storagePath, ...(folder ? segments : segments.slice(0, -1)));
+  await walkDown(storagePath, parent, { create: true, refused: pathRefused });
+  if (folder) return { target: parent, folder };
+  const target = join(parent, segments.at(-1)!);
+  // lstat: what a link at the target points at is never looked at (nor told).
   const existing = await lstat(target).catch(() => null);
   if (existing?.isDirectory()) throw bad('file_relative_path', 'names an existing folder');
-  return { storageReal, target, folder };
-}
-
-/** The extension of a path's last segment, without its dot (`report.PDF` → `PDF`); '' when it has none. */
-function extensionOf(path: string): string {
-  const name = path.split('/').at(-1) ?? '';
-  const dot = name.lastIndexOf('.');
-  return dot > 0 ? name.slice(dot + 1) : '';
+  return { target, folder };
 }
 
 /**
- * `fileType` of the manifest against the request's `file_type` (CONTRACT.md section 7):
- * case-insensitive, leading dot ignored, `*` for any. A MIME type (`application/pdf`) or an empty
- * `file_type` means "the file name's extension": a name without one is allowed only by `*`.
+ * The same walk again, from the user's folder to the target's folder: every PATCH and the
+ * publication check that nothing on the way was swapped for a link since the POST.
  */
-export function typeAllowed(allowed: string[], fileType: string, relativePath: string): boolean {
-  const norm = (t: string) => t.trim().toLowerCase().replace(/^\./, '');
-  const declared = norm(fileType);
-  const wanted = declared === '' || declared.includes('/') ? norm(extensionOf(relativePath)) : declared;
-  return allowed.some((a) => a === '*' || (wanted !== '' && norm(a) === wanted));
+export async function stillInside(userFolder: string, folder: string): Promise<boolean> {
+  return walkDown(userFolder, folder, { create: false, refused: storageRefused }).then(
+    () => true,
+    () => false,
+  );
 }

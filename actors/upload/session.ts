@@ -45,7 +45,7 @@ export class WriteSession {
   }
 
   async start(): Promise<void> {
-    this.fd = await openPart(this.upload.part);
+    this.fd = await openPart(this.upload.part, this.deps.root.userFolder(this.upload.user));
     // Pieces are handled strictly one after the other, in arrival order (the edge sends them in seq order).
     this.sub = receivePieces(this.deps.bus, this.subject, (piece) => {
       const acked = this.queue.then(() => this.handle(piece).catch((err: unknown) => this.fail(err)));
@@ -127,7 +127,7 @@ export class WriteSession {
       await Promise.all([...this.writes]);
       if (this.writeError) mode = 'discard';
       if (mode === 'discard') {
-        await cutBack(this.upload.part, this.upload.offset);
+        await cutBack(this.upload.part, this.upload.offset, this.deps.root.userFolder(this.upload.user));
         this.written = 0;
       }
       await this.fd!.sync();

@@ -132,7 +132,10 @@ test('the spec errors, exactly', async (t) => {
     t.is(r.status, 400, message);
     t.deepEqual(r.json, { code: 1, message });
   }
-  for (const ok of ['txt', '.txt', 'TXT', 'pdf', '.PDF']) t.is((await alice().create({ ...fields, file_relative_path: `t-${ok}.x`, file_type: ok })).status, 200, ok);
+  // Case-insensitive, a leading dot ignored, on both sides: the declared type and the name's extension.
+  for (const [ok, name] of [['txt', 't-1.TXT'], ['.txt', 't-2.txt'], ['TXT', 't-3.Txt'], ['pdf', 't-4.PDF'], ['.PDF', 't-5.pdf']]) {
+    t.is((await alice().create({ ...fields, file_relative_path: name, file_type: ok })).status, 200, `${ok} ${name}`);
+  }
 });
 
 test('a chunk over the cap is refused and leaves the offset where it was', async (t) => {

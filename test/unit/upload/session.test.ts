@@ -22,7 +22,7 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSiz
   const bus = new MemoryBus();
   const completed: UploadCompleted[] = [];
   const part = partPathFor(dest, 'u1');
-  await createPart(part);
+  await createPart(part, root.userFolder('alice'));
   const u: Upload = {
     id: 'u1', user: 'alice', app: 'files', storagePath: '/dest', relativePath: 'x.bin', fileType: '', fileSize, conflict: 'replace',
     offset, target: join(dest, 'x.bin'), part, state: 'active', createdAt: 0, updatedAt: 0, lock: { owner: 'b1', session: 's1', until: Date.now() + 60_000 },

@@ -1,0 +1,48 @@
+import { lstat, mkdir } from 'node:fs/promises';
+import { join, relative, sep } from 'node:path';
+import { PierError } from '../../bus/errors.js';
+
+/**
+ * The upload boundary (CONTRACT.md section 7, amended 2026-11-23): from the user's folder down to
+ * `dest`, and from `dest` down to the target, every component is looked at with `lstat` and none
+ * may be a symbolic link. `realpath` is never trusted as the boundary: an app whose folder encloses
+ * another's (or any process that can write inside the user's folder) could turn a folder on the way
+ * into a link to anywhere, and a resolved path would follow it.
+ *
+ * A refusal says which field was wrong and the rule, never whether or where a host path exists.
+ * *Limit:* Node has no `openat`, so a walk and the open or rename after it are separate system
+ * calls; the walk is repeated on every POST, every PATCH and just before publication, so a swap
+ * must land inside that window of microseconds.
+ */
+export interface WalkOptions {
+  /** Missing folders are created one at a time (each then checked like the others), or refused. */
+  create: boolean;
+  /** The refusal to throw (one answer for a link, a file, a missing folder). */
+  refused: () => PierError;
+}
+
+/** Walks from `top` (itself checked) down to `path`, which must be `top` or below it. */
+export async function walkDown(top: string, path: string, options: WalkOptions): Promise<void> {
+  const rel = relative(top, path);
+  if (rel.startsWith('..') || rel.startsWith(sep)) throw options.refused();
+  let current = top;
+  await checkFolder(current, options);
+  for (const segment of rel === '' ? [] : rel.split(sep)) {
+    current = join(current, segment);
+    await checkFolder(current, options);
+  }
+}
+
+async function checkFolder(path: string, options: WalkOptions): Promise<void> {
+  let info = await lstat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  });
+  if (info === null && options.create) {
+    await mkdir(path).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+    info = await lstat(path);
+  }
+  if (info === null || info.isSymbolicLink() || !info.isDirectory()) throw options.refused();
+}
