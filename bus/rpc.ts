@@ -143,7 +143,13 @@ function encodeReply<Res>(reply: Reply<Res>): Uint8Array {
 /** Calls an endpoint. The request is checked before it leaves; an error reply is thrown as PierError. */
 export async function call<Req, Res>(bus: Bus, ep: Endpoint<Req, Res>, req: Req, timeoutMs = ep.timeoutMs): Promise<Res> {
   assertValid(ep.check, req);
-  const msg = await bus.request(ep.subject, await sealRequest(bus, ep, encode(req)), { timeoutMs });
+  const msg = await bus.request(ep.subject, await sealRequest(bus, ep, encode(req)), { timeoutMs }).catch((err: unknown) => {
+    // Said in words an operator acts on: which role has no process running, not a subject.
+    if (err instanceof PierError && err.code === 'UNAVAILABLE' && err.message.startsWith('no responders')) {
+      throw new PierError('UNAVAILABLE', `no ${ep.queue} replica is running (nothing answers ${ep.subject})`, { cause: err });
+    }
+    throw err;
+  });
   const reply = decode<Reply<Res>>(openReply(bus, ep, msg));
   if (reply.ok) return reply.data;
   throw PierError.fromWire(reply.error);

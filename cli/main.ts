@@ -30,11 +30,15 @@ async function runStart(values: Record<string, unknown>): Promise<void> {
   const config = loadConfig(process.env, { roles: values.roles as string | undefined, 'data-dir': values['data-dir'] as string | undefined, app: values.app as string | undefined });
   const proc = await startProcess(config);
   let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) return;
+  // The first signal stops cleanly within PIER_STOP_TIMEOUT_MS (what it waits for is logged); a
+  // second one stops at once. Exit codes: 0 after SIGTERM, 130 after SIGINT, 1 when forced.
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      process.stderr.write(`pier: ${signal} again: stopping now, without waiting\n`);
+      process.exit(1);
+    }
     stopping = true;
-    const force = setTimeout(() => process.exit(1), 10_000);
-    force.unref();
+    process.stderr.write(`pier: ${signal}: stopping (within ${config.stopTimeoutMs} ms; ${signal} again to stop at once)\n`);
     void proc.stop().then(() => process.exit(signal === 'SIGINT' ? 130 : 0));
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));

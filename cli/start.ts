@@ -28,7 +28,30 @@ import type { ProcessInfo } from '../bus/subjects.js';
 export interface StartedProcess {
   config: Config;
   ports: Partial<Config['ports']> | null;
-  stop(): Promise<void>;
+  /** Stops every role within `budgetMs` (PIER_STOP_TIMEOUT_MS by default); what did not finish is logged and left. */
+  stop(budgetMs?: number): Promise<void>;
+}
+
+interface NamedRunning extends Running {
+  name: string;
+}
+
+const named = (name: string, r: Running): NamedRunning => ({ name, stop: () => r.stop() });
+
+/** Stops one part within `ms`; logs what it is waiting for when that takes a while, and when it is given up. */
+async function stopWithin(r: NamedRunning, ms: number, log: ReturnType<typeof createLogger>): Promise<void> {
+  const slow = setTimeout(() => log.info({ waitingFor: r.name }, 'stopping: still waiting'), 1_000);
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    r.stop().then(
+      () => 'stopped' as const,
+      (err: unknown) => (log.error({ err, part: r.name }, 'stop failed'), 'failed' as const),
+    ),
+    new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), Math.max(0, ms)))),
+  ]);
+  clearTimeout(slow);
+  clearTimeout(timer);
+  if (outcome === 'late') log.warn({ part: r.name }, 'stopping: gave up waiting (PIER_STOP_TIMEOUT_MS)');
 }
 
 async function connectBus(config: Config, log: ReturnType<typeof createLogger>, metrics: Metrics, login?: { role: Role; user: string; password: string }): Promise<Bus> {
@@ -122,23 +145,23 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   const closeStateBuses = async () => {
     for (const b of stateBuses.values()) await b.close().catch(() => undefined);
   };
-  const running: Running[] = [{ stop: closeStateBuses }, { stop: async () => cache.stop() }, { stop: async () => peers.stop() }];
+  const running: NamedRunning[] = [named('state connections', { stop: closeStateBuses }), named('registry cache', { stop: async () => cache.stop() }), named('presence', { stop: async () => peers.stop() })];
   peers.start();
   let ports: Partial<Config['ports']> | null = null;
   try {
-    if (config.roles.includes('registry')) running.push(await startRegistry(as('registry')));
+    if (config.roles.includes('registry')) running.push(named('registry', await startRegistry(as('registry'))));
     // Every other role reads the registry through the cache; it loads in the background and the
     // roles answer 503 until it has.
     cache.start();
-    if (config.roles.includes('token')) running.push(await startToken(as('token')));
-    if (config.roles.includes('provider')) running.push(await startProvider(as('provider')));
-    if (config.roles.includes('vault')) running.push(await startVault(as('vault')));
-    if (config.roles.includes('callback')) running.push(await startCallback(as('callback')));
-    if (config.roles.includes('upload')) running.push(await startUpload(as('upload')));
+    if (config.roles.includes('token')) running.push(named('token', await startToken(as('token'))));
+    if (config.roles.includes('provider')) running.push(named('provider', await startProvider(as('provider'))));
+    if (config.roles.includes('vault')) running.push(named('vault', await startVault(as('vault'))));
+    if (config.roles.includes('callback')) running.push(named('callback', await startCallback(as('callback'))));
+    if (config.roles.includes('upload')) running.push(named('upload', await startUpload(as('upload'))));
     // Every store is open now: the data dir and all of Pier's files in it become private.
     await makePrivate(config.dataDir, [config.upload.root]);
-    if (config.roles.includes('edge')) running.push(await startEdge(as('edge')));
-    if (config.roles.includes('admin')) running.push(await startAdmin(as('admin')));
+    if (config.roles.includes('edge')) running.push(named('edge', await startEdge(as('edge'))));
+    if (config.roles.includes('admin')) running.push(named('admin', await startAdmin(as('admin'))));
     ports = Object.keys(ctx.boundPorts).length > 0 ? ctx.boundPorts : null;
   } catch (err) {
     for (const r of running.reverse()) await r.stop().catch(() => undefined);
@@ -158,12 +181,14 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   return {
     config,
     ports,
-    async stop() {
+    async stop(budgetMs = config.stopTimeoutMs) {
       presence.unsubscribe();
       process.off('unhandledRejection', onUnhandled);
-      // Edge first (stop taking work), then the actors, then the bus.
-      for (const r of running.reverse()) await r.stop().catch((err) => log.error({ err }, 'stop failed'));
-      await bus.close();
+      // Edge first (stop taking work), then the actors, then the bus; each within what is left of
+      // the budget, and what it still waits for said in the log rather than waited on in silence.
+      const end = Date.now() + budgetMs;
+      for (const r of running.reverse()) await stopWithin(r, end - Date.now(), log);
+      await Promise.race([bus.close(), new Promise((resolve) => setTimeout(resolve, Math.max(100, end - Date.now())).unref())]);
       log.info('pier stopped');
     },
   };

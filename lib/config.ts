@@ -58,6 +58,8 @@ export interface Config {
   /** Process heartbeats, and how long a silent process counts as alive. */
   heartbeatMs: number;
   peerDeadMs: number;
+  /** How long a stop (SIGTERM, SIGINT) waits for work in flight before leaving it (and saying so). */
+  stopTimeoutMs: number;
   gateway: {
     idleMs: number;
     maxFrameBytes: number;
@@ -132,6 +134,7 @@ export const ENV = {
   auditMaxEntries: 'PIER_AUDIT_MAX_ENTRIES',
   heartbeatMs: 'PIER_HEARTBEAT_MS',
   peerDeadMs: 'PIER_PEER_DEAD_MS',
+  stopTimeoutMs: 'PIER_STOP_TIMEOUT_MS',
   wsIdleMs: 'PIER_WS_IDLE_MS',
   wsMaxFrameBytes: 'PIER_WS_MAX_FRAME_BYTES',
   wsOutboundBytes: 'PIER_WS_OUTBOUND_BUFFER_BYTES',
@@ -358,6 +361,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       maxEntries: integer(env, ENV.auditMaxEntries, 1_000_000, 1_000, 1_000_000_000),
     },
     heartbeatMs: integer(env, ENV.heartbeatMs, 1_000, 50, 60_000),
+    stopTimeoutMs: integer(env, ENV.stopTimeoutMs, 8_000, 100, 600_000),
     peerDeadMs: integer(env, ENV.peerDeadMs, 10_000, 200, 600_000),
     gateway: {
       idleMs: integer(env, ENV.wsIdleMs, 45_000, 100, 3_600_000),

@@ -78,7 +78,11 @@ export class Deliverer {
     }
   }
 
-  async close(): Promise<void> {
-    await this.agent.close();
+  /** Lets requests in flight finish for a moment, then drops them (an app that never answers cannot hold a stop). */
+  async close(graceMs = 1_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const closed = await Promise.race([this.agent.close().then(() => true), new Promise<false>((r) => (timer = setTimeout(() => r(false), graceMs)))]);
+    clearTimeout(timer);
+    if (!closed) await this.agent.destroy();
   }
 }

@@ -82,7 +82,7 @@ test.serial('registry killed: edges answer 503, not hang; restarted: data intact
   await registry.stop('SIGKILL');
   const down = await cli(['user', 'list', '--json'], cliOn(edges[0]));
   t.is(down.code, 1);
-  t.is(down.stderr, 'pier: no responders for pier.registry.user.list (503)\n');
+  t.is(down.stderr, 'pier: no registry replica is running (nothing answers pier.registry.user.list) (503)\n');
   await until('the edge to stop being ready without the registry', async () => (await fetch(`http://127.0.0.1:${edges[1].ports!.public}/readyz`)).status === 503);
   const body = await (await fetch(`http://127.0.0.1:${edges[1].ports!.public}/readyz`)).json();
   t.deepEqual(body, { code: 503, message: 'not ready: registry not reachable' });

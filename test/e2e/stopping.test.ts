@@ -1,0 +1,61 @@
+import test from 'ava';
+import { writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { until, within } from '../helpers/wait.js';
+import { wsManifest } from '../helpers/ws-app.js';
+import { connect } from '../helpers/ws-client.js';
+
+// Stopping (issue: operator experience): the first SIGINT/SIGTERM stops within PIER_STOP_TIMEOUT_MS
+// even while an app never answers a gateway callback, says what it waits for, logs "pier stopped"
+// and exits 130 (SIGINT) or 0 (SIGTERM); a second signal stops at once (exit 1).
+
+/** An app backend that takes callbacks and never answers them. */
+async function silentApp(): Promise<{ server: Server; port: number; requests: () => number }> {
+  let n = 0;
+  const server = createServer(() => n++);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: (server.address() as { port: number }).port, requests: () => n };
+}
+
+async function pierWithPendingCallback(t: { teardown: (f: () => void) => void }) {
+  const dir = tempDir();
+  const app = await silentApp();
+  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_STOP_TIMEOUT_MS: '3000' }));
+  t.teardown(() => {
+    void pier.stop('SIGKILL');
+    app.server.closeAllConnections();
+    app.server.close();
+    cleanup(dir);
+  });
+  const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+  const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
+  writeFileSync(join(dir, 'chat.yaml'), wsManifest('chat', app.port));
+  await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml')], env);
+  const client = await until('the gateway to take alice\'s connection', () => connect(pier.ports!.public, 'chat.alice.localhost', { 'x-authorization': token }).catch(() => undefined));
+  client.ws.send('hello');
+  await until('the open callback to be pending at the app', () => app.requests() > 0);
+  return pier;
+}
+
+const exited = (pier: PierProcess) => within('pier to exit', new Promise<number | null>((resolve) => pier.proc.once('exit', (code) => resolve(code))), 30_000);
+
+test('SIGINT with a callback the app never answers: stops within the bound, says so, "pier stopped", exit 130', async (t) => {
+  const pier = await pierWithPendingCallback(t);
+  const exit = exited(pier);
+  pier.proc.kill('SIGINT');
+  t.is(await exit, 130);
+  t.regex(pier.stderr, /SIGINT: stopping \(within 3000 ms; SIGINT again to stop at once\)/);
+  t.regex(pier.logs, /"msg":"pier stopped"/);
+});
+
+test('a second signal stops at once: exit 1, and it says so', async (t) => {
+  const pier = await pierWithPendingCallback(t);
+  const exit = exited(pier);
+  pier.proc.kill('SIGTERM');
+  await until('the first signal to be heard', () => pier.stderr.includes('SIGTERM: stopping'));
+  pier.proc.kill('SIGTERM');
+  t.is(await exit, 1);
+  t.regex(pier.stderr, /SIGTERM again: stopping now/);
+});
