@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { busInitOut } from './bus-init-out.js';
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 import { planIdentities, writeBusInit } from '../lib/bus-init.js';
 import { adminCall, adminTarget, CliError, exportState, importState } from './admin-client.js';
@@ -130,7 +130,7 @@ export const COMMANDS: Record<string, Command> = {
     text: (d) => `re-wrapped ${d.rewrapped_data_keys} data key(s), re-sealed ${d.resealed_app_secrets} app secret(s): PIER_MASTER_KEY_PREVIOUS can go`,
   },
   'bus init': {
-    usage: 'pier bus init --out DIR [--identity NAME=ROLE,ROLE]...',
+    usage: 'pier bus init [--out DIR (default ~/.pier/bus)] [--identity NAME=ROLE,ROLE]... [--force (a folder inside a git work tree)]',
     run: async (inv) => {
       const extra: Record<string, BusRole[]> = {};
       for (const spec of (inv.values.identity as string[] | undefined) ?? []) {
@@ -142,7 +142,7 @@ export const COMMANDS: Record<string, Command> = {
         extra[m[1]] = roles as BusRole[];
       }
       try {
-        return writeBusInit(resolve(flag(inv, 'out')), planIdentities(extra));
+        return writeBusInit(busInitOut(inv.values.out as string | undefined, inv.values.force === true, inv.env), planIdentities(extra));
       } catch (err) {
         if (err instanceof CliError) throw err;
         throw new CliError(`bus init: ${(err as Error).message}`);

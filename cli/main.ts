@@ -20,6 +20,7 @@ const OPTIONS = {
   'data-dir': { type: 'string' },
   out: { type: 'string' },
   identity: { type: 'string', multiple: true },
+  force: { type: 'boolean' },
 } as const;
 
 function usage(): string {
