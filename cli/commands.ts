@@ -172,6 +172,7 @@ export const COMMANDS: Record<string, Command> = {
       [
         `bus: ${d.bus.kind} (${d.bus.connected ? 'connected' : 'disconnected'})`,
         `roles: ${d.roles.join(', ')}`,
+        ...(d.missing_roles?.length ? [`MISSING: no ${d.missing_roles.join(', ')} replica is running (their requests answer 503)`] : []),
         `registry revision: ${d.registry.revision}${d.registry.fresh ? '' : ' (stale)'}`,
         `connections: ${d.connections}, uploads in progress: ${d.uploads}`,
         'replicas:',

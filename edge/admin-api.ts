@@ -7,6 +7,8 @@ import { assertValid, compile } from '../bus/validation.js';
 import { safeEqual } from '../lib/tokens.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
 import { describeProcesses } from '../lib/presence.js';
+import type { Peers } from '../lib/peers.js';
+import { missingRoles } from './health.js';
 import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
 import { parseStateLines, stateLine } from './state-file.js';
 
@@ -17,6 +19,8 @@ export interface AdminDeps {
   /** The `OS_SYSTEM_SERVER` value given to installed apps: `host:port`, no scheme. */
   systemServer: () => string;
   roles: string[];
+  /** Live processes by role, from their heartbeats. */
+  peers: Pick<Peers, 'alive'>;
 }
 
 const installSchema = compile({
@@ -169,6 +173,8 @@ export function adminHandlers(deps: AdminDeps) {
       const sum = (key: string) => reports.reduce((n, r) => n + (r.counters[key] ?? 0), 0);
       return ok({
         roles: [...new Set(reports.flatMap((r) => r.info.roles))].sort(),
+        // Roles no live process runs: their requests answer 503 until one starts.
+        missing_roles: missingRoles(deps.peers),
         bus: { kind: deps.bus.kind, connected: deps.bus.isConnected() },
         registry: { revision: deps.cache.currentRevision(), fresh: deps.cache.isFresh() },
         replicas: reports.map((r) => r.info).sort((a, b) => a.id.localeCompare(b.id)),

@@ -56,7 +56,8 @@ export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiD
       { method: 'options', path: '/upload/:uid', handler: uploads.preflight },
     ],
     admin: [
-      ...probes,
+      { method: 'get', path: '/healthz', handler: healthz },
+      { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache, deps.peers) },
       { method: 'get', path: '/metrics', handler: () => clusterMetrics(deps.bus) },
       { method: 'get', path: '/admin/v1/status', handler: admin.status },
       { method: 'get', path: '/admin/v1/users', handler: admin.userList },

@@ -98,7 +98,7 @@ test.serial('nats-server restarted: every process reconnects and the CLI works a
   await until('the admin path to reach the registry again', async () => (await cli(['user', 'list', '--json'], cliOn(edges[1]))).code === 0);
   const added = await cli(['user', 'add', 'bob', '--json'], cliOn(edges[0]));
   t.is(added.code, 0, added.stderr);
-  await until('the first edge to be ready again', async () => (await fetch(`http://127.0.0.1:${edges[0].ports!.admin}/readyz`)).status === 200);
+  await until('the first edge to be ready again', async () => (await fetch(`http://127.0.0.1:${edges[0].ports!.public}/readyz`)).status === 200);
   const users = await cli(['user', 'list', '--json'], cliOn(edges[1]));
   t.deepEqual(users.json.map((u: { name: string }) => u.name), ['alice', 'bob']);
 });
