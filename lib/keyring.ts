@@ -37,6 +37,13 @@ export class Keyring {
     return open(key, box.subarray(ID_BYTES), context);
   }
 
+  /** True when `sealed` was sealed under the current or the previous key: one this process can open. */
+  knows(sealed: Uint8Array): boolean {
+    if (sealed.byteLength < ID_BYTES) return false;
+    const id = Buffer.from(sealed.buffer, sealed.byteOffset, ID_BYTES);
+    return id.equals(this.currentId) || (this.previousId !== null && id.equals(this.previousId));
+  }
+
   /** True when `sealed` was not sealed under the current key. */
   isStale(sealed: Uint8Array): boolean {
     return !Buffer.from(sealed.buffer, sealed.byteOffset, ID_BYTES).equals(this.currentId);

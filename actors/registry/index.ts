@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { publishEvent, serve } from '../../bus/rpc.js';
 import { registry, registryEvents, stateEndpoints } from '../../bus/subjects.js';
 import { registryExportPage, registryImportBatch } from './state-io.js';
+import { checkStoreKey } from '../../lib/master-key-check.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import * as h from './handler.js';
 import { LmdbRegistryStore, type RegistryStore } from './store.js';
@@ -23,6 +24,12 @@ async function openRegistryStore(ctx: Pick<RoleContext, 'config' | 'log'> & Part
  */
 export async function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'log' | 'metrics' | 'now'> & Partial<Pick<RoleContext, 'jetstream'>>): Promise<Running> {
   const store = await openRegistryStore(ctx);
+  try {
+    checkStoreKey(ctx.config.keyring, 'registry', store.listApps().map((a) => ({ what: `app ${a.id}`, value: a.secretSealed })));
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
   const deps: h.RegistryDeps = {
     store,
     keyring: ctx.config.keyring,
@@ -51,7 +58,7 @@ export async function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'l
       ctx.bus,
       stateEndpoints.registryImport,
       async (r) => {
-        const { imported, event } = await registryImportBatch(store, r.records);
+        const { imported, event } = await registryImportBatch(store, r.records, ctx.config.keyring);
         if (event) deps.publish(event);
         return { imported };
       },

@@ -2,6 +2,8 @@ import { PierError } from '../../bus/errors.js';
 import { appId } from '../../bus/ids.js';
 import { USER_NAME, type ProviderView, type StatePage, type StateRecord, type TokenView, type UserView } from '../../bus/subjects.js';
 import type { AppRecord, RegistryStore } from './store.js';
+import type { Keyring } from '../../lib/keyring.js';
+import { checkImportKey } from '../../lib/master-key-check.js';
 
 /** Every record of the registry, in a stable order: users, tokens, apps (with their sealed secrets), providers. */
 export function registryRecords(store: RegistryStore): StateRecord[] {
@@ -20,7 +22,9 @@ export async function registryExportPage(store: RegistryStore, offset: number, l
 }
 
 /** Writes a batch of exported records as one registry write (one revision); other kinds are the vault's. */
-export async function registryImportBatch(store: RegistryStore, records: StateRecord[]): Promise<{ imported: number; event: Awaited<ReturnType<RegistryStore['write']>>['event'] }> {
+export async function registryImportBatch(store: RegistryStore, records: StateRecord[], keyring: Keyring): Promise<{ imported: number; event: Awaited<ReturnType<RegistryStore['write']>>['event'] }> {
+  // Sealed under another master key: refused before anything of the batch is written.
+  checkImportKey(keyring, records.flatMap((r) => (r.kind === 'app' && (r.value as unknown as AppRecord).secretSealed instanceof Uint8Array ? [{ what: `app ${String(r.value.id)}`, value: (r.value as unknown as AppRecord).secretSealed }] : [])));
   let imported = 0;
   const { event } = await store.write((w) => {
     for (const r of records) {

@@ -3,6 +3,7 @@ import { Counter } from 'prom-client';
 import { onEvent, publishEvent, serve } from '../../bus/rpc.js';
 import { stateEndpoints, vault, vaultEvents, type AppView, type AuditEntry } from '../../bus/subjects.js';
 import { vaultExportPage, vaultImportBatch } from './state-io.js';
+import { checkStoreKey } from '../../lib/master-key-check.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { DataKeys } from './data-keys.js';
@@ -45,6 +46,12 @@ async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
  */
 export async function startVault(ctx: RoleContext): Promise<Running> {
   const store = await openVaultStore(ctx);
+  try {
+    checkStoreKey(ctx.config.keyring, 'vault', store.everything().dataKeys.map((d) => ({ what: `data key ${d.scope}`, value: d.record.wrapped })));
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
   const written = store instanceof JetStreamVaultStore ? onEvent(ctx.bus, vaultEvents.written, (mark) => store.heard(mark)) : null;
   const keys = new DataKeys(store, ctx.config.keyring, () => new Date(ctx.now()));
   const group = `secret.${ctx.config.vaultName}`;
@@ -113,7 +120,7 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
     ),
     serve(ctx.bus, vault.rotate, async () => ({ rewrapped: await keys.rewrapAll() }), hooks),
     serve(ctx.bus, stateEndpoints.vaultExport, async (r) => (await store.sync(), vaultExportPage(store, r.offset, r.limit)), hooks),
-    serve(ctx.bus, stateEndpoints.vaultImport, (r) => vaultImportBatch(store, r.records), hooks),
+    serve(ctx.bus, stateEndpoints.vaultImport, (r) => vaultImportBatch(store, r.records, ctx.config.keyring), hooks),
     serve(ctx.bus, stateEndpoints.vaultEmpty, async () => (await store.sync(), { empty: store.everything().dataKeys.length === 0 }), hooks),
   ];
   // Retention, at start and hourly: replicas on one environment may prune together, harmlessly.

@@ -1,6 +1,8 @@
 import { PierError } from '../../bus/errors.js';
 import type { StatePage, StateRecord } from '../../bus/subjects.js';
 import type { DataKeyRecord, SecretRecord, VaultStore } from './store.js';
+import type { Keyring } from '../../lib/keyring.js';
+import { checkImportKey } from '../../lib/master-key-check.js';
 
 /** Audit entries carried by an export: the newest ones (the rest stay where they are, under their retention). */
 export const EXPORTED_AUDIT = 100_000;
@@ -22,7 +24,9 @@ export async function vaultExportPage(store: VaultStore, offset: number, limit: 
 }
 
 /** Writes a batch of exported records as they are (sealed values, wrapped keys); other kinds are the registry's. */
-export async function vaultImportBatch(store: VaultStore, records: StateRecord[]): Promise<{ imported: number }> {
+export async function vaultImportBatch(store: VaultStore, records: StateRecord[], keyring: Keyring): Promise<{ imported: number }> {
+  // Wrapped under another master key: refused before anything of the batch is written.
+  checkImportKey(keyring, records.flatMap((r) => (r.kind === 'dataKey' && (r.value as unknown as DataKeyRecord).wrapped instanceof Uint8Array ? [{ what: `data key ${r.key}`, value: (r.value as unknown as DataKeyRecord).wrapped }] : [])));
   let imported = 0;
   await store.write((w) => {
     for (const r of records) {
