@@ -1,4 +1,5 @@
 import { RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from 'nats';
+import { ConfigError } from './config.js';
 
 /** Helpers for the state kept on JetStream (CONTRACT.md section 10). */
 
@@ -54,7 +55,12 @@ export class SharedCatchUp {
 export async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; num_replicas: number }, existing: 'keep' | 'update' = 'keep'): Promise<void> {
   const full = { storage: StorageType.File, retention: RetentionPolicy.Limits, ...config };
   await jsm.streams.add(full).catch(async (err: unknown) => {
-    if (!String((err as Error).message).includes('already in use')) throw err;
+    const text = String((err as Error).message);
+    if (/replicas > 1 not supported in non-clustered mode/i.test(text)) {
+      // Said as the setting to change, not as NATS words.
+      throw new ConfigError(`PIER_JS_REPLICAS=${config.num_replicas}: this NATS server is not a cluster (it keeps one copy): set PIER_JS_REPLICAS=1, or run a JetStream cluster of ${config.num_replicas} nodes`);
+    }
+    if (!text.includes('already in use')) throw err;
     if (existing === 'update') await jsm.streams.update(config.name, full);
   });
 }

@@ -39,6 +39,9 @@ export class RegistryCache {
   private loading: Promise<void> | null = null;
   private buffered: ChangeEvent[] = [];
   private retryTimer: NodeJS.Timeout | null = null;
+  private freshnessTimer: NodeJS.Timeout | null = null;
+  /** What the last freshness check found (null: nothing loaded yet, nothing to report). */
+  private wasFresh: boolean | null = null;
   private stopped = false;
   private readonly now: () => number;
   /** Listeners for applied changes (e.g. the gateway closing an uninstalled app's connections). */
@@ -61,11 +64,28 @@ export class RegistryCache {
       }),
     );
     this.reload();
+    const every = Math.min(5_000, Math.max(100, Math.floor(this.options.maxStalenessMs / 2)));
+    this.freshnessTimer = setInterval(() => this.checkFreshness(), every);
+    this.freshnessTimer.unref();
+  }
+
+  /**
+   * Logs the registry going stale and coming back, once each: an operator sees why requests
+   * answered 503 in between, and when they stopped (the timer calls it; tests may too).
+   */
+  checkFreshness(): void {
+    if (this.revision < 0) return;
+    const fresh = this.isFresh();
+    if (fresh === this.wasFresh) return;
+    if (!fresh) this.options.log.warn({ silentForMs: this.now() - this.lastHeard, revision: this.revision }, 'registry not heard: requests that need it answer 503 until it is');
+    else if (this.wasFresh === false) this.options.log.info({ revision: this.revision }, 'registry heard again');
+    this.wasFresh = fresh;
   }
 
   stop(): void {
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.freshnessTimer) clearInterval(this.freshnessTimer);
     for (const s of this.subs) s.unsubscribe();
     this.subs = [];
   }

@@ -5,6 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, cleanup, pierEnv, tempDir } from '../helpers/pier.js';
 import { ROLES } from '../../lib/config.js';
+import { NatsServer } from '../helpers/nats-server.js';
 
 function start(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
@@ -63,4 +64,16 @@ test('NATS that cannot be reached: one clear line, exit 1', async (t) => {
   const r = await start(pierEnv(dir, { NATS_URL: 'nats://127.0.0.1:9' }));
   t.is(r.code, 1);
   t.regex(r.stderr, /^pier: cannot connect to NATS at nats:\/\/127\.0\.0\.1:9: .*\n$/);
+});
+
+test('PIER_STATE=jetstream on one nats-server with three copies asked: one line naming PIER_JS_REPLICAS=1, not NATS words', async (t) => {
+  const dir = tempDir();
+  const nats = await NatsServer.start(['-js', '-sd', join(dir, 'js')]);
+  t.teardown(async () => {
+    await nats.stop();
+    cleanup(dir);
+  });
+  const r = await start(pierEnv(join(dir, 'data'), { NATS_URL: nats.url, PIER_STATE: 'jetstream' }));
+  t.is(r.code, 1);
+  t.is(r.stderr, 'pier: PIER_JS_REPLICAS=3: this NATS server is not a cluster (it keeps one copy): set PIER_JS_REPLICAS=1, or run a JetStream cluster of 3 nodes\n');
 });

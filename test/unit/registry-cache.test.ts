@@ -16,14 +16,14 @@ import { until } from '../helpers/wait.js';
 
 const silent = createLogger({ level: 'silent', name: 'test', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
 
-async function setup(t: { teardown(fn: () => Promise<void> | void): void }, staleMs = 5_000) {
+async function setup(t: { teardown(fn: () => Promise<void> | void): void }, staleMs = 5_000, log = silent) {
   const dir = tempDir();
   const config = loadConfig({ PIER_DATA_DIR: dir, PIER_MASTER_KEY: randomBytes(32).toString('hex'), PIER_REGISTRY_HEARTBEAT_MS: '100' });
   const bus = new MemoryBus();
   const metrics = new Metrics('test');
   const reg = await startRegistry({ bus, config, log: silent, metrics, now: Date.now });
   let clock = Date.now();
-  const cache = new RegistryCache(bus, { maxStalenessMs: staleMs, log: silent, metrics, now: () => clock });
+  const cache = new RegistryCache(bus, { maxStalenessMs: staleMs, log, metrics, now: () => clock });
   cache.start();
   await cache.ready();
   t.teardown(async () => {
@@ -73,4 +73,21 @@ test('a cache that has not heard the registry refuses to answer (503)', async (t
   const err = t.throws(() => cache.userForToken('pier_x'), { instanceOf: PierError });
   t.is(err!.code, 'UNAVAILABLE');
   t.false(cache.isFresh());
+});
+
+test('the registry going stale and coming back is logged, once each', async (t) => {
+  const lines: string[] = [];
+  const log = createLogger({ level: 'info', name: 'test', destination: new Writable({ write: (c, _e, cb) => (lines.push(String(c)), cb()) }) });
+  const { cache, advance, setClock } = await setup(t, 1_000, log);
+  const said = (msg: string) => lines.filter((l) => JSON.parse(l).msg === msg).length;
+  cache.checkFreshness();
+  advance(60_000);
+  cache.checkFreshness();
+  cache.checkFreshness();
+  t.is(said('registry not heard: requests that need it answer 503 until it is'), 1);
+  setClock();
+  await until('a registry heartbeat to be heard', () => cache.isFresh());
+  cache.checkFreshness();
+  cache.checkFreshness();
+  t.is(said('registry heard again'), 1);
 });
