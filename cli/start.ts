@@ -22,6 +22,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Peers } from '../lib/peers.js';
 import { BusKeys } from '../lib/bus-keys.js';
+import { startProbeServer } from '../lib/probe-server.js';
 import { makePrivate } from '../lib/data-dir.js';
 import type { ProcessInfo } from '../bus/subjects.js';
 
@@ -148,6 +149,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   const running: NamedRunning[] = [named('state connections', { stop: closeStateBuses }), named('registry cache', { stop: async () => cache.stop() }), named('presence', { stop: async () => peers.stop() })];
   peers.start();
   let ports: Partial<Config['ports']> | null = null;
+  let probePort: number | null = null;
   try {
     if (config.roles.includes('registry')) running.push(named('registry', await startRegistry(as('registry'))));
     // Every other role reads the registry through the cache; it loads in the background and the
@@ -162,6 +164,11 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
     await makePrivate(config.dataDir, [config.upload.root]);
     if (config.roles.includes('edge')) running.push(named('edge', await startEdge(as('edge'))));
     if (config.roles.includes('admin')) running.push(named('admin', await startAdmin(as('admin'))));
+    if (config.probePort !== null) {
+      const probe = await startProbeServer({ host: config.bindHost, port: config.probePort, bus, cache, metrics });
+      running.push(named('probe listener', probe));
+      probePort = probe.port;
+    }
     ports = Object.keys(ctx.boundPorts).length > 0 ? ctx.boundPorts : null;
   } catch (err) {
     for (const r of running.reverse()) await r.stop().catch(() => undefined);
@@ -176,7 +183,7 @@ export async function startProcess(config: Config): Promise<StartedProcess> {
   };
   process.on('unhandledRejection', onUnhandled);
   const presence = announceProcess(shared, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])));
-  log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, instance: config.instanceId }, 'pier ready');
+  log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, ...(probePort !== null ? { probePort } : {}), instance: config.instanceId }, 'pier ready');
 
   return {
     config,

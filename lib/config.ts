@@ -58,6 +58,8 @@ export interface Config {
   /** Process heartbeats, and how long a silent process counts as alive. */
   heartbeatMs: number;
   peerDeadMs: number;
+  /** `PIER_PROBE_PORT`: /healthz, /readyz and /metrics of this process (any roles); null: none. */
+  probePort: number | null;
   /** How long a stop (SIGTERM, SIGINT) waits for work in flight before leaving it (and saying so). */
   stopTimeoutMs: number;
   gateway: {
@@ -135,6 +137,7 @@ export const ENV = {
   heartbeatMs: 'PIER_HEARTBEAT_MS',
   peerDeadMs: 'PIER_PEER_DEAD_MS',
   stopTimeoutMs: 'PIER_STOP_TIMEOUT_MS',
+  probePort: 'PIER_PROBE_PORT',
   wsIdleMs: 'PIER_WS_IDLE_MS',
   wsMaxFrameBytes: 'PIER_WS_MAX_FRAME_BYTES',
   wsOutboundBytes: 'PIER_WS_OUTBOUND_BUFFER_BYTES',
@@ -362,6 +365,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     },
     heartbeatMs: integer(env, ENV.heartbeatMs, 1_000, 50, 60_000),
     stopTimeoutMs: integer(env, ENV.stopTimeoutMs, 8_000, 100, 600_000),
+    probePort: env[ENV.probePort] ? integer(env, ENV.probePort, 0, 0, 65535) : null,
     peerDeadMs: integer(env, ENV.peerDeadMs, 10_000, 200, 600_000),
     gateway: {
       idleMs: integer(env, ENV.wsIdleMs, 45_000, 100, 3_600_000),
