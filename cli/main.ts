@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { PierError } from '../bus/errors.js';
 import { ConfigError, loadConfig } from '../lib/config.js';
 import { startProcess } from './start.js';
+import { logDestinationApartFromNativeOutput } from '../lib/log.js';
 import { CliError } from './admin-client.js';
 import { COMMANDS } from './commands.js';
 
@@ -29,7 +30,7 @@ function usage(): string {
 
 async function runStart(values: Record<string, unknown>): Promise<void> {
   const config = loadConfig(process.env, { roles: values.roles as string | undefined, 'data-dir': values['data-dir'] as string | undefined, app: values.app as string | undefined });
-  const proc = await startProcess(config);
+  const proc = await startProcess(config, { logDestination: logDestinationApartFromNativeOutput() });
   let stopping = false;
   // The first signal stops cleanly within PIER_STOP_TIMEOUT_MS (what it waits for is logged); a
   // second one stops at once. Exit codes: 0 after SIGTERM, 130 after SIGINT, 1 when forced.

@@ -99,8 +99,8 @@ async function connectStateBuses(config: Config, log: ReturnType<typeof createLo
  * Starts the roles of `config` in this process. Actors start before the edge so that a single
  * process is ready as soon as it listens; in a cluster, order does not matter (caches retry).
  */
-export async function startProcess(config: Config): Promise<StartedProcess> {
-  const log = createLogger({ level: config.logLevel, name: 'pier' });
+export async function startProcess(config: Config, options: { logDestination?: NodeJS.WritableStream } = {}): Promise<StartedProcess> {
+  const log = createLogger({ level: config.logLevel, name: 'pier', destination: options.logDestination });
   const metrics = new Metrics(config.instanceId);
   const bus = await connectBus(config, log, metrics);
   const now = () => Date.now() + config.clockOffsetMs;

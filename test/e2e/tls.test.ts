@@ -1,12 +1,13 @@
 import test from 'ava';
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { multipart } from '../helpers/upload-client.js';
 import { makeCa, makeLeaf, type Pem } from '../helpers/certs.js';
-import { cleanup, failedStart, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { BIN, cleanup, failedStart, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { until, within } from '../helpers/wait.js';
 import { WsApp } from '../helpers/ws-app.js';
 import { connectSecure, localLookup, type Client } from '../helpers/ws-client.js';
@@ -207,3 +208,38 @@ test('bad files stop the start with one line: expired, mismatched key, missing, 
   }
 });
 
+
+test.serial('stdout carries only JSON lines, with SNI certificates loaded and reloaded (the native library\'s debug prints are kept out)', async (t) => {
+  // Stdout a file, as with `pier start > pier.log` or a container's log pipe (see lib/log.ts for
+  // the socket case it cannot help).
+  const out = join(dir, 'stdout.log');
+  const fd = openSync(out, 'w');
+  // Good files of its own (the tests before left bad ones behind on purpose).
+  leaf(join(tlsDir, 'second'), ['localhost', 'IP:127.0.0.1']);
+  const sni2 = join(dir, 'sni-2');
+  mkdirSync(sni2);
+  copyFileSync(join(sniDir, '*.bob.localhost.crt'), join(sni2, '*.bob.localhost.crt'));
+  copyFileSync(join(sniDir, '*.bob.localhost.key'), join(sni2, '*.bob.localhost.key'));
+  const proc = spawn(process.execPath, [BIN, 'start'], {
+    env: pierEnv(join(dir, 'data-2'), { PIER_TLS_CERT: join(tlsDir, 'second.pem'), PIER_TLS_KEY: join(tlsDir, 'second.key'), PIER_TLS_SNI_DIR: sni2 }),
+    stdio: ['ignore', fd, 'ignore'],
+  });
+  closeSync(fd);
+  t.teardown(() => void proc.kill('SIGKILL'));
+  const text = () => readFileSync(out, 'utf8');
+  await until('pier ready in the file', () => text().includes('"pier ready"'), 20_000);
+  const reloads = () => text().split('tls: certificates reloaded').length + text().split('tls: reload refused').length;
+  const before = reloads();
+  proc.kill('SIGHUP');
+  await until('the SIGHUP reload to be logged', () => reloads() > before);
+  const lines = text().split('\n').filter((l) => l !== '');
+  t.true(lines.length > 3);
+  const notJson = lines.filter((l) => {
+    try {
+      return typeof JSON.parse(l) !== 'object';
+    } catch {
+      return true;
+    }
+  });
+  t.deepEqual(notJson, []);
+});
