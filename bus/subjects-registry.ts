@@ -54,6 +54,8 @@ export interface AppView {
   upload: UploadOptions | null;
   providers: string[];
   installedAt: string;
+  /** Installed with `--shared-dest`: its upload folder may nest with other apps' of its user (CONTRACT.md section 7). */
+  sharedDest?: boolean;
 }
 
 export interface OpApi {
@@ -132,6 +134,8 @@ export interface AppSummary {
   appKey: string;
   providers: string[];
   installedAt: string;
+  /** Whether the operator installed it with `--shared-dest`. */
+  sharedDest: boolean;
 }
 
 /** Existing credentials brought to an install (see `appInstall`). */
@@ -178,14 +182,16 @@ export const registry = {
   /**
    * Installs an app from manifest text (YAML) plus ProviderRegistry documents. 409 when installed.
    * `credentials` keeps an app's existing key and secret (moving it from another platform);
-   * otherwise new ones are generated.
+   * otherwise new ones are generated. 409 too when its `upload.dest` nests with another app's of
+   * the same user, or is `/`, unless `sharedDest` (CONTRACT.md section 7).
    */
-  appInstall: endpoint<{ user: string; manifest: string; providers: string[]; host: string; credentials?: ImportedCredentials }, InstalledApp>('pier.registry.app.install', Q, {
+  appInstall: endpoint<{ user: string; manifest: string; providers: string[]; host: string; credentials?: ImportedCredentials; sharedDest?: boolean }, InstalledApp>('pier.registry.app.install', Q, {
     user: userName,
     manifest: { type: 'string', max: MANIFEST_MAX },
     providers: { type: 'array', max: 32, items: { type: 'string', max: MANIFEST_MAX } },
     host: { type: 'string', min: 1, max: 253, pattern: /^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$/ },
     credentials: { type: 'object', optional: true, strict: true, props: credentialsSchema },
+    sharedDest: { type: 'boolean', optional: true },
   }, undefined, { request: 'registry', reply: true }),
   appList: endpoint<{ user?: string }, AppSummary[]>('pier.registry.app.list', Q, { user: { ...userName, optional: true } }),
   /** Removes the app and its key at once; its providers become `suspended`. 404 when not installed. */

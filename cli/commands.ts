@@ -70,11 +70,13 @@ export const COMMANDS: Record<string, Command> = {
     text: (d: any[]) => table([['NAME', 'TOKENS', 'CREATED'], ...d.map((u) => [u.name, String(u.tokens), u.createdAt])]),
   },
   'app install': {
-    usage: 'pier app install --user U --manifest FILE [--provider FILE]... [--host H] [--credentials FILE]',
+    usage: 'pier app install --user U --manifest FILE [--provider FILE]... [--host H] [--credentials FILE] [--shared-dest]',
     run: (inv) => {
       const providers = ((inv.values.provider as string[] | undefined) ?? []).map((p) => readFile(p, '--provider'));
       const body: Record<string, unknown> = { user: flag(inv, 'user'), manifest: readFile(flag(inv, 'manifest'), '--manifest'), providers };
       if (inv.values.host !== undefined) body.host = flag(inv, 'host');
+      // Lets its upload.dest nest with another app's of the user: the operator vouches that they trust each other.
+      if (inv.values['shared-dest'] === true) body.sharedDest = true;
       // A JSON file {"OS_APP_KEY", "OS_APP_SECRET"}: an app moving in keeps its credentials.
       // A file, not flags, so the secret never shows in the process list.
       if (inv.values.credentials !== undefined) {

@@ -17,6 +17,7 @@ const OPTIONS = {
   limit: { type: 'string' },
   app: { type: 'string' },
   purge: { type: 'boolean' },
+  'shared-dest': { type: 'boolean' },
   roles: { type: 'string' },
   'data-dir': { type: 'string' },
   out: { type: 'string' },

@@ -30,6 +30,8 @@ const installSchema = compile({
   providers: { type: 'array', optional: true, items: 'string' },
   host: { type: 'string', optional: true, min: 1, max: 253 },
   credentials: { type: 'object', optional: true, strict: true, props: credentialsSchema },
+  // `pier app install --shared-dest`: this app and the user's apps whose upload folders nest with it trust each other.
+  sharedDest: { type: 'boolean', optional: true },
 });
 
 /** Admin calls carry `Authorization: Bearer <admin token>`, compared in constant time. */
@@ -89,6 +91,7 @@ export function adminHandlers(deps: AdminDeps) {
         providers: (body.providers as string[] | undefined) ?? [],
         host: (body.host as string | undefined) ?? '127.0.0.1',
         ...(body.credentials === undefined ? {} : { credentials: body.credentials as ImportedCredentials }),
+        ...(body.sharedDest === true ? { sharedDest: true } : {}),
       });
       return ok({
         app: installed.app,

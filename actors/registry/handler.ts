@@ -2,6 +2,7 @@ import { PierError } from '../../bus/errors.js';
 import type { AppCredentials, AppSummary, ChangeEvent, ImportedCredentials, InstalledApp, IssuedToken, ProviderState, ProviderView, UserSummary } from '../../bus/subjects.js';
 import type { Keyring } from '../../lib/keyring.js';
 import { newAppKey, newAppSecret, newUserToken, safeEqual, sha256Hex } from '../../lib/tokens.js';
+import { destConflict } from './dest-nesting.js';
 import { parseManifest } from './manifest.js';
 import { parseProviderDocs } from './provider-doc.js';
 import type { AppRecord, RegistryStore, Writer } from './store.js';
@@ -72,6 +73,8 @@ export interface InstallRequest {
   providers: string[];
   host: string;
   credentials?: ImportedCredentials;
+  /** The operator's word that this app and the user's apps whose upload folders nest with it trust each other. */
+  sharedDest?: boolean;
 }
 
 /** bcrypt reads 72 bytes of `app_key + timestamp + app_secret`; timestamps have 10 digits. */
@@ -94,6 +97,8 @@ export async function appInstall(deps: RegistryDeps, req: InstallRequest): Promi
     requireUser(deps, req.user);
     if (deps.store.getApp(id)) throw new PierError('CONFLICT', `app "${manifest.name}" is already installed for user "${req.user}"`);
     if (deps.store.appByKey(appKey)) throw new PierError('CONFLICT', 'credentials: OS_APP_KEY is already used by another app');
+    // Inside the write, like "already installed": two concurrent installs cannot both pass it.
+    if (manifest.upload && !req.sharedDest) refuseNestedDest(deps, req.user, manifest.name, manifest.upload.dest);
     const others = deps.store.listProviders();
     for (const doc of docs) {
       const owner = others.find((p) => p.name === doc.name);
@@ -120,14 +125,22 @@ export async function appInstall(deps: RegistryDeps, req: InstallRequest): Promi
       upload: manifest.upload,
       providers: docs.map((d) => d.name),
       installedAt: now,
+      ...(req.sharedDest ? { sharedDest: true } : {}),
     };
     w.putApp(app);
     return { app: manifest.name, user: req.user, appKey, appSecret, uploadDest: manifest.upload?.dest ?? null };
   });
 }
 
+/** 409 when `dest` nests with the upload folder of another app of `user` (see dest-nesting.ts). */
+function refuseNestedDest(deps: RegistryDeps, user: string, name: string, dest: string): void {
+  const others = deps.store.listApps(user).flatMap((a) => (a.upload ? [{ app: a.name, dest: a.upload.dest }] : []));
+  const conflict = destConflict(name, dest, others);
+  if (conflict) throw new PierError('CONFLICT', conflict.message, { data: { app: conflict.other?.app ?? null, dest: conflict.other?.dest ?? null } });
+}
+
 function summary(app: AppRecord): AppSummary {
-  return { app: app.name, user: app.user, version: app.version, host: app.host, appKey: app.appKey, providers: app.providers, installedAt: app.installedAt };
+  return { app: app.name, user: app.user, version: app.version, host: app.host, appKey: app.appKey, providers: app.providers, installedAt: app.installedAt, sharedDest: app.sharedDest === true };
 }
 
 export function appList(deps: RegistryDeps, user?: string): AppSummary[] {

@@ -1,7 +1,7 @@
-import { posix } from 'node:path';
 import { PierError } from '../../bus/errors.js';
 import { APP_NAME, APP_VIEW_PATH, type Grant, type UploadOptions, type WebsocketOptions } from '../../bus/subjects.js';
 import { compile, describe, type FieldError } from '../../bus/validation.js';
+import { normalisedDest } from './dest-nesting.js';
 import { parseYamlDocument } from './yaml.js';
 
 /** What Pier keeps of a PlatformManifest.yaml (CONTRACT.md section 2). Other keys are ignored. */
@@ -136,12 +136,6 @@ export function validateManifest(doc: unknown): Manifest {
     websocket: ws ? { url: ws.url, port: ws.port } : null,
     upload: up ? { fileType: [...up.fileType], dest: normalisedDest(up.dest), limitedSize: up.limitedSize ?? DEFAULT_LIMITED_SIZE } : null,
   };
-}
-
-/** `/data//chat/` → `/data/chat` (the pattern already refused `..`). */
-function normalisedDest(dest: string): string {
-  const n = posix.normalize(dest);
-  return n.length > 1 ? n.replace(/\/$/, '') : n;
 }
 
 export function parseManifest(text: string): Manifest {
