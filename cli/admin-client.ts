@@ -3,28 +3,43 @@ import { open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { DEFAULT_PORTS, ENV } from '../lib/config.js';
 
+/** A CLI failure, one line; `status` when the admin API answered one, `kind` for the rest (cli/outcome.ts). */
 export class CliError extends Error {
   override readonly name = 'CliError';
+
+  constructor(
+    message: string,
+    readonly status?: number,
+    readonly kind?: 'usage' | 'unreachable' | 'auth',
+  ) {
+    super(message);
+  }
 }
 
 export interface AdminTarget {
   url: string;
   token: string;
+  /** Where the URL and the token came from, said when a call fails. */
+  urlSource: string;
+  tokenSource: string;
 }
 
 /** Where the admin API is and how to authenticate, from PIER_ADMIN_URL / PIER_ADMIN_PORT and the token. */
 export function adminTarget(env: Record<string, string | undefined>): AdminTarget {
   const url = env.PIER_ADMIN_URL || `http://127.0.0.1:${env[ENV.adminPort] || DEFAULT_PORTS.admin}`;
+  const urlSource = env.PIER_ADMIN_URL ? 'PIER_ADMIN_URL' : env[ENV.adminPort] ? `${ENV.adminPort} on 127.0.0.1` : `the default, 127.0.0.1:${DEFAULT_PORTS.admin} (set PIER_ADMIN_URL or ${ENV.adminPort})`;
   let token = env[ENV.adminToken];
+  let tokenSource: string = ENV.adminToken;
   if (!token) {
     const file = join(resolve(env[ENV.dataDir] || './data'), 'admin.token');
     try {
       token = readFileSync(file, 'utf8').trim();
+      tokenSource = file;
     } catch {
-      throw new CliError(`no admin token: set ${ENV.adminToken} or run from the directory whose data dir holds ${file}`);
+      throw new CliError(`no admin token: set ${ENV.adminToken}, or ${ENV.dataDir} to the data dir that holds admin.token (looked for ${file})`, undefined, 'auth');
     }
   }
-  return { url: url.replace(/\/$/, ''), token };
+  return { url: url.replace(/\/$/, ''), token, urlSource, tokenSource };
 }
 
 /** One admin API call; returns `data` of the envelope or throws a one-line CliError. */
@@ -39,7 +54,7 @@ export async function adminCall(target: AdminTarget, method: string, path: strin
     });
   } catch (err) {
     const why = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-    throw new CliError(`cannot reach the admin API at ${target.url} (${why}): is Pier running (npm start)?`);
+    throw new CliError(`cannot reach the admin API at ${target.url} (${why}; from ${target.urlSource}): is Pier's admin role running (npm start)?`, undefined, 'unreachable');
   }
   const text = await res.text();
   let envelope: { code?: number; message?: string; data?: unknown };
@@ -48,7 +63,8 @@ export async function adminCall(target: AdminTarget, method: string, path: strin
   } catch {
     throw new CliError(`admin API answered ${res.status} with a body that is not JSON`);
   }
-  if (!res.ok || envelope.code !== 0) throw new CliError(`${envelope.message ?? 'request failed'} (${res.status})`);
+  if (res.status === 401) throw new CliError(`${envelope.message ?? 'unauthorized'} (401; the admin token came from ${target.tokenSource})`, 401);
+  if (!res.ok || envelope.code !== 0) throw new CliError(`${envelope.message ?? 'request failed'} (${res.status})`, res.status);
   return envelope.data;
 }
 
@@ -58,11 +74,11 @@ export async function exportState(target: AdminTarget, file: string): Promise<{ 
   try {
     res = await fetch(`${target.url}/admin/v1/state`, { headers: { authorization: `Bearer ${target.token}` } });
   } catch (err) {
-    throw new CliError(`cannot reach the admin API at ${target.url} (${(err as Error).message})`);
+    throw new CliError(`cannot reach the admin API at ${target.url} (${(err as Error).message}; from ${target.urlSource})`, undefined, 'unreachable');
   }
   if (!res.ok || !res.body) {
     const text = await res.text().catch(() => '');
-    throw new CliError(`${(() => { try { return JSON.parse(text).message; } catch { return 'export failed'; } })()} (${res.status})`);
+    throw new CliError(`${(() => { try { return JSON.parse(text).message; } catch { return 'export failed'; } })()} (${res.status})`, res.status);
   }
   const out = await open(file, 'wx', 0o600).catch((err: NodeJS.ErrnoException) => {
     throw new CliError(`${file}: ${err.code === 'EEXIST' ? 'exists (an export never overwrites)' : err.message}`);

@@ -27,13 +27,13 @@ function readFile(path: string, what: string): string {
 
 function arg(inv: Invocation, index: number, name: string): string {
   const v = inv.positionals[index];
-  if (v === undefined) throw new CliError(`missing ${name}`);
+  if (v === undefined) throw new CliError(`missing ${name}`, undefined, 'usage');
   return v;
 }
 
 function flag(inv: Invocation, name: string): string {
   const v = inv.values[name];
-  if (typeof v !== 'string' || v === '') throw new CliError(`missing --${name}`);
+  if (typeof v !== 'string' || v === '') throw new CliError(`missing --${name}`, undefined, 'usage');
   return v;
 }
 
@@ -89,7 +89,17 @@ export const COMMANDS: Record<string, Command> = {
       }
       return call(inv, 'POST', '/admin/v1/apps', body);
     },
-    text: (d) => `app ${d.app} installed for ${d.user}\n${Object.entries(d.env).map(([k, v]) => `${k}=${v}`).join('\n')}`,
+    // Everything the JSON has: the environment for the app's chart, its upload folder (or why none).
+    text: (d) =>
+      [
+        `app ${d.app} installed for ${d.user}`,
+        ...Object.entries(d.env).map(([k, v]) => `${k}=${v}`),
+        ...(d.upload_dir ? [`upload_dir=${d.upload_dir}`] : []),
+        ...(d.upload_dir_error ? [`WARNING: no upload folder: ${d.upload_dir_error}`] : []),
+        ...Object.entries(d)
+          .filter(([k]) => !['app', 'user', 'env', 'upload_dir', 'upload_dir_error'].includes(k))
+          .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`),
+      ].join('\n'),
   },
   'app list': {
     usage: 'pier app list [--user U]',
@@ -137,10 +147,10 @@ export const COMMANDS: Record<string, Command> = {
       const extra: Record<string, BusRole[]> = {};
       for (const spec of (inv.values.identity as string[] | undefined) ?? []) {
         const m = /^([^=]+)=(.+)$/.exec(spec);
-        if (!m) throw new CliError(`--identity: "${spec}" must be NAME=ROLE,ROLE`);
+        if (!m) throw new CliError(`--identity: "${spec}" must be NAME=ROLE,ROLE`, undefined, 'usage');
         const roles = m[2].split(',').map((r) => r.trim());
         const unknown = roles.find((r) => !(BUS_ROLES as readonly string[]).includes(r));
-        if (unknown) throw new CliError(`--identity: unknown role "${unknown}" (roles: ${BUS_ROLES.join(', ')})`);
+        if (unknown) throw new CliError(`--identity: unknown role "${unknown}" (roles: ${BUS_ROLES.join(', ')})`, undefined, 'usage');
         extra[m[1]] = roles as BusRole[];
       }
       try {

@@ -1,10 +1,11 @@
 import { parseArgs } from 'node:util';
-import { PierError } from '../bus/errors.js';
-import { ConfigError, loadConfig } from '../lib/config.js';
+import { loadConfig } from '../lib/config.js';
 import { startProcess } from './start.js';
 import { logDestinationApartFromNativeOutput } from '../lib/log.js';
 import { CliError } from './admin-client.js';
 import { COMMANDS } from './commands.js';
+import { commandHelp, globalHelp } from './help.js';
+import { describeFailure, EXIT } from './outcome.js';
 
 const OPTIONS = {
   json: { type: 'boolean' },
@@ -25,10 +26,6 @@ const OPTIONS = {
   force: { type: 'boolean' },
 } as const;
 
-function usage(): string {
-  return ['usage:', '  pier start [--roles edge,registry,...] [--data-dir DIR] [--app USER/APP (sidecar)]', ...Object.values(COMMANDS).map((c) => `  ${c.usage} [--json]`)].join('\n');
-}
-
 async function runStart(values: Record<string, unknown>): Promise<void> {
   const config = loadConfig(process.env, { roles: values.roles as string | undefined, 'data-dir': values['data-dir'] as string | undefined, app: values.app as string | undefined });
   const proc = await startProcess(config, { logDestination: logDestinationApartFromNativeOutput() });
@@ -48,38 +45,58 @@ async function runStart(values: Record<string, unknown>): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
+/** The command a list of words names (`user add`, `status`), with the words after it. */
+function commandOf(positionals: string[]): { name: string; rest: string[] } | null {
+  const two = `${positionals[0]} ${positionals[1] ?? ''}`;
+  if (COMMANDS[two]) return { name: two, rest: positionals.slice(2) };
+  if (COMMANDS[positionals[0]] || positionals[0] === 'start') return { name: positionals[0], rest: positionals.slice(1) };
+  return null;
+}
+
 export async function main(argv: string[]): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
-    process.stderr.write(`pier: ${(err as Error).message}\n`);
-    return 2;
+    return fail(new CliError(`${(err as Error).message}; see pier help`, undefined, 'usage'), argv.includes('--json'));
   }
   const { values, positionals } = parsed;
-  if (values.help || positionals.length === 0) {
-    process.stdout.write(`${usage()}\n`);
-    return positionals.length === 0 && !values.help ? 2 : 0;
+  const json = values.json === true;
+  if (positionals.length === 0) {
+    process.stdout.write(`${globalHelp()}\n`);
+    return values.help ? EXIT.ok : EXIT.usage;
+  }
+  if (positionals[0] === 'help' || values.help) {
+    const words = positionals[0] === 'help' ? positionals.slice(1) : positionals;
+    if (words.length === 0) {
+      process.stdout.write(`${globalHelp()}\n`);
+      return EXIT.ok;
+    }
+    const found = commandOf(words);
+    const text = found ? commandHelp(found.name) : null;
+    if (!text) return fail(new CliError(`unknown command "${words.join(' ')}"; see pier help`, undefined, 'usage'), json);
+    process.stdout.write(`${text}\n`);
+    return EXIT.ok;
   }
   try {
     if (positionals[0] === 'start') {
       await runStart(values);
       return -1; // keeps running
     }
-    const two = `${positionals[0]} ${positionals[1] ?? ''}`;
-    const [name, rest] = COMMANDS[two] ? [two, positionals.slice(2)] : [positionals[0], positionals.slice(1)];
-    const command = COMMANDS[name];
-    if (!command) throw new CliError(`unknown command "${positionals.join(' ')}"; see pier --help`);
-    const data = await command.run({ positionals: rest, values: values as any, env: process.env });
-    process.stdout.write(`${values.json || !command.text ? JSON.stringify(data, null, values.json ? 0 : 2) : command.text(data)}\n`);
-    return 0;
+    const found = commandOf(positionals);
+    if (!found) throw new CliError(`unknown command "${positionals.join(' ')}"; see pier help`, undefined, 'usage');
+    const command = COMMANDS[found.name];
+    const data = await command.run({ positionals: found.rest, values: values as any, env: process.env });
+    process.stdout.write(`${json || !command.text ? JSON.stringify(data, null, json ? 0 : 2) : command.text(data)}\n`);
+    return EXIT.ok;
   } catch (err) {
-    if (err instanceof CliError || err instanceof ConfigError || err instanceof PierError) {
-      process.stderr.write(`pier: ${err.message}\n`);
-      return 1;
-    }
-    const code = (err as { code?: string }).code;
-    process.stderr.write(`pier: ${code ? `${code}: ` : ''}${(err as Error).message}\n`);
-    return 1;
+    return fail(err, json);
   }
+}
+
+/** One line on stderr (or one JSON document with --json); the exit code says the class. */
+function fail(err: unknown, json: boolean): number {
+  const f = describeFailure(err);
+  process.stderr.write(json ? `${JSON.stringify({ error: { status: f.status, code: f.code, message: f.message } })}\n` : `pier: ${f.message}\n`);
+  return f.exit;
 }

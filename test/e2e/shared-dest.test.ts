@@ -52,7 +52,7 @@ test('an app inside an installed app\'s dest is refused: non-zero exit, one line
   const chat = await install('alice', 'chat', '/data/chat');
   t.not(chat.code, 0);
   t.is(chat.stdout, '');
-  t.is(chat.stderr, `pier: upload.dest "/data" of app "files" encloses "/data/chat" of app "chat": ${ASK} (409)\n`);
+  t.deepEqual(JSON.parse(chat.stderr).error, { status: 409, code: 'CONFLICT', message: `upload.dest "/data" of app "files" encloses "/data/chat" of app "chat": ${ASK} (409)` });
   t.deepEqual(await appsOf('alice'), [{ app: 'files', sharedDest: false }]);
 });
 
@@ -61,7 +61,7 @@ test('the reverse order is refused too: an app around an installed one', async (
   t.is((await install('bob', 'chat', '/data/chat')).code, 0);
   const files = await install('bob', 'files', '/data/');
   t.not(files.code, 0);
-  t.is(files.stderr, `pier: upload.dest "/data" of app "files" encloses "/data/chat" of app "chat": ${ASK} (409)\n`);
+  t.deepEqual(JSON.parse(files.stderr).error, { status: 409, code: 'CONFLICT', message: `upload.dest "/data" of app "files" encloses "/data/chat" of app "chat": ${ASK} (409)` });
   t.deepEqual(await appsOf('bob'), [{ app: 'chat', sharedDest: false }]);
 });
 
@@ -69,13 +69,13 @@ test('dest: / is refused even alone; with --shared-dest it installs, creates the
   await addUser('carol');
   const refused = await install('carol', 'all', '/');
   t.not(refused.code, 0);
-  t.regex(refused.stderr, /^pier: upload\.dest "\/" of app "all" encloses the user's whole folder.*--shared-dest.* \(409\)\n$/);
+  t.regex(JSON.parse(refused.stderr).error.message, /^upload\.dest "\/" of app "all" encloses the user's whole folder.*--shared-dest.* \(409\)$/);
   const shared = await install('carol', 'all', '/', '--shared-dest');
   t.is(shared.code, 0, shared.stderr);
   t.true(statSync(shared.json.upload_dir).isDirectory(), 'the install created the folder');
   // A newcomer inside it is refused, naming "all", until the operator vouches for it too.
   const chat = await install('carol', 'chat', '/data/chat');
-  t.is(chat.stderr, `pier: upload.dest "/" of app "all" encloses "/data/chat" of app "chat": ${ASK} (409)\n`);
+  t.deepEqual(JSON.parse(chat.stderr).error, { status: 409, code: 'CONFLICT', message: `upload.dest "/" of app "all" encloses "/data/chat" of app "chat": ${ASK} (409)` });
   t.is((await install('carol', 'chat', '/data/chat', '--shared-dest')).code, 0);
   t.deepEqual(await appsOf('carol'), [{ app: 'all', sharedDest: true }, { app: 'chat', sharedDest: true }]);
 });

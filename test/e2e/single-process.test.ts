@@ -67,9 +67,9 @@ test('a second install of the same app is 409: one line on stderr, non-zero exit
   const first = await cli(['app', 'install', '--user', 'dave', '--manifest', example('PlatformManifest.yaml'), '--json'], env);
   t.is(first.code, 0);
   const second = await cli(['app', 'install', '--user', 'dave', '--manifest', example('PlatformManifest.yaml'), '--json'], env);
-  t.is(second.code, 1);
+  t.is(second.code, 6, 'conflict');
   t.is(second.stdout, '');
-  t.is(second.stderr, 'pier: app "chat" is already installed for user "dave" (409)\n');
+  t.deepEqual(JSON.parse(second.stderr), { error: { status: 409, code: 'CONFLICT', message: 'app "chat" is already installed for user "dave" (409)' } });
   const apps = await cli(['app', 'list', '--user', 'dave', '--json'], env);
   t.is(apps.json[0].appKey, first.json.env.OS_APP_KEY);
 });
@@ -87,7 +87,7 @@ test('bad input through the CLI: each a clear one-line error', async (t) => {
     [['app', 'install', '--user', 'nobody', '--manifest', example('PlatformManifest.yaml')], /^pier: user "nobody" not found \(404\)\n$/],
     [['app', 'uninstall', '--user', 'erin', 'ghost'], /^pier: app "ghost" is not installed for user "erin" \(404\)\n$/],
     [['provider', 'suspend', 'ghost'], /^pier: provider "ghost" not found \(404\)\n$/],
-    [['user', 'frobnicate'], /^pier: unknown command "user frobnicate"; see pier --help\n$/],
+    [['user', 'frobnicate'], /^pier: unknown command "user frobnicate"; see pier help\n$/],
     [['user', 'add', 'x', '--bogus'], /^pier: Unknown option '--bogus'/],
   ];
   for (const [args, expected] of cases) {
@@ -100,8 +100,13 @@ test('bad input through the CLI: each a clear one-line error', async (t) => {
 
 test('the CLI without a reachable admin API says so in one line', async (t) => {
   const r = await cli(['user', 'list', '--json'], { ...env, PIER_ADMIN_URL: 'http://127.0.0.1:9' });
-  t.is(r.code, 1);
-  t.regex(r.stderr, /^pier: cannot reach the admin API at http:\/\/127\.0\.0\.1:9 .*\n$/);
+  t.is(r.code, 3, 'unreachable');
+  // With --json the failure is one JSON document, naming the variable the address came from.
+  const failure = JSON.parse(r.stderr);
+  t.is(failure.error.code, 'UNREACHABLE');
+  t.regex(failure.error.message, /^cannot reach the admin API at http:\/\/127\.0\.0\.1:9 \(.*; from PIER_ADMIN_URL\)/);
+  const human = await cli(['user', 'list'], { ...env, PIER_ADMIN_URL: 'http://127.0.0.1:9' });
+  t.regex(human.stderr, /^pier: cannot reach the admin API at http:\/\/127\.0\.0\.1:9 .*\n$/);
 });
 
 test('admin calls without or with a wrong admin token are 401 and change nothing', async (t) => {
@@ -111,8 +116,10 @@ test('admin calls without or with a wrong admin token are 401 and change nothing
     t.deepEqual(await res.json(), { code: 401, message: 'admin token missing or wrong' });
   }
   const r = await cli(['user', 'list', '--json'], { ...env, PIER_ADMIN_TOKEN: 'wrong-token-wrong-token' });
-  t.is(r.code, 1);
-  t.is(r.stderr, 'pier: admin token missing or wrong (401)\n');
+  t.is(r.code, 4, 'auth');
+  t.is(JSON.parse(r.stderr).error.status, 401);
+  const human = await cli(['user', 'list'], { ...env, PIER_ADMIN_TOKEN: 'wrong-token-wrong-token' });
+  t.is(human.stderr, 'pier: admin token missing or wrong (401; the admin token came from PIER_ADMIN_TOKEN)\n');
   const users = await (await admin('/admin/v1/users')).json();
   t.false(users.data.some((u: { name: string }) => u.name === 'mallory'));
 });

@@ -51,7 +51,7 @@ test('LMDB → file → JetStream: the same app, user and secrets work on the ot
     t.is(imported.code, 0, imported.stderr);
     t.is(imported.json.imported, exported.json.records);
     const again = await cli(['state', 'import', file], toCli);
-    t.is(again.code, 1);
+    t.is(again.code, 6, 'conflict');
     t.regex(again.stderr, /the target already holds state: import goes into an empty registry and vault \(409\)/);
 
     // The app moved with its key and secret; alice's token and the secret too.

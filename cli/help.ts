@@ -1,0 +1,93 @@
+import { COMMANDS } from './commands.js';
+import { EXIT } from './outcome.js';
+
+/** What `pier help COMMAND` (or `pier COMMAND --help`) says beyond the usage line: what it does, its flags, an example. */
+interface Help {
+  summary: string;
+  flags?: Record<string, string>;
+  example: string;
+}
+
+const HELP: Record<string, Help> = {
+  start: {
+    summary: 'Runs Pier: every role in one process by default (the in-process bus), or the roles given, over NATS_URL.',
+    flags: { '--roles R,R': 'edge, admin, registry, token, provider, vault, callback, upload (a subset needs NATS_URL)', '--data-dir DIR': 'where Pier keeps its state (PIER_DATA_DIR, default ./data)', '--app USER/APP': "run as that app's sidecar" },
+    example: 'NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=~/.pier/bus/vault.creds node bin/pier.js start --roles vault',
+  },
+  'user add': { summary: 'Creates a user and prints its first auth token (shown once).', example: 'pier user add alice --json' },
+  'user token': { summary: 'Issues one more auth token for a user (shown once).', example: 'pier user token alice' },
+  'user revoke': { summary: "Revokes every token of a user; its open WebSocket connections close (4004) within a second.", example: 'pier user revoke alice' },
+  'user list': { summary: 'Lists users, how many tokens each has, and when they were made.', example: 'pier user list --json' },
+  'app install': {
+    summary: "Installs an app for a user from its manifest (and ProviderRegistry documents); prints the app's OS_SYSTEM_SERVER, OS_APP_KEY, OS_APP_SECRET and its upload folder.",
+    flags: {
+      '--user U': 'the user (must exist)',
+      '--manifest FILE': 'the PlatformManifest.yaml',
+      '--provider FILE': 'a ProviderRegistry document the app serves (repeatable)',
+      '--host H': "where Pier reaches the app (callbacks, provider calls); default 127.0.0.1",
+      '--credentials FILE': 'JSON {"OS_APP_KEY","OS_APP_SECRET"}: keep an existing key and secret',
+      '--shared-dest': "allow its upload.dest to nest with another app's of the user (they trust each other)",
+    },
+    example: 'pier app install --user alice --manifest examples/PlatformManifest.yaml --json',
+  },
+  'app list': { summary: 'Lists installed apps (all users, or one).', flags: { '--user U': 'only this user' }, example: 'pier app list --user alice' },
+  'app uninstall': { summary: "Removes an app at once (its key stops working); --purge also deletes its vault workspaces no other app of the user uses.", flags: { '--user U': 'the user', '--purge': 'delete its secrets too' }, example: 'pier app uninstall --user alice chat --purge' },
+  'provider list': { summary: 'Lists provider registrations with their state.', example: 'pier provider list' },
+  'provider suspend': { summary: 'Stops calls to a provider (403) until resumed.', example: 'pier provider suspend provider-notes-alice' },
+  'provider resume': { summary: 'Lets calls to a suspended provider through again.', example: 'pier provider resume provider-notes-alice' },
+  'vault audit': { summary: 'Who did what to which secret, newest first (never a value).', flags: { '--user U': 'only this user', '--limit N': 'at most N entries (default 100)' }, example: 'pier vault audit --user alice --limit 20' },
+  'vault rotate-master-key': { summary: 'Re-seals everything under the current master key, after every process restarted with PIER_MASTER_KEY=new and PIER_MASTER_KEY_PREVIOUS=old.', example: 'pier vault rotate-master-key' },
+  'bus init': {
+    summary: 'Writes the NATS accounts file (auth.conf) and one 0600 credentials file per role identity, with its state logins.',
+    flags: { '--out DIR': 'default ~/.pier/bus; a folder inside a git work tree is refused', '--identity NAME=R,R': 'an extra identity for a process running several roles (repeatable)', '--force': 'write inside a git work tree anyway (keep it in .gitignore)' },
+    example: 'pier bus init --identity actors=token,provider,vault',
+  },
+  'state export': { summary: 'Writes the registry and the vault to FILE (NDJSON, 0600, secrets sealed, never overwrites).', example: 'pier state export state.ndjson' },
+  'state import': { summary: 'Loads an export into an empty registry and vault started with the same master key.', example: 'pier state import state.ndjson' },
+  status: { summary: 'The processes on the bus, their roles, the roles no process runs, the registry revision, connections and uploads.', example: 'pier status --json' },
+};
+
+const ADMIN_ENV = [
+  'PIER_ADMIN_URL      the admin API (default http://127.0.0.1:$PIER_ADMIN_PORT)',
+  'PIER_ADMIN_PORT     its port on 127.0.0.1 (default 40090)',
+  'PIER_ADMIN_TOKEN    the admin token (default: admin.token in PIER_DATA_DIR, ./data)',
+  'PIER_DATA_DIR       where admin.token is looked for',
+];
+
+const EXIT_CODES = `exit codes: ${EXIT.ok} done, ${EXIT.failed} refused or failed, ${EXIT.usage} usage, ${EXIT.unreachable} unreachable (no admin API, or a role with no replica), ${EXIT.auth} auth, ${EXIT.notFound} not found, ${EXIT.conflict} conflict`;
+
+export function globalHelp(): string {
+  return [
+    'usage: pier COMMAND [flags] [--json]     (pier help COMMAND, or pier COMMAND --help, for one)',
+    '',
+    `  pier start [--roles R,R] [--data-dir DIR] [--app USER/APP]`,
+    ...Object.values(COMMANDS).map((c) => `  ${c.usage}`),
+    '',
+    'With --json: the answer as one JSON document on stdout; a failure as {"error":{status,code,message}} on stderr.',
+    EXIT_CODES,
+    'admin commands find the admin API by:',
+    ...ADMIN_ENV.map((l) => `  ${l}`),
+  ].join('\n');
+}
+
+/** Help for one command, or null when there is no such command. */
+export function commandHelp(name: string): string | null {
+  const help = HELP[name];
+  const usage = name === 'start' ? 'pier start [--roles R,R] [--data-dir DIR] [--app USER/APP]' : COMMANDS[name]?.usage;
+  if (!help || !usage) return null;
+  const flags = Object.entries(help.flags ?? {});
+  const width = Math.max(0, ...flags.map(([f]) => f.length));
+  return [
+    `usage: ${usage} [--json]`,
+    '',
+    help.summary,
+    ...(flags.length > 0 ? ['', 'flags:', ...flags.map(([f, what]) => `  ${f.padEnd(width)}  ${what}`)] : []),
+    ...(name === 'start' || name === 'bus init' ? [] : ['', 'environment:', ...ADMIN_ENV.map((l) => `  ${l}`)]),
+    '',
+    `example: ${help.example}`,
+    EXIT_CODES,
+  ].join('\n');
+}
+
+/** Every command has help (a test holds the table to it). */
+export const HELPED = Object.keys(HELP);
