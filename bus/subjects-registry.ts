@@ -96,7 +96,8 @@ export type Change =
   | { kind: 'token'; op: 'delete'; key: string }
   | { kind: 'app'; op: 'put'; value: AppView }
   | { kind: 'app'; op: 'delete'; key: string; purge: boolean; value: AppView }
-  | { kind: 'provider'; op: 'put'; value: ProviderView };
+  | { kind: 'provider'; op: 'put'; value: ProviderView }
+  | { kind: 'provider'; op: 'delete'; key: string };
 
 /** Everything one registry write transaction changed, stamped with the revision it produced. */
 export interface ChangeEvent {

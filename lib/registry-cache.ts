@@ -215,7 +215,8 @@ export class RegistryCache {
         const old = this.apps.get(c.key);
         this.apps.delete(c.key);
         if (old) this.appsByKey.delete(old.appKey);
-      } else if (c.kind === 'provider') this.providers.set(c.value.name, c.value);
+      } else if (c.kind === 'provider' && c.op === 'put') this.providers.set(c.value.name, c.value);
+      else if (c.kind === 'provider' && c.op === 'delete') this.providers.delete(c.key);
     }
     if (ev.changes.some((c) => c.kind === 'provider')) this.indexProviders();
     this.revision = ev.revision;

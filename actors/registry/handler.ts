@@ -152,11 +152,8 @@ export function appUninstall(deps: RegistryDeps, user: string, name: string, pur
   return commit(deps, (w) => {
     const app = deps.store.getApp(appId(user, name));
     if (!app) throw new PierError('NOT_FOUND', `app "${name}" is not installed for user "${user}"`);
-    // Its providers stay listed, suspended: calls to them stop at once, and a reinstall revives them.
-    for (const providerName of app.providers) {
-      const p = deps.store.getProvider(providerName);
-      if (p && p.state !== 'suspended') w.putProvider({ ...p, state: 'suspended' });
-    }
+    // Its providers go with it: calls to them stop at once (404), and a reinstall registers them again.
+    for (const providerName of app.providers) if (deps.store.getProvider(providerName)) w.deleteProvider(providerName);
     w.deleteApp(app, purge);
     return { app: name, user, purged: purge };
   });

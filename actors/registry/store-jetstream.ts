@@ -25,7 +25,8 @@ class Model implements LogState<Change> {
         const app = this.apps.get(c.key);
         this.apps.delete(c.key);
         if (app) this.appKeys.delete(app.appKey);
-      } else if (c.kind === 'provider') this.providers.set(c.value.name, c.value);
+      } else if (c.kind === 'provider' && c.op === 'put') this.providers.set(c.value.name, c.value);
+      else if (c.kind === 'provider' && c.op === 'delete') this.providers.delete(c.key);
     }
     this.revision++;
   }
@@ -145,6 +146,7 @@ export class JetStreamRegistryStore implements RegistryStore {
           putApp: (app) => void changes.push({ kind: 'app', op: 'put', value: app }),
           deleteApp: (app, purge) => void changes.push({ kind: 'app', op: 'delete', key: app.id, purge, value: app }),
           putProvider: (value) => void changes.push({ kind: 'provider', op: 'put', value }),
+          deleteProvider: (name) => void changes.push({ kind: 'provider', op: 'delete', key: name }),
         };
         return { result: { result: fn(w), changes }, changes };
       })

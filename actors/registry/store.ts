@@ -17,6 +17,7 @@ export interface Writer {
   putApp(app: AppRecord): void;
   deleteApp(app: AppRecord, purge: boolean): void;
   putProvider(provider: ProviderView): void;
+  deleteProvider(name: string): void;
 }
 
 /**
@@ -168,6 +169,10 @@ export class LmdbRegistryStore implements RegistryStore {
         putProvider: (value) => {
           this.providers.put(value.name, value);
           changes.push({ kind: 'provider', op: 'put', value });
+        },
+        deleteProvider: (name) => {
+          this.providers.remove(name);
+          changes.push({ kind: 'provider', op: 'delete', key: name });
         },
       };
       const result = fn(w);

@@ -58,6 +58,16 @@ export function registryStoreSuite(test: TestFn, open: () => Promise<RegistryPai
     }
   });
 
+  test.serial('a provider put and then deleted is gone on both replicas, and from a snapshot', async (t) => {
+    const provider = { name: 'provider-x-alice', user: 'alice', app: 'x', dataType: 'd', group: 'g', version: 'v1', endpoint: '127.0.0.1:1', ops: {}, state: 'active' } as never;
+    await pair.a.write((w) => w.putProvider(provider));
+    await until('the other replica to see the provider', () => pair.b.getProvider('provider-x-alice') !== undefined);
+    const { event } = await pair.b.write((w) => w.deleteProvider('provider-x-alice'));
+    t.deepEqual(event?.changes, [{ kind: 'provider', op: 'delete', key: 'provider-x-alice' }]);
+    await until('both replicas to forget it', () => pair.a.getProvider('provider-x-alice') === undefined && pair.b.getProvider('provider-x-alice') === undefined);
+    t.false(pair.a.snapshot().providers.some((p) => p.name === 'provider-x-alice'));
+  });
+
   test.serial('10 concurrent creates of one user over two replicas: exactly one winner, one revision', async (t) => {
     const before = pair.a.revision();
     const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => addUser(i % 2 ? pair.a : pair.b, 'bob')));

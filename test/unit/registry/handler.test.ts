@@ -87,19 +87,20 @@ test('the app secret is sealed: not in the database file, and opened only for it
   t.notRegex(wrongKey!.message, new RegExp(app.appSecret));
 });
 
-test('uninstall removes the app and its key, and suspends its providers; unknown app is 404', async (t) => {
+test('uninstall removes the app, its key and its providers; unknown app is 404', async (t) => {
   const { deps, store, events } = setup(t);
   await h.userAdd(deps, 'alice');
   const app = await install(deps, { manifest: notes, providers: [provider] });
   t.is(store.getProvider('provider-notes-alice')?.state, 'active');
   await h.appUninstall(deps, 'alice', 'notes', true);
   t.is(store.appByKey(app.appKey), undefined);
-  t.is(store.getProvider('provider-notes-alice')?.state, 'suspended');
+  t.is(store.getProvider('provider-notes-alice'), undefined);
+  t.deepEqual(store.listProviders(), []);
   const last = events.at(-1)!;
-  t.deepEqual(last.changes.map((c) => `${c.kind}:${c.op}`), ['provider:put', 'app:delete']);
+  t.deepEqual(last.changes.map((c) => `${c.kind}:${c.op}`), ['provider:delete', 'app:delete']);
   t.true((last.changes[1] as { purge: boolean }).purge);
   t.is((await t.throwsAsync(h.appUninstall(deps, 'alice', 'notes', false), { instanceOf: PierError }))!.code, 'NOT_FOUND');
-  // A reinstall with its provider document makes the provider active again.
+  // A reinstall with its provider document registers the provider again, active.
   await install(deps, { manifest: notes, providers: [provider] });
   t.is(store.getProvider('provider-notes-alice')?.state, 'active');
 });
@@ -117,14 +118,14 @@ test('a provider name or target owned by another app is 409', async (t) => {
   t.regex(err2!.message, /already serves legacy_notes\/api\.notes\/v2/);
 });
 
-test('suspend and resume a provider; resume needs the app installed', async (t) => {
+test('suspend and resume a provider; after its app is uninstalled there is nothing to resume', async (t) => {
   const { deps } = setup(t);
   await h.userAdd(deps, 'alice');
   await install(deps, { manifest: notes, providers: [provider] });
   t.is((await h.providerSetState(deps, 'provider-notes-alice', 'suspended')).state, 'suspended');
   t.is((await h.providerSetState(deps, 'provider-notes-alice', 'active')).state, 'active');
   await h.appUninstall(deps, 'alice', 'notes', false);
-  t.is((await t.throwsAsync(h.providerSetState(deps, 'provider-notes-alice', 'active'), { instanceOf: PierError }))!.code, 'CONFLICT');
+  t.is((await t.throwsAsync(h.providerSetState(deps, 'provider-notes-alice', 'active'), { instanceOf: PierError }))!.code, 'NOT_FOUND');
   t.is((await t.throwsAsync(h.providerSetState(deps, 'nope', 'active'), { instanceOf: PierError }))!.code, 'NOT_FOUND');
 });
 
