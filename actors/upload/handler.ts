@@ -50,7 +50,8 @@ function uploadOptions(deps: UploadDeps, user: string, appName: string) {
  * streaming past this bound is really concurrent: POST and GET then answer the offset recorded
  * before it, and another PATCH gets 409 `upload busy`.
  */
-const SETTLE_WAIT_MS = 2_000;
+// Below the 5 s deadline of the bus requests that wait (begin, get), so the caller hears 409, not 504.
+const SETTLE_WAIT_MS = 4_000;
 const SETTLE_POLL_MS = 10;
 
 /**
