@@ -1,16 +1,35 @@
-// `npm run example:chat`: starts Pier (a fresh data dir under ./data/example-chat), installs the
-// example's two apps and prints the URL to open. Ctrl-C stops everything.
+// `npm run example:chat`: starts Pier (a fresh data dir under ./data/example-chat, removed at the end
+// unless EXAMPLE_KEEP_DATA=1), installs the example's two apps and prints the URL to open. Pier's
+// ports follow PIER_*_PORT when set (any free one otherwise), TLS follows PIER_TLS_CERT/KEY, and its
+// logs go to pier.log in the data dir. Ctrl-C stops everything.
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, setupChat } from './setup.mjs';
 
 const base = join(ROOT, 'data', 'example-chat');
 mkdirSync(base, { recursive: true });
 const dataDir = mkdtempSync(join(base, 'run-'));
-const env = { ...process.env, PIER_DATA_DIR: dataDir, PIER_PUBLIC_PORT: '0', PIER_SYSTEM_PORT: '0', PIER_LOCAL_PORT: '0', PIER_UPLOAD_PORT: '0', PIER_ADMIN_PORT: '0', PIER_LOG_LEVEL: 'info' };
+const port = (name) => process.env[name] || '0';
+const env = {
+  ...process.env,
+  PIER_DATA_DIR: dataDir,
+  PIER_PUBLIC_PORT: port('PIER_PUBLIC_PORT'),
+  PIER_SYSTEM_PORT: port('PIER_SYSTEM_PORT'),
+  PIER_LOCAL_PORT: port('PIER_LOCAL_PORT'),
+  PIER_UPLOAD_PORT: port('PIER_UPLOAD_PORT'),
+  PIER_ADMIN_PORT: port('PIER_ADMIN_PORT'),
+  PIER_LOG_LEVEL: process.env.PIER_LOG_LEVEL || 'info',
+};
+const tls = Boolean(process.env.PIER_TLS_CERT);
+const logFile = join(dataDir, 'pier.log');
+const cleanUp = () => {
+  if (process.env.EXAMPLE_KEEP_DATA !== '1') rmSync(dataDir, { recursive: true, force: true });
+};
 
 const pierProc = spawn(process.execPath, [join(ROOT, 'bin', 'pier.js'), 'start'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+const log = createWriteStream(logFile, { flags: 'a' });
+pierProc.stdout.pipe(log);
 const ports = await new Promise((resolve, reject) => {
   let out = '';
   pierProc.stdout.on('data', (d) => {
@@ -18,25 +37,30 @@ const ports = await new Promise((resolve, reject) => {
     const line = out.split('\n').find((l) => l.includes('"pier ready"'));
     if (line) resolve(JSON.parse(line).ports);
   });
-  pierProc.on('exit', (code) => reject(new Error(`pier exited with ${code}`)));
+  pierProc.on('exit', (code) => reject(new Error(`pier exited with ${code} (its log: ${logFile})`)));
+}).catch((err) => {
+  process.stderr.write(`example: ${err.message}\n`);
+  process.exit(1);
 });
-pierProc.stdout.resume();
 
 let chat;
 const stop = () => {
   chat?.stop();
+  pierProc.once('exit', () => {
+    cleanUp();
+    process.exit(0);
+  });
   pierProc.kill('SIGTERM');
-  process.exit(0);
 };
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);
 
 try {
-  chat = await setupChat({ adminEnv: { ...env, PIER_ADMIN_URL: `http://127.0.0.1:${ports.admin}` }, ports, dir: dataDir });
+  chat = await setupChat({ adminEnv: { ...env, PIER_ADMIN_URL: `http://127.0.0.1:${ports.admin}` }, ports, dir: dataDir, tls });
 } catch (err) {
-  process.stderr.write(`example: ${err.message}\n`);
+  process.stderr.write(`example: ${err.message} (Pier's log: ${logFile})\n`);
+  pierProc.once('exit', () => process.exit(1));
   pierProc.kill('SIGTERM');
-  process.exit(1);
 }
 process.stdout.write(
   [
@@ -45,7 +69,7 @@ process.stdout.write(
     '  (*.localhost names resolve to this machine in Chrome, Chromium and Firefox)',
     '  type a message, or /quote to call the quotes provider; pick a file to upload it.',
     `  uploads land in ${chat.uploadDir}`,
-    `  Pier's data: ${dataDir}`,
+    `  Pier's data: ${dataDir} (removed at the end unless EXAMPLE_KEEP_DATA=1); its log: ${logFile}`,
     'Ctrl-C stops everything.',
     '',
   ].join('\n'),

@@ -55,7 +55,7 @@ function start(script, env, ready, timeoutMs = 20_000) {
  * names (PIER_ADMIN_URL, PIER_ADMIN_TOKEN or PIER_DATA_DIR), with its listeners on `ports`, and
  * starts both apps. `dir` receives the manifests. Answers the page's URL and a stop function.
  */
-export async function setupChat({ adminEnv, ports, dir, user = 'alice', domain = 'localhost', chatPort = 0 }) {
+export async function setupChat({ adminEnv, ports, dir, user = 'alice', domain = 'localhost', chatPort = 0, tls = false }) {
   const { token } = await pier(['user', 'add', user], adminEnv);
 
   const quotes = await start('quotes-provider.mjs', { ...process.env, PORT: '0' }, /^(\d+)\n/);
@@ -106,8 +106,9 @@ export async function setupChat({ adminEnv, ports, dir, user = 'alice', domain =
       PIER_GATEWAY_URL: `http://127.0.0.1:${ports.local}`,
       CHAT_PORT: String(port),
       CHAT_LOGIN_TOKEN: token,
-      CHAT_WS_URL: `ws://${host}:${ports.public}/ws`,
-      CHAT_UPLOAD_URL: `http://${host}:${ports.upload}`,
+      // With PIER_TLS_CERT the public and upload listeners speak TLS only.
+      CHAT_WS_URL: `${tls ? 'wss' : 'ws'}://${host}:${ports.public}/ws`,
+      CHAT_UPLOAD_URL: `${tls ? 'https' : 'http'}://${host}:${ports.upload}`,
       CHAT_STORAGE_PATH: '/data/chat',
     },
     /chat listening on (\d+)/,
