@@ -136,7 +136,7 @@ const declarations: Record<BusRole, Declaration> = {
     serves: [gatewaySubjects.edge(any), gatewaySubjects.user(any, any), gatewaySubjects.list, gatewaySubjects.settled(any), streamSubject('edge', '>')],
   },
   // The operator's listener (loopback): users, apps, providers, the vault's audit and key rotation.
-  admin: { calls: [...registryAdmin, upload.prepare, vault.audit, vault.rotate, processSubjects.describe, ...Object.values(stateEndpoints)] },
+  admin: { calls: [...registryAdmin, upload.prepare, vault.audit, vault.rotate, vault.operator, processSubjects.describe, ...Object.values(stateEndpoints)] },
   registry: {
     serves: [...registryAdmin, registry.appCredentials, registry.appVerify, registry.snapshot, stateEndpoints.registryExport, stateEndpoints.registryImport, stateEndpoints.registryEmpty],
     emits: [registryEvents.changes, registryEvents.heartbeat],
@@ -146,7 +146,7 @@ const declarations: Record<BusRole, Declaration> = {
   token: { serves: [token.issue], calls: [registry.appCredentials], jetstream: { streams: [tokenState.stream], buckets: [], subjects: [tokenState.subject] } },
   provider: { serves: [provider.call, provider.authorize, streamSubject('provider', '>')], calls: [streamSubject('edge', '>')] },
   vault: {
-    serves: [vault.op, vault.authorize, vault.audit, vault.rotate, stateEndpoints.vaultExport, stateEndpoints.vaultImport, stateEndpoints.vaultEmpty],
+    serves: [vault.op, vault.authorize, vault.audit, vault.rotate, vault.operator, stateEndpoints.vaultExport, stateEndpoints.vaultImport, stateEndpoints.vaultEmpty],
     emits: [vaultEvents.written],
     hears: [vaultEvents.written],
     jetstream: { streams: [vaultState.auditStream], buckets: [vaultState.keys, vaultState.secrets], subjects: [vaultState.auditSubject] },

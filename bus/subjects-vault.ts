@@ -46,6 +46,17 @@ const vaultCaller = {
   accessToken: { type: 'string', max: 64 * 1024 },
 } as const;
 
+/** What the operator does to a user's secrets from the CLI (`pier vault list|get|set|delete|purge`). */
+export const OPERATOR_VAULT_OPS = ['list', 'get', 'set', 'delete', 'purge'] as const;
+export interface OperatorVaultRequest {
+  op: (typeof OPERATOR_VAULT_OPS)[number];
+  user: string;
+  workspace: string;
+  env?: string;
+  name?: string;
+  value?: string;
+}
+
 export const vault = {
   op: endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }, undefined, { request: 'vault', reply: true }),
   /** The checks of `op` up to the body (404, 400 workspace, 401, 403; refusals audited as `op`'s are), before the edge reads the body. */
@@ -54,6 +65,24 @@ export const vault = {
     user: { type: 'string', optional: true, max: 64 },
     limit: { type: 'number', integer: true, min: 1, max: 100_000 },
   }),
+  /**
+   * The operator's access to one user's workspace (admin role only), audited as `(operator)`. The
+   * value travels sealed both ways; `list` answers names and versions, never values.
+   */
+  operator: endpoint<OperatorVaultRequest, { data: unknown }>(
+    'pier.vault.operator',
+    'vault',
+    {
+      op: { type: 'enum', values: [...OPERATOR_VAULT_OPS] },
+      user: { type: 'string', pattern: /^[a-z][a-z0-9-]{0,30}$/ },
+      workspace: { type: 'string', pattern: WORKSPACE_NAME, messages: { stringPattern: 'must be 1-64 characters of [A-Za-z0-9_.-]' } },
+      env: { type: 'enum', values: [...SECRET_ENVS], optional: true },
+      name: { type: 'string', pattern: SECRET_NAME, optional: true, messages: { stringPattern: 'must be 1-256 characters of [A-Za-z0-9_.-]' } },
+      value: { type: 'string', optional: true, max: SECRET_VALUE_MAX_BYTES },
+    },
+    undefined,
+    { request: 'vault', reply: true },
+  ),
   /** Re-wraps every data key not wrapped under the current master key. */
   rotate: endpoint<Record<string, never>, { rewrapped: number }>('pier.vault.rotate', 'vault', {}, 60_000),
 };

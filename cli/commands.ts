@@ -31,6 +31,21 @@ function arg(inv: Invocation, index: number, name: string): string {
   return v;
 }
 
+/** The user, workspace and env a vault command names, as the admin API's query. */
+function vaultTarget(inv: Invocation): string {
+  const q = new URLSearchParams({ user: flag(inv, 'user'), workspace: flag(inv, 'workspace') });
+  if (inv.values.env !== undefined) q.set('env', flag(inv, 'env'));
+  return q.toString();
+}
+
+/** A secret's value from standard input (never a flag: flags show in the process list). */
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY) throw new CliError('vault set: give the value on standard input (or --value-file FILE); a flag would show it in the process list', undefined, 'usage');
+  const parts: Buffer[] = [];
+  for await (const chunk of process.stdin) parts.push(chunk as Buffer);
+  return Buffer.concat(parts).toString('utf8').replace(/\n$/, '');
+}
+
 function flag(inv: Invocation, name: string): string {
   const v = inv.values[name];
   if (typeof v !== 'string' || v === '') throw new CliError(`missing --${name}`, undefined, 'usage');
@@ -135,6 +150,35 @@ export const COMMANDS: Record<string, Command> = {
       return call(inv, 'GET', `/admin/v1/vault/audit${q.size > 0 ? `?${q}` : ''}`);
     },
     text: (d: any[]) => table([['AT', 'USER', 'APP', 'OP', 'WORKSPACE', 'ENV', 'NAME', 'OUTCOME'], ...d.map((e) => [e.at, e.user ?? '-', e.app ?? '-', e.op, e.workspace, e.env ?? '-', e.name ?? '-', e.outcome])]),
+  },
+  'vault list': {
+    usage: 'pier vault list --user U --workspace W [--env E]',
+    run: (inv) => call(inv, 'GET', `/admin/v1/vault/secrets?${vaultTarget(inv)}`),
+    text: (d: any[]) => table([['NAME', 'VERSION', 'UPDATED', 'BY'], ...d.map((s) => [s.name, String(s.version), s.updatedAt, s.updatedBy])]),
+  },
+  'vault get': {
+    usage: 'pier vault get --user U --workspace W [--env E] NAME   (prints the value)',
+    run: (inv) => call(inv, 'GET', `/admin/v1/vault/secrets/${enc(arg(inv, 0, 'NAME'))}?${vaultTarget(inv)}`),
+    text: (d) => String(d.value),
+  },
+  'vault set': {
+    usage: 'pier vault set --user U --workspace W [--env E] NAME [--value-file FILE]   (the value from FILE, or standard input)',
+    run: async (inv) => {
+      const name = arg(inv, 0, 'NAME');
+      const value = inv.values['value-file'] !== undefined ? readFile(flag(inv, 'value-file'), '--value-file') : await readStdin();
+      return call(inv, 'PUT', `/admin/v1/vault/secrets/${enc(name)}?${vaultTarget(inv)}`, { value });
+    },
+    text: (d) => (d.version ? `set (version ${d.version})` : 'set'),
+  },
+  'vault delete': {
+    usage: 'pier vault delete --user U --workspace W [--env E] NAME',
+    run: (inv) => call(inv, 'DELETE', `/admin/v1/vault/secrets/${enc(arg(inv, 0, 'NAME'))}?${vaultTarget(inv)}`),
+    text: () => 'deleted',
+  },
+  'vault purge': {
+    usage: 'pier vault purge --user U --workspace W   (every secret of the workspace, every env: what uninstall --purge does, later)',
+    run: (inv) => call(inv, 'DELETE', `/admin/v1/vault/secrets?${vaultTarget(inv)}`),
+    text: (d) => `purged ${d.purged} secret(s)`,
   },
   'vault rotate-master-key': {
     usage: 'pier vault rotate-master-key   (after restarting with the new PIER_MASTER_KEY and PIER_MASTER_KEY_PREVIOUS)',

@@ -36,6 +36,11 @@ const HELP: Record<string, Help> = {
   'provider suspend': { summary: 'Stops calls to a provider (403) until resumed.', example: 'pier provider suspend provider-notes-alice' },
   'provider resume': { summary: 'Lets calls to a suspended provider through again.', example: 'pier provider resume provider-notes-alice' },
   'vault audit': { summary: 'Who did what to which secret, newest first (never a value).', flags: { '--user U': 'only this user', '--limit N': 'at most N entries (default 100)' }, example: 'pier vault audit --user alice --limit 20' },
+  'vault list': { summary: "Names, versions and who last wrote each secret of a user's workspace (never a value).", flags: { '--user U': 'the user', '--workspace W': 'the workspace', '--env E': 'test, dev, staging or prod (default prod)' }, example: 'pier vault list --user alice --workspace chat' },
+  'vault get': { summary: 'Prints one secret\'s value (audited as the operator).', flags: { '--user U': 'the user', '--workspace W': 'the workspace', '--env E': 'default prod' }, example: 'pier vault get --user alice --workspace chat motto' },
+  'vault set': { summary: 'Creates or updates a secret; the value comes from --value-file or standard input, never a flag (audited as the operator).', flags: { '--user U': 'the user', '--workspace W': 'the workspace', '--env E': 'default prod', '--value-file FILE': 'read the value from FILE' }, example: "printf 'Be kind' | pier vault set --user alice --workspace chat motto" },
+  'vault delete': { summary: 'Deletes one secret (audited as the operator).', flags: { '--user U': 'the user', '--workspace W': 'the workspace', '--env E': 'default prod' }, example: 'pier vault delete --user alice --workspace chat motto' },
+  'vault purge': { summary: 'Deletes every secret of a workspace in every env, with its data keys: the secrets a plain uninstall kept.', flags: { '--user U': 'the user', '--workspace W': 'the workspace' }, example: 'pier vault purge --user alice --workspace chat' },
   'vault rotate-master-key': { summary: 'Re-seals everything under the current master key, after every process restarted with PIER_MASTER_KEY=new and PIER_MASTER_KEY_PREVIOUS=old.', example: 'pier vault rotate-master-key' },
   'bus init': {
     summary: 'Writes the NATS accounts file (auth.conf) and one 0600 credentials file per role identity, with its state logins.',

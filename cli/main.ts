@@ -24,6 +24,9 @@ const OPTIONS = {
   out: { type: 'string' },
   identity: { type: 'string', multiple: true },
   force: { type: 'boolean' },
+  workspace: { type: 'string' },
+  env: { type: 'string' },
+  'value-file': { type: 'string' },
 } as const;
 
 async function runStart(values: Record<string, unknown>): Promise<void> {

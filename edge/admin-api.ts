@@ -1,7 +1,7 @@
 import type { Bus } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
-import { credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState } from '../bus/subjects.js';
+import { credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState, type OperatorVaultRequest } from '../bus/subjects.js';
 import { AggregatorRegistry } from 'prom-client';
 import { assertValid, compile } from '../bus/validation.js';
 import { safeEqual } from '../lib/tokens.js';
@@ -130,6 +130,18 @@ export function adminHandlers(deps: AdminDeps) {
       if (!/^\d{1,6}$/.test(limitText) || Number(limitText) < 1) throw new PierError('BAD_REQUEST', 'limit: must be an integer from 1 to 100000');
       return ok(await call(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) }));
     }),
+    /**
+     * `pier vault list|get|set|delete|purge`: one user's workspace, as the operator. The target in
+     * the query (`user`, `workspace`, `env`), the name in the path; a value only in a PUT body.
+     */
+    vaultOperator: (op: OperatorVaultRequest['op']) =>
+      guard(async (req) => {
+        const q = (k: string) => req.query.get(k) ?? undefined;
+        const body = op === 'set' ? (parseJsonBody(req) as { value?: unknown }) : {};
+        if (op === 'set' && typeof body.value !== 'string') throw new PierError('BAD_REQUEST', 'value: must be a string');
+        const request = { op, user: q('user') ?? '', workspace: q('workspace') ?? '', ...(q('env') ? { env: q('env') } : {}), ...(req.params.name ? { name: req.params.name } : {}), ...(op === 'set' ? { value: body.value as string } : {}) };
+        return ok((await call(deps.bus, vault.operator, request)).data);
+      }),
     /** `pier state export`: every record of the registry and the vault, as NDJSON, streamed page by page. */
     stateExport: guard(async () => {
       async function* lines(): AsyncGenerator<Uint8Array> {

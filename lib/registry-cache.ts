@@ -110,6 +110,11 @@ export class RegistryCache {
     return () => this.listeners.delete(listener);
   }
 
+  userExists(name: string): boolean {
+    this.assertFresh();
+    return this.users.has(name);
+  }
+
   /** The user a token belongs to, or undefined when the token is unknown or revoked. */
   userForToken(token: string): string | undefined {
     this.assertFresh();

@@ -140,7 +140,8 @@ async function run(deps: VaultDeps, req: VaultRequest, gateOnly: boolean): Promi
   }
 }
 
-async function perform(deps: VaultDeps, op: SecretOp, scope: string, who: Caller, body: Record<string, unknown>, entry: (outcome: string) => AuditEntry): Promise<VaultAnswer> {
+/** One operation on one scope, for a caller already authorised (an app above, the operator in operator.ts). */
+export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who: Caller, body: Record<string, unknown>, entry: (outcome: string) => AuditEntry): Promise<VaultAnswer> {
   const env = (body.env as string | undefined) ?? 'prod';
   const now = () => new Date(deps.now()).toISOString();
   const { store } = deps;

@@ -3,6 +3,7 @@ import { Counter } from 'prom-client';
 import { onEvent, publishEvent, serve } from '../../bus/rpc.js';
 import { stateEndpoints, vault, vaultEvents, type AppView, type AuditEntry } from '../../bus/subjects.js';
 import { vaultExportPage, vaultImportBatch } from './state-io.js';
+import { operatorOp } from './operator.js';
 import { checkStoreKey } from '../../lib/master-key-check.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
@@ -109,6 +110,7 @@ export async function startVault(ctx: RoleContext): Promise<Running> {
   const subs = [
     serve(ctx.bus, vault.op, (req) => vaultOp(deps, req), hooks),
     serve(ctx.bus, vault.authorize, (req) => vaultGate(deps, req), hooks),
+    serve(ctx.bus, vault.operator, (req) => operatorOp(deps, req), hooks),
     serve(
       ctx.bus,
       vault.audit,

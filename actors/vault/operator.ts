@@ -1,0 +1,54 @@
+import { PierError } from '../../bus/errors.js';
+import type { AuditEntry, OperatorVaultRequest, SecretOp } from '../../bus/subjects.js';
+import { perform, type VaultDeps } from './handler.js';
+import { nameOf, scopeKey, secretKey } from './store.js';
+
+/** Who the audit log names for what the operator did (never an app's name: it has no such app). */
+export const OPERATOR = '(operator)';
+
+/**
+ * `pier vault list|get|set|delete|purge` (the admin role, through the admin API): the same
+ * operations as an app's, on one user's workspace, audited as the operator. `list` answers names
+ * and versions only; a value is shown only by an explicit `get`. `set` creates or updates. `purge`
+ * deletes every secret of the workspace in every env, with its data keys: what `uninstall --purge`
+ * does, for secrets a plain uninstall kept.
+ */
+export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Promise<{ data: unknown }> {
+  if (!deps.cache.userExists(req.user)) throw new PierError('NOT_FOUND', `user "${req.user}" not found`);
+  const env = req.env ?? 'prod';
+  const entry = (op: string) => (outcome: string): AuditEntry => ({ at: new Date(deps.now()).toISOString(), user: req.user, app: OPERATOR, op, workspace: req.workspace, env: req.op === 'purge' ? null : env, name: req.name ?? null, outcome });
+  const who = { user: req.user, app: OPERATOR };
+  const scope = scopeKey(req.user, req.workspace, env);
+  await deps.store.sync();
+  if (req.op === 'list') {
+    const data = deps.store.listScope(scope).map(({ key, value }) => ({ name: nameOf(key), version: value.version, updatedAt: value.updatedAt, updatedBy: value.updatedBy }));
+    deps.audit(entry('ListSecret')('ok'));
+    return { data };
+  }
+  if (req.op === 'purge') {
+    const removed = await deps.store.write((w) => {
+      let n = 0;
+      for (const s of w.scopesOf(req.user, req.workspace)) {
+        for (const { key } of w.listScope(s)) {
+          w.removeSecret(key);
+          n++;
+        }
+        deps.keys.remove(s, w);
+      }
+      deps.auditInWrite(w, entry('Purge')('ok'));
+      return n;
+    });
+    return { data: { purged: removed } };
+  }
+  if (req.name === undefined) throw new PierError('BAD_REQUEST', 'name: is required');
+  const op: SecretOp = req.op === 'get' ? 'RetrieveSecret' : req.op === 'delete' ? 'DeleteSecret' : deps.store.secret(secretKey(scope, req.name)) ? 'UpdateSecret' : 'CreateSecret';
+  if (req.op === 'set' && req.value === undefined) throw new PierError('BAD_REQUEST', 'value: is required');
+  const body: Record<string, unknown> = { name: req.name, env, ...(req.value !== undefined ? { value: req.value } : {}) };
+  const answer = await perform(deps, op, scope, who, body, entry(op)).catch((err: unknown) => {
+    if (err instanceof PierError) deps.audit(entry(op)(err.code));
+    throw err;
+  });
+  if (op === 'RetrieveSecret') return { data: { ...(answer.data as object), version: answer.version } };
+  if (op === 'DeleteSecret') return { data: { deleted: req.name, env } };
+  return { data: { name: req.name, env, version: answer.version } };
+}

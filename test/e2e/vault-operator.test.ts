@@ -1,0 +1,80 @@
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { accessToken, vaultCall, vaultPerm, type AppEnv } from '../helpers/app-client.js';
+import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+
+// The operator's vault commands (issue: operator experience): seed, read, list, delete and purge a
+// user's secrets from the CLI through the admin API, audited as the operator, values shown only by
+// an explicit get, never in a flag, a list or the logs.
+let dir: string;
+let pier: PierProcess;
+let env: Record<string, string>;
+let chat: AppEnv;
+let userToken: string;
+
+test.before(async () => {
+  dir = tempDir();
+  pier = await PierProcess.start(pierEnv(join(dir, 'data')));
+  env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+  userToken = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
+  writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: ["RetrieveSecret?workspace=chat", "ListSecret?workspace=chat"] }\n');
+  chat = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
+});
+
+test.after.always(async () => {
+  await pier?.stop();
+  cleanup(dir);
+});
+
+const target = ['--user', 'alice', '--workspace', 'chat'];
+
+test.serial('set from a file, the app reads it; list shows no value; get does; delete; all audited as the operator', async (t) => {
+  const value = `motto-${randomBytes(8).toString('hex')}`;
+  writeFileSync(join(dir, 'value.txt'), value);
+  const set = await cli(['vault', 'set', ...target, 'motto', '--value-file', join(dir, 'value.txt'), '--json'], env);
+  t.is(set.code, 0, set.stderr);
+  // The app sees what the operator seeded.
+  const read = await vaultCall(chat.OS_SYSTEM_SERVER, 'RetrieveSecret', 'chat', { user: userToken, access: await accessToken(chat, vaultPerm('chat', ['RetrieveSecret'])) }, { name: 'motto' });
+  t.true(read.text.includes(value), read.text);
+  const list = await cli(['vault', 'list', ...target, '--json'], env);
+  t.deepEqual(list.json.map((s: { name: string; version: number; updatedBy: string }) => [s.name, s.version, s.updatedBy]), [['motto', 1, '(operator)']]);
+  t.false(list.stdout.includes(value), 'no value in a list');
+  const got = await cli(['vault', 'get', ...target, 'motto'], env);
+  t.is(got.stdout, `${value}\n`);
+  t.is((await cli(['vault', 'set', ...target, 'motto', '--value-file', join(dir, 'value.txt'), '--json'], env)).json.version, 2, 'set again updates');
+  t.is((await cli(['vault', 'delete', ...target, 'motto'], env)).code, 0);
+  const gone = await cli(['vault', 'get', ...target, 'motto'], env);
+  t.is(gone.code, 5, 'not found');
+  const audit = await cli(['vault', 'audit', '--user', 'alice', '--json'], env);
+  const mine = audit.json.filter((e: { app: string }) => e.app === '(operator)').map((e: { op: string; outcome: string }) => `${e.op}:${e.outcome}`);
+  t.deepEqual(mine.sort(), ['CreateSecret:ok', 'DeleteSecret:ok', 'ListSecret:ok', 'RetrieveSecret:NOT_FOUND', 'RetrieveSecret:ok', 'UpdateSecret:ok'].sort());
+  t.false(audit.stdout.includes(value));
+  t.false(pier.logs.includes(value), 'the value is in no log line');
+});
+
+test.serial('purge removes every secret of the workspace in every env (what a plain uninstall kept)', async (t) => {
+  writeFileSync(join(dir, 'v.txt'), 'x');
+  for (const e of ['prod', 'dev']) t.is((await cli(['vault', 'set', ...target, '--env', e, 'key', '--value-file', join(dir, 'v.txt')], env)).code, 0);
+  await cli(['app', 'uninstall', '--user', 'alice', 'chat'], env);
+  const before = await Promise.all(['prod', 'dev'].map(async (e) => (await cli(['vault', 'list', ...target, '--env', e, '--json'], env)).json.map((s: { name: string }) => `${e}/${s.name}`)));
+  t.deepEqual(before.flat().sort(), ['dev/key', 'prod/key']);
+  const purged = await cli(['vault', 'purge', ...target, '--json'], env);
+  t.deepEqual(purged.json, { purged: 2 });
+  for (const e of ['prod', 'dev']) t.deepEqual((await cli(['vault', 'list', ...target, '--env', e, '--json'], env)).json, []);
+});
+
+test.serial('hostile: an unknown user is 404, a bad workspace or env 400, a missing value file a usage error; nothing is written', async (t) => {
+  const unknown = await cli(['vault', 'list', '--user', 'mallory', '--workspace', 'chat'], env);
+  t.is(unknown.code, 5);
+  t.regex(unknown.stderr, /user "mallory" not found \(404\)/);
+  const badWs = await cli(['vault', 'list', '--user', 'alice', '--workspace', '../etc'], env);
+  t.is(badWs.code, 1);
+  t.regex(badWs.stderr, /workspace/);
+  const badEnv = await cli(['vault', 'list', ...target, '--env', 'production'], env);
+  t.is(badEnv.code, 1);
+  const noFile = await cli(['vault', 'set', ...target, 'k', '--value-file', join(dir, 'missing')], env);
+  t.not(noFile.code, 0);
+  t.deepEqual((await cli(['vault', 'list', ...target, '--json'], env)).json, []);
+});
