@@ -5,7 +5,7 @@ import { processSubjects } from './subjects-process.js';
 import { provider } from './subjects-provider.js';
 import { registry, registryEvents, registryState } from './subjects-registry.js';
 import { token, tokenState } from './subjects-token.js';
-import { upload, uploadEvents, uploadState, uploadSubjects } from './subjects-upload.js';
+import { upload, uploadEvents, uploadNotices, uploadState, uploadSubjects } from './subjects-upload.js';
 import { vault, vaultEvents, vaultState } from './subjects-vault.js';
 import { stateEndpoints } from './subjects-state.js';
 
@@ -152,10 +152,11 @@ const declarations: Record<BusRole, Declaration> = {
     jetstream: { streams: [vaultState.auditStream], buckets: [vaultState.keys, vaultState.secrets], subjects: [vaultState.auditSubject] },
   },
   // Signs callbacks with app secrets: the other role that may obtain them.
-  callback: { serves: [gatewaySubjects.deliver(any), gatewaySubjects.hello(any)], calls: [registry.appCredentials], emits: [gatewaySubjects.settled(any)] },
+  callback: { serves: [gatewaySubjects.deliver(any), gatewaySubjects.hello(any), uploadNotices.deliver], calls: [registry.appCredentials], emits: [gatewaySubjects.settled(any)] },
   upload: {
     serves: [upload.create, upload.get, upload.begin, upload.prepare, uploadSubjects.session(any, any)],
     emits: [uploadEvents.completed],
+    calls: [uploadNotices.deliver],
     jetstream: { streams: [], buckets: [], subjects: [], logs: [uploadState] },
   },
 };

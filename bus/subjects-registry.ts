@@ -38,6 +38,8 @@ export interface UploadOptions {
   fileType: string[];
   dest: string;
   limitedSize: number;
+  /** `upload.callback`: where the app hears of each completed upload (its host; this port and path). */
+  callback?: { url: string; port: number };
 }
 
 /** An installed app as every cache knows it: nothing of its secret (the registry checks it, `appVerify`). */

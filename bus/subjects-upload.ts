@@ -127,3 +127,28 @@ export const uploadState = {
   snapshotStream: 'PIER_UPLOADS_SNAPSHOTS',
   snapshotPrefix: 'pier.state.snapshots.uploads',
 } as const;
+
+/**
+ * A completed upload, for the app that declared `upload.callback` (CONTRACT.md section 7; issue
+ * "operator experience"). The upload role asks a callback replica (queue group `callback`) to deliver
+ * it: signed with the app secret like gateway callbacks, retried until the app answers 2xx.
+ */
+export interface UploadNotice {
+  /** `upload:<upload id>`: the callback's `X-Pier-Event-Id`, the same on every retry. */
+  eventId: string;
+  user: string;
+  app: string;
+  /** The file in the app's view. */
+  path: string;
+  size: number;
+}
+
+export const uploadNotices = {
+  deliver: endpoint<UploadNotice, { accepted: boolean }>('pier.cb.upload', 'callback', {
+    eventId: { type: 'string', max: 128, pattern: /^upload:[A-Za-z0-9_-]{1,64}$/ },
+    user: { type: 'string', pattern: USER_NAME },
+    app: { type: 'string', max: 64 },
+    path: { type: 'string', max: 8192 },
+    size: { type: 'number', integer: true, min: 0 },
+  }),
+};

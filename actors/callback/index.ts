@@ -1,8 +1,9 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { answerOn, tellOn } from '../../bus/channel.js';
 import { appId } from '../../bus/ids.js';
-import { call } from '../../bus/rpc.js';
-import { gatewayChannels, gatewaySubjects, registry } from '../../bus/subjects.js';
+import { call, serve } from '../../bus/rpc.js';
+import { gatewayChannels, gatewaySubjects, registry, uploadNotices } from '../../bus/subjects.js';
+import { UploadNotices, uploadTarget } from './upload-notices.js';
 import { AddressPolicy, networksList } from '../../lib/address-policy.js';
 import { registeredTarget } from '../../lib/callback-target.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
@@ -46,7 +47,7 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
   });
 
   /** The app secret, fetched once per app and kept (a close after uninstall is still signed). */
-  const secretOf = (conn: ConnState) => () => {
+  const secretOf = (conn: Pick<ConnState, 'user' | 'app'>) => () => {
     const id = appId(conn.user, conn.app);
     let s = secrets.get(id);
     if (!s) {
@@ -84,6 +85,19 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
     return ack;
   });
   const hello = answerOn(ctx.bus, gatewayChannels.hello, gatewaySubjects.hello(ctx.peers.self.busId), () => ({ busId: ctx.peers.self.busId }));
+  // Completed uploads, for apps that declared upload.callback: delivered like gateway events.
+  const notices = new UploadNotices({
+    target: (user, app) => uploadTarget(ctx.cache, user, app),
+    deliver: (ev, target) => deliverer.deliver(ev, target, secretOf(ev)),
+    settled: (outcome, n) => {
+      if (outcome === 'delivered') delivered.inc({ action: 'upload' });
+      else {
+        dropped.inc({ action: 'upload' });
+        ctx.log.warn({ app: appId(n.user, n.app), eventId: n.eventId, outcome }, 'upload callback not delivered');
+      }
+    },
+  });
+  const noticeSub = serve(ctx.bus, uploadNotices.deliver, (n) => notices.accept(n), { observe: ctx.metrics.observeActor });
 
   // An edge that died cannot say its connections closed: this replica says it for those it holds.
   const stopWatching = ctx.peers.onDeath((peer) => {
@@ -97,10 +111,11 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
     async stop() {
       sub.unsubscribe();
       hello.unsubscribe();
+      noticeSub.unsubscribe();
       stopWatching();
       // Deliver what is queued (the edge's closes at shutdown among them), for a bounded time.
       const end = Date.now() + 5_000;
-      while (queues.busy() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      while ((queues.busy() || notices.waiting() > 0) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
       forgetSecrets();
       await deliverer.close();
     },

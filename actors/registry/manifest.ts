@@ -59,6 +59,10 @@ const checkTop = compile({
       // A path in the app's view, mapped under the user's folder (CONTRACT.md section 2).
       dest: { type: 'string', max: 4096, pattern: APP_VIEW_PATH, messages: { stringPattern: 'must be an absolute path without .. segments, NUL or backslash' } },
       limitedSize: { type: 'number', integer: true, positive: true, optional: true },
+      // A path on the app's host, called (signed, retried) for each completed upload.
+      callback: { type: 'string', optional: true, max: 512, pattern: /^\/[^\s\\]*$/, messages: { stringPattern: 'must be a path starting with /' } },
+      // Its port: this one, or the websocket callbacks' port when absent.
+      callbackPort: { type: 'number', integer: true, min: 1, max: 65535, optional: true },
     },
   },
 });
@@ -134,8 +138,16 @@ export function validateManifest(doc: unknown): Manifest {
     version: value.metadata.version ?? '',
     grants,
     websocket: ws ? { url: ws.url, port: ws.port } : null,
-    upload: up ? { fileType: [...up.fileType], dest: normalisedDest(up.dest), limitedSize: up.limitedSize ?? DEFAULT_LIMITED_SIZE } : null,
+    upload: up ? { fileType: [...up.fileType], dest: normalisedDest(up.dest), limitedSize: up.limitedSize ?? DEFAULT_LIMITED_SIZE, ...uploadCallback(up, ws) } : null,
   };
+}
+
+/** `upload.callback` with its port: its own, or the websocket callbacks' (one of them must be given). */
+function uploadCallback(up: { callback?: string; callbackPort?: number }, ws: { port: number } | undefined): { callback?: { url: string; port: number } } {
+  if (up.callback === undefined) return {};
+  const port = up.callbackPort ?? ws?.port;
+  if (port === undefined) throw new PierError('BAD_REQUEST', 'manifest: upload.callback needs upload.callbackPort, or options.websocket.port to share');
+  return { callback: { url: up.callback, port } };
 }
 
 export function parseManifest(text: string): Manifest {

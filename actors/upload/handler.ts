@@ -21,7 +21,8 @@ export interface UploadDeps {
   /** Unfinished uploads one user may have per app (POST 429 past it). */
   maxUnfinished: number;
   leaseMs: number;
-  completed: (ev: UploadCompleted) => void;
+  /** A completed upload: the bus event, and the app's upload.callback (`id`: the upload's, for the event id). */
+  completed: (ev: UploadCompleted, id: string) => void;
   /** Whether a lock is held by a write session that is still alive (its lease running, its replica up). */
   lockAlive: (lock: NonNullable<Upload['lock']>) => boolean;
   /**
@@ -85,7 +86,7 @@ export async function finish(deps: UploadDeps, u: Upload): Promise<string> {
   }
   const landed = await publish(u.part, u.target, u.conflict, top);
   await deps.store.write((w) => w.put({ ...u, offset: u.fileSize, state: 'done', lock: null, updatedAt: deps.now() }));
-  deps.completed({ user: u.user, app: u.app, path: deps.root.appPath(u.user, landed), size: u.fileSize });
+  deps.completed({ user: u.user, app: u.app, path: deps.root.appPath(u.user, landed), size: u.fileSize }, u.id);
   return landed;
 }
 

@@ -9,6 +9,7 @@ import { createPart, cutBack, partSize, removePart } from './files.js';
 import { createUpload, finish, getUpload, lockForWrite, removeUpload, type UploadDeps } from './handler.js';
 import { UploadRoot } from './root.js';
 import { walkDown } from './walk.js';
+import { CompletedNotifier } from './notify.js';
 import { PierError } from '../../bus/errors.js';
 import { WriteSession } from './session.js';
 import { LmdbUploadStore, type Upload, type UploadStore } from './store.js';
@@ -54,6 +55,7 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
       active.set(store.all().filter((u) => u.state === 'active').length);
     },
   });
+  const notifier = new CompletedNotifier({ bus: ctx.bus, cache: ctx.cache, log: ctx.log });
   const startedAt = Date.now();
   const self = ctx.peers.self.busId;
   const deps: UploadDeps = {
@@ -75,9 +77,10 @@ export async function startUpload(ctx: RoleContext): Promise<Running> {
       return ctx.peers.alive('upload').some((p) => p.busId === lock.owner) || Date.now() - startedAt < 3 * ctx.config.heartbeatMs;
     },
     locking: (id) => locking.get(id),
-    completed: (ev) => {
+    completed: (ev, id) => {
       completed.inc();
       publishEvent(ctx.bus, uploadEvents.completed, ev);
+      notifier.notify({ eventId: `upload:${id}`, ...ev });
     },
   };
 

@@ -2,10 +2,14 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BadRequestError, PayloadTooLargeError, PierError, UnauthorizedError } from '../errors.js';
 
-/** One gateway event as Pier posts it to the app (CONTRACT.md section 6). */
+/**
+ * One event as Pier posts it to the app: a gateway event (CONTRACT.md section 6), or a completed
+ * upload for an app that declared `upload.callback` (`action: "upload"`, `data: {path, size}`,
+ * `connId` empty, `seq` 0), signed the same way.
+ */
 export interface CallbackEvent {
-  action: 'open' | 'message' | 'close';
-  /** The client's frame (`message`); `{}` for open and close. */
+  action: 'open' | 'message' | 'close' | 'upload';
+  /** The client's frame (`message`); `{}` for open and close; `{path, size}` for upload. */
   data: unknown;
   userName: string;
   connId: string;
@@ -54,7 +58,7 @@ export function verifyCallback(headers: Headers, rawBody: Uint8Array | string, a
     throw new BadRequestError(400, 400, 'callback: body is not JSON');
   }
   const { action, user_name: userName, conn_id: connId } = parsed ?? {};
-  if ((action !== 'open' && action !== 'message' && action !== 'close') || typeof userName !== 'string' || typeof connId !== 'string') {
+  if ((action !== 'open' && action !== 'message' && action !== 'close' && action !== 'upload') || typeof userName !== 'string' || typeof connId !== 'string') {
     throw new BadRequestError(400, 400, 'callback: body is not a gateway event');
   }
   const seq = Number(header(headers, 'x-pier-seq'));

@@ -1,0 +1,53 @@
+import { PierError } from '../../bus/errors.js';
+import { appId } from '../../bus/ids.js';
+import type { GatewayEvent, UploadNotice } from '../../bus/subjects.js';
+import type { CallbackTarget } from '../../lib/callback-target.js';
+import type { RegistryCache } from '../../lib/registry-cache.js';
+import type { Outcome } from './delivery.js';
+
+/** An upload notice as the callback body carries it: `action: "upload"`, the file in `data`. */
+export function uploadEvent(n: UploadNotice): GatewayEvent {
+  return { eventId: n.eventId, connId: '', edge: '', user: n.user, app: n.app, seq: 0, oldest: 0, action: 'upload' as GatewayEvent['action'], data: { path: n.path, size: n.size }, cookie: null };
+}
+
+/** The app's `upload.callback` target in this replica's registry view (never from the notice). */
+export function uploadTarget(cache: Pick<RegistryCache, 'app'>, user: string, app: string): CallbackTarget {
+  const view = cache.app(user, app);
+  const cb = view?.upload?.callback;
+  if (!view || !cb) throw new PierError('NOT_FOUND', `app "${appId(user, app)}" is not installed here or declares no upload.callback`);
+  return { host: view.host, port: cb.port, url: cb.url };
+}
+
+/**
+ * Takes upload notices and delivers each in the background (signed, retried like gateway events).
+ * The answer only says it was taken; at most `max` wait at once (past it, RATE_LIMITED: the upload
+ * role asks again later), so a slow or dead app cannot make a replica hold unbounded work.
+ */
+export class UploadNotices {
+  private pending = 0;
+
+  constructor(
+    private readonly deps: {
+      target: (user: string, app: string) => CallbackTarget;
+      deliver: (ev: GatewayEvent, target: CallbackTarget) => Promise<Outcome>;
+      settled: (outcome: Outcome, notice: UploadNotice) => void;
+    },
+    private readonly max = 10_000,
+  ) {}
+
+  accept(notice: UploadNotice): { accepted: boolean } {
+    const target = this.deps.target(notice.user, notice.app);
+    if (this.pending >= this.max) throw new PierError('RATE_LIMITED', `${this.max} upload callbacks are waiting already`);
+    this.pending++;
+    void this.deps
+      .deliver(uploadEvent(notice), target)
+      .then((outcome) => this.deps.settled(outcome, notice))
+      .catch(() => this.deps.settled('dropped', notice))
+      .finally(() => this.pending--);
+    return { accepted: true };
+  }
+
+  waiting(): number {
+    return this.pending;
+  }
+}
