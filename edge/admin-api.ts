@@ -108,13 +108,16 @@ export function adminHandlers(deps: AdminDeps) {
     appUninstall: guard(async (req) => {
       const purge = req.query.get('purge');
       if (purge !== null && purge !== 'true' && purge !== 'false') throw new PierError('BAD_REQUEST', 'purge: must be true or false');
-      return ok(
-        await call(deps.bus, registry.appUninstall, {
-          user: pathName(req, 'user', USER_NAME, 'user'),
-          app: pathName(req, 'app', APP_NAME, 'app'),
-          purge: purge === 'true',
-        }),
-      );
+      const user = pathName(req, 'user', USER_NAME, 'user');
+      const app = pathName(req, 'app', APP_NAME, 'app');
+      const done = await call(deps.bus, registry.appUninstall, { user, app, purge: purge === 'true' }).catch((err: unknown) => {
+        // Purging an app already uninstalled: its grants went with it, but its workspaces can still go.
+        if (err instanceof PierError && err.code === 'NOT_FOUND' && purge === 'true' && /is not installed/.test(err.message)) {
+          throw new PierError('NOT_FOUND', `${err.message}: to delete the secrets a plain uninstall kept, run pier vault purge --user ${user} --workspace W for each of its workspaces`);
+        }
+        throw err;
+      });
+      return ok(done);
     }),
 
     providerList: guard(async () => ok(await call(deps.bus, registry.providerList, {}))),
