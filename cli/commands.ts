@@ -208,7 +208,7 @@ export const COMMANDS: Record<string, Command> = {
       [
         `nats-server accounts: ${d.server} (include it from nats-server.conf): PIER for the services, PIER_STATE_<ROLE> for each role's JetStream state`,
         ...d.identities.map((i: any) => `  ${i.user.padEnd(18)} ${i.creds}  (${i.roles.join(',')})`),
-        'Start each Pier process with NATS_CREDS=<its .creds file> (it carries the role\'s state logins too).',
+        'Start each Pier process with NATS_CREDS=<its .nats.env file> (it carries the role\'s state logins too).',
       ].join('\n'),
   },
   'state export': {

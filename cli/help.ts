@@ -12,7 +12,7 @@ const HELP: Record<string, Help> = {
   start: {
     summary: 'Runs Pier: every role in one process by default (the in-process bus), or the roles given, over NATS_URL.',
     flags: { '--roles R,R': 'edge, admin, registry, token, provider, vault, callback, upload (a subset needs NATS_URL)', '--data-dir DIR': 'where Pier keeps its state (PIER_DATA_DIR, default ./data)', '--app USER/APP': "run as that app's sidecar" },
-    example: 'NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=~/.pier/bus/vault.creds node bin/pier.js start --roles vault',
+    example: 'NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=~/.pier/bus/vault.nats.env node bin/pier.js start --roles vault',
   },
   'user add': { summary: 'Creates a user and prints its first auth token (shown once).', example: 'pier user add alice --json' },
   'user token': { summary: 'Issues one more auth token for a user (shown once).', example: 'pier user token alice' },

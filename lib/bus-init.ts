@@ -88,7 +88,7 @@ export function authorizationConf(identities: BusIdentity[], cost = 10): string 
   });
   return [
     '# Pier bus identities, written by `pier bus init`. Include this file from nats-server.conf',
-    '# (`include ./auth.conf`). Passwords are bcrypt hashes; the clear ones are only in the .creds files.',
+    '# (`include ./auth.conf`). Passwords are bcrypt hashes; the clear ones are only in the .nats.env files.',
     'accounts {',
     `  ${SERVICE_ACCOUNT}: {`,
     '    users: [',
@@ -113,13 +113,13 @@ export function credsFile(id: BusIdentity): string {
   ].join('\n');
 }
 
-/** Writes `auth.conf` and one `<name>.creds` (0600) per identity into `dir`; never overwrites. */
+/** Writes `auth.conf` and one `<name>.nats.env` (0600) per identity into `dir`; never overwrites. */
 export function writeBusInit(dir: string, identities: BusIdentity[]): { dir: string; server: string; identities: Array<{ name: string; user: string; roles: BusRole[]; creds: string }> } {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const server = join(dir, 'auth.conf');
-  if (existsSync(server)) throw new Error(`${server} exists: remove it (and the .creds files) or choose another --out`);
+  if (existsSync(server)) throw new Error(`${server} exists: remove it (and the .nats.env files) or choose another --out`);
   const out = identities.map((id) => {
-    const creds = join(dir, `${id.name}.creds`);
+    const creds = join(dir, `${id.name}.nats.env`);
     writeFileSync(creds, credsFile(id), { flag: 'wx', mode: 0o600 });
     chmodSync(creds, 0o600);
     return { name: id.name, user: id.user, roles: id.roles, creds };

@@ -33,7 +33,7 @@ test.after.always(async () => {
 function client(name: string | null): Promise<NatsConnection> {
   const tls = { caFile: bus.ca.cert };
   if (name === null) return connect({ servers: bus.url, tls, reconnect: false });
-  const { user, password } = readCredsFile(join(bus.dir, `${name}.creds`));
+  const { user, password } = readCredsFile(join(bus.dir, `${name}.nats.env`));
   return connect({ servers: bus.url, tls, user, pass: password, inboxPrefix: `_INBOX.${user}`, reconnect: false });
 }
 
@@ -57,7 +57,7 @@ async function subscribeVerdict(nc: NatsConnection, subject: string): Promise<st
 test('an anonymous client, a wrong password and a client without the CA are all refused', async (t) => {
   const anonymous = await client(null).then(() => 'connected', (err: { code: string }) => err.code);
   t.is(anonymous, ErrorCode.AuthorizationViolation);
-  const { user } = readCredsFile(join(bus.dir, 'edge.creds'));
+  const { user } = readCredsFile(join(bus.dir, 'edge.nats.env'));
   const wrong = await connect({ servers: bus.url, tls: { caFile: bus.ca.cert }, user, pass: 'not-the-password', reconnect: false }).then(() => 'connected', (err: { code: string }) => err.code);
   t.is(wrong, ErrorCode.AuthorizationViolation);
   const untrusted = await connect({ servers: bus.url, user, pass: 'x', reconnect: false }).then(() => 'connected', (err: Error) => err.message);
@@ -99,13 +99,13 @@ test('the roles that need an app secret can ask for it; user tokens come only fr
 
 
 test('a process whose credentials are refused, or readable by others, stops at start with one line', async (t) => {
-  const wrong = join(dir, 'wrong.creds');
-  writeFileSync(wrong, readFileSync(join(bus.dir, 'edge.creds'), 'utf8').replace(/NATS_PASSWORD=.*/, 'NATS_PASSWORD=wrong'), { mode: 0o600 });
+  const wrong = join(dir, 'wrong.nats.env');
+  writeFileSync(wrong, readFileSync(join(bus.dir, 'edge.nats.env'), 'utf8').replace(/NATS_PASSWORD=.*/, 'NATS_PASSWORD=wrong'), { mode: 0o600 });
   const refused = await failedStart(pierEnv(join(dir, 'e1'), { ...bus.envFor('edge'), NATS_CREDS: wrong }), ['--roles', 'edge']);
   t.is(refused.code, 1);
   t.regex(refused.stderr, /^pier: NATS at nats:\/\/127\.0\.0\.1:\d+ refused the credentials of "pier-edge"\n$/);
   chmodSync(wrong, 0o644);
   const open = await failedStart(pierEnv(join(dir, 'e2'), { ...bus.envFor('edge'), NATS_CREDS: wrong }), ['--roles', 'edge']);
   t.is(open.code, 1);
-  t.regex(open.stderr, /^pier: NATS_CREDS: .*wrong\.creds is readable by others \(mode 644\): chmod 600 it\n$/);
+  t.regex(open.stderr, /^pier: NATS_CREDS: .*wrong\.nats.env is readable by others \(mode 644\): chmod 600 it\n$/);
 });

@@ -45,7 +45,7 @@ test.serial('the compose file describes a 3-node NATS cluster, every role, two e
     if (svc.build === undefined) continue;
     const role = roles(name)!;
     // Each service mounts its own role's credentials, and no other's.
-    t.deepEqual(svc.volumes?.filter((v) => v.includes('/bus/')), [`./deploy/nats/bus/${role}.creds:/run/pier/nats.creds:ro`], name);
+    t.deepEqual(svc.volumes?.filter((v) => v.includes('/bus/')), [`./deploy/nats/bus/${role}.nats.env:/run/pier/nats.env:ro`], name);
     t.is('PIER_MASTER_KEY' in (svc.environment ?? {}), KEYRING_ROLES.includes(role as Role), `${name}: the master key only where it is used`);
     t.is('PIER_ADMIN_TOKEN' in (svc.environment ?? {}), role === 'admin', `${name}: the admin token only for the admin process`);
     // The vault keeps its state in JetStream: no volume of its own, any number of replicas.

@@ -36,7 +36,7 @@ test.before(async () => {
     writeFileSync(join(dir, `${app}.yaml`), wsManifest(app, server.port));
     mustSucceed(await cli(['app', 'install', '--user', user, '--manifest', join(dir, `${app}.yaml`)], cliEnv));
   }
-  const { user, password } = readCredsFile(join(bus.dir, 'edge.creds'));
+  const { user, password } = readCredsFile(join(bus.dir, 'edge.nats.env'));
   edge = await connect({ servers: bus.url, tls: { caFile: bus.ca.cert }, user, pass: password, inboxPrefix: `_INBOX.${user}`, reconnect: false });
 });
 

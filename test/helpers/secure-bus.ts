@@ -47,7 +47,7 @@ export class SecureBus {
 
   /** The environment of a Pier process running with identity `name` (`edge`, `all`, a combo…). */
   envFor(name: string): Record<string, string> {
-    return { NATS_URL: this.url, NATS_CREDS: join(this.dir, `${name}.creds`), NATS_TLS_CA: this.ca.cert };
+    return { NATS_URL: this.url, NATS_CREDS: join(this.dir, `${name}.nats.env`), NATS_TLS_CA: this.ca.cert };
   }
 
   async stop(): Promise<void> {

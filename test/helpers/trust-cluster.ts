@@ -80,7 +80,7 @@ export async function trustCluster(): Promise<TrustCluster> {
       chat,
       cliEnv,
       async client(role, state = false) {
-        const creds = readCredsFile(join(bus.dir, `${role}.creds`));
+        const creds = readCredsFile(join(bus.dir, `${role}.nats.env`));
         const login = state ? creds.state[role] : creds;
         if (!login) throw new Error(`role ${role} has no state login`);
         return keep(await connect({ servers: bus.url.split(','), tls, user: login.user, pass: login.password, inboxPrefix: `_INBOX.${login.user}`, reconnect: false }));

@@ -61,7 +61,7 @@ test('secrets are kept only by the roles that use them: an edge generates no mas
 test('NATS identity: a credentials file (0600 only) or user and password, never both; TLS files must be readable', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'pier-creds-'));
   try {
-    const creds = join(dir, 'edge.creds');
+    const creds = join(dir, 'edge.nats.env');
     writeFileSync(creds, '# comment\nNATS_USER=pier-edge\nNATS_PASSWORD=secret-1\n', { mode: 0o600 });
     const ok = load({ NATS_CREDS: creds });
     t.deepEqual(typeof ok === 'string' ? ok : ok.natsAuth, { user: 'pier-edge', password: 'secret-1', tls: null, state: {} });
@@ -69,7 +69,7 @@ test('NATS identity: a credentials file (0600 only) or user and password, never 
     t.is(load({ NATS_USER: 'x' }), 'NATS_USER and NATS_PASSWORD go together');
     t.is(load({ NATS_USER: 'a b', NATS_PASSWORD: 'p' }), 'NATS_USER: "a b" must be 1-64 characters of [A-Za-z0-9_-]');
     chmodSync(creds, 0o640);
-    t.regex(String(load({ NATS_CREDS: creds })), /^NATS_CREDS: .*edge\.creds is readable by others \(mode 640\): chmod 600 it$/);
+    t.regex(String(load({ NATS_CREDS: creds })), /^NATS_CREDS: .*edge\.nats.env is readable by others \(mode 640\): chmod 600 it$/);
     t.regex(String(load({ NATS_TLS_CA: join(dir, 'missing.pem') })), /^NATS_TLS_CA: cannot read .*missing\.pem \(ENOENT\)$/);
     t.is(load({ NATS_TLS_CERT: creds }), 'NATS_TLS_CERT and NATS_TLS_KEY go together (a client certificate and its key)');
   } finally {
