@@ -100,7 +100,7 @@ async function connectStateBuses(config: Config, log: ReturnType<typeof createLo
  * process is ready as soon as it listens; in a cluster, order does not matter (caches retry).
  */
 export async function startProcess(config: Config, options: { logDestination?: NodeJS.WritableStream } = {}): Promise<StartedProcess> {
-  const log = createLogger({ level: config.logLevel, name: 'pier', destination: options.logDestination });
+  const log = createLogger({ level: config.logLevel, name: 'pier', destination: options.logDestination, pretty: config.logFormat === 'pretty' });
   const metrics = new Metrics(config.instanceId);
   const bus = await connectBus(config, log, metrics);
   const now = () => Date.now() + config.clockOffsetMs;

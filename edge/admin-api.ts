@@ -8,6 +8,7 @@ import { safeEqual } from '../lib/tokens.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
 import { describeProcesses } from '../lib/presence.js';
 import type { Peers } from '../lib/peers.js';
+import type { Logger } from '../lib/log.js';
 import { missingRoles } from './health.js';
 import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
 import { parseStateLines, stateLine } from './state-file.js';
@@ -21,6 +22,8 @@ export interface AdminDeps {
   roles: string[];
   /** Live processes by role, from their heartbeats. */
   peers: Pick<Peers, 'alive'>;
+  /** Where the operator's changes are logged (admin action lines). */
+  log?: Pick<Logger, 'info'>;
 }
 
 const installSchema = compile({

@@ -19,6 +19,15 @@ export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiD
     { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache) },
   ];
   const admin = adminHandlers(deps);
+  /**
+   * What the operator changed, logged at info once answered: who-what-outcome from the method, the
+   * path (names only) and the status; never a body (tokens, secrets and values live there).
+   */
+  const audited = (handler: Route['handler']): Route['handler'] => async (req) => {
+    const reply = await handler(req);
+    deps.log?.info({ admin: `${req.method.toUpperCase()} ${req.path}`, status: reply.status }, 'admin action');
+    return reply;
+  };
   const local = localApi(deps);
   const uploads = uploadApi(deps);
   const body = deps.adminBodyBytes;
@@ -61,24 +70,24 @@ export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiD
       { method: 'get', path: '/metrics', handler: () => clusterMetrics(deps.bus) },
       { method: 'get', path: '/admin/v1/status', handler: admin.status },
       { method: 'get', path: '/admin/v1/users', handler: admin.userList },
-      { method: 'post', path: '/admin/v1/users', handler: admin.userAdd, bodyLimit: body },
-      { method: 'post', path: '/admin/v1/users/:name/tokens', handler: admin.userToken },
-      { method: 'post', path: '/admin/v1/users/:name/revoke', handler: admin.userRevoke },
+      { method: 'post', path: '/admin/v1/users', handler: audited(admin.userAdd), bodyLimit: body },
+      { method: 'post', path: '/admin/v1/users/:name/tokens', handler: audited(admin.userToken) },
+      { method: 'post', path: '/admin/v1/users/:name/revoke', handler: audited(admin.userRevoke) },
       { method: 'get', path: '/admin/v1/apps', handler: admin.appList },
-      { method: 'post', path: '/admin/v1/apps', handler: admin.appInstall, bodyLimit: body },
-      { method: 'del', path: '/admin/v1/apps/:user/:app', handler: admin.appUninstall },
+      { method: 'post', path: '/admin/v1/apps', handler: audited(admin.appInstall), bodyLimit: body },
+      { method: 'del', path: '/admin/v1/apps/:user/:app', handler: audited(admin.appUninstall) },
       { method: 'get', path: '/admin/v1/providers', handler: admin.providerList },
-      { method: 'post', path: '/admin/v1/providers/:name/suspend', handler: admin.providerSetState('suspended') },
-      { method: 'post', path: '/admin/v1/providers/:name/resume', handler: admin.providerSetState('active') },
+      { method: 'post', path: '/admin/v1/providers/:name/suspend', handler: audited(admin.providerSetState('suspended')) },
+      { method: 'post', path: '/admin/v1/providers/:name/resume', handler: audited(admin.providerSetState('active')) },
       { method: 'get', path: '/admin/v1/vault/audit', handler: admin.vaultAudit },
       { method: 'get', path: '/admin/v1/vault/secrets', handler: admin.vaultOperator('list') },
-      { method: 'get', path: '/admin/v1/vault/secrets/:name', handler: admin.vaultOperator('get') },
-      { method: 'put', path: '/admin/v1/vault/secrets/:name', handler: admin.vaultOperator('set'), bodyLimit: 128 * 1024 },
-      { method: 'del', path: '/admin/v1/vault/secrets/:name', handler: admin.vaultOperator('delete') },
-      { method: 'del', path: '/admin/v1/vault/secrets', handler: admin.vaultOperator('purge') },
-      { method: 'post', path: '/admin/v1/vault/rotate-master-key', handler: admin.rotateMasterKey },
+      { method: 'get', path: '/admin/v1/vault/secrets/:name', handler: audited(admin.vaultOperator('get')) },
+      { method: 'put', path: '/admin/v1/vault/secrets/:name', handler: audited(admin.vaultOperator('set')), bodyLimit: 128 * 1024 },
+      { method: 'del', path: '/admin/v1/vault/secrets/:name', handler: audited(admin.vaultOperator('delete')) },
+      { method: 'del', path: '/admin/v1/vault/secrets', handler: audited(admin.vaultOperator('purge')) },
+      { method: 'post', path: '/admin/v1/vault/rotate-master-key', handler: audited(admin.rotateMasterKey) },
       { method: 'get', path: '/admin/v1/state', handler: admin.stateExport },
-      { method: 'post', path: '/admin/v1/state', handler: admin.stateImport, bodyLimit: body },
+      { method: 'post', path: '/admin/v1/state', handler: audited(admin.stateImport), bodyLimit: body },
     ],
   };
 }

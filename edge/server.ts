@@ -78,6 +78,7 @@ function routesFor(ctx: RoleContext) {
     cache: ctx.cache,
     adminToken: ctx.config.adminToken,
     roles: ctx.config.roles,
+    log: ctx.log,
     adminBodyBytes: ctx.config.limits.adminBodyBytes,
     providerBodyBytes: ctx.config.provider.bodyBytes,
     providerTimeoutMs: ctx.config.provider.timeoutMs,

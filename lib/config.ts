@@ -44,6 +44,8 @@ export interface Config {
   /** The master key (and, during a rotation, the previous one). */
   keyring: Keyring;
   logLevel: string;
+  /** `PIER_LOG_FORMAT`: `json` (one object per line, the default) or `pretty` (for a terminal). */
+  logFormat: 'json' | 'pretty';
   limits: { adminBodyBytes: number };
   registry: { heartbeatMs: number; maxStalenessMs: number };
   /** Added to the system clock: for hosts whose clock is known to be off, and for tests. */
@@ -119,6 +121,7 @@ export const ENV = {
   masterKey: 'PIER_MASTER_KEY',
   previousMasterKey: 'PIER_MASTER_KEY_PREVIOUS',
   logLevel: 'PIER_LOG_LEVEL',
+  logFormat: 'PIER_LOG_FORMAT',
   adminBodyBytes: 'PIER_ADMIN_BODY_BYTES',
   registryHeartbeatMs: 'PIER_REGISTRY_HEARTBEAT_MS',
   registryMaxStalenessMs: 'PIER_REGISTRY_MAX_STALENESS_MS',
@@ -223,6 +226,12 @@ function parseCidrs(text: string): string[] {
     if (!m || family === 0 || Number(m[2]) > (family === 4 ? 32 : 128)) throw new ConfigError(`${ENV.providerNetworks}: "${entry}" is not a CIDR (like 10.0.0.0/8 or fd00::/8)`);
   }
   return entries;
+}
+
+function parseLogFormat(text: string | undefined): Config['logFormat'] {
+  if (text === undefined || text === '' || text === 'json') return 'json';
+  if (text === 'pretty') return 'pretty';
+  throw new ConfigError(`${ENV.logFormat}: must be json or pretty, got "${text}"`);
 }
 
 function parseState(env: Env, natsUrl: string | null): Config['state'] {
@@ -342,6 +351,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     adminToken,
     keyring: new Keyring(masterKey, previousKey),
     logLevel: env[ENV.logLevel] || 'info',
+    logFormat: parseLogFormat(env[ENV.logFormat]),
     limits: { adminBodyBytes: integer(env, ENV.adminBodyBytes, 1024 * 1024, 1024, 64 * 1024 * 1024) },
     registry: { heartbeatMs, maxStalenessMs: integer(env, ENV.registryMaxStalenessMs, Math.max(5_000, heartbeatMs * 10), 100, 3_600_000) },
     clockOffsetMs: integer(env, ENV.clockOffsetMs, 0, -10 * 365 * 86_400_000, 10 * 365 * 86_400_000),

@@ -1,4 +1,5 @@
 import { closeSync, openSync } from 'node:fs';
+import { Writable } from 'node:stream';
 import { destination, pino, type Logger } from 'pino';
 
 export type { Logger };
@@ -7,7 +8,8 @@ export type { Logger };
  * Structured JSON logs on stdout (one object per line). Fields that could carry secrets are
  * redacted by name as a second line of defence; the first is never logging them.
  */
-export function createLogger(options: { level: string; name: string; destination?: NodeJS.WritableStream }): Logger {
+export function createLogger(options: { level: string; name: string; destination?: NodeJS.WritableStream; pretty?: boolean }): Logger {
+  const out = options.destination ?? process.stdout;
   return pino(
     {
       name: options.name,
@@ -18,8 +20,36 @@ export function createLogger(options: { level: string; name: string; destination
         censor: '[redacted]',
       },
     },
-    (options.destination ?? process.stdout) as any,
+    (options.pretty ? humanLines(out) : out) as any,
   );
+}
+
+const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+
+/**
+ * `PIER_LOG_FORMAT=pretty`: each JSON line as `time LEVEL message key=value ...`, for a person at a
+ * terminal (the JSON lines stay the default, for machines). The same redaction applies: this only
+ * reformats what pino already wrote.
+ */
+export function humanLines(out: NodeJS.WritableStream): NodeJS.WritableStream {
+  return new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (line === '') continue;
+        let rec: Record<string, unknown>;
+        try {
+          rec = JSON.parse(line);
+        } catch {
+          out.write(`${line}\n`);
+          continue;
+        }
+        const { time, level, msg, pid: _pid, name: _name, hostname: _host, ...rest } = rec;
+        const fields = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`);
+        out.write(`${new Date(Number(time)).toISOString().slice(11, 23)} ${(LEVELS[Number(level)] ?? String(level)).padEnd(5)} ${String(msg ?? '')}${fields.length ? `  ${fields.join(' ')}` : ''}\n`);
+      }
+      done();
+    },
+  });
 }
 
 /**
