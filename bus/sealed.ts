@@ -39,7 +39,7 @@ export async function sealRequest(bus: Bus, ep: Sealable, plain: Uint8Array): Pr
   let body = plain;
   if (ep.seal.request) {
     const to = await sealing.recipientFor(ep.seal.request);
-    if (!to) throw new PierError('UNAVAILABLE', `no ${ep.seal.request} replica has announced itself yet`);
+    if (!to) throw new PierError('UNAVAILABLE', `no key to seal to: no ${ep.seal.request} replica has announced itself yet, or they announce no key in common`);
     body = sealing.sealer.seal(plain, to, requestContext(ep.subject, replyKey?.publicKey));
   }
   return replyKey ? Buffer.concat([replyKey.raw, body]) : body;

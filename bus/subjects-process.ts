@@ -17,6 +17,8 @@ export interface ProcessReport {
   counters: Record<string, number>;
   /** prom-client's JSON form, so the admin listener can merge processes into one /metrics. */
   metrics: unknown[];
+  /** The process's Ed25519 signature over the three above (its heartbeat key): any identity may answer. */
+  sig?: string;
 }
 
 /** What a heartbeat says: the process, and the public keys secrets are sealed to (bus/seal.ts). */

@@ -182,7 +182,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
     log.error({ err }, 'unhandled rejection');
   };
   process.on('unhandledRejection', onUnhandled);
-  const presence = announceProcess(shared, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])));
+  const presence = announceProcess(shared, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])), peers);
   log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, ...(probePort !== null ? { probePort } : {}), instance: config.instanceId }, 'pier ready');
 
   return {

@@ -21,7 +21,7 @@ export interface AdminDeps {
   systemServer: () => string;
   roles: string[];
   /** Live processes by role, from their heartbeats. */
-  peers: Pick<Peers, 'alive'>;
+  peers: Pick<Peers, 'alive' | 'signedBy'>;
   /** Where the operator's changes are logged (admin action lines). */
   log?: Pick<Logger, 'info'>;
 }
@@ -190,7 +190,7 @@ export function adminHandlers(deps: AdminDeps) {
     }),
 
     status: guard(async () => {
-      const reports = await describeProcesses(deps.bus, 300);
+      const reports = await describeProcesses(deps.bus, 300, deps.peers);
       const sum = (key: string) => reports.reduce((n, r) => n + (r.counters[key] ?? 0), 0);
       return ok({
         roles: [...new Set(reports.flatMap((r) => r.info.roles))].sort(),
@@ -207,8 +207,8 @@ export function adminHandlers(deps: AdminDeps) {
 }
 
 /** Prometheus text for every process on the bus, merged (each series keeps its `instance` label). */
-export async function clusterMetrics(bus: Bus): Promise<HttpReply> {
-  const reports = await describeProcesses(bus, 300);
+export async function clusterMetrics(bus: Bus, peers: Pick<Peers, 'signedBy'>): Promise<HttpReply> {
+  const reports = await describeProcesses(bus, 300, peers);
   const merged = AggregatorRegistry.aggregate(reports.map((r) => r.metrics) as any);
   return { status: 200, text: await merged.metrics(), headers: { 'content-type': merged.contentType } };
 }

@@ -67,7 +67,7 @@ export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiD
     admin: [
       { method: 'get', path: '/healthz', handler: healthz },
       { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache, deps.peers) },
-      { method: 'get', path: '/metrics', handler: () => clusterMetrics(deps.bus) },
+      { method: 'get', path: '/metrics', handler: () => clusterMetrics(deps.bus, deps.peers) },
       { method: 'get', path: '/admin/v1/status', handler: admin.status },
       { method: 'get', path: '/admin/v1/users', handler: admin.userList },
       { method: 'post', path: '/admin/v1/users', handler: audited(admin.userAdd), bodyLimit: body },

@@ -12,7 +12,10 @@ export interface PeersOptions {
   key: string;
   /** The role keys this process opens requests to `role` with (empty: the role has none). */
   roleKeys?: (role: string) => string[];
-  /** At most this many (role, process) entries are kept: heartbeats are outside input. */
+  /**
+   * At most this many live processes are kept per role (heartbeats are outside input): one role's
+   * identity announcing thousands of processes cannot crowd out the processes of another role.
+   */
   maxPeers?: number;
   /** A heartbeat was not believed (a second claimant of a live id, or one past the bound). */
   onRefused?: (why: string) => void;
@@ -53,6 +56,8 @@ export class Peers {
   private readonly signKey = this.signing.publicKey.export({ format: 'jwk' }).x!;
   private seq = 0;
   private readonly ownBeats = new Map<string, Heartbeat>();
+  /** Roles whose replicas were last seen announcing no key in common (said once, not per request). */
+  private readonly disagreeing = new Set<string>();
 
   constructor(
     private readonly bus: Bus,
@@ -60,7 +65,7 @@ export class Peers {
     private readonly options: PeersOptions,
   ) {
     this.now = options.now ?? Date.now;
-    this.maxPeers = options.maxPeers ?? 1_024;
+    this.maxPeers = options.maxPeers ?? 256;
   }
 
   start(): void {
@@ -102,10 +107,21 @@ export class Peers {
    * the new), the most recent announcement's preference first. Null when no replica was heard.
    */
   recipientFor(role: string): string | null {
+    // A process running the role holds the real key (derived from the master key): its own.
+    if (this.self.roles.includes(role)) return this.options.roleKeys?.(role)[0] ?? null;
     const beats = this.aliveBeats(role).filter((b) => b.roleKeys.length > 0);
     if (beats.length === 0) return null;
     const everywhere = beats.slice(1).reduce((keys, b) => keys.filter((k) => b.roleKeys.includes(k)), beats[0].roleKeys);
-    return everywhere[0] ?? beats[0].roleKeys[0];
+    // Replicas that share no key: one of them is not what it says (an identity of the role without
+    // the master key announcing a key of its own), or the master keys differ. Sealing to either
+    // could hand the secret to the wrong one: refuse, and say so.
+    if (everywhere.length === 0) {
+      if (!this.disagreeing.has(role)) this.options.onRefused?.(`the ${role} replicas announce no key in common: nothing is sealed to ${role} until they agree`);
+      this.disagreeing.add(role);
+      return null;
+    }
+    this.disagreeing.delete(role);
+    return everywhere[0];
   }
 
   /** `recipientFor`, waiting up to `timeoutMs` for a first heartbeat of the role (a process that just started). */
@@ -122,6 +138,22 @@ export class Peers {
         const timer = setTimeout(wake, Math.max(1, end - this.now()));
         this.keyWaiters.add(wake);
       });
+    }
+  }
+
+  /** This process's signature (its heartbeat key) over `data`: for what it answers that others must trust. */
+  sign(data: Buffer): string {
+    return sign(null, data, this.signing.privateKey).toString('base64url');
+  }
+
+  /** Whether `sig` over `data` is by the live process `id` (this one included), as its heartbeats are. */
+  signedBy(id: string, data: Buffer, sig: string): boolean {
+    const key = id === this.self.id ? this.signing.publicKey : [...this.seen.values()].find((e) => !e.dead && e.beat.id === id)?.signKey;
+    if (!key) return false;
+    try {
+      return verify(null, data, key, Buffer.from(sig, 'base64url'));
+    } catch {
+      return false;
     }
   }
 
@@ -160,8 +192,8 @@ export class Peers {
       this.options.onRefused?.(`a replayed heartbeat of ${role} process ${beat.id}`);
       return;
     }
-    if (!known && this.seen.size >= this.maxPeers) {
-      this.options.onRefused?.(`more than ${this.maxPeers} processes announced`);
+    if (!known && this.liveOf(role) >= this.maxPeers) {
+      this.options.onRefused?.(`more than ${this.maxPeers} ${role} processes announced`);
       return;
     }
     const signKey = live?.signKey ?? importSignKey(beat.signKey);
@@ -172,6 +204,17 @@ export class Peers {
     // What the process says of its roles is kept as the one role its subject proves.
     this.seen.set(id, { beat: { ...beat, roles: [role] }, role, at: this.now(), dead: false, signKey });
     if (!known || known.dead) for (const wake of [...this.keyWaiters]) wake();
+  }
+
+  /** Live entries of one role; a role's dead ones are forgotten first when it is full. */
+  private liveOf(role: string): number {
+    let live = 0;
+    for (const [id, e] of this.seen) {
+      if (e.role !== role) continue;
+      if (e.dead) this.seen.delete(id);
+      else live++;
+    }
+    return live;
   }
 
   private checkDeaths(): void {

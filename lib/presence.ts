@@ -2,6 +2,10 @@ import type { Bus, Subscription } from '../bus/bus.js';
 import { answerOn, gatherOn } from '../bus/channel.js';
 import { processChannels, processSubjects, type ProcessInfo, type ProcessReport } from '../bus/subjects.js';
 import type { Metrics } from './metrics.js';
+import type { Peers } from './peers.js';
+
+/** What a report's signature covers. */
+const signed = (r: Pick<ProcessReport, 'info' | 'counters' | 'metrics'>) => Buffer.from(JSON.stringify([r.info, r.counters, r.metrics]));
 
 export type { ProcessReport };
 
@@ -9,11 +13,21 @@ export type { ProcessReport };
  * Makes this process answer `pier.process.describe`. `counters` is read at each question so
  * roles can contribute live numbers (connections, uploads in progress) without a push.
  */
-export function announceProcess(bus: Bus, full: ProcessInfo, metrics: Metrics, counters: () => Record<string, number>): Subscription {
-  return answerOn(bus, processChannels.describe, processSubjects.describe, async () => ({ info: full, counters: counters(), metrics: await metrics.registry.getMetricsAsJSON() }));
+export function announceProcess(bus: Bus, full: ProcessInfo, metrics: Metrics, counters: () => Record<string, number>, peers: Pick<Peers, 'sign'>): Subscription {
+  return answerOn(bus, processChannels.describe, processSubjects.describe, async () => {
+    const report = { info: full, counters: counters(), metrics: await metrics.registry.getMetricsAsJSON() };
+    return { ...report, sig: peers.sign(signed(report)) };
+  });
 }
 
-/** Asks every process and collects the answers that arrive within `waitMs` (a garbled one is a process missing, not a failure). */
-export function describeProcesses(bus: Bus, waitMs: number): Promise<ProcessReport[]> {
-  return gatherOn(bus, processChannels.describe, processSubjects.describe, {}, { timeoutMs: waitMs, stallMs: waitMs });
+/**
+ * Asks every process and keeps the answers that arrive within `waitMs` signed by a live process of
+ * the directory (any identity may answer a describe: an unsigned or forged report, or one with a
+ * negative counter, is a process missing, not a figure summed into status and /metrics).
+ */
+export async function describeProcesses(bus: Bus, waitMs: number, peers: Pick<Peers, 'signedBy'>): Promise<ProcessReport[]> {
+  const reports = await gatherOn(bus, processChannels.describe, processSubjects.describe, {}, { timeoutMs: waitMs, stallMs: waitMs });
+  return reports.filter(
+    (r) => typeof r.sig === 'string' && typeof r.info?.id === 'string' && Object.values(r.counters).every((v) => typeof v === 'number' && v >= 0) && peers.signedBy(r.info.id, signed(r), r.sig),
+  );
 }

@@ -92,3 +92,17 @@ test('a request whose reply subject is not an inbox is refused before any handle
   spy.unsubscribe();
   t.deepEqual(heardThere, []);
 });
+
+test('a forged process report (any identity may answer a describe) is not summed into status or /metrics', async (t) => {
+  const forged = { info: { id: 'ghost', busId: '000000000000', roles: ['vault', 'registry'], pid: 1, host: 'ghost', startedAt: '' }, counters: { connections: 1_000_000, uploads: -5 }, metrics: [], sig: 'A'.repeat(86) };
+  const sub = nc.subscribe('pier.process.describe', { callback: (_e, m) => m.respond(encode(forged)) });
+  t.teardown(() => sub.unsubscribe());
+  await nc.flush();
+  const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+  const viaCli = await cli(['status', '--json'], env);
+  t.is(viaCli.code, 0, viaCli.stderr);
+  t.false(viaCli.json.replicas.some((r: { id: string }) => r.id === 'ghost'), 'the forged process is not listed');
+  t.true(viaCli.json.connections < 1_000_000, 'its counters are not summed');
+  t.false((await (await fetch(`${pier.adminUrl}/metrics`)).text()).includes('ghost'));
+
+});

@@ -80,3 +80,40 @@ test('the key a request is sealed to is one every live replica announced (a mast
   t.is(w.recipientFor('registry'), null);
   t.is(await w.recipientWithin('registry', 50), null);
 });
+
+test('replicas announcing no key in common: nothing is sealed to the role (one of them is not what it says), and it is said once', async (t) => {
+  const bus = new MemoryBus();
+  const refused: string[] = [];
+  const w = watcher(bus, refused);
+  t.teardown(() => w.stop());
+  const [real, attacker] = [KeyPair.generate().publicKey, KeyPair.generate().publicKey];
+  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [real] })));
+  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [attacker] })));
+  await until('two vault replicas', () => w.alive('vault').length === 2);
+  t.is(w.recipientFor('vault'), null);
+  t.is(w.recipientFor('vault'), null);
+  t.is(refused.filter((r) => /no key in common/.test(r)).length, 1);
+});
+
+test('a process running the role seals to its own role key, whatever others announce', async (t) => {
+  const bus = new MemoryBus();
+  const own = KeyPair.generate().publicKey;
+  const p = new Peers(bus, info('vault-1', ['vault']), { intervalMs: 60_000, deadAfterMs: 60_000, key: KeyPair.generate().publicKey, roleKeys: () => [own] });
+  p.start();
+  t.teardown(() => p.stop());
+  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [KeyPair.generate().publicKey] })));
+  await until('the other vault replica heard', () => p.alive('vault').length === 2);
+  t.is(p.recipientFor('vault'), own);
+});
+
+test('one role announcing more than its share cannot crowd out another role', async (t) => {
+  const bus = new MemoryBus();
+  const refused: string[] = [];
+  const w = watcher(bus, refused);
+  t.teardown(() => w.stop());
+  for (let i = 0; i < 25; i++) bus.publish('pier.process.heartbeat.upload', encode(forged('upload')));
+  bus.publish('pier.process.heartbeat.edge', encode(forged('edge')));
+  await until('the edge heard despite the flood', () => w.alive('edge').length === 1);
+  t.is(w.alive('upload').length, 20);
+  t.true(refused.every((r) => /upload processes announced/.test(r)));
+});
