@@ -3,7 +3,7 @@ import { link, lstat, mkdir, open, rename, unlink, type FileHandle } from 'node:
 import { basename, dirname, extname, join } from 'node:path';
 import { PierError } from '../../bus/errors.js';
 import type { ConflictPolicy } from '../../bus/subjects.js';
-import { walkDown } from './walk.js';
+import { inFolder, openFolderChain } from './walk.js';
 
 /** Where unfinished uploads keep their bytes: inside `dest`, so publishing is a rename on one filesystem. */
 export const PARTS_DIR = '.pier-uploads';
@@ -27,30 +27,37 @@ const tampered = () => new PierError('BAD_REQUEST', "the upload's partial data w
 /**
  * The parts folder lives inside `dest`, which the app can write: it could swap the folder, or a
  * folder above it, for a symlink to make Pier write elsewhere, or put a hard link to a file
- * elsewhere where a part is. So the folder is reached from the user's folder (`top`) without any
- * link on the way (`walk.ts`), a part is never opened through a symlink (O_NOFOLLOW), and a part
- * with another name for it (a link count above one) is never written.
+ * elsewhere where a part is. So the folder is opened from the user's folder (`top`) one component
+ * at a time through folder handles, never through a link (`walk.ts`: `openFolderChain`), and the
+ * part is opened *in that handle* (a rename race on the way changes nothing), never through a
+ * symlink (O_NOFOLLOW), and never written when the file has another name too (link count above one).
  */
-async function checkPartsFolder(part: string, top: string): Promise<void> {
-  await walkDown(top, dirname(part), { create: false, refused: tampered });
+async function withPartsFolder<T>(part: string, top: string, fn: (folder: FileHandle, name: string) => Promise<T>): Promise<T> {
+  const folder = await openFolderChain(top, dirname(part), tampered);
+  try {
+    return await fn(folder, basename(part));
+  } finally {
+    await folder.close();
+  }
 }
 
 /** Opens an existing part for writing: never through a symlink, never one that is also another file. */
 export async function openPart(part: string, top: string, flags = constants.O_RDWR): Promise<FileHandle> {
-  await checkPartsFolder(part, top);
-  let fd: FileHandle;
-  try {
-    fd = await open(part, flags | constants.O_NOFOLLOW);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw tampered();
-    throw err;
-  }
-  const info = await fd.stat().catch(() => null);
-  if (!info?.isFile() || info.nlink !== 1) {
-    await fd.close();
-    throw tampered();
-  }
-  return fd;
+  return withPartsFolder(part, top, async (folder, name) => {
+    let fd: FileHandle;
+    try {
+      fd = await open(inFolder(folder, name), flags | constants.O_NOFOLLOW);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw tampered();
+      throw err;
+    }
+    const info = await fd.stat().catch(() => null);
+    if (!info?.isFile() || info.nlink !== 1) {
+      await fd.close();
+      throw tampered();
+    }
+    return fd;
+  });
 }
 
 /** A new, empty part: whatever is at its name (a planted link, say) is removed first, then made afresh (O_EXCL). */
@@ -59,14 +66,15 @@ export async function createPart(part: string, top: string): Promise<void> {
   await mkdir(dirname(part), { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
     if (err.code !== 'EEXIST') throw err;
   });
-  await checkPartsFolder(part, top);
-  await unlink(part).catch(() => undefined);
-  const fd = await open(part, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644).catch((err: NodeJS.ErrnoException) => {
-    throw err.code === 'EEXIST' || err.code === 'ELOOP' ? tampered() : err;
+  await withPartsFolder(part, top, async (folder, name) => {
+    await unlink(inFolder(folder, name)).catch(() => undefined);
+    const fd = await open(inFolder(folder, name), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644).catch((err: NodeJS.ErrnoException) => {
+      throw err.code === 'EEXIST' || err.code === 'ELOOP' ? tampered() : err;
+    });
+    await fd.sync();
+    await fd.close();
+    await folder.sync();
   });
-  await fd.sync();
-  await fd.close();
-  await syncDir(dirname(part));
 }
 
 /** The size really on disk (0 when the part is gone or is not a plain file). */
@@ -94,32 +102,45 @@ function numbered(target: string, n: number): string {
   return join(dirname(target), `${basename(target, ext)} (${n})${ext}`);
 }
 
+/** The target's folder could not be reached without a link (swapped since the last check). */
+const moved = () => new PierError('BAD_REQUEST', 'file_relative_path: a folder on the way to the file was moved or replaced since the upload began: upload the file again');
+
 /**
  * Publishes a complete part at its target, atomically: `replace` renames over any old file;
  * `fail` and `rename` link without overwriting (EEXIST is the check, so no race), then drop the part.
- * The folder is fsynced, so the new name survives a crash. Returns the path it landed at.
+ * Both folders are held as handles reached without links (`openFolderChain`) and the rename or link
+ * goes through them, so a folder swapped for a symlink at any moment cannot send the file elsewhere.
+ * The folders are fsynced, so the new name survives a crash. Returns the path it landed at.
  */
 export async function publish(part: string, target: string, conflict: ConflictPolicy, top: string): Promise<string> {
-  await checkPartsFolder(part, top);
-  const info = await lstat(part).catch(() => null);
-  if (!info?.isFile() || info.nlink !== 1) throw tampered();
-  if (conflict === 'replace') {
-    await rename(part, target);
-    await syncDir(dirname(target));
-    return target;
-  }
-  for (let n = 0; n < 10_000; n++) {
-    const candidate = n === 0 ? target : numbered(target, n);
+  return withPartsFolder(part, top, async (parts, partName) => {
+    const info = await lstat(inFolder(parts, partName)).catch(() => null);
+    if (!info?.isFile() || info.nlink !== 1) throw tampered();
+    const folder = await openFolderChain(top, dirname(target), moved);
     try {
-      await link(part, candidate);
-      await unlink(part);
-      await syncDir(dirname(target));
-      await syncDir(dirname(part));
-      return candidate;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      if (conflict === 'fail') throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
+      const from = inFolder(parts, partName);
+      if (conflict === 'replace') {
+        await rename(from, inFolder(folder, basename(target)));
+        await folder.sync();
+        return target;
+      }
+      for (let n = 0; n < 10_000; n++) {
+        const candidate = n === 0 ? target : numbered(target, n);
+        try {
+          await link(from, inFolder(folder, basename(candidate)));
+          await unlink(from);
+          await folder.sync();
+          await parts.sync();
+          return candidate;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'ENAMETOOLONG') throw new PierError('BAD_REQUEST', 'file_relative_path: the name is too long to number (conflict=rename)');
+          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+          if (conflict === 'fail') throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
+        }
+      }
+      throw new PierError('CONFLICT', 'no free name for the target file');
+    } finally {
+      await folder.close();
     }
-  }
-  throw new PierError('CONFLICT', 'no free name for the target file');
+  });
 }

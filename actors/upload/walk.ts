@@ -1,4 +1,5 @@
-import { lstat, mkdir } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { lstat, mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { PierError } from '../../bus/errors.js';
 
@@ -46,3 +47,32 @@ async function checkFolder(path: string, options: WalkOptions): Promise<void> {
   }
   if (info === null || info.isSymbolicLink() || !info.isDirectory()) throw options.refused();
 }
+
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+
+/**
+ * A handle on the folder `path`, reached from `top` one component at a time through the folder
+ * handles themselves (`/proc/self/fd/<parent>/<name>`, Linux's way to `openat` from Node), each
+ * opened with O_NOFOLLOW | O_DIRECTORY: a link anywhere is refused, and once the handle is held,
+ * swapping any name on the way (a `rename(2)` race) changes nothing for what is done through it.
+ * `openIn(handle, name)` names an entry of that very folder. The caller closes the handle.
+ */
+export async function openFolderChain(top: string, path: string, refused: () => PierError): Promise<FileHandle> {
+  const rel = relative(top, path);
+  if (rel.startsWith('..') || rel.startsWith(sep)) throw refused();
+  let handle = await open(top, DIR_FLAGS).catch(() => {
+    throw refused();
+  });
+  for (const segment of rel === '' ? [] : rel.split(sep)) {
+    const parent = handle;
+    handle = await open(inFolder(parent, segment), DIR_FLAGS).catch(async () => {
+      await parent.close();
+      throw refused();
+    });
+    await parent.close();
+  }
+  return handle;
+}
+
+/** The path of `name` inside the folder held by `handle` (the folder itself, however it is named now). */
+export const inFolder = (handle: FileHandle, name: string) => `/proc/self/fd/${handle.fd}/${name}`;

@@ -1,9 +1,10 @@
 import test from 'ava';
 import { existsSync, linkSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { UploadClient } from '../helpers/upload-client.js';
-import { until } from '../helpers/wait.js';
+import { until, within } from '../helpers/wait.js';
 
 // CONTRACT.md section 7, amended 2026-11-23: `dest` is a boundary no symlink can move, file types
 // are checked on the name, `conflict=fail` never looks through a link, a part is never written
@@ -187,4 +188,38 @@ test.serial('folder entries (hostile): outside dest, through a link, a missing p
   const half = await alice.create({ storage_path: '/data/chat/half', file_relative_path: 'undefined', file_type: 'undefined', file_size: '4' });
   t.is(half.status, 400);
   t.false(existsSync(join(destHost, 'half')));
+});
+
+test.serial('a folder on the way swapped with a symlink in a tight loop (renameat2 exchange) while uploads publish: nothing lands outside', async (t) => {
+  // Found by a review: checking then renaming by path lost this race within half a second.
+  const outside = join(dir, 'outside-race');
+  mkdirSync(outside);
+  mkdirSync(join(destHost, 'sub'));
+  symlinkSync(outside, join(destHost, 'sublink'));
+  const py = [
+    'import ctypes, sys, time',
+    'libc = ctypes.CDLL(None, use_errno=True)',
+    'a, b, secs = sys.argv[1].encode(), sys.argv[2].encode(), float(sys.argv[3])',
+    'end = time.time() + secs',
+    'n = 0',
+    'while time.time() < end:',
+    '    if libc.renameat2(-100, a, -100, b, 2) != 0: raise OSError(ctypes.get_errno(), "renameat2")',
+    '    n += 1',
+    'if n % 2: libc.renameat2(-100, a, -100, b, 2)',
+    'print(n)',
+  ].join('\n');
+  const swapper = spawn('python3', ['-c', py, join(destHost, 'sub'), join(destHost, 'sublink'), '6'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  let swaps = '';
+  swapper.stdout!.on('data', (d) => (swaps += d));
+  const exited = within('the swapper to stop', new Promise((r) => swapper.once('exit', r)), 20_000);
+  let tries = 0;
+  const end = Date.now() + 5_000;
+  while (Date.now() < end && readdirSync(outside).length === 0) {
+    await alice.create({ storage_path: '/data/chat/sub', file_relative_path: `r${tries}.bin`, file_type: 'bin', file_size: 0 });
+    tries++;
+  }
+  await exited;
+  t.true(Number(swaps.trim()) > 1_000, `the folder was swapped (${swaps.trim()} times)`);
+  t.true(tries > 20, `uploads were tried meanwhile (${tries})`);
+  t.deepEqual(readdirSync(outside), [], 'nothing landed through the swapped folder');
 });
