@@ -78,7 +78,8 @@ export const vault = {
       workspace: { type: 'string', pattern: WORKSPACE_NAME, messages: { stringPattern: 'must be 1-64 characters of [A-Za-z0-9_.-]' } },
       env: { type: 'enum', values: [...SECRET_ENVS], optional: true },
       name: { type: 'string', pattern: SECRET_NAME, optional: true, messages: { stringPattern: 'must be 1-256 characters of [A-Za-z0-9_.-]' } },
-      value: { type: 'string', optional: true, max: SECRET_VALUE_MAX_BYTES },
+      // Characters, a bound for the message; the 64 KiB byte limit (413) is the vault's own check.
+      value: { type: 'string', optional: true, max: SECRET_VALUE_MAX_BYTES * 4 },
     },
     undefined,
     { request: 'vault', reply: true },

@@ -31,9 +31,9 @@ function arg(inv: Invocation, index: number, name: string): string {
   return v;
 }
 
-/** The user, workspace and env a vault command names, as the admin API's query. */
-function vaultTarget(inv: Invocation): string {
-  const q = new URLSearchParams({ user: flag(inv, 'user'), workspace: flag(inv, 'workspace') });
+/** The user, workspace, env (and secret name) a vault command names, as the admin API's query. */
+function vaultTarget(inv: Invocation, name?: string): string {
+  const q = new URLSearchParams({ user: flag(inv, 'user'), workspace: flag(inv, 'workspace'), ...(name !== undefined ? { name } : {}) });
   if (inv.values.env !== undefined) q.set('env', flag(inv, 'env'));
   return q.toString();
 }
@@ -158,7 +158,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   'vault get': {
     usage: 'pier vault get --user U --workspace W [--env E] NAME   (prints the value)',
-    run: (inv) => call(inv, 'GET', `/admin/v1/vault/secrets/${enc(arg(inv, 0, 'NAME'))}?${vaultTarget(inv)}`),
+    run: (inv) => call(inv, 'GET', `/admin/v1/vault/secret?${vaultTarget(inv, arg(inv, 0, 'NAME'))}`),
     text: (d) => String(d.value),
   },
   'vault set': {
@@ -166,13 +166,13 @@ export const COMMANDS: Record<string, Command> = {
     run: async (inv) => {
       const name = arg(inv, 0, 'NAME');
       const value = inv.values['value-file'] !== undefined ? readFile(flag(inv, 'value-file'), '--value-file') : await readStdin();
-      return call(inv, 'PUT', `/admin/v1/vault/secrets/${enc(name)}?${vaultTarget(inv)}`, { value });
+      return call(inv, 'PUT', `/admin/v1/vault/secret?${vaultTarget(inv, name)}`, { value });
     },
     text: (d) => (d.version ? `set (version ${d.version})` : 'set'),
   },
   'vault delete': {
     usage: 'pier vault delete --user U --workspace W [--env E] NAME',
-    run: (inv) => call(inv, 'DELETE', `/admin/v1/vault/secrets/${enc(arg(inv, 0, 'NAME'))}?${vaultTarget(inv)}`),
+    run: (inv) => call(inv, 'DELETE', `/admin/v1/vault/secret?${vaultTarget(inv, arg(inv, 0, 'NAME'))}`),
     text: () => 'deleted',
   },
   'vault purge': {

@@ -66,8 +66,13 @@ export async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parsed;
   const json = values.json === true;
   if (positionals.length === 0) {
+    if (values.help) {
+      process.stdout.write(`${globalHelp()}\n`);
+      return EXIT.ok;
+    }
+    if (json) return fail(new CliError('no command; see pier help', undefined, 'usage'), true);
     process.stdout.write(`${globalHelp()}\n`);
-    return values.help ? EXIT.ok : EXIT.usage;
+    return EXIT.usage;
   }
   if (positionals[0] === 'help' || values.help) {
     const words = positionals[0] === 'help' ? positionals.slice(1) : positionals;
@@ -100,6 +105,8 @@ export async function main(argv: string[]): Promise<number> {
 /** One line on stderr (or one JSON document with --json); the exit code says the class. */
 function fail(err: unknown, json: boolean): number {
   const f = describeFailure(err);
-  process.stderr.write(json ? `${JSON.stringify({ error: { status: f.status, code: f.code, message: f.message } })}\n` : `pier: ${f.message}\n`);
+  // One line, whatever the message carries (a file name with a newline in it, say).
+  const message = f.message.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+  process.stderr.write(json ? `${JSON.stringify({ error: { status: f.status, code: f.code, message } })}\n` : `pier: ${message}\n`);
   return f.exit;
 }

@@ -145,7 +145,7 @@ export function adminHandlers(deps: AdminDeps) {
         const q = (k: string) => req.query.get(k) ?? undefined;
         const body = op === 'set' ? (parseJsonBody(req) as { value?: unknown }) : {};
         if (op === 'set' && typeof body.value !== 'string') throw new PierError('BAD_REQUEST', 'value: must be a string');
-        const request = { op, user: q('user') ?? '', workspace: q('workspace') ?? '', ...(q('env') ? { env: q('env') } : {}), ...(req.params.name ? { name: req.params.name } : {}), ...(op === 'set' ? { value: body.value as string } : {}) };
+        const request = { op, user: q('user') ?? '', workspace: q('workspace') ?? '', ...(q('env') ? { env: q('env') } : {}), ...((req.params.name ?? q('name')) ? { name: req.params.name ?? q('name') } : {}), ...(op === 'set' ? { value: body.value as string } : {}) };
         return ok((await call(deps.bus, vault.operator, request)).data);
       }),
     /** `pier state export`: every record of the registry and the vault, as NDJSON, streamed page by page. */

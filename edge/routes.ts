@@ -82,6 +82,10 @@ export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiD
       { method: 'get', path: '/admin/v1/vault/audit', handler: admin.vaultAudit },
       { method: 'get', path: '/admin/v1/vault/secrets', handler: admin.vaultOperator('list') },
       { method: 'get', path: '/admin/v1/vault/secrets/:name', handler: audited(admin.vaultOperator('get')) },
+      // The same, the name in the query: a URL collapses the names `.` and `..` (even as %2E) in a path.
+      { method: 'get', path: '/admin/v1/vault/secret', handler: audited(admin.vaultOperator('get')) },
+      { method: 'put', path: '/admin/v1/vault/secret', handler: audited(admin.vaultOperator('set')), bodyLimit: 128 * 1024 },
+      { method: 'del', path: '/admin/v1/vault/secret', handler: audited(admin.vaultOperator('delete')) },
       { method: 'put', path: '/admin/v1/vault/secrets/:name', handler: audited(admin.vaultOperator('set')), bodyLimit: 128 * 1024 },
       { method: 'del', path: '/admin/v1/vault/secrets/:name', handler: audited(admin.vaultOperator('delete')) },
       { method: 'del', path: '/admin/v1/vault/secrets', handler: audited(admin.vaultOperator('purge')) },

@@ -29,7 +29,9 @@ const GENERIC = new Set(['application/octet-stream', 'binary/octet-stream', 'app
 export function extensionOf(path: string): string {
   const name = path.split('/').at(-1) ?? '';
   const dot = name.lastIndexOf('.');
-  return dot > 0 ? norm(name.slice(dot + 1)) : '';
+  // As it is on disk: no trimming, and only ASCII letters folded (a Kelvin sign is not a K), so
+  // `a.pdf ` or `d.\u212Aey` are not taken for `pdf` or `key`.
+  return dot > 0 ? name.slice(dot + 1).replace(/[A-Z]/g, (c) => c.toLowerCase()) : '';
 }
 
 /** Why the upload's type is refused (a sentence naming the field), or null when it is allowed. */

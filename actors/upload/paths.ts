@@ -3,6 +3,9 @@ import { isAbsolute, join, relative, sep } from 'node:path';
 import { PierError } from '../../bus/errors.js';
 import { walkDown } from './walk.js';
 
+/** Where Pier keeps partial files inside `dest` (files.ts: PARTS_DIR); never a target or a storage path. */
+const PARTS_FOLDER = '.pier-uploads';
+
 const bad = (field: string, why: string) => new PierError('BAD_REQUEST', `${field}: ${why}`);
 
 /** True when `child` is `parent` or below it (both already resolved). */
@@ -24,12 +27,14 @@ export function checkRelativePath(rel: string): void {
   if (segments.some((s) => s === '..' || s === '.')) throw bad(field, 'must not contain . or .. segments');
   if (segments.some((s) => s === '')) throw bad(field, 'must not contain empty segments (//)');
   if (segments.some((s) => Buffer.byteLength(s) > 255)) throw bad(field, 'has a name longer than 255 bytes');
+  if (segments.includes(PARTS_FOLDER)) throw bad(field, `must not name ${PARTS_FOLDER} (Pier's partial files)`);
 }
 
 /** `storage_path` as text, in the app's view: absolute, no NUL (symlinks are `resolveTarget`'s job). */
 export function checkStoragePath(storagePath: string): void {
   if (storagePath === '' || storagePath.includes('\0')) throw bad('storage_path', 'is required');
   if (!storagePath.startsWith('/')) throw bad('storage_path', 'must be an absolute path');
+  if (storagePath.split('/').includes(PARTS_FOLDER)) throw bad('storage_path', `must not name ${PARTS_FOLDER} (Pier's partial files)`);
 }
 
 export interface ResolvedTarget {

@@ -37,6 +37,8 @@ export async function walkDown(top: string, path: string, options: WalkOptions):
 async function checkFolder(path: string, options: WalkOptions): Promise<void> {
   let info = await lstat(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return null;
+    // A name the filesystem cannot hold, or a file where a folder should be: the same refusal.
+    if (err.code === 'ENAMETOOLONG' || err.code === 'ENOTDIR') throw options.refused();
     throw err;
   });
   if (info === null && options.create) {

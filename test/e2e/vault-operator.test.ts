@@ -78,3 +78,18 @@ test.serial('hostile: an unknown user is 404, a bad workspace or env 400, a miss
   t.not(noFile.code, 0);
   t.deepEqual((await cli(['vault', 'list', ...target, '--json'], env)).json, []);
 });
+
+test.serial('the names . and .. are secrets like any other from the CLI (a URL would collapse them)', async (t) => {
+  writeFileSync(join(dir, 'dot.txt'), 'dot');
+  for (const name of ['.', '..']) {
+    t.is((await cli(['vault', 'set', ...target, name, '--value-file', join(dir, 'dot.txt')], env)).code, 0, name);
+    t.is((await cli(['vault', 'get', ...target, name], env)).stdout, 'dot\n', name);
+    t.is((await cli(['vault', 'delete', ...target, name], env)).code, 0, name);
+  }
+});
+
+test.serial('a value over 64 KiB is 413 (too large), not a 400', async (t) => {
+  writeFileSync(join(dir, 'big.txt'), 'x'.repeat(70_000));
+  const r = await cli(['vault', 'set', ...target, 'big', '--value-file', join(dir, 'big.txt'), '--json'], env);
+  t.is(JSON.parse(r.stderr).error.status, 413);
+});

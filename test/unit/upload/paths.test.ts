@@ -83,3 +83,10 @@ test('file types: a MIME type must agree with the name; an empty or generic one 
   t.is(typeRefusal(['*'], '', 'README'), null);
   t.is(typeRefusal(['*'], 'application/pdf', 'index.html'), null, 'an app that takes anything takes it');
 });
+
+test('file types: the extension as it is on disk (no trimming, only ASCII folded); Pier\'s parts folder is never a path', (t) => {
+  for (const name of ['a.pdf ', 'b.pdf\u3000', 'c.pdf\u00a0', 'e.pdf\uFEFF', 'd.\u212Aey']) t.not(typeRefusal(['pdf', 'key'], '', name), null, JSON.stringify(name));
+  t.is(typeRefusal(['pdf', 'key'], '', 'D.KEY'), null);
+  t.throws(() => checkRelativePath('.pier-uploads/x.part'), { message: /must not name \.pier-uploads/ });
+  t.throws(() => checkRelativePath('a/.pier-uploads/'), { message: /must not name \.pier-uploads/ });
+});
