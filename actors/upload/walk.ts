@@ -11,9 +11,8 @@ import { PierError } from '../../bus/errors.js';
  * into a link to anywhere, and a resolved path would follow it.
  *
  * A refusal says which field was wrong and the rule, never whether or where a host path exists.
- * *Limit:* Node has no `openat`, so a walk and the open or rename after it are separate system
- * calls; the walk is repeated on every POST, every PATCH and just before publication, so a swap
- * must land inside that window of microseconds.
+ * A walk by path is a check: what writes (parts, publication) goes through `openFolderChain`
+ * below, whose handles a later swap cannot move.
  */
 export interface WalkOptions {
   /** Missing folders are created one at a time (each then checked like the others), or refused. */
