@@ -1,6 +1,6 @@
 import type { Bus, BusMessage, Subscription } from './bus.js';
 import { encode } from './codec.js';
-import { PierError } from './errors.js';
+import { asPierError, PierError, type WireError } from './errors.js';
 import { accept, answerable, refuse } from './rpc.js';
 import { compile, type Checker } from './validation.js';
 import type { ValidationSchema } from 'fastest-validator';
@@ -52,8 +52,9 @@ const refusedReply = () => new PierError('BAD_GATEWAY', 'bus: a reply failed its
 
 /**
  * Answers `ch` requests on `subject`: each request is checked (refused and counted when it fails,
- * never handled), the handler's result is the reply. A handler's throw leaves the requester to its
- * deadline; the process goes on.
+ * never handled), the handler's result is the reply. A handler's throw is answered at once, as the
+ * typed error (an unknown failure as a generic INTERNAL one), marked by the `pier-error` header, so
+ * the requester hears it rather than waiting out its deadline (the reply convention of `serve`).
  */
 export function answerOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, handler: (req: Req, msg: BusMessage) => Res | Promise<Res>): Subscription {
   return bus.subscribe(subject, (raw) => {
@@ -64,11 +65,27 @@ export function answerOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: str
     if (req === undefined) return;
     void Promise.resolve()
       .then(() => handler(req, msg))
-      .then((res) => {
-        if (msg.reply) bus.publish(msg.reply, encode(res));
-      })
-      .catch(() => undefined);
+      .then(
+        (res) => {
+          if (msg.reply) bus.publish(msg.reply, encode(res));
+        },
+        (err: unknown) => {
+          if (msg.reply) bus.publish(msg.reply, encode(asPierError(err).toWire()), { headers: { [ERROR_HEADER]: '1' } });
+        },
+      )
+      .catch(() => undefined); // publishing to a closed bus at shutdown: nobody is left to answer
   });
+}
+
+/** Marks a channel reply that is a failure (`WireError`), not an answer. */
+const ERROR_HEADER = 'pier-error';
+const checkWireError = compile({ code: { type: 'string', max: 64 }, message: { type: 'string', max: 4096 } });
+
+/** A failure reply, as the error it carries (a garbled one is a 502). */
+function replyError(msg: BusMessage): PierError | null {
+  if (msg.headers?.[ERROR_HEADER] === undefined) return null;
+  const wire = accept<WireError>(msg, checkWireError);
+  return wire ? PierError.fromWire(wire) : refusedReply();
 }
 
 const unwrap = <Res>(ch: Channel<unknown, Res>, msg: BusMessage): Res | undefined => accept<Res>(msg, ch.replyCheck);
@@ -84,6 +101,8 @@ export async function askOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: 
     data = bus.sealing.sealer.seal(data, recipient, sealedContext(subject));
   }
   const msg = await bus.request(subject, data, { timeoutMs });
+  const failure = replyError(msg);
+  if (failure) throw failure;
   const res = unwrap(ch, msg);
   if (res === undefined) throw refusedReply();
   return res;
@@ -92,7 +111,10 @@ export async function askOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: 
 /** Scatter-gather: every answer within the deadline (see Bus.requestMany); replies failing their schema are dropped. */
 export async function gatherOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, req: Req, options: { timeoutMs?: number; stallMs: number; expected?: number }): Promise<Res[]> {
   const replies = await bus.requestMany(subject, encode(req), { timeoutMs: options.timeoutMs ?? ch.timeoutMs, stallMs: options.stallMs, expected: options.expected });
-  return replies.map((m) => unwrap(ch, m)).filter((r): r is Res => r !== undefined);
+  return replies
+    .filter((m) => m.headers?.[ERROR_HEADER] === undefined)
+    .map((m) => unwrap(ch, m))
+    .filter((r): r is Res => r !== undefined);
 }
 
 export function tellOn<T>(bus: Bus, _sig: Signal<T>, subject: string, value: T): void {
