@@ -31,7 +31,7 @@ interface Sealable {
 const requestContext = (subject: string, replyKey: string | undefined) => `${subject}|request|${replyKey ?? ''}`;
 const replyContext = (subject: string) => `${subject}|reply`;
 
-/** The caller's side: the request's bytes, sealed to the role when declared so, and the reply key header. */
+/** The caller's side: the request's bytes, sealed to the role when declared so, after the reply key when the answer is sealed. */
 export async function sealRequest(bus: Bus, ep: Sealable, plain: Uint8Array): Promise<Uint8Array> {
   const sealing = bus.sealing;
   if (!sealing || !ep.seal) return plain;

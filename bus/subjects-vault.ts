@@ -1,5 +1,6 @@
 import { endpoint, event } from './rpc.js';
 import type { CallGate } from './subjects-provider.js';
+import { USER_NAME } from './subjects-registry.js';
 
 export const SECRET_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'] as const;
 export type SecretOp = (typeof SECRET_OPS)[number];
@@ -74,7 +75,7 @@ export const vault = {
     'vault',
     {
       op: { type: 'enum', values: [...OPERATOR_VAULT_OPS] },
-      user: { type: 'string', pattern: /^[a-z][a-z0-9-]{0,30}$/ },
+      user: { type: 'string', pattern: USER_NAME },
       workspace: { type: 'string', pattern: WORKSPACE_NAME, messages: { stringPattern: 'must be 1-64 characters of [A-Za-z0-9_.-]' } },
       env: { type: 'enum', values: [...SECRET_ENVS], optional: true },
       name: { type: 'string', pattern: SECRET_NAME, optional: true, messages: { stringPattern: 'must be 1-256 characters of [A-Za-z0-9_.-]' } },

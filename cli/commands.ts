@@ -42,7 +42,13 @@ function vaultTarget(inv: Invocation, name?: string): string {
 async function readStdin(): Promise<string> {
   if (process.stdin.isTTY) throw new CliError('vault set: give the value on standard input (or --value-file FILE); a flag would show it in the process list', undefined, 'usage');
   const parts: Buffer[] = [];
-  for await (const chunk of process.stdin) parts.push(chunk as Buffer);
+  let size = 0;
+  for await (const chunk of process.stdin) {
+    size += (chunk as Buffer).byteLength;
+    // Far past the vault's 64 KiB: a value this size is a mistake (a file piped by accident), not a secret.
+    if (size > 1024 * 1024) throw new CliError('vault set: standard input is over 1 MiB; a secret is at most 64 KiB', undefined, 'usage');
+    parts.push(chunk as Buffer);
+  }
   return Buffer.concat(parts).toString('utf8').replace(/\n$/, '');
 }
 

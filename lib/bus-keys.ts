@@ -1,11 +1,11 @@
 import { hkdfSync } from 'node:crypto';
 import type { BusSealing } from '../bus/bus.js';
 import { KeyPair, Sealer } from '../bus/seal.js';
+import { KEYRING_ROLES } from './config.js';
 import type { Keyring } from './keyring.js';
 import type { Peers } from './peers.js';
 
-/** Roles whose requests are sealed to the role (any replica opens them): they hold the master key. */
-export const SEALED_TO_ROLES = ['registry', 'token', 'provider', 'vault'] as const;
+/** Requests to the roles that hold the master key (KEYRING_ROLES) are sealed to the role: any replica opens them. */
 
 /**
  * A role's key pairs, derived from the master key (and the previous one during a rotation), so every
@@ -26,7 +26,7 @@ export class BusKeys implements BusSealing {
   private peers: Peers | null = null;
 
   constructor(keyring: Keyring | null, roles: readonly string[]) {
-    for (const role of roles) if (keyring && (SEALED_TO_ROLES as readonly string[]).includes(role)) this.own.set(role, roleKeyPairs(keyring, role));
+    for (const role of roles) if (keyring && (KEYRING_ROLES as readonly string[]).includes(role)) this.own.set(role, roleKeyPairs(keyring, role));
   }
 
   /** Peers learn keys from heartbeats, which carry this process's keys: the two meet once. */

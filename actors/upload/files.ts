@@ -102,8 +102,16 @@ function numbered(target: string, n: number): string {
   return join(dirname(target), `${basename(target, ext)} (${n})${ext}`);
 }
 
-/** The target's folder could not be reached without a link (swapped since the last check). */
-const moved = () => new PierError('BAD_REQUEST', 'file_relative_path: a folder on the way to the file was moved or replaced since the upload began: upload the file again');
+/** The target's folder could not be reached without a link (swapped since the POST). */
+const movedErrors = new WeakSet<PierError>();
+const moved = () => {
+  const err = new PierError('BAD_REQUEST', 'file_relative_path: a folder on the way to the file was moved or replaced since the upload began: upload the file again');
+  movedErrors.add(err);
+  return err;
+};
+
+/** Whether `publish` refused because the target's folder was swapped (the upload cannot land any more). */
+export const isFolderMoved = (err: unknown) => err instanceof PierError && movedErrors.has(err);
 
 /**
  * Publishes a complete part at its target, atomically: `replace` renames over any old file;

@@ -5,8 +5,8 @@ import { PierError } from '../../bus/errors.js';
 import type { BeginWrite, CreateUpload, Created, UploadCompleted, UploadRecord } from '../../bus/subjects.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
 import { typeRefusal } from './file-types.js';
-import { createPart, partPathFor, publish, removePart } from './files.js';
-import { checkStoragePath, resolveTarget, stillInside } from './paths.js';
+import { createPart, isFolderMoved, partPathFor, publish, removePart } from './files.js';
+import { assertReachable, checkStoragePath, resolveTarget } from './paths.js';
 import type { UploadRoot } from './root.js';
 import { recordOf, type Upload, type UploadStore } from './store.js';
 
@@ -79,12 +79,11 @@ export async function removeUpload(store: UploadStore, u: Upload): Promise<void>
 /** Publishes a complete upload at its target and marks it done (inside the caller's error handling). */
 export async function finish(deps: UploadDeps, u: Upload): Promise<string> {
   const top = deps.root.userFolder(u.user);
-  if (!(await stillInside(top, dirname(u.target)))) {
-    // Publishing now would follow the swapped folder out of `dest`: the upload fails instead.
-    await removeUpload(deps.store, u);
-    throw new PierError('BAD_REQUEST', 'file_relative_path: a folder on the way to the file was moved or replaced since the upload began: upload the file again');
-  }
-  const landed = await publish(u.part, u.target, u.conflict, top);
+  const landed = await publish(u.part, u.target, u.conflict, top).catch(async (err: unknown) => {
+    // A folder on the way was swapped for a link: the file cannot land where it was meant to. The upload goes.
+    if (isFolderMoved(err)) await removeUpload(deps.store, u);
+    throw err;
+  });
   await deps.store.write((w) => w.put({ ...u, offset: u.fileSize, state: 'done', lock: null, updatedAt: deps.now() }));
   deps.completed({ user: u.user, app: u.app, path: deps.root.appPath(u.user, landed), size: u.fileSize }, u.id);
   return landed;
@@ -98,7 +97,7 @@ async function createFolderEntry(deps: UploadDeps, req: CreateUpload, dest: stri
   const top = deps.root.userFolder(req.user);
   const folder = deps.root.hostPath(req.user, req.storagePath);
   if (folder === dest) {
-    if (!(await stillInside(top, dest))) throw new PierError('BAD_REQUEST', "storage_path: must be an existing folder inside the app's upload folder, reached without links");
+    await assertReachable(top, dest);
   } else {
     await resolveTarget(top, dest, dirname(folder), `${basename(folder)}/`);
   }

@@ -1,10 +1,8 @@
 import { lstat } from 'node:fs/promises';
 import { isAbsolute, join, relative, sep } from 'node:path';
 import { PierError } from '../../bus/errors.js';
+import { PARTS_DIR as PARTS_FOLDER } from './files.js';
 import { walkDown } from './walk.js';
-
-/** Where Pier keeps partial files inside `dest` (files.ts: PARTS_DIR); never a target or a storage path. */
-const PARTS_FOLDER = '.pier-uploads';
 
 const bad = (field: string, why: string) => new PierError('BAD_REQUEST', `${field}: ${why}`);
 
@@ -78,8 +76,13 @@ export async function resolveTarget(userFolder: string, dest: string, storagePat
  * publication check that nothing on the way was swapped for a link since the POST.
  */
 export async function stillInside(userFolder: string, folder: string): Promise<boolean> {
-  return walkDown(userFolder, folder, { create: false, refused: storageRefused }).then(
+  return assertReachable(userFolder, folder).then(
     () => true,
     () => false,
   );
+}
+
+/** `stillInside`, refusing with the one `storage_path` answer when it is not. */
+export function assertReachable(userFolder: string, folder: string): Promise<void> {
+  return walkDown(userFolder, folder, { create: false, refused: storageRefused });
 }
