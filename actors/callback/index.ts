@@ -3,7 +3,7 @@ import { answerOn, tellOn } from '../../bus/channel.js';
 import { appId } from '../../bus/ids.js';
 import { call, serve } from '../../bus/rpc.js';
 import { gatewayChannels, gatewaySubjects, registry, uploadNotices } from '../../bus/subjects.js';
-import { UploadNotices, uploadTarget } from './upload-notices.js';
+import { inUploadDest, UploadNotices, uploadTarget } from './upload-notices.js';
 import { AddressPolicy, networksList } from '../../lib/address-policy.js';
 import { registeredTarget } from '../../lib/callback-target.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
@@ -88,6 +88,7 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
   // Completed uploads, for apps that declared upload.callback: delivered like gateway events.
   const notices = new UploadNotices({
     target: (user, app) => uploadTarget(ctx.cache, user, app),
+    inDest: (user, app, path) => inUploadDest(ctx.cache, user, app, path),
     deliver: (ev, target) => deliverer.deliver(ev, target, secretOf(ev)),
     settled: (outcome, n) => {
       if (outcome === 'delivered') delivered.inc({ action: 'upload' });

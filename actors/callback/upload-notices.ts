@@ -18,6 +18,14 @@ export function uploadTarget(cache: Pick<RegistryCache, 'app'>, user: string, ap
   return { host: view.host, port: cb.port, url: cb.url };
 }
 
+/** Whether an app-view `path` is inside the app's `upload.dest` (both normalised, `..` refused). */
+export function inUploadDest(cache: Pick<RegistryCache, 'app'>, user: string, app: string, path: string): boolean {
+  const dest = cache.app(user, app)?.upload?.dest;
+  if (!dest || !path.startsWith('/') || path.split('/').some((s) => s === '..' || s === '.')) return false;
+  const base = dest.endsWith('/') ? dest : `${dest}/`;
+  return path.startsWith(base);
+}
+
 /**
  * Takes upload notices and delivers each in the background (signed, retried like gateway events).
  * The answer only says it was taken; at most `max` wait at once (past it, RATE_LIMITED: the upload
@@ -29,6 +37,8 @@ export class UploadNotices {
   constructor(
     private readonly deps: {
       target: (user: string, app: string) => CallbackTarget;
+      /** Whether `path` (the app's view) lies inside the app's `upload.dest`. */
+      inDest: (user: string, app: string, path: string) => boolean;
       deliver: (ev: GatewayEvent, target: CallbackTarget) => Promise<Outcome>;
       settled: (outcome: Outcome, notice: UploadNotice) => void;
     },
@@ -37,6 +47,9 @@ export class UploadNotices {
 
   accept(notice: UploadNotice): { accepted: boolean } {
     const target = this.deps.target(notice.user, notice.app);
+    // What the upload role says landed must lie in the app's own upload folder: a stolen upload
+    // identity cannot have Pier sign "uploaded" for any path it likes.
+    if (!this.deps.inDest(notice.user, notice.app, notice.path)) throw new PierError('BAD_REQUEST', 'path: not inside the app\'s upload folder');
     if (this.pending >= this.max) throw new PierError('RATE_LIMITED', `${this.max} upload callbacks are waiting already`);
     this.pending++;
     void this.deps

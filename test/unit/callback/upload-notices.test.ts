@@ -1,6 +1,6 @@
 import test from 'ava';
 import { PierError } from '../../../bus/errors.js';
-import { UploadNotices, uploadEvent, uploadTarget } from '../../../actors/callback/upload-notices.js';
+import { inUploadDest, UploadNotices, uploadEvent, uploadTarget } from '../../../actors/callback/upload-notices.js';
 
 const notice = { eventId: 'upload:abc', user: 'alice', app: 'files', path: '/data/files/a.bin', size: 4 };
 
@@ -12,8 +12,11 @@ test('upload notices: the target comes from the registry view; an app without up
   t.throws(() => uploadTarget(cache, 'alice', 'ghost'), { instanceOf: PierError });
   let release!: () => void;
   const settled: string[] = [];
-  const notices = new UploadNotices({ target: (u, a) => uploadTarget(cache, u, a), deliver: () => new Promise((r) => (release = () => r('delivered'))), settled: (o) => settled.push(o) }, 1);
-  t.deepEqual(notices.accept(notice), { accepted: true });
+  t.true(inUploadDest(cache, 'alice', 'files', '/data/a.bin'));
+  for (const forged of ['/etc/passwd', '/data', '/database/x', '/data/../etc/x', 'data/a']) t.false(inUploadDest(cache, 'alice', 'files', forged), forged);
+  const notices = new UploadNotices({ target: (u, a) => uploadTarget(cache, u, a), inDest: (u, a, p) => inUploadDest(cache, u, a, p), deliver: () => new Promise((r) => (release = () => r('delivered'))), settled: (o) => settled.push(o) }, 1);
+  t.throws(() => notices.accept({ ...notice, path: '/etc/passwd' }), { message: /path: not inside/ });
+  t.deepEqual(notices.accept({ ...notice, path: '/data/files/a.bin' }), { accepted: true });
   t.is((t.throws(() => notices.accept(notice), { instanceOf: PierError }) as PierError).code, 'RATE_LIMITED');
   release();
   await new Promise((r) => setImmediate(r));
