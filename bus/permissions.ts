@@ -1,13 +1,8 @@
-import type { Endpoint, EventSubject } from './rpc.js';
-import { streamSubject } from './stream.js';
-import { gatewaySubjects } from './subjects-gateway.js';
 import { processSubjects } from './subjects-process.js';
-import { provider } from './subjects-provider.js';
 import { registry, registryEvents, registryState } from './subjects-registry.js';
-import { token, tokenState } from './subjects-token.js';
-import { upload, uploadEvents, uploadNotices, uploadState, uploadSubjects } from './subjects-upload.js';
-import { vault, vaultEvents, vaultState } from './subjects-vault.js';
-import { stateEndpoints } from './subjects-state.js';
+import { tokenState } from './subjects-token.js';
+import { uploadEvents, uploadState } from './subjects-upload.js';
+import { vaultState } from './subjects-vault.js';
 
 /** A replicated log's names (the shape lib/replicated-log.ts takes). */
 interface LogNames {
@@ -18,8 +13,10 @@ interface LogNames {
 }
 
 /**
- * What each role may do on the bus (CONTRACT.md section 9), declared from the subjects of `bus/`
- * themselves. The same lists are enforced twice: by nats-server (the authorization file that
+ * What each role may do on the bus (CONTRACT.md section 9), from the roles' declarations: an
+ * actor's is its `defineActor` table (lib/actor.ts), the edge's and the admin's are in
+ * `edge/bus-roles.ts`, and `cli/roles.ts` puts them together. This module only turns declarations
+ * into allow-lists and matches subjects against them. The same lists are enforced twice: by nats-server (the authorization file that
  * `pier bus init` writes from them) and by each role's view of the bus in every process
  * (`guarded.ts`), so code that uses a subject its role did not declare fails in any test, on the
  * in-process bus as on NATS.
@@ -37,22 +34,32 @@ export interface RolePermissions {
   subscribe: string[];
 }
 
-type Subject = string | Endpoint<unknown, unknown> | EventSubject<unknown>;
+export type Subject = string | { readonly subject: string };
 const name = (s: Subject) => (typeof s === 'string' ? s : s.subject);
 
 /** A role's declaration: endpoints it serves or calls, events it emits or hears, raw subject patterns. */
-interface Declaration {
-  serves?: Subject[];
-  calls?: Subject[];
-  emits?: Subject[];
-  hears?: Subject[];
+export interface Declaration {
+  serves?: readonly Subject[];
+  calls?: readonly Subject[];
+  emits?: readonly Subject[];
+  hears?: readonly Subject[];
   /**
    * JetStream state it owns (PIER_STATE=jetstream): its streams (KV buckets are streams `KV_<bucket>`),
    * the subjects it appends to, and its logs (lib/replicated-log.ts: a log stream and a snapshot
    * stream, which it compacts by purging).
    */
-  jetstream?: { streams: string[]; buckets: string[]; subjects: string[]; logs?: LogNames[] };
+  jetstream?: JetStreamDeclaration;
 }
+
+export interface JetStreamDeclaration {
+  readonly streams: readonly string[];
+  readonly buckets: readonly string[];
+  readonly subjects: readonly string[];
+  readonly logs?: readonly LogNames[];
+}
+
+/** Every role's declaration (cli/roles.ts builds it). */
+export type RoleTable = Readonly<Record<BusRole, Declaration>>;
 
 /** The subjects of a log's snapshots. */
 const snapshotSubjects = (l: LogNames) => [`${l.snapshotPrefix}.part`, `${l.snapshotPrefix}.done`];
@@ -62,7 +69,7 @@ const snapshotSubjects = (l: LogNames) => [`${l.snapshotPrefix}.part`, `${l.snap
  * and read them, consume them, write its buckets and append to its subjects. Never delete a
  * stream, never touch another role's; purge only its own logs (compaction below a snapshot).
  */
-function jetStreamSubjects(d: NonNullable<Declaration['jetstream']>): string[] {
+function jetStreamSubjects(d: JetStreamDeclaration): string[] {
   const logs = d.logs ?? [];
   const streams = [...d.streams, ...d.buckets.map((b) => `KV_${b}`), ...logs.flatMap((l) => [l.stream, l.snapshotStream])];
   return [
@@ -86,79 +93,12 @@ function jetStreamSubjects(d: NonNullable<Declaration['jetstream']>): string[] {
   ];
 }
 
-const any = '*';
-
 /** Every process, whatever its roles: presence, the registry cache. */
 const everyProcess: Declaration = {
   // Each role announces itself on its own heartbeat subject (permissionsOf adds it).
   hears: [processSubjects.heartbeats, registryEvents.changes, registryEvents.heartbeat],
   serves: [processSubjects.describe],
   calls: [registry.snapshot],
-};
-
-/** The registry's operator endpoints: users, apps, providers, re-sealing (the admin role alone calls them). */
-const registryAdmin: Subject[] = [
-  registry.userAdd,
-  registry.userToken,
-  registry.userRevoke,
-  registry.userList,
-  registry.appInstall,
-  registry.appList,
-  registry.appUninstall,
-  registry.providerList,
-  registry.providerSetState,
-  registry.appReseal,
-];
-
-const declarations: Record<BusRole, Declaration> = {
-  // The browser- and app-facing listeners. No admin subject, no app secret, no registry write.
-  edge: {
-    calls: [
-      token.issue,
-      provider.call,
-      provider.authorize,
-      vault.op,
-      vault.authorize,
-      upload.create,
-      upload.get,
-      upload.begin,
-      uploadSubjects.session(any, any),
-      registry.appVerify,
-      // The gateway: events to callback replicas; the local API's commands to the edges holding connections.
-      gatewaySubjects.deliver(any),
-      gatewaySubjects.hello(any),
-      gatewaySubjects.edge(any),
-      gatewaySubjects.user(any, any),
-      gatewaySubjects.list,
-      // Pulling a provider's large answer.
-      streamSubject('provider', '>'),
-    ],
-    serves: [gatewaySubjects.edge(any), gatewaySubjects.user(any, any), gatewaySubjects.list, gatewaySubjects.settled(any), streamSubject('edge', '>')],
-  },
-  // The operator's listener (loopback): users, apps, providers, the vault's audit and key rotation.
-  admin: { calls: [...registryAdmin, upload.prepare, vault.audit, vault.rotate, vault.operator, processSubjects.describe, ...Object.values(stateEndpoints)] },
-  registry: {
-    serves: [...registryAdmin, registry.appCredentials, registry.appVerify, registry.snapshot, stateEndpoints.registryExport, stateEndpoints.registryImport, stateEndpoints.registryEmpty],
-    emits: [registryEvents.changes, registryEvents.heartbeat],
-    jetstream: { streams: [], buckets: [], subjects: [], logs: [registryState] },
-  },
-  // Hashes with app secrets (bcrypt proofs): one of the two roles that may obtain them.
-  token: { serves: [token.issue], calls: [registry.appCredentials], jetstream: { streams: [tokenState.stream], buckets: [], subjects: [tokenState.subject] } },
-  provider: { serves: [provider.call, provider.authorize, streamSubject('provider', '>')], calls: [streamSubject('edge', '>')] },
-  vault: {
-    serves: [vault.op, vault.authorize, vault.audit, vault.rotate, vault.operator, stateEndpoints.vaultExport, stateEndpoints.vaultImport, stateEndpoints.vaultEmpty],
-    emits: [vaultEvents.written],
-    hears: [vaultEvents.written],
-    jetstream: { streams: [vaultState.auditStream], buckets: [vaultState.keys, vaultState.secrets], subjects: [vaultState.auditSubject] },
-  },
-  // Signs callbacks with app secrets: the other role that may obtain them.
-  callback: { serves: [gatewaySubjects.deliver(any), gatewaySubjects.hello(any), uploadNotices.deliver], calls: [registry.appCredentials], emits: [gatewaySubjects.settled(any)] },
-  upload: {
-    serves: [upload.create, upload.get, upload.begin, upload.prepare, uploadSubjects.session(any, any)],
-    emits: [uploadEvents.completed],
-    calls: [uploadNotices.deliver],
-    jetstream: { streams: [], buckets: [], subjects: [], logs: [uploadState] },
-  },
 };
 
 /** Published for parties outside Pier, or captured by a JetStream stream: nobody in Pier subscribes to them. */
@@ -182,9 +122,12 @@ function permissionsOf(d: Declaration): RolePermissions {
   };
 }
 
-/** The roles that keep state on JetStream (PIER_STATE=jetstream), each in its own NATS account. */
-export const STATE_ROLES = BUS_ROLES.filter((r) => declarations[r].jetstream !== undefined);
-export type StateRole = (typeof STATE_ROLES)[number];
+/**
+ * The roles that keep state on JetStream (PIER_STATE=jetstream), each in its own NATS account:
+ * configuration reads their state logins before any declaration is loaded.
+ * `test/unit/bus/permissions.test.ts` holds it equal to the roles whose declarations have `jetstream`.
+ */
+export const STATE_ROLES: readonly BusRole[] = ['registry', 'token', 'vault', 'upload'];
 
 /** The NATS account holding `role`'s JetStream state (`pier bus init` writes one per state role). */
 export const stateAccountOf = (role: BusRole) => `PIER_STATE_${role.toUpperCase()}`;
@@ -195,8 +138,8 @@ export const stateAccountOf = (role: BusRole) => `PIER_STATE_${role.toUpperCase(
  * Pier service listens and no other role's traffic passes; the allow-lists only keep the role's
  * own code from reaching beyond its streams by mistake.
  */
-export function statePermissionsFor(role: BusRole, inboxPrefix: string): RolePermissions {
-  const js = declarations[role].jetstream;
+export function statePermissionsFor(table: RoleTable, role: BusRole, inboxPrefix: string): RolePermissions {
+  const js = table[role].jetstream;
   if (!js) throw new Error(`role ${role} keeps no state on JetStream`);
   return { publish: [...new Set(jetStreamSubjects(js))].sort(), subscribe: [`${inboxPrefix}.>`] };
 }
@@ -205,8 +148,8 @@ export function statePermissionsFor(role: BusRole, inboxPrefix: string): RolePer
  * The allow-lists of a process running `roles` (the union of theirs and every process's), with
  * the inbox prefix its replies arrive on.
  */
-export function permissionsFor(roles: readonly BusRole[], inboxPrefix: string): RolePermissions {
-  const parts = [everyProcess, ...roles.map((r) => withHeartbeat(r, declarations[r]))].map(permissionsOf);
+export function permissionsFor(table: RoleTable, roles: readonly BusRole[], inboxPrefix: string): RolePermissions {
+  const parts = [everyProcess, ...roles.map((r) => withHeartbeat(r, table[r]))].map(permissionsOf);
   const unique = (xs: string[]) => [...new Set(xs)].sort();
   return {
     publish: unique(parts.flatMap((p) => p.publish)),
@@ -218,8 +161,8 @@ export function permissionsFor(roles: readonly BusRole[], inboxPrefix: string): 
 const withHeartbeat = (role: BusRole, d: Declaration): Declaration => ({ ...d, emits: [...(d.emits ?? []), processSubjects.heartbeat(role)] });
 
 /** One role's own declaration, without what every process has (for docs and tests). */
-export function declaredBy(role: BusRole): RolePermissions {
-  return permissionsOf(withHeartbeat(role, declarations[role]));
+export function declaredBy(table: RoleTable, role: BusRole): RolePermissions {
+  return permissionsOf(withHeartbeat(role, table[role]));
 }
 
 /**

@@ -17,8 +17,21 @@ export interface ProcessReport {
   counters: Record<string, number>;
   /** prom-client's JSON form, so the admin listener can merge processes into one /metrics. */
   metrics: unknown[];
-  /** The process's Ed25519 signature over the three above (its heartbeat key): any identity may answer. */
+  /** Each actor endpoint's figures, by `<role>.<endpoint>` (lib/actor.ts). */
+  endpoints?: Record<string, EndpointStats>;
+  /** The process's Ed25519 signature over the fields above (its heartbeat key): any identity may answer. */
   sig?: string;
+}
+
+/** One actor endpoint's figures since the process started (the nats.js services model). */
+export interface EndpointStats {
+  subject: string;
+  requests: number;
+  errors: number;
+  /** Total and mean processing time, in milliseconds. */
+  processingMs: number;
+  averageMs: number;
+  lastError: { code: string; message: string; at: string } | null;
 }
 
 /** What a heartbeat says: the process, and the public keys secrets are sealed to (bus/seal.ts). */

@@ -118,6 +118,11 @@ export const uploadEvents = {
     path: { type: 'string', max: 8192 },
     size: { type: 'number', integer: true, min: 0 },
   }),
+  /**
+   * A write session of one upload replica ended (its lock released): the other replicas wake what
+   * waits on that upload (actors/upload/lock.ts). It only prompts a fresh read of the record.
+   */
+  released: event<{ id: string }>('pier.upload.released', { id: { type: 'string', max: 64 } }),
 };
 
 /** Upload records on JetStream (PIER_STATE=jetstream): one replicated log for every upload replica, compacted by snapshots. */

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { busInitOut } from './bus-init-out.js';
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
-import { planIdentities, writeBusInit } from '../lib/bus-init.js';
+import { planIdentities, writeBusInit } from './bus-init.js';
 import { adminCall, adminTarget, CliError, exportState, importState } from './admin-client.js';
 
 export interface Invocation {

@@ -1,11 +1,11 @@
 import type { Bus } from '../bus/bus.js';
 import { MemoryBus } from '../bus/bus-memory.js';
 import { NatsBus } from '../bus/bus-nats.js';
-import { startRegistry } from '../actors/registry/index.js';
 import { startAdmin, startEdge } from '../edge/server.js';
 import type { Config, Role } from '../lib/config.js';
 import { GuardedBus } from '../bus/guarded.js';
-import { permissionsFor } from '../bus/permissions.js';
+import { ACTORS, permissionsFor } from './roles.js';
+import { startActor, type AnyActor, type RunningActor } from '../lib/actor.js';
 import { onRefusal } from '../bus/rpc.js';
 import { inboxPrefixOf } from '../lib/nats-auth.js';
 import { createLogger } from '../lib/log.js';
@@ -13,17 +13,12 @@ import { Metrics } from '../lib/metrics.js';
 import { announceProcess } from '../lib/presence.js';
 import { RegistryCache } from '../lib/registry-cache.js';
 import type { RoleContext, Running } from '../lib/runtime.js';
-import { startToken } from '../actors/token/index.js';
-import { startProvider } from '../actors/provider/index.js';
-import { startVault } from '../actors/vault/index.js';
-import { startCallback } from '../actors/callback/index.js';
-import { startUpload } from '../actors/upload/index.js';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Peers } from '../lib/peers.js';
 import { BusKeys } from '../lib/bus-keys.js';
 import { startProbeServer } from '../lib/probe-server.js';
-import { makePrivate } from '../lib/data-dir.js';
+import { makePrivate } from './data-dir.js';
 import type { ProcessInfo } from '../bus/subjects.js';
 
 export interface StartedProcess {
@@ -148,18 +143,23 @@ export async function startProcess(config: Config, options: { logDestination?: N
   };
   const running: NamedRunning[] = [named('state connections', { stop: closeStateBuses }), named('registry cache', { stop: async () => cache.stop() }), named('presence', { stop: async () => peers.stop() })];
   peers.start();
+  const actors: RunningActor[] = [];
+  let cacheStarted = false;
   let ports: Partial<Config['ports']> | null = null;
   let probePort: number | null = null;
   try {
-    if (config.roles.includes('registry')) running.push(named('registry', await startRegistry(as('registry'))));
-    // Every other role reads the registry through the cache; it loads in the background and the
-    // roles answer 503 until it has.
-    cache.start();
-    if (config.roles.includes('token')) running.push(named('token', await startToken(as('token'))));
-    if (config.roles.includes('provider')) running.push(named('provider', await startProvider(as('provider'))));
-    if (config.roles.includes('vault')) running.push(named('vault', await startVault(as('vault'))));
-    if (config.roles.includes('callback')) running.push(named('callback', await startCallback(as('callback'))));
-    if (config.roles.includes('upload')) running.push(named('upload', await startUpload(as('upload'))));
+    // The registry first; every other role reads it through the cache, which loads in the
+    // background (the roles answer 503 until it has).
+    for (const actor of ACTORS) {
+      if (actor.role !== 'registry' && !cacheStarted) {
+        cache.start();
+        cacheStarted = true;
+      }
+      if (!config.roles.includes(actor.role)) continue;
+      const started = await startActor(actor as AnyActor, as(actor.role));
+      actors.push(started);
+      running.push(named(actor.role, started));
+    }
     // Every store is open now: the data dir and all of Pier's files in it become private.
     await makePrivate(config.dataDir, [config.upload.root]);
     if (config.roles.includes('edge')) running.push(named('edge', await startEdge(as('edge'))));
@@ -182,7 +182,8 @@ export async function startProcess(config: Config, options: { logDestination?: N
     log.error({ err }, 'unhandled rejection');
   };
   process.on('unhandledRejection', onUnhandled);
-  const presence = announceProcess(shared, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])), peers);
+  const endpointStats = () => Object.fromEntries(actors.flatMap((a) => Object.entries(a.stats()).map(([name, stats]) => [`${a.role}.${name}`, stats])));
+  const presence = announceProcess(shared, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])), peers, endpointStats);
   log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, ...(probePort !== null ? { probePort } : {}), instance: config.instanceId }, 'pier ready');
 
   return {

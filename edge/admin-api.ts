@@ -198,7 +198,8 @@ export function adminHandlers(deps: AdminDeps) {
         missing_roles: missingRoles(deps.peers),
         bus: { kind: deps.bus.kind, connected: deps.bus.isConnected() },
         registry: { revision: deps.cache.currentRevision(), fresh: deps.cache.isFresh() },
-        replicas: reports.map((r) => r.info).sort((a, b) => a.id.localeCompare(b.id)),
+        // Each process as it announces itself, with its actor endpoints' figures (requests, errors, time, last error).
+        replicas: reports.map((r) => ({ ...r.info, ...(r.endpoints && Object.keys(r.endpoints).length > 0 ? { endpoints: r.endpoints } : {}) })).sort((a, b) => a.id.localeCompare(b.id)),
         connections: sum('connections'),
         uploads: sum('uploads'),
       });

@@ -1,11 +1,12 @@
 import type { Bus, Subscription } from '../bus/bus.js';
 import { answerOn, gatherOn } from '../bus/channel.js';
-import { processChannels, processSubjects, type ProcessInfo, type ProcessReport } from '../bus/subjects.js';
+import { processChannels, processSubjects, type EndpointStats, type ProcessInfo, type ProcessReport } from '../bus/subjects.js';
 import type { Metrics } from './metrics.js';
 import type { Peers } from './peers.js';
 
-/** What a report's signature covers. */
-const signed = (r: Pick<ProcessReport, 'info' | 'counters' | 'metrics'>) => Buffer.from(JSON.stringify([r.info, r.counters, r.metrics]));
+/** What a report's signature covers (`endpoints` when the report has them: older processes send none). */
+const signed = (r: Pick<ProcessReport, 'info' | 'counters' | 'metrics' | 'endpoints'>) =>
+  Buffer.from(JSON.stringify(r.endpoints === undefined ? [r.info, r.counters, r.metrics] : [r.info, r.counters, r.metrics, r.endpoints]));
 
 export type { ProcessReport };
 
@@ -13,9 +14,16 @@ export type { ProcessReport };
  * Makes this process answer `pier.process.describe`. `counters` is read at each question so
  * roles can contribute live numbers (connections, uploads in progress) without a push.
  */
-export function announceProcess(bus: Bus, full: ProcessInfo, metrics: Metrics, counters: () => Record<string, number>, peers: Pick<Peers, 'sign'>): Subscription {
+export function announceProcess(
+  bus: Bus,
+  full: ProcessInfo,
+  metrics: Metrics,
+  counters: () => Record<string, number>,
+  peers: Pick<Peers, 'sign'>,
+  endpoints: () => Record<string, EndpointStats> = () => ({}),
+): Subscription {
   return answerOn(bus, processChannels.describe, processSubjects.describe, async () => {
-    const report = { info: full, counters: counters(), metrics: await metrics.registry.getMetricsAsJSON() };
+    const report = { info: full, counters: counters(), metrics: await metrics.registry.getMetricsAsJSON(), endpoints: endpoints() };
     return { ...report, sig: peers.sign(signed(report)) };
   });
 }

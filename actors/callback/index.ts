@@ -1,27 +1,32 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
-import { answerOn, tellOn } from '../../bus/channel.js';
+import { tellOn } from '../../bus/channel.js';
 import { appId } from '../../bus/ids.js';
-import { call, serve } from '../../bus/rpc.js';
 import { gatewayChannels, gatewaySubjects, registry, uploadNotices } from '../../bus/subjects.js';
-import { inUploadDest, UploadNotices, uploadTarget } from './upload-notices.js';
+import { answers, defineActor, serves } from '../../lib/actor.js';
 import { AddressPolicy, networksList } from '../../lib/address-policy.js';
+import { AppSecrets } from '../../lib/app-secrets.js';
 import { registeredTarget } from '../../lib/callback-target.js';
-import type { RoleContext, Running } from '../../lib/runtime.js';
+import type { RoleContext } from '../../lib/runtime.js';
 import type { ConnState } from './connections.js';
-import { ConnQueues } from './queues.js';
 import { Deliverer } from './delivery.js';
+import { ConnQueues } from './queues.js';
 import { reasonOf, Refusals } from './refusals.js';
+import { inUploadDest, UploadNotices, uploadTarget } from './upload-notices.js';
 
-/**
- * The callback actor: gateway events → the app's `options.websocket` endpoint. Each edge sends all
- * events of one connection to one callback replica (chosen by rendezvous hashing over the live
- * replicas), which keeps a FIFO per connection: open, messages in order, close last. A slow app
- * holds up only its own connections' queues. When an edge dies, the replica raises `close` for
- * that edge's connections it holds, after their queued events. Where a callback goes comes from
- * this replica's own registry view, never from the event (CONTRACT.md section 9), and is dialled
- * through the address policy of provider calls.
- */
-export async function startCallback(ctx: RoleContext): Promise<Running> {
+/** How long a stopping replica keeps delivering what it has queued (the edges' closes among it). */
+const STOP_DELIVERY_MS = 5_000;
+
+interface CallbackActor {
+  ctx: RoleContext;
+  queues: ConnQueues;
+  notices: UploadNotices;
+  refusals: Refusals;
+  deliverer: Deliverer;
+  secrets: AppSecrets;
+  stopWatching: () => void;
+}
+
+async function onStart(ctx: RoleContext): Promise<CallbackActor> {
   const registers = [ctx.metrics.registry];
   const delivered = new Counter({ name: 'pier_callbacks_delivered_total', help: 'Gateway callbacks answered 2xx', labelNames: ['action'], registers });
   const retried = new Counter({ name: 'pier_callbacks_retried_total', help: 'Gateway callback attempts after a failure', registers });
@@ -31,34 +36,16 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
     name: 'pier_callback_connections',
     help: 'Connections whose events this replica delivers',
     registers,
-    collect: () => {
-      held.set(queues.size());
-    },
+    collect: () => held.set(queues.size()),
   });
-
   const refusedTotal = new Counter({ name: 'pier_callbacks_refused_total', help: 'Gateway events refused: no target for the app in the registry view, or a target the address policy forbids', labelNames: ['reason'], registers });
   const refusals = new Refusals((reason) => refusedTotal.inc({ reason }), ctx.log);
 
   const policy = new AddressPolicy(() => ctx.ownPorts, networksList(ctx.config.provider.networks));
   const deliverer = new Deliverer({ timeoutMs: ctx.config.gateway.callbackTimeoutMs, retryMs: ctx.config.gateway.callbackRetryMs, now: ctx.now }, { retried: () => retried.inc() }, policy);
-  const secrets = new Map<string, Promise<string>>();
-  const forgetSecrets = ctx.cache.onApplied((c) => {
-    if (c.kind === 'app' && c.op === 'put') secrets.delete(c.value.id);
-  });
-
-  /** The app secret, fetched once per app and kept (a close after uninstall is still signed). */
-  const secretOf = (conn: Pick<ConnState, 'user' | 'app'>) => () => {
-    const id = appId(conn.user, conn.app);
-    let s = secrets.get(id);
-    if (!s) {
-      const app = ctx.cache.app(conn.user, conn.app);
-      if (!app) return Promise.reject(new Error(`app ${id} is not installed`));
-      s = call(ctx.bus, registry.appCredentials, { appKey: app.appKey }).then((c) => c.appSecret);
-      s.catch(() => secrets.delete(id));
-      secrets.set(id, s);
-    }
-    return s;
-  };
+  // Kept per app until it is reinstalled: a close after an uninstall is still signed.
+  const secrets = new AppSecrets(ctx.bus);
+  const secretOf = (conn: Pick<ConnState, 'user' | 'app'>) => () => secrets.of(appId(conn.user, conn.app), () => ctx.cache.app(conn.user, conn.app)?.appKey);
 
   const queues = new ConnQueues(
     async (ev, conn) => {
@@ -78,13 +65,6 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
     (ev) => tellOn(ctx.bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq }),
     (user, app) => registeredTarget(ctx.cache, user, app),
   );
-
-  const sub = answerOn(ctx.bus, gatewayChannels.deliver, gatewaySubjects.deliver(ctx.peers.self.busId), (ev) => {
-    const ack = queues.accept(ev);
-    if (!ack.ok) refusals.refused(reasonOf(ack.error.code), ev, ack.error.message);
-    return ack;
-  });
-  const hello = answerOn(ctx.bus, gatewayChannels.hello, gatewaySubjects.hello(ctx.peers.self.busId), () => ({ busId: ctx.peers.self.busId }));
   // Completed uploads, for apps that declared upload.callback: delivered like gateway events.
   const notices = new UploadNotices({
     target: (user, app) => uploadTarget(ctx.cache, user, app),
@@ -98,8 +78,6 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
       }
     },
   });
-  const noticeSub = serve(ctx.bus, uploadNotices.deliver, (n) => notices.accept(n), { observe: ctx.metrics.observeActor });
-
   // An edge that died cannot say its connections closed: this replica says it for those it holds.
   const stopWatching = ctx.peers.onDeath((peer) => {
     if (!peer.roles.includes('edge')) return;
@@ -107,18 +85,45 @@ export async function startCallback(ctx: RoleContext): Promise<Running> {
   });
   ctx.counters.set('callback_connections', () => queues.size());
   ctx.log.info({ busId: ctx.peers.self.busId }, 'callback actor started');
-
-  return {
-    async stop() {
-      sub.unsubscribe();
-      hello.unsubscribe();
-      noticeSub.unsubscribe();
-      stopWatching();
-      // Deliver what is queued (the edge's closes at shutdown among them), for a bounded time.
-      const end = Date.now() + 5_000;
-      while ((queues.busy() || notices.waiting() > 0) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
-      forgetSecrets();
-      await deliverer.close();
-    },
-  };
+  return { ctx, queues, notices, refusals, deliverer, secrets, stopWatching };
 }
+
+/**
+ * The callback actor: gateway events → the app's `options.websocket` endpoint. Each edge sends all
+ * events of one connection to one callback replica (chosen by rendezvous hashing over the live
+ * replicas), which keeps a FIFO per connection: open, messages in order, close last. A slow app
+ * holds up only its own connections' queues. When an edge dies, the replica raises `close` for
+ * that edge's connections it holds, after their queued events. Where a callback goes comes from
+ * this replica's own registry view, never from the event (CONTRACT.md section 9), and is dialled
+ * through the address policy of provider calls.
+ */
+export const callbackActor = defineActor<CallbackActor>({
+  role: 'callback',
+  endpoints: {
+    uploaded: serves(uploadNotices.deliver, (a: CallbackActor, n) => a.notices.accept(n)),
+  },
+  channels: {
+    // Each edge sends all events of one connection to this replica's own subject.
+    deliver: answers(gatewayChannels.deliver, gatewaySubjects.deliver, (a: CallbackActor, ev) => {
+      const ack = a.queues.accept(ev);
+      if (!ack.ok) a.refusals.refused(reasonOf(ack.error.code), ev, ack.error.message);
+      return ack;
+    }),
+    // An edge uses a replica only after it answered here (it is a callback replica, with this key).
+    hello: answers(gatewayChannels.hello, gatewaySubjects.hello, (a: CallbackActor) => ({ busId: a.ctx.peers.self.busId })),
+  },
+  // Signs callbacks with app secrets: the other role that may obtain them.
+  calls: [registry.appCredentials],
+  emits: [gatewaySubjects.settled('*')],
+  onRegistryChange: (a, c) => {
+    if (c.kind === 'app' && c.op === 'put') a.secrets.forget(c.value.id);
+  },
+  onStart,
+  onStop: async (a) => {
+    a.stopWatching();
+    // Deliver what is queued (the edge's closes at shutdown among them), for a bounded time.
+    const end = Date.now() + STOP_DELIVERY_MS;
+    while ((a.queues.busy() || a.notices.waiting() > 0) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    await a.deliverer.close();
+  },
+});

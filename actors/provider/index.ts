@@ -1,14 +1,19 @@
 import { Counter, Histogram } from 'prom-client';
-import { serve } from '../../bus/rpc.js';
+import { streamSubject } from '../../bus/stream.js';
 import { provider } from '../../bus/subjects.js';
+import { defineActor, serves } from '../../lib/actor.js';
 import { AccessTokens } from '../../lib/access-token.js';
-import type { RoleContext, Running } from '../../lib/runtime.js';
+import { AddressPolicy, networksList } from '../../lib/address-policy.js';
+import type { RoleContext } from '../../lib/runtime.js';
 import { authorise, callProvider, type ProviderDeps } from './handler.js';
 import { Upstream } from './upstream.js';
-import { AddressPolicy, networksList } from '../../lib/address-policy.js';
 
-/** The provider-proxy actor (queue group `provider`): the only role that makes HTTP calls out. */
-export async function startProvider(ctx: RoleContext): Promise<Running> {
+interface ProviderActor {
+  deps: ProviderDeps;
+  upstream: Upstream;
+}
+
+async function onStart(ctx: RoleContext): Promise<ProviderActor> {
   const registers = [ctx.metrics.registry];
   const calls = new Counter({ name: 'pier_provider_calls_total', help: 'Provider calls, by provider and status given to the caller', labelNames: ['provider', 'status'], registers });
   const latency = new Histogram({
@@ -32,16 +37,19 @@ export async function startProvider(ctx: RoleContext): Promise<Running> {
       latency.observe({ provider: name }, seconds);
     },
   };
-  const hooks = { observe: ctx.metrics.observeActor };
-  const subs = [
-    serve(ctx.bus, provider.call, (req) => callProvider(deps, req), hooks),
-    serve(ctx.bus, provider.authorize, (req) => ({ until: authorise(deps, req).claims.exp }), hooks),
-  ];
   ctx.log.info({ timeoutMs: deps.timeoutMs }, 'provider actor started');
-  return {
-    async stop() {
-      for (const sub of subs) sub.unsubscribe();
-      await upstream.close();
-    },
-  };
+  return { deps, upstream };
 }
+
+/** The provider-proxy actor (queue group `provider`): the only role that makes HTTP calls out. */
+export const providerActor = defineActor<ProviderActor>({
+  role: 'provider',
+  endpoints: {
+    call: serves(provider.call, (a: ProviderActor, req) => callProvider(a.deps, req)),
+    authorize: serves(provider.authorize, (a: ProviderActor, req) => ({ until: authorise(a.deps, req).claims.exp })),
+  },
+  // Large bodies: the caller's request pulled from the edge, the provider's answer served to it.
+  dynamic: { serves: [streamSubject('provider', '>')], calls: [streamSubject('edge', '>')] },
+  onStart,
+  onStop: (a) => a.upstream.close(),
+});

@@ -1,15 +1,16 @@
 import { join } from 'node:path';
-import { publishEvent, serve } from '../../bus/rpc.js';
-import { registry, registryEvents, stateEndpoints } from '../../bus/subjects.js';
-import { registryExportPage, registryImportBatch } from './state-io.js';
+import { publishEvent } from '../../bus/rpc.js';
+import { registry, registryEvents, registryState, stateEndpoints } from '../../bus/subjects.js';
+import { defineActor, serves, startActor, type RunningActor } from '../../lib/actor.js';
 import { checkStoreKey } from '../../lib/master-key-check.js';
-import type { RoleContext, Running } from '../../lib/runtime.js';
+import type { RoleContext } from '../../lib/runtime.js';
 import * as h from './handler.js';
+import { registryExportPage, registryImportBatch } from './state-io.js';
 import { LmdbRegistryStore, type RegistryStore } from './store.js';
 import { JetStreamRegistryStore } from './store-jetstream.js';
 
 /** LMDB under the data dir (replicas on one host share it), or the replicated log on JetStream (replicas anywhere). */
-async function openRegistryStore(ctx: Pick<RoleContext, 'config' | 'log'> & Partial<Pick<RoleContext, 'jetstream'>>): Promise<RegistryStore> {
+async function openRegistryStore(ctx: RoleContext): Promise<RegistryStore> {
   const { state } = ctx.config;
   if (state.kind === 'lmdb') return LmdbRegistryStore.open(join(ctx.config.dataDir, 'registry'));
   if (!ctx.jetstream) throw new Error('PIER_STATE=jetstream needs NATS_URL');
@@ -17,12 +18,13 @@ async function openRegistryStore(ctx: Pick<RoleContext, 'config' | 'log'> & Part
   return JetStreamRegistryStore.open(ctx.jetstream.js, ctx.jetstream.manager, { replicas: state.replicas, onError });
 }
 
-/**
- * The registry actor: users, their auth tokens, apps, grants and provider registries, in LMDB under
- * `<data>/registry`. Every committed write is published on `pier.registry.changes`; a heartbeat
- * carries the current revision so that caches which missed an event catch up within one beat.
- */
-export async function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'log' | 'metrics' | 'now'> & Partial<Pick<RoleContext, 'jetstream'>>): Promise<Running> {
+interface RegistryActor {
+  ctx: RoleContext;
+  store: RegistryStore;
+  deps: h.RegistryDeps;
+}
+
+async function onStart(ctx: RoleContext): Promise<RegistryActor> {
   const store = await openRegistryStore(ctx);
   try {
     checkStoreKey(ctx.config.keyring, 'registry', store.listApps().map((a) => ({ what: `app ${a.id}`, value: a.secretSealed })));
@@ -36,52 +38,64 @@ export async function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'l
     now: () => new Date(ctx.now()),
     publish: (event) => publishEvent(ctx.bus, registryEvents.changes, event),
   };
-  const hooks = { observe: ctx.metrics.observeActor };
-  // Reads answer what any replica has written so far (writes catch up inside `write`).
-  const current = <R>(read: () => R) => store.sync().then(read);
-  const subs = [
-    serve(ctx.bus, registry.userAdd, (r) => h.userAdd(deps, r.name), hooks),
-    serve(ctx.bus, registry.userToken, (r) => h.userToken(deps, r.name), hooks),
-    serve(ctx.bus, registry.userRevoke, (r) => h.userRevoke(deps, r.name), hooks),
-    serve(ctx.bus, registry.userList, () => current(() => h.userList(deps)), hooks),
-    serve(ctx.bus, registry.appInstall, (r) => h.appInstall(deps, r), hooks),
-    serve(ctx.bus, registry.appList, (r) => current(() => h.appList(deps, r.user)), hooks),
-    serve(ctx.bus, registry.appUninstall, (r) => h.appUninstall(deps, r.user, r.app, r.purge), hooks),
-    serve(ctx.bus, registry.appCredentials, (r) => current(() => h.appCredentials(deps, r.appKey)), hooks),
-    serve(ctx.bus, registry.appVerify, (r) => current(() => h.appVerify(deps, r.appKey, r.secret)), hooks),
-    serve(ctx.bus, registry.providerList, () => current(() => store.listProviders()), hooks),
-    serve(ctx.bus, registry.providerSetState, (r) => h.providerSetState(deps, r.name, r.state), hooks),
-    serve(ctx.bus, registry.snapshot, () => current(() => store.snapshot()), hooks),
-    serve(ctx.bus, registry.appReseal, () => h.appReseal(deps), hooks),
-    serve(ctx.bus, stateEndpoints.registryExport, (r) => registryExportPage(store, r.offset, r.limit), hooks),
-    serve(
-      ctx.bus,
-      stateEndpoints.registryImport,
-      async (r) => {
-        const { imported, event } = await registryImportBatch(store, r.records, ctx.config.keyring);
-        if (event) deps.publish(event);
-        return { imported };
-      },
-      hooks,
-    ),
-    serve(ctx.bus, stateEndpoints.registryEmpty, () => current(() => ({ empty: store.listUsers().length === 0 && store.listApps().length === 0 })), hooks),
-  ];
-  const beat = () => {
-    try {
-      publishEvent(ctx.bus, registryEvents.heartbeat, { revision: store.revision() });
-    } catch (err) {
-      ctx.log.warn({ err: (err as Error).message }, 'registry heartbeat not sent');
-    }
-  };
-  beat();
-  const timer = setInterval(beat, ctx.config.registry.heartbeatMs);
+  const actor = { ctx, store, deps };
+  beat(actor);
   ctx.log.info({ revision: store.revision() }, 'registry actor started');
+  return actor;
+}
 
-  return {
-    async stop() {
-      clearInterval(timer);
-      for (const s of subs) s.unsubscribe();
-      await store.close();
-    },
-  };
+/** The current revision, for caches that missed a change event to catch up within one beat. */
+function beat(a: RegistryActor): void {
+  try {
+    publishEvent(a.ctx.bus, registryEvents.heartbeat, { revision: a.store.revision() });
+  } catch (err) {
+    a.ctx.log.warn({ err: (err as Error).message }, 'registry heartbeat not sent');
+  }
+}
+
+/** Reads answer what any replica has written so far (writes catch up inside `write`). */
+const current = async <R>(a: RegistryActor, read: () => R | Promise<R>): Promise<R> => (await a.store.sync(), read());
+
+/**
+ * The registry actor: users, their auth tokens, apps, grants and provider registries, in LMDB under
+ * `<data>/registry` or a replicated log on JetStream. Every committed write is published on
+ * `pier.registry.changes`; a heartbeat carries the current revision.
+ */
+export const registryActor = defineActor<RegistryActor>({
+  role: 'registry',
+  endpoints: {
+    userAdd: serves(registry.userAdd, (a: RegistryActor, r) => h.userAdd(a.deps, r.name)),
+    userToken: serves(registry.userToken, (a: RegistryActor, r) => h.userToken(a.deps, r.name)),
+    userRevoke: serves(registry.userRevoke, (a: RegistryActor, r) => h.userRevoke(a.deps, r.name)),
+    userList: serves(registry.userList, (a: RegistryActor) => current(a, () => h.userList(a.deps))),
+    appInstall: serves(registry.appInstall, (a: RegistryActor, r) => h.appInstall(a.deps, r)),
+    appList: serves(registry.appList, (a: RegistryActor, r) => current(a, () => h.appList(a.deps, r.user))),
+    appUninstall: serves(registry.appUninstall, (a: RegistryActor, r) => h.appUninstall(a.deps, r.user, r.app, r.purge)),
+    appCredentials: serves(registry.appCredentials, (a: RegistryActor, r) => current(a, () => h.appCredentials(a.deps, r.appKey))),
+    appVerify: serves(registry.appVerify, (a: RegistryActor, r) => current(a, () => h.appVerify(a.deps, r.appKey, r.secret))),
+    providerList: serves(registry.providerList, (a: RegistryActor) => current(a, () => a.store.listProviders())),
+    providerSetState: serves(registry.providerSetState, (a: RegistryActor, r) => h.providerSetState(a.deps, r.name, r.state)),
+    snapshot: serves(registry.snapshot, (a: RegistryActor) => current(a, () => a.store.snapshot())),
+    appReseal: serves(registry.appReseal, (a: RegistryActor) => h.appReseal(a.deps)),
+    export: serves(stateEndpoints.registryExport, (a: RegistryActor, r) => registryExportPage(a.store, r.offset, r.limit)),
+    import: serves(stateEndpoints.registryImport, async (a: RegistryActor, r) => {
+      const { imported, event } = await registryImportBatch(a.store, r.records, a.ctx.config.keyring);
+      if (event) a.deps.publish(event);
+      return { imported };
+    }),
+    empty: serves(stateEndpoints.registryEmpty, (a: RegistryActor) => current(a, () => ({ empty: a.store.listUsers().length === 0 && a.store.listApps().length === 0 }))),
+  },
+  emits: [registryEvents.changes, registryEvents.heartbeat],
+  jetstream: { streams: [], buckets: [], subjects: [], logs: [registryState] },
+  timers: { heartbeat: { everyMs: (ctx) => ctx.config.registry.heartbeatMs, run: beat } },
+  onStart,
+  onStop: (a) => a.store.close(),
+});
+
+/**
+ * The registry on its own, for a bench or a test: it reads neither the registry cache nor the
+ * peers (it is what the cache reads), so a context without them is enough.
+ */
+export function startRegistry(ctx: Pick<RoleContext, 'bus' | 'config' | 'log' | 'metrics' | 'now'> & Partial<Pick<RoleContext, 'jetstream'>>): Promise<RunningActor> {
+  return startActor(registryActor, { jetstream: null, ...ctx } as RoleContext);
 }

@@ -1,10 +1,11 @@
 import { Counter } from 'prom-client';
-import { call, serve } from '../../bus/rpc.js';
-import { registry, token } from '../../bus/subjects.js';
+import { registry, token, tokenState } from '../../bus/subjects.js';
+import { defineActor, serves } from '../../lib/actor.js';
 import { AccessTokens } from '../../lib/access-token.js';
+import { AppSecrets } from '../../lib/app-secrets.js';
 import { FailureLimiter } from '../../lib/rate-limit.js';
 import { SharedFailures } from '../../lib/shared-failures.js';
-import type { RoleContext, Running } from '../../lib/runtime.js';
+import type { RoleContext } from '../../lib/runtime.js';
 import { BcryptPool } from './bcrypt-pool.js';
 import { CheckGate } from './check-gate.js';
 import { issueAccessToken, VerifiedProofs, type RefusalReason, type TokenDeps } from './handler.js';
@@ -12,23 +13,19 @@ import { issueAccessToken, VerifiedProofs, type RefusalReason, type TokenDeps } 
 /** Proof checks one client address may have running or waiting at once (429 above). */
 const MAX_CHECKS_PER_CLIENT = 32;
 
-/**
- * The token actor (queue group `token`): verifies an app's bcrypt proof in worker threads and
- * issues signed 5-minute access tokens. App secrets come from the registry on first use and are
- * forgotten when the app changes (uninstall, reinstall).
- */
-export async function startToken(ctx: RoleContext): Promise<Running> {
+interface TokenActor {
+  deps: TokenDeps;
+  secrets: AppSecrets;
+  pool: BcryptPool;
+  shared: SharedFailures | null;
+  issued: Counter;
+}
+
+async function onStart(ctx: RoleContext): Promise<TokenActor> {
   const { config } = ctx;
-  const pool = new BcryptPool(config.token.bcryptThreads);
-  const secrets = new Map<string, Promise<string>>();
-  const forget = ctx.cache.onApplied((change) => {
-    if (change.kind === 'app') secrets.clear();
-  });
   const registers = [ctx.metrics.registry];
-  const issued = new Counter({ name: 'pier_tokens_issued_total', help: 'Access tokens issued', registers });
   const refused = new Counter({ name: 'pier_tokens_refused_total', help: 'Access token requests refused, by reason', labelNames: ['reason'], registers });
   const notShared = new Counter({ name: 'pier_token_failures_not_shared_total', help: 'Failures counted by this replica that could not be shared with the others (PIER_STATE=jetstream)', registers });
-
   const failuresByKey = new FailureLimiter(config.token.failuresPerKey, config.token.failureWindowMs, ctx.now);
   const failuresByClient = new FailureLimiter(config.token.failuresPerClient, config.token.failureWindowMs, ctx.now);
   // On JetStream the limits hold across replicas and hosts; on LMDB (one host) they are per process.
@@ -40,17 +37,11 @@ export async function startToken(ctx: RoleContext): Promise<Running> {
           onNotShared: () => notShared.inc(),
         })
       : null;
+  const secrets = new AppSecrets(ctx.bus);
+  const pool = new BcryptPool(config.token.bcryptThreads);
   const deps: TokenDeps = {
     cache: ctx.cache,
-    secretOf: (appKey) => {
-      let s = secrets.get(appKey);
-      if (!s) {
-        s = call(ctx.bus, registry.appCredentials, { appKey }).then((c) => c.appSecret);
-        s.catch(() => secrets.delete(appKey));
-        secrets.set(appKey, s);
-      }
-      return s;
-    },
+    secretOf: (appKey) => secrets.of(appKey, () => appKey),
     compare: (plain, hash) => pool.compare(plain, hash),
     tokens: new AccessTokens(config.keyring),
     now: ctx.now,
@@ -62,23 +53,33 @@ export async function startToken(ctx: RoleContext): Promise<Running> {
     verified: new VerifiedProofs(),
     refused: (reason: RefusalReason) => refused.inc({ reason }),
   };
-  const sub = serve(
-    ctx.bus,
-    token.issue,
-    async (req) => {
-      const out = await issueAccessToken(deps, req);
-      issued.inc();
-      return out;
-    },
-    { observe: ctx.metrics.observeActor },
-  );
   ctx.log.info({ threads: config.token.bcryptThreads }, 'token actor started');
-  return {
-    async stop() {
-      sub.unsubscribe();
-      shared?.close();
-      forget();
-      await pool.close();
-    },
-  };
+  return { deps, secrets, pool, shared, issued: new Counter({ name: 'pier_tokens_issued_total', help: 'Access tokens issued', registers }) };
 }
+
+/**
+ * The token actor (queue group `token`): verifies an app's bcrypt proof in worker threads and
+ * issues signed 5-minute access tokens. App secrets come from the registry on first use and are
+ * forgotten when any app changes (uninstall, reinstall).
+ */
+export const tokenActor = defineActor<TokenActor>({
+  role: 'token',
+  endpoints: {
+    issue: serves(token.issue, async (a: TokenActor, req) => {
+      const out = await issueAccessToken(a.deps, req);
+      a.issued.inc();
+      return out;
+    }),
+  },
+  // Hashes with app secrets (bcrypt proofs): one of the two roles that may obtain them.
+  calls: [registry.appCredentials],
+  jetstream: { streams: [tokenState.stream], buckets: [], subjects: [tokenState.subject] },
+  onRegistryChange: (a, change) => {
+    if (change.kind === 'app') a.secrets.clear();
+  },
+  onStart,
+  onStop: async (a) => {
+    a.shared?.close();
+    await a.pool.close();
+  },
+});

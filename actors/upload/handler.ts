@@ -8,6 +8,7 @@ import { typeRefusal } from './file-types.js';
 import { createPart, isFolderMoved, partPathFor, publish, removePart } from './files.js';
 import { assertReachable, checkStoragePath, resolveTarget } from './paths.js';
 import type { UploadRoot } from './root.js';
+import type { Lease, UploadLocks } from './lock.js';
 import { recordOf, type Upload, type UploadStore } from './store.js';
 
 export interface UploadDeps {
@@ -20,16 +21,10 @@ export interface UploadDeps {
   chunkMaxBytes: number;
   /** Unfinished uploads one user may have per app (POST 429 past it). */
   maxUnfinished: number;
-  leaseMs: number;
+  /** The write lock of each upload (lock.ts). */
+  locks: UploadLocks;
   /** A completed upload: the bus event, and the app's upload.callback (`id`: the upload's, for the event id). */
   completed: (ev: UploadCompleted, id: string) => void;
-  /** Whether a lock is held by a write session that is still alive (its lease running, its replica up). */
-  lockAlive: (lock: NonNullable<Upload['lock']>) => boolean;
-  /**
-   * A PATCH's lock being taken on this replica right now, not yet committed (so not yet visible in
-   * the store): a POST or GET must wait for it to see the lock at all.
-   */
-  locking: (id: string) => Promise<unknown> | undefined;
 }
 
 export const invalidId = () => new PierError('BAD_REQUEST', 'Invalid upload ID');
@@ -40,34 +35,6 @@ function uploadOptions(deps: UploadDeps, user: string, appName: string) {
   if (!app) throw new PierError('NOT_FOUND', `app "${appName}" is not installed for "${user}"`);
   if (!app.upload) throw new PierError('BAD_REQUEST', `app "${appName}" has no upload option in its manifest`);
   return app.upload;
-}
-
-/**
- * How long a request waits for a PATCH in progress on the same upload to settle. A client whose
- * connection broke mid-PATCH re-POSTs at once, often before the edge has even seen the break, and
- * sends its next PATCH right after: the re-POST (or GET) must answer the offset after that PATCH's
- * bytes are settled (fsynced and recorded), and the next PATCH must find the lock released, or the
- * client is told a stale offset or "upload busy" for a PATCH that is already dead. A PATCH still
- * streaming past this bound is really concurrent: POST and GET then answer the offset recorded
- * before it, and another PATCH gets 409 `upload busy`.
- */
-// Below the 5 s deadline of the bus requests that wait (begin, get), so the caller hears 409, not 504.
-const SETTLE_WAIT_MS = 4_000;
-const SETTLE_POLL_MS = 10;
-
-/**
- * The upload once no live PATCH holds its lock (or SETTLE_WAIT_MS passed); undefined if absent.
- * `pending`: also wait for a lock being taken on this replica and not yet committed (a PATCH's own
- * begin must not wait for itself).
- */
-async function settled(deps: UploadDeps, id: string, pending = true): Promise<Upload | undefined> {
-  const deadline = Date.now() + SETTLE_WAIT_MS;
-  for (;;) {
-    if (pending) await deps.locking(id)?.catch(() => undefined);
-    const u = deps.store.get(id);
-    if (!u?.lock || !deps.lockAlive(u.lock) || Date.now() >= deadline) return u;
-    await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
-  }
 }
 
 /** Forgets an upload and drops its partial data. */
@@ -120,7 +87,7 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
 
   await deps.store.sync();
   const existingId = deps.store.unfinishedAt(req.user, req.app, target)?.id;
-  const existing = existingId ? await settled(deps, existingId) : undefined;
+  const existing = existingId ? await deps.locks.settled(existingId) : undefined;
   if (existing && existing.state === 'active' && existing.fileSize === req.fileSize) return { record: recordOf(existing), complete: false };
   // lstat: a link at the target exists as a link, wherever it points (no oracle for its pointee).
   if (req.conflict === 'fail' && (await lstat(target).catch(() => null))) throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
@@ -162,28 +129,30 @@ export async function getUpload(deps: UploadDeps, user: string, app: string, id:
   const owned = (u: Upload | undefined): u is Upload => u !== undefined && u.user === user && u.app === app;
   await deps.store.sync();
   if (!owned(deps.store.get(id))) throw invalidId();
-  const u = await settled(deps, id);
+  const u = await deps.locks.settled(id);
   if (!owned(u)) throw invalidId();
   return recordOf(u);
 }
 
 /**
- * Takes the upload's lock for one PATCH, after the spec's checks (id, offset), or 409 `upload busy`
- * when another PATCH still holds it once SETTLE_WAIT_MS has passed.
+ * Takes the upload's lock for one PATCH, after the spec's checks (id, offset), once a PATCH in
+ * progress has settled (lock.ts): 409 `upload busy` when another one still holds it after the wait.
+ *
+ * The wait matters: a client whose connection broke mid-PATCH re-POSTs at once, often before the
+ * edge has even seen the break, and sends its next PATCH right after. The re-POST (or GET) must
+ * answer the offset after that PATCH's bytes are settled (fsynced and recorded), and the next PATCH
+ * must find the lock released, or the client is told a stale offset or `upload busy` for a PATCH
+ * that is already dead.
  */
-export async function lockForWrite(deps: UploadDeps, req: BeginWrite, session: string): Promise<Upload> {
+export async function lockForWrite(deps: UploadDeps, req: BeginWrite): Promise<Lease> {
   const mine = (u: Upload | undefined): u is Upload => u !== undefined && u.user === req.user && u.app === req.app && u.state === 'active';
   await deps.store.sync();
   if (!mine(deps.store.get(req.id))) throw invalidId(); // before waiting: another's upload tells nothing
-  await settled(deps, req.id, false);
-  return deps.store.write((w) => {
-    const u = w.get(req.id);
+  await deps.locks.settled(req.id, false);
+  const admit = (u: Upload | undefined): u is Upload => {
     if (!mine(u)) throw invalidId();
     if (req.offset !== null && u.offset !== req.offset) throw invalidOffset(u);
-    const now = deps.now();
-    if (u.lock && deps.lockAlive(u.lock)) throw new PierError('CONFLICT', 'upload busy');
-    const locked: Upload = { ...u, lock: { owner: deps.busId, session, until: now + deps.leaseMs }, updatedAt: now };
-    w.put(locked);
-    return locked;
-  });
+    return true;
+  };
+  return (await deps.locks.take(req.id, admit, { touch: true }))!;
 }

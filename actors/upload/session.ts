@@ -5,6 +5,7 @@ import { receivePieces } from '../../bus/pieces.js';
 import { uploadSubjects, type Piece, type PieceAck } from '../../bus/subjects.js';
 import { cutBack, openPart } from './files.js';
 import { finish, type UploadDeps } from './handler.js';
+import type { Lease } from './lock.js';
 import { recordOf, type Upload } from './store.js';
 
 const MAX_PENDING_WRITES = 8;
@@ -33,15 +34,18 @@ export class WriteSession {
    */
   private readonly writes = new Set<Promise<unknown>>();
   private writeError: unknown = null;
+  private upload: Upload;
 
   constructor(
-    private readonly deps: UploadDeps & { bus: Bus; idleMs: number; onEnd: () => void; wrote: (n: number) => void; failed: () => void },
-    private upload: Upload,
+    private readonly deps: UploadDeps & { bus: Bus; idleMs: number; wrote: (n: number) => void; failed: () => void },
+    /** The upload's lock, held by this session until it ends (lock.ts). */
+    private readonly lease: Lease,
     readonly maxBytes: number,
     /** The client's offset was checked before the first byte (false: `file` came before `upload_offset`). */
     private readonly confirmed: boolean,
   ) {
-    this.subject = uploadSubjects.session(deps.busId, upload.lock!.session);
+    this.upload = lease.upload;
+    this.subject = uploadSubjects.session(deps.busId, lease.session);
   }
 
   async start(): Promise<void> {
@@ -101,13 +105,9 @@ export class WriteSession {
   /** Keeps the lock alive while bytes flow (a dead writer's lock lapses within one lease). */
   private async renewLease(): Promise<void> {
     const now = this.deps.now();
-    if (now - this.lastLease < this.deps.leaseMs / 3) return;
+    if (now - this.lastLease < this.deps.locks.leaseMs / 3) return;
     this.lastLease = now;
-    const { id } = this.upload;
-    await this.deps.store.write((w) => {
-      const u = w.get(id);
-      if (u?.lock?.session === this.upload.lock!.session) w.put({ ...u, lock: { ...u.lock, until: now + this.deps.leaseMs } });
-    });
+    await this.lease.renew();
   }
 
   private async fail(err: unknown): Promise<PieceAck> {
@@ -154,7 +154,7 @@ export class WriteSession {
       await record();
       return { ok: true, record: recordOf(updated), complete: false };
     } finally {
-      this.deps.onEnd();
+      this.lease.end();
     }
   }
 }

@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BusRole } from '../../bus/permissions.js';
-import { planIdentities, writeBusInit } from '../../lib/bus-init.js';
+import { planIdentities, writeBusInit } from '../../cli/bus-init.js';
 import { makeCa, makeLeaf, type Pem } from './certs.js';
 import { NatsServer, startJetStreamCluster } from './nats-server.js';
 

@@ -1,7 +1,7 @@
 import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { planIdentities, writeBusInit } from '../../lib/bus-init.js';
+import { planIdentities, writeBusInit } from '../../cli/bus-init.js';
 import { makeCa, makeLeaf } from './certs.js';
 import { freeLoopbackPort as freePort, NatsServer } from './nats-server.js';
 import { pierEnv, PierProcess, ROOT, tempDir, cleanup } from './pier.js';

@@ -1,7 +1,10 @@
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { GuardedBus } from '../../../bus/guarded.js';
-import { BUS_ROLES, covers, declaredBy, EXTERNAL_EVENTS, permissionsFor, allowed, allowListMatcher, STATE_ROLES, statePermissionsFor } from '../../../bus/permissions.js';
+import { BUS_ROLES, covers, EXTERNAL_EVENTS, allowed, allowListMatcher, STATE_ROLES } from '../../../bus/permissions.js';
+import { ACTORS, declaredBy, permissionsFor, ROLE_TABLE, statePermissionsFor } from '../../../cli/roles.js';
+import { busDeclarationOf, serves } from '../../../lib/actor.js';
+import { uploadActor } from '../../../actors/upload/index.js';
 import * as subjects from '../../../bus/subjects.js';
 import { streamSubject } from '../../../bus/stream.js';
 
@@ -109,4 +112,26 @@ test('a state login may touch only its own role\'s streams and its own inbox', (
     t.false(allowed(p.publish, '$JS.API.STREAM.CREATE.EVIL'));
     t.false(allowed(p.publish, '$JS.API.STREAM.DELETE.EVIL'));
   }
+});
+
+test('an actor role\'s rights are its declaration: every endpoint, channel, heard event and timer-free call, and nothing else', (t) => {
+  for (const actor of ACTORS) {
+    const own = declaredBy(actor.role);
+    for (const e of Object.values(actor.endpoints)) t.true(allowed(own.subscribe, e.endpoint.subject), `${actor.role} serves ${e.endpoint.subject}`);
+    for (const c of Object.values(actor.channels ?? {})) t.true(allowed(own.subscribe, c.subject('b1')), `${actor.role} answers ${c.subject('b1')}`);
+    for (const h of Object.values(actor.hears ?? {})) t.true(allowed(own.subscribe, h.event.subject), `${actor.role} hears ${h.event.subject}`);
+    for (const c of actor.calls ?? []) t.true(allowed(own.publish, c.subject), `${actor.role} calls ${c.subject}`);
+    // Nothing beyond the declaration: each subscribe entry is one of the declared ones.
+    const declared = busDeclarationOf(actor);
+    const names = (xs: readonly (string | { subject: string })[] | undefined) => (xs ?? []).map((x) => (typeof x === 'string' ? x : x.subject));
+    t.deepEqual(own.subscribe, [...names(declared.serves), ...names(declared.hears)], `${actor.role}: its subscriptions are exactly its declaration`);
+  }
+  // A subject added to an actor's table is a right of its role at once, with no second list to edit.
+  const extended = { ...uploadActor, endpoints: { ...uploadActor.endpoints, extra: serves(subjects.vault.audit, () => ({ entries: [] }) as never) } };
+  t.true(allowed(busDeclarationOf(extended).serves!.map((s) => (typeof s === 'string' ? s : s.subject)), 'pier.vault.audit'));
+  t.false(allowed(declaredBy('upload').subscribe, 'pier.vault.audit'), 'the real upload role does not serve it');
+});
+
+test('the roles keeping state on JetStream are those whose declarations own JetStream state', (t) => {
+  t.deepEqual([...STATE_ROLES].sort(), BUS_ROLES.filter((r) => ROLE_TABLE[r].jetstream !== undefined).sort());
 });

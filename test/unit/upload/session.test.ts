@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createPart, partPathFor } from '../../../actors/upload/files.js';
 import type { UploadDeps } from '../../../actors/upload/handler.js';
 import { UploadRoot } from '../../../actors/upload/root.js';
+import { UploadLocks } from '../../../actors/upload/lock.js';
 import { WriteSession } from '../../../actors/upload/session.js';
 import { LmdbUploadStore, type Upload } from '../../../actors/upload/store.js';
 import { MemoryBus } from '../../../bus/bus-memory.js';
@@ -25,12 +26,15 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSiz
   await createPart(part, root.userFolder('alice'));
   const u: Upload = {
     id: 'u1', user: 'alice', app: 'files', storagePath: '/dest', relativePath: 'x.bin', fileType: '', fileSize, conflict: 'replace',
-    offset, target: join(dest, 'x.bin'), part, state: 'active', createdAt: 0, updatedAt: 0, lock: { owner: 'b1', session: 's1', until: Date.now() + 60_000 },
+    offset, target: join(dest, 'x.bin'), part, state: 'active', createdAt: 0, updatedAt: 0, lock: null,
   };
   await store.write((w) => w.put(u));
-  const deps = { store, root, busId: 'b1', now: () => Date.now(), chunkMaxBytes: 8, leaseMs: 15_000, completed: (e: UploadCompleted) => completed.push(e) } as unknown as UploadDeps;
   const ended: string[] = [];
-  const session = new WriteSession({ ...deps, bus, idleMs: 10_000, onEnd: () => ended.push('end'), wrote: () => undefined, failed: () => undefined }, u, Math.min(8, fileSize - offset), true);
+  // The lock's end is announced to the other replicas: here, recorded.
+  const locks = new UploadLocks({ store, busId: 'b1', now: () => Date.now(), leaseMs: 15_000, settleWaitMs: 1_000, replicaAlive: () => false, announce: () => ended.push('end') });
+  const lease = await locks.take('u1', (c): c is Upload => c !== undefined, { touch: false });
+  const deps = { store, root, busId: 'b1', now: () => Date.now(), chunkMaxBytes: 8, locks, completed: (e: UploadCompleted) => completed.push(e) } as unknown as UploadDeps;
+  const session = new WriteSession({ ...deps, bus, idleMs: 10_000, wrote: () => undefined, failed: () => undefined }, lease!, Math.min(8, fileSize - offset), true);
   await session.start();
   t.teardown(async () => {
     await bus.close();

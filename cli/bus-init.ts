@@ -2,8 +2,9 @@ import bcrypt from 'bcryptjs';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BUS_ROLES, permissionsFor, stateAccountOf, statePermissionsFor, STATE_ROLES, type BusRole, type RolePermissions } from '../bus/permissions.js';
-import { inboxPrefixOf, stateLoginVariable } from './nats-auth.js';
+import { BUS_ROLES, stateAccountOf, STATE_ROLES, type BusRole, type RolePermissions } from '../bus/permissions.js';
+import { permissionsFor, statePermissionsFor } from './roles.js';
+import { inboxPrefixOf, stateLoginVariable } from '../lib/nats-auth.js';
 
 /** A login to one role's state account (PIER_STATE=jetstream), carried by every identity with that role. */
 export interface StateLogin {

@@ -1,0 +1,169 @@
+import { randomBytes } from 'node:crypto';
+import { PierError } from '../../bus/errors.js';
+import type { Upload, UploadLock, UploadStore } from './store.js';
+
+/**
+ * The upload lock. The rule: **an upload is written by at most one write session at a time**, and
+ * a lock never outlives its writer by more than one lease.
+ *
+ * - A session takes the lock in the same store transaction that checks the upload (its owner, its
+ *   offset), so two PATCHes racing on any replicas cannot both get it; the loser hears 409 `upload busy`.
+ * - The lock names its replica (bus id), its session and the end of its lease. It is *alive* while
+ *   the lease runs and its writer does: on this replica, while the session is open here (a
+ *   restarted replica has a new bus id, so its old locks are dead at once); on another, while that
+ *   replica heartbeats (trusted alive for a grace after this one starts, before heartbeats came).
+ * - The session renews the lease while bytes flow and releases it when it ends, whatever way
+ *   (`Lease.end`, called from a `finally`). The record's `lock: null` is written with the offset;
+ *   if that write fails, the lock is dead anyway: its session is no longer open here.
+ * - Who waits for a lock to go (a re-POST, a GET, the next PATCH) is woken when it does: at once
+ *   for this replica's sessions, by a `released` event for another's, at the lease's end or when its
+ *   replica is known dead otherwise; never later than `settleWaitMs`. Nothing polls.
+ */
+export interface LockDeps {
+  store: UploadStore;
+  /** This replica's bus id. */
+  busId: string;
+  now: () => number;
+  leaseMs: number;
+  /** Whether another upload replica is alive (its heartbeats come). */
+  replicaAlive: (busId: string) => boolean;
+  /** Tells the other replicas that a lock of this one ended (they call `wake`). */
+  announce: (id: string) => void;
+  /** The longest a waiter waits (below the deadline of the bus request that waits). */
+  settleWaitMs: number;
+}
+
+/** One session's hold on one upload's lock. */
+export interface Lease {
+  readonly session: string;
+  readonly upload: Upload;
+  /** Pushes the lease's end forward (the session calls it while bytes flow). */
+  renew(): Promise<void>;
+  /** The session is over: the lock is dead from now on, and whoever waits on it is woken. */
+  end(): void;
+}
+
+export const uploadBusy = () => new PierError('CONFLICT', 'upload busy');
+
+export class UploadLocks {
+  /** This replica's open sessions: a lock it holds is alive exactly while its session is in here. */
+  private readonly open = new Set<string>();
+  /** Locks being taken here, by upload id: not yet committed, so not yet visible in the store. */
+  private readonly taking = new Map<string, Promise<unknown>>();
+  /** Who waits for a lock to go, by upload id (each for at most `settleWaitMs`: bounded by the requests in flight). */
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  constructor(private readonly deps: LockDeps) {}
+
+  get leaseMs(): number {
+    return this.deps.leaseMs;
+  }
+
+  alive(lock: UploadLock): boolean {
+    if (lock.until <= this.deps.now()) return false;
+    if (lock.owner === this.deps.busId) return this.open.has(lock.session);
+    return this.deps.replicaAlive(lock.owner);
+  }
+
+  /**
+   * Takes `id`'s lock for a new session, in one transaction with `admit` (which throws to refuse
+   * with its error, or returns false to refuse quietly: null). 409 `upload busy` when a live lock holds it.
+   * `touch`: the upload counts as used now (a PATCH), not for recovery's repairs.
+   */
+  async take(id: string, admit: (current: Upload | undefined) => current is Upload, options: { touch: boolean; session?: string }): Promise<Lease | null> {
+    const session = options.session ?? newSession();
+    this.open.add(session);
+    const taken = this.deps.store.write((w) => {
+      const current = w.get(id);
+      if (!admit(current)) return null;
+      if (current.lock && this.alive(current.lock)) throw uploadBusy();
+      const now = this.deps.now();
+      const locked: Upload = { ...current, lock: { owner: this.deps.busId, session, until: now + this.deps.leaseMs }, ...(options.touch ? { updatedAt: now } : {}) };
+      w.put(locked);
+      return locked;
+    });
+    this.taking.set(id, taken);
+    try {
+      const upload = await taken;
+      if (!upload) this.open.delete(session);
+      return upload ? this.lease(upload, session) : null;
+    } catch (err) {
+      this.open.delete(session);
+      throw err;
+    } finally {
+      if (this.taking.get(id) === taken) this.taking.delete(id);
+    }
+  }
+
+  /**
+   * The upload once no live lock holds it, or `settleWaitMs` passed (then as it is); undefined if
+   * absent. `pending`: also wait for a lock being taken here and not yet committed (a PATCH
+   * about to take the lock must not wait for itself).
+   */
+  async settled(id: string, pending = true): Promise<Upload | undefined> {
+    const deadline = Date.now() + this.deps.settleWaitMs;
+    for (;;) {
+      if (pending) await this.taking.get(id)?.catch(() => undefined);
+      const u = this.deps.store.get(id);
+      if (!u?.lock || !this.alive(u.lock) || Date.now() >= deadline) return u;
+      // Woken by the lock's end, or at its lease's end or the deadline, whichever comes first.
+      const leaseLeft = u.lock.until - this.deps.now();
+      await this.wakeOrAfter(id, Math.max(1, Math.min(deadline - Date.now(), leaseLeft)));
+      await this.deps.store.sync(); // a release by another replica: read what it wrote
+    }
+  }
+
+  /** A lock of `id` may have gone (another replica's `released`). */
+  wake(id: string): void {
+    const ws = this.waiters.get(id);
+    if (!ws) return;
+    this.waiters.delete(id);
+    for (const w of ws) w();
+  }
+
+  /** Every waiter looks again (a replica died: its locks are dead). */
+  wakeAll(): void {
+    for (const id of [...this.waiters.keys()]) this.wake(id);
+  }
+
+  private wakeOrAfter(id: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      let set = this.waiters.get(id);
+      if (!set) this.waiters.set(id, (set = new Set()));
+      const done = () => {
+        clearTimeout(timer);
+        set!.delete(done);
+        if (set!.size === 0 && this.waiters.get(id) === set) this.waiters.delete(id);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      set.add(done);
+    });
+  }
+
+  private lease(upload: Upload, session: string): Lease {
+    let ended = false;
+    return {
+      session,
+      upload,
+      renew: async () => {
+        if (ended) return;
+        const until = this.deps.now() + this.deps.leaseMs;
+        await this.deps.store.write((w) => {
+          const u = w.get(upload.id);
+          if (u?.lock?.session === session) w.put({ ...u, lock: { ...u.lock, until } });
+        });
+      },
+      end: () => {
+        if (ended) return;
+        ended = true;
+        this.open.delete(session);
+        this.wake(upload.id);
+        this.deps.announce(upload.id);
+      },
+    };
+  }
+}
+
+/** A session id: also a token of its write session's subject, so letters and digits only. */
+const newSession = () => randomBytes(9).toString('base64url').replace(/[-_]/g, 'x');

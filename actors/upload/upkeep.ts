@@ -1,0 +1,67 @@
+import { createPart, cutBack, partSize, removePart } from './files.js';
+import { finish, type UploadDeps } from './handler.js';
+import type { Upload } from './store.js';
+
+/**
+ * After a crash: each unfinished upload not being written by a live replica gets the offset of
+ * what is really on disk. Bytes past the recorded (acknowledged, fsynced) offset are cut off: they
+ * may be a torn write. A complete one is published.
+ *
+ * It runs at start and once more when other replicas' heartbeats had time to come, so uploads may
+ * be in use meanwhile: an upload is repaired only under a lock of its own (lock.ts), taken only if
+ * the record is still the one read (no PATCH took or changed it in between).
+ */
+export async function recover(deps: UploadDeps): Promise<void> {
+  for (const u of deps.store.all()) {
+    if (u.state !== 'active' || (u.lock && deps.locks.alive(u.lock))) continue;
+    // One upload that cannot be recovered now (its part tampered with, its disk away) stays as it
+    // is: its next PATCH says what is wrong, the idle sweep removes it; the others and the start go on.
+    await recoverOne(deps, u).catch(() => undefined);
+  }
+}
+
+async function recoverOne(deps: UploadDeps, seen: Upload): Promise<void> {
+  // On disk as recorded, and not complete: nothing to repair, nothing to lock.
+  if ((await partSize(seen.part)) === seen.offset && seen.offset < seen.fileSize) return;
+  const unchanged = (current: Upload | undefined): current is Upload =>
+    current !== undefined && current.state === 'active' && current.offset === seen.offset && !(current.lock && deps.locks.alive(current.lock));
+  const lease = await deps.locks.take(seen.id, unchanged, { touch: false });
+  if (!lease) return; // a PATCH got there first: not a crash's leftover
+  try {
+    const u = lease.upload;
+    const size = await partSize(u.part);
+    let offset = u.offset;
+    if (size > offset) await cutBack(u.part, offset, deps.root.userFolder(u.user));
+    if (size < offset) offset = size;
+    if (size === 0 && offset === 0) await createPart(u.part, deps.root.userFolder(u.user)).catch(() => undefined);
+    const fixed = await deps.store.write((w) => {
+      const current = w.get(u.id);
+      if (current?.lock?.session !== lease.session) return null;
+      const next: Upload = { ...current, offset, lock: null };
+      w.put(next);
+      return next;
+    });
+    if (fixed && offset === fixed.fileSize) await finish(deps, fixed).catch(() => undefined);
+  } finally {
+    lease.end();
+  }
+}
+
+/**
+ * Unfinished uploads idle past `idleMs` go, with their bytes; one being written never does. The
+ * record is removed only if it is still the one read (a PATCH in between makes it not idle).
+ */
+export async function sweep(deps: UploadDeps, idleMs: number): Promise<void> {
+  const now = deps.now();
+  for (const u of deps.store.all()) {
+    if (u.lock && deps.locks.alive(u.lock)) continue;
+    if (now - u.updatedAt <= idleMs) continue;
+    const removed = await deps.store.write((w) => {
+      const current = w.get(u.id);
+      if (!current || current.updatedAt !== u.updatedAt || (current.lock && deps.locks.alive(current.lock))) return false;
+      w.remove(current);
+      return true;
+    });
+    if (removed) await removePart(u.part);
+  }
+}

@@ -1,0 +1,58 @@
+import type { Declaration } from '../bus/permissions.js';
+import { streamSubject } from '../bus/stream.js';
+import { gatewaySubjects, processSubjects, provider, registry, stateEndpoints, token, upload, uploadSubjects, vault } from '../bus/subjects.js';
+
+const any = '*';
+
+/**
+ * What the edge and the admin listener may do on the bus (bus/permissions.ts turns these into
+ * allow-lists; the actors' are their `defineActor` tables). They serve almost nothing: they are
+ * the callers.
+ */
+
+/** The browser- and app-facing listeners. No admin subject, no app secret, no registry write. */
+export const edgeRole: Declaration = {
+  calls: [
+    token.issue,
+    provider.call,
+    provider.authorize,
+    vault.op,
+    vault.authorize,
+    upload.create,
+    upload.get,
+    upload.begin,
+    uploadSubjects.session(any, any),
+    registry.appVerify,
+    // The gateway: events to callback replicas; the local API's commands to the edges holding connections.
+    gatewaySubjects.deliver(any),
+    gatewaySubjects.hello(any),
+    gatewaySubjects.edge(any),
+    gatewaySubjects.user(any, any),
+    gatewaySubjects.list,
+    // Pulling a provider's large answer.
+    streamSubject('provider', '>'),
+  ],
+  serves: [gatewaySubjects.edge(any), gatewaySubjects.user(any, any), gatewaySubjects.list, gatewaySubjects.settled(any), streamSubject('edge', '>')],
+};
+
+/** The operator's listener (loopback): users, apps, providers, the vault's audit and key rotation, state export. */
+export const adminRole: Declaration = {
+  calls: [
+    registry.userAdd,
+    registry.userToken,
+    registry.userRevoke,
+    registry.userList,
+    registry.appInstall,
+    registry.appList,
+    registry.appUninstall,
+    registry.providerList,
+    registry.providerSetState,
+    registry.appReseal,
+    upload.prepare,
+    vault.audit,
+    vault.rotate,
+    vault.operator,
+    processSubjects.describe,
+    ...Object.values(stateEndpoints),
+  ],
+};
