@@ -1,6 +1,7 @@
 import type { TestFn } from 'ava';
 import type { Bus, BusMessage } from '../../bus/bus.js';
 import { PierError } from '../../bus/errors.js';
+import { until } from '../helpers/wait.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -136,14 +137,20 @@ export function busContract(test: TestFn, name: string, pair: MakePair): void {
     let count = 0;
     const s = sub.subscribe(`${p}.u`, () => count++);
     await sub.flush();
+    let marked = false;
+    sub.subscribe(`${p}.marker`, () => (marked = true));
+    await sub.flush();
     pub.publish(`${p}.u`, enc('1'));
     await pub.flush();
-    await new Promise((r) => setTimeout(r, 100));
+    await until('the first message', () => count === 1);
     s.unsubscribe();
     await sub.flush();
     pub.publish(`${p}.u`, enc('2'));
+    // One publisher's messages reach one subscriber in order: once the marker sent after '2' has
+    // arrived, '2' would have too.
+    pub.publish(`${p}.marker`, enc('m'));
     await pub.flush();
-    await new Promise((r) => setTimeout(r, 100));
+    await until('the marker published after the second message', () => marked);
     t.is(count, 1);
   });
 

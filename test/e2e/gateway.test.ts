@@ -104,9 +104,18 @@ test.serial('upgrades refused: no, bad or revoked token; another user; foreign O
     return s === 101 ? undefined : s;
   });
   t.is(status, 401);
-  // Only the one accepted upgrade reached the app.
-  await new Promise((r) => setTimeout(r, 300));
-  t.is(appA.accepted.filter((c) => c.body.action === 'open').length, before + 1);
+  // Only the one accepted upgrade reached the app. A refused upgrade makes no connection, so there is
+  // no event of its own to wait for: a marker connection opened after all of them, and its message
+  // delivered (after its open), shows the edge's events up to then have been handed on.
+  const marker = await connect(port(), 'chat.alice.localhost', auth);
+  marker.ws.send(JSON.stringify({ event: 'marker', data: { after: 'refusals' } }));
+  const opens = () => appA.accepted.filter((c) => c.body.action === 'open').length;
+  const markerCall = () => appA.accepted.find((c) => c.body.action === 'message' && JSON.stringify(c.body.data).includes('"after":"refusals"'));
+  await appA.until(() => opens() >= before + 2 && markerCall() !== undefined, "the marker connection's open and message at the app");
+  t.is(opens(), before + 2, 'the own-origin upgrade and the marker, nothing else');
+  marker.ws.close();
+  const markerId = markerCall()!.body.conn_id;
+  await appA.until(() => appA.of(markerId).some((c) => c.body.action === 'close'), "the marker connection's close at the app");
 });
 
 test.serial('send to a connection and to users; close; list — and never across apps', async (t) => {
@@ -125,8 +134,8 @@ test.serial('send to a connection and to users; close; list — and never across
   t.deepEqual(r.data, { delivered: 2 });
   r = await (await local('/runtime/ws/conn/send', apps.chat, { payload: 'x', users: ['carol'] })).json();
   t.deepEqual(r.data, { delivered: 0 });
-  await new Promise((res) => setTimeout(res, 200));
-  t.true(c1.received.includes('[1,"two"]') && c2.received.includes('[1,"two"]'));
+  await until('the send to users at both connections', () => c1.received.includes('[1,"two"]') && c2.received.includes('[1,"two"]'));
+  // One connection's frames arrive in the order sent: `{"n":1}` went out before `[1,"two"]`.
   t.is([...c1.received, ...c2.received].filter((m) => m === '{"n":1}').length, 1);
 
   // App "other" cannot reach chat's connections: unknown to it (404), closes nothing, lists nothing of them.

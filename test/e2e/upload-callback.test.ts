@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { CallbackReceiver, type CallbackEvent } from '@pier/sdk/server';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { UploadClient } from '../helpers/upload-client.js';
-import { sleep, until } from '../helpers/wait.js';
+import { until } from '../helpers/wait.js';
 
 // The upload-completed callback (issue: operator and app-developer experience; tusd's post-finish
 // hook): an app that declares `upload.callback` hears of each completed upload, signed like gateway
@@ -41,6 +41,13 @@ test.before(async () => {
   if (done.status !== 200) throw new Error(JSON.stringify(done.json));
 });
 
+/** The sum of a counter on the admin listener's /metrics, for one `action` label when given. */
+async function counted(name: string, action?: string): Promise<number> {
+  const text = await (await fetch(`${pier.adminUrl}/metrics`)).text();
+  const labels = action === undefined ? '(?:\\{[^}]*\\})?' : `\\{[^}]*action="${action}"[^}]*\\}`;
+  return [...text.matchAll(new RegExp(`^${name}${labels} (\\d+)`, 'gm'))].reduce((n, m) => n + Number(m[1]), 0);
+}
+
 test.after.always(async () => {
   server?.close();
   await pier?.stop();
@@ -49,7 +56,10 @@ test.after.always(async () => {
 
 test('a completed upload is called back to the app: signed (the SDK verified it), with the file, once', async (t) => {
   await until('the upload callback at the app', () => heard.length > 0);
-  await sleep(500); // (a second one would have come by now: retries start at 100 ms)
+  // A second attempt comes only while the callback is unsettled: once Pier counts it delivered (the
+  // app answered 2xx), nothing more is sent for it, so that count is the end of the window.
+  await until('Pier to count the upload callback delivered', async () => (await counted('pier_callbacks_delivered_total', 'upload')) === 1);
+  t.is(await counted('pier_callbacks_retried_total'), 0);
   t.is(heard.length, 1);
   t.like(heard[0], { action: 'upload', userName: 'alice', connId: '', data: { path: '/data/files/report.bin', size: 4 } });
   t.regex(heard[0].eventId, /^upload:[A-Za-z0-9_-]+$/);

@@ -268,6 +268,12 @@ test('an existing target: replaced by default, kept with conflict=rename or conf
   t.deepEqual(r3, { status: 409, json: { code: 1, message: 'the target file exists (conflict=fail)' } });
 });
 
+/** Bytes in an upload's part file so far (0 before it exists). */
+const partSize = (id: string) => {
+  const part = join(destOf('alice'), '.pier-uploads', `${id}.part`);
+  return existsSync(part) ? statSync(part).size : 0;
+};
+
 /** Starts a PATCH whose body arrives slowly; `cut()` drops the connection mid-chunk. */
 function slowPatch(id: string, offset: number, data: Buffer, sendBytes: number) {
   const mp = multipart([['upload_offset', String(offset)], ['file', data]]);
@@ -282,7 +288,8 @@ test.serial('one PATCH at a time (409 upload busy); a dropped client leaves no l
   const data = randomBytes(6 * MiB);
   const rec = await newUpload('aborted.bin', data.length);
   const first = slowPatch(rec.id, 0, data.subarray(0, 4 * MiB), 2 * MiB);
-  await new Promise((r) => setTimeout(r, 300));
+  // Its bytes reach the part file only once its PATCH holds the lock.
+  await until('the slow PATCH to be writing (its bytes in the part file)', () => partSize(rec.id) > 0);
   const busy = await alice().patch(rec.id, 0, data.subarray(0, 10));
   t.deepEqual(busy, { status: 409, json: { code: 1, message: 'upload busy' } });
   first.cut();
@@ -314,7 +321,7 @@ test.serial('kill -9 mid-upload: after restart a re-POST returns the durable off
   t.is((await alice().patch(rec.id, 0, data.subarray(0, 3 * MiB))).json.data.offset, 3 * MiB);
   const target = join(destOf('alice'), 'docs', 'crash.bin');
   const inflight = slowPatch(rec.id, 3 * MiB, data.subarray(3 * MiB, 6 * MiB), 2 * MiB);
-  await new Promise((r) => setTimeout(r, 300));
+  await until('the in-flight PATCH to be writing past the acknowledged offset', () => partSize(rec.id) > 3 * MiB);
   await deployment.crashWriter();
   inflight.cut();
   t.false(existsSync(target), 'no half-written target');

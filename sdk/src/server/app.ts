@@ -1,6 +1,6 @@
-import { NetworkError } from '../errors.js';
 import { GatewayClient } from './gateway.js';
 import { ProviderClient, type ProviderSpec } from './provider.js';
+import { SystemServerClient } from './system-fetch.js';
 import { AccessTokens, type Perm, type TokenOptions } from './tokens.js';
 import { VaultClient, type VaultOptions } from './vault.js';
 
@@ -25,11 +25,13 @@ export class PierApp {
   readonly tokens: AccessTokens;
   readonly gateway: GatewayClient;
   readonly timeoutMs: number;
+  private readonly system: SystemServerClient;
 
   constructor(readonly options: PierAppOptions) {
     if (!/^[^/\s]+:\d+$/.test(options.systemServer)) throw new TypeError(`systemServer: must be host:port without a scheme (got "${options.systemServer}")`);
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.tokens = new AccessTokens(options.systemServer, options.appKey, options.appSecret, options.tokens);
+    this.system = new SystemServerClient(options.systemServer, this.tokens, this.timeoutMs);
     this.gateway = new GatewayClient(options.gatewayUrl ?? 'http://127.0.0.1:40010', options.appKey, options.appSecret, this.timeoutMs);
   }
 
@@ -53,35 +55,8 @@ export class PierApp {
     return new VaultClient(this, workspace, options);
   }
 
-  /**
-   * A request to the system server with an access token for `perm`. A 401 means the token died
-   * early (the app was reinstalled, its key rotated): it is dropped and the request sent once more
-   * with a new one, if its body can be sent twice.
-   */
-  async fetchWithToken(perm: Perm, path: string, init: RequestInit & { signal?: AbortSignal }): Promise<Response> {
-    const send = async (token: string) => {
-      try {
-        return await fetch(`http://${this.options.systemServer}${path}`, {
-          ...init,
-          headers: { ...(init.headers as Record<string, string> | undefined), 'x-access-token': token },
-          signal: init.signal ? AbortSignal.any([init.signal, AbortSignal.timeout(this.timeoutMs)]) : AbortSignal.timeout(this.timeoutMs),
-          ...(init.body && !isReplayable(init.body) ? { duplex: 'half' } : {}),
-        } as RequestInit);
-      } catch (err) {
-        throw new NetworkError(`${path} did not answer`, { cause: err });
-      }
-    };
-    const token = await this.tokens.get(perm);
-    const res = await send(token);
-    if (res.status !== 401) return res;
-    this.tokens.invalidate(perm, token);
-    if (init.body && !isReplayable(init.body)) return res;
-    await res.body?.cancel();
-    return send(await this.tokens.get(perm));
+  /** A request to the system server with an access token for `perm` (see SystemServerClient). */
+  fetchWithToken(perm: Perm, path: string, init: RequestInit & { signal?: AbortSignal }): Promise<Response> {
+    return this.system.fetchWithToken(perm, path, init);
   }
 }
-
-function isReplayable(body: unknown): boolean {
-  return typeof body === 'string' || body instanceof Uint8Array || body instanceof ArrayBuffer || body instanceof URLSearchParams;
-}
-

@@ -20,6 +20,14 @@ export interface CallbackEvent {
   cookie?: string;
 }
 
+/** The callback's JSON body as Pier sends it; `CallbackEvent` is what the app is handed. */
+export interface CallbackBody {
+  data: unknown;
+  action: CallbackEvent['action'];
+  user_name: string;
+  conn_id: string;
+}
+
 export interface VerifyOptions {
   /** Oldest signature accepted, in seconds (default 300). */
   toleranceSec?: number;
@@ -51,7 +59,7 @@ export function verifyCallback(headers: Headers, rawBody: Uint8Array | string, a
   if (!timingSafeEqual(expected, Buffer.from(m[2], 'hex'))) throw new UnauthorizedError(401, 401, 'callback: signature does not match');
   const ageSec = Math.abs((options.now ?? Date.now)() / 1000 - Number(m[1]));
   if (ageSec > (options.toleranceSec ?? 300)) throw new UnauthorizedError(401, 401, `callback: signed ${Math.round(ageSec)} s away from now, outside the window`);
-  let parsed: { action?: unknown; data?: unknown; user_name?: unknown; conn_id?: unknown };
+  let parsed: { [K in keyof CallbackBody]?: unknown };
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch {

@@ -5,8 +5,14 @@ export interface ConnectionInfo {
   userAgent: string;
 }
 
+/** One user's connections, as `GET /runtime/ws/conn/list` answers them in `data`. */
+export interface ListedUser {
+  name: string;
+  conns: ConnectionInfo[];
+}
+
 export interface ConnectionList {
-  users: Array<{ name: string; conns: ConnectionInfo[] }>;
+  users: ListedUser[];
   /** A gateway replica did not answer in time: the list may miss its connections. */
   partial: boolean;
 }
@@ -39,7 +45,7 @@ export class GatewayClient {
 
   /** The app's live connections, across every gateway replica. */
   async list(): Promise<ConnectionList> {
-    const answer = (await this.request('GET', '/runtime/ws/conn/list')) as { data: ConnectionList['users']; partial?: boolean };
+    const answer = (await this.request('GET', '/runtime/ws/conn/list')) as { data: ListedUser[]; partial?: boolean };
     return { users: answer.data, partial: answer.partial === true };
   }
 

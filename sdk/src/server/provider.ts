@@ -1,5 +1,5 @@
 import { errorFromAnswer, readJson } from '../errors.js';
-import { PierApp } from './app.js';
+import type { SystemFetch } from './system-fetch.js';
 
 /** Which provider: the grant's (dataType, group, version) from the app's manifest. */
 export interface ProviderSpec {
@@ -31,7 +31,7 @@ export interface CallOptions {
  */
 export class ProviderClient {
   constructor(
-    private readonly app: PierApp,
+    private readonly app: SystemFetch,
     readonly spec: ProviderSpec,
   ) {}
 

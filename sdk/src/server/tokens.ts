@@ -9,6 +9,23 @@ export interface Perm {
   ops: string[];
 }
 
+/** The body of `POST /permission/v1alpha1/access`, as Pier reads it. */
+export interface AccessRequestBody {
+  app_key: string;
+  /** Unix seconds, on Pier's clock. */
+  timestamp: number;
+  /** bcrypt of `app_key + timestamp + app_secret`. */
+  token: string;
+  perm: Perm;
+}
+
+/** `data` of Pier's answer to it. */
+export interface IssuedAccess {
+  access_token: string;
+  /** RFC 3339. */
+  expired_at: string;
+}
+
 export interface AccessToken {
   token: string;
   /** When Pier stops accepting it, on this process's clock (ms since the epoch). */
@@ -85,7 +102,7 @@ export class AccessTokens {
       res = await fetch(`http://${this.systemServer}/permission/v1alpha1/access`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ app_key: this.appKey, timestamp, token: proof, perm }),
+        body: JSON.stringify({ app_key: this.appKey, timestamp, token: proof, perm } satisfies AccessRequestBody),
         signal: AbortSignal.timeout(30_000),
       });
     } catch (err) {
@@ -98,7 +115,7 @@ export class AccessTokens {
       if (!retried && err instanceof UnauthorizedError && /timestamp/.test(err.message) && this.learnSkewFromDate(res, sentAt)) return this.issue(perm, true);
       throw err;
     }
-    const data = (body as { data?: { access_token?: unknown; expired_at?: unknown } }).data;
+    const data = (body as { data?: { [K in keyof IssuedAccess]?: unknown } }).data;
     const expiredAt = typeof data?.expired_at === 'string' ? Date.parse(data.expired_at) : NaN;
     if (typeof data?.access_token !== 'string' || Number.isNaN(expiredAt)) throw errorFromAnswer(502, { message: 'the token endpoint answered without a token' }, 'the token endpoint');
     // Pier's clock at issue, against ours halfway through the request.

@@ -1,5 +1,5 @@
-import type { PierApp } from './app.js';
-import type { ProviderClient } from './provider.js';
+import { ProviderClient } from './provider.js';
+import type { SystemFetch } from './system-fetch.js';
 
 export type SecretEnv = 'test' | 'dev' | 'staging' | 'prod';
 
@@ -28,11 +28,11 @@ export class VaultClient {
   private readonly env: SecretEnv;
 
   constructor(
-    app: PierApp,
+    app: SystemFetch,
     readonly workspace: string,
     options: VaultOptions = {},
   ) {
-    this.provider = app.provider({ dataType: 'secret', group: `secret.${options.vault ?? 'vault'}`, version: 'v1' });
+    this.provider = new ProviderClient(app, { dataType: 'secret', group: `secret.${options.vault ?? 'vault'}`, version: 'v1' });
     this.env = options.env ?? 'prod';
   }
 

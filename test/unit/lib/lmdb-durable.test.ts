@@ -16,7 +16,9 @@ test('a write is answered only after its commit is flushed, with the transaction
     answered = true;
     return v;
   });
-  await new Promise((r) => setTimeout(r, 20));
+  // The transaction has resolved and a macrotask has run after it, so every continuation of that
+  // result has run: only the missing flush can hold the answer back now.
+  await new Promise((r) => setImmediate(r));
   t.false(answered, 'committed but not yet on disk: not answered');
   flush();
   t.is(await write, 'result');
