@@ -1,0 +1,153 @@
+import test from 'ava';
+import { Writable } from 'node:stream';
+import { MemoryBus } from '../../../bus/bus-memory.js';
+import { decode } from '../../../bus/codec.js';
+import { PierError } from '../../../bus/errors.js';
+import { call, endpoint, event, publishEvent } from '../../../bus/rpc.js';
+import type { Change } from '../../../bus/subjects.js';
+import { defineActor, hears, serves, startActor } from '../../../lib/actor.js';
+import { createLogger } from '../../../lib/log.js';
+import { Metrics } from '../../../lib/metrics.js';
+import type { RoleContext } from '../../../lib/runtime.js';
+import { until, within } from '../../helpers/wait.js';
+
+// One generic start for every actor (lib/actor.ts): a declaration's endpoints answer their typed
+// errors at once, are counted per endpoint, survive their handlers' bugs, and drain on stop.
+
+const LONG = 60_000; // a deadline no test waits out: an answer must come from the handler
+const echo = endpoint<{ n: number }, { n: number }>('t.echo', 't', { n: 'number' }, LONG);
+const fails = endpoint<{ n: number }, { n: number }>('t.fails', 't', { n: 'number' }, LONG);
+const crashes = endpoint<{ n: number }, { n: number }>('t.crashes', 't', { n: 'number' }, LONG);
+const slow = endpoint<{ n: number }, { n: number }>('t.slow', 't', { n: 'number' }, LONG);
+const poked = event<{ n: number }>('t.poked', { n: 'number' });
+
+function context(bus: MemoryBus): RoleContext & { changes: Array<(c: Change) => void> } {
+  const changes: Array<(c: Change) => void> = [];
+  const log = createLogger({ level: 'silent', name: 'test', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
+  return {
+    bus,
+    log,
+    metrics: new Metrics('t'),
+    now: Date.now,
+    cache: { onApplied: (f: (c: Change) => void) => (changes.push(f), () => changes.splice(changes.indexOf(f), 1)) },
+    peers: { self: { busId: 'b1' } },
+    changes,
+  } as unknown as RoleContext & { changes: Array<(c: Change) => void> };
+}
+
+interface State {
+  heard: number[];
+  ticks: number;
+  closed: boolean;
+  release: () => void;
+  gate: Promise<void>;
+}
+
+function declaration() {
+  return defineActor<State>({
+    role: 'upload',
+    endpoints: {
+      echo: serves(echo, (_s: State, req) => ({ n: req.n })),
+      fails: serves(fails, () => {
+        throw new PierError('CONFLICT', 'upload busy');
+      }),
+      crashes: serves(crashes, (): { n: number } => {
+        throw new Error('a bug with a secret path /srv/keys');
+      }),
+      slow: serves(slow, async (s: State, req) => {
+        await s.gate;
+        if (s.closed) throw new Error('answered after the state closed');
+        return { n: req.n };
+      }),
+    },
+    hears: {
+      poked: hears(poked, (s: State, v) => {
+        if (v.n < 0) throw new Error('a bug in an event handler');
+        s.heard.push(v.n);
+      }),
+    },
+    timers: {
+      tick: {
+        everyMs: () => 5,
+        run: (s) => {
+          s.ticks++;
+          if (s.ticks === 1) throw new Error('a bug in a timer');
+        },
+      },
+    },
+    onRegistryChange: () => {
+      throw new Error('a bug in a registry hook');
+    },
+    onStart: async () => {
+      let release = () => undefined as void;
+      const gate = new Promise<void>((r) => (release = r));
+      return { heard: [], ticks: 0, closed: false, release, gate };
+    },
+    onStop: async (s) => {
+      s.closed = true;
+    },
+  });
+}
+
+test('a thrower behind an endpoint: its caller hears the typed error at once; an unknown failure is a bare INTERNAL; both counted', async (t) => {
+  const bus = new MemoryBus();
+  const actor = await startActor(declaration(), context(bus));
+  t.deepEqual(await call(bus, echo, { n: 1 }), { n: 1 });
+  const typed = await within('the typed error', t.throwsAsync(call(bus, fails, { n: 1 }), { instanceOf: PierError }), 5_000);
+  t.is(typed!.code, 'CONFLICT');
+  const unknown = await within('the internal error', t.throwsAsync(call(bus, crashes, { n: 1 }), { instanceOf: PierError }), 5_000);
+  t.is(unknown!.code, 'INTERNAL');
+  t.false(unknown!.message.includes('/srv/keys'));
+  // A request that is no msgpack at all, straight onto the bus: answered too, as a 400.
+  const garbled = await within('the answer to a garbled request', bus.request(echo.subject, new Uint8Array([0xc1]), { timeoutMs: LONG }), 5_000);
+  t.like(decode<{ ok: boolean; error: { code: string } }>(garbled.data), { ok: false, error: { code: 'BAD_REQUEST' } });
+  const stats = actor.stats();
+  t.is(stats.echo.requests, 2);
+  t.is(stats.echo.errors, 1, 'the garbled one');
+  t.is(stats.fails.errors, 1);
+  t.is(stats.fails.lastError!.code, 'CONFLICT');
+  t.is(stats.crashes.lastError!.code, 'INTERNAL');
+  t.is(stats.echo.subject, 't.echo');
+  t.true(stats.echo.averageMs >= 0);
+  await actor.stop();
+  await bus.close();
+});
+
+test('an event, timer or registry hook that throws is counted and logged; the actor goes on', async (t) => {
+  const bus = new MemoryBus();
+  const ctx = context(bus);
+  let state: State | undefined;
+  const d = declaration();
+  const actor = await startActor({ ...d, onStart: async (c) => (state = await d.onStart(c)) }, ctx);
+  publishEvent(bus, poked, { n: -1 });
+  publishEvent(bus, poked, { n: 2 });
+  await until('the second event heard', () => state!.heard.includes(2), 5_000);
+  ctx.changes.forEach((f) => f({ kind: 'app', op: 'delete' } as Change));
+  await until('the timer to run again after its failing run', () => state!.ticks >= 3, 5_000);
+  const failures = await ctx.metrics.handlerFailures.get();
+  const where = failures.values.map((v) => v.labels.where).sort();
+  t.deepEqual(where, ['upload event poked', 'upload registry change', 'upload timer tick']);
+  t.deepEqual(await call(bus, echo, { n: 5 }), { n: 5 }, 'still serving');
+  await actor.stop();
+  await bus.close();
+});
+
+test('stop drains: a request in flight is answered before the state closes; afterwards nothing is served', async (t) => {
+  const bus = new MemoryBus();
+  let state: State | undefined;
+  const d = declaration();
+  const actor = await startActor({ ...d, onStart: async (c) => (state = await d.onStart(c)) }, context(bus));
+  const inFlight = call(bus, slow, { n: 7 });
+  await until('the slow request to reach its handler', () => actor.stats().slow !== undefined && state !== undefined, 5_000);
+  await new Promise((r) => setImmediate(r));
+  const stopping = actor.stop();
+  state!.release();
+  t.deepEqual(await within('the request in flight to be answered', inFlight, 5_000), { n: 7 });
+  await stopping;
+  t.true(state!.closed);
+  await t.throwsAsync(call(bus, echo, { n: 1 }), { message: /no t replica is running/ });
+  const ticks = state!.ticks;
+  await new Promise((r) => setTimeout(r, 20));
+  t.is(state!.ticks, ticks, 'timers stopped with the actor');
+  await bus.close();
+});
