@@ -3,7 +3,7 @@ import { call, serve } from '../../bus/rpc.js';
 import { registry, token } from '../../bus/subjects.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import { FailureLimiter } from '../../lib/rate-limit.js';
-import { SharedFailures } from '../../lib/shared-failures.js';
+import { SharedFailures } from './shared-failures.js';
 import type { RoleContext, Running } from '../../lib/runtime.js';
 import { BcryptPool } from './bcrypt-pool.js';
 import { CheckGate } from './check-gate.js';
