@@ -62,11 +62,11 @@ export class JetStreamVaultStore implements VaultStore {
     const keysView = new BucketView<DataKeyRecord>(keys, vaultState.keys, manager);
     const secretsView = new BucketView<SecretRecord>(secrets, vaultState.secrets, manager);
     const store = new JetStreamVaultStore(manager, keysView, secretsView, audit, options.onAuditLost ?? (() => undefined), options.announce);
-    try {
-      await Promise.all([keysView.start(js), secretsView.start(js)]);
-    } catch (err) {
+    // Both settled before giving up: a view still starting when the other failed would follow on, unowned.
+    const failed = (await Promise.allSettled([keysView.start(js), secretsView.start(js)])).find((r) => r.status === 'rejected');
+    if (failed) {
       await store.close(); // tried again from scratch: this one stops following
-      throw err;
+      throw failed.reason;
     }
     return store;
   }
