@@ -50,6 +50,6 @@ export class FailureLimiter {
     return 1;
   }
 
-  /** Set by whoever shares this limiter's failures (lib/shared-failures.ts). */
+  /** Set by whoever shares this limiter's failures (actors/token/shared-failures.ts). */
   onCounted: ((key: string, at: number) => void) | undefined;
 }

@@ -1,8 +1,13 @@
-import { consumerOpts, type JetStreamClient, type JetStreamManager } from 'nats';
+import type { JetStreamClient, JetStreamManager, JsMsg } from 'nats';
 import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../bus/codec.js';
 import { PierError } from '../bus/errors.js';
+import { AppliedSequence } from './applied-sequence.js';
 import { ensureStream, retryWhileStarting, SharedCatchUp, withinBudget } from './jetstream.js';
+import { LogSnapshots, type LogNames } from './log-snapshots.js';
+import { StreamFollower } from './stream-follower.js';
+
+export type { LogNames } from './log-snapshots.js';
 
 /**
  * State rebuilt by replaying a log. `apply` must be deterministic and bump `revision` by one;
@@ -13,15 +18,6 @@ export interface LogState<C> {
   apply(changes: C[]): void;
   dump(): unknown;
   load(dump: unknown, revision: number): void;
-}
-
-/** Where a log lives: its stream and subject, and the stream of its snapshots. */
-export interface LogNames {
-  stream: string;
-  subject: string;
-  snapshotStream: string;
-  /** Snapshot parts go to `<prefix>.part`, the record naming them to `<prefix>.done`. */
-  snapshotPrefix: string;
 }
 
 export interface LogOptions<C, S extends LogState<C>> {
@@ -37,6 +33,7 @@ export interface LogOptions<C, S extends LogState<C>> {
  * Replicas read the log in stream order and accept an entry only if `expected` is the revision
  * they are at: the first writer per revision wins, the others re-run on the new state. The same
  * rule on every replica gives the same revisions everywhere. `origin` names the writing replica.
+ * (Why not the server's expected-last-sequence check: docs/operations.md "How writes stay correct".)
  */
 interface Entry<C> {
   expected: number;
@@ -44,50 +41,30 @@ interface Entry<C> {
   origin?: string;
 }
 
-/** A snapshot as stored: the log sequence and revision it covers, and the stream sequences of its parts. */
-interface SnapshotRecord {
-  seq: number;
-  revision: number;
-  parts: number[];
-}
-
-/** At most this many parts to a snapshot (1 GiB of state): a record naming more is not one of ours. */
-const MAX_PARTS = 4_096;
-
-function isSnapshotRecord(r: unknown): r is SnapshotRecord {
-  const x = r as SnapshotRecord;
-  const seq = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= 0;
-  return typeof x === 'object' && x !== null && seq(x.seq) && seq(x.revision) && Array.isArray(x.parts) && x.parts.length > 0 && x.parts.length <= MAX_PARTS && x.parts.every(seq);
-}
-
-/** Far below NATS's default max payload (1 MiB), whatever the server was given. */
-const PART_BYTES = 256 * 1024;
-const notFound = (err: unknown) => /no message found|not found|404/i.test(String((err as Error)?.message ?? err));
-
 /**
  * A replicated state machine on JetStream (CONTRACT.md section 10): writes are entries of a log
  * stream with `replicas` copies; every replica keeps the whole state in memory by replaying it.
  *
  * Compaction: every `snapshotEvery` accepted entries, the replica whose entry reached that revision
- * writes the state as a snapshot (in parts, on a stream of its own) and then purges the log below
- * the *previous* snapshot, so a replica less than one interval behind keeps reading the log. A
- * replica opens from the newest snapshot and the log after it; a replica that finds entries missing
- * (stream sequences are contiguous on a log stream, so a gap means a purge passed it) reloads.
+ * writes the state as a snapshot (LogSnapshots). A replica opens from the newest snapshot and the
+ * log after it; a replica that finds entries missing (stream sequences are contiguous on a log
+ * stream, so a gap means a purge passed it) reloads.
  *
  * Writes of one replica go one at a time: concurrent ones would all name the same revision and all
  * but one be refused.
  */
 export class ReplicatedLog<C, S extends LogState<C>> {
   state: S;
-  private applied = 0;
+  private readonly applied: AppliedSequence;
   /** Revision each accepted entry produced, by stream sequence (for the writer waiting on it). */
   private readonly accepted = new Map<number, number>();
-  private readonly waiters: Array<{ seq: number; wake: () => void }> = [];
-  private stopReading: (() => void) | null = null;
+  private follower: StreamFollower | null = null;
+  /** Bumped by every (re)load and by close: a load that finds it moved on starts no follower. */
   private generation = 0;
   private closed = false;
   private queue: Promise<unknown> = Promise.resolve();
-  private snapshots: Promise<unknown> = Promise.resolve();
+  private snapshotting: Promise<unknown> = Promise.resolve();
+  private readonly snapshots: LogSnapshots;
   private readonly origin = randomBytes(8).toString('base64url');
   /** Snapshots taken and written by this replica, and reloads from one after a gap (for tests and metrics). */
   snapshotsWritten = 0;
@@ -100,6 +77,8 @@ export class ReplicatedLog<C, S extends LogState<C>> {
     private readonly options: LogOptions<C, S>,
   ) {
     this.state = options.fresh();
+    this.applied = new AppliedSequence(names.stream);
+    this.snapshots = new LogSnapshots(js, jsm, names);
   }
 
   static async open<C, S extends LogState<C>>(js: JetStreamClient, manager: () => Promise<JetStreamManager>, names: LogNames, options: LogOptions<C, S>): Promise<ReplicatedLog<C, S>> {
@@ -111,7 +90,7 @@ export class ReplicatedLog<C, S extends LogState<C>> {
       try {
         await log.load();
         const last = (await jsm.streams.info(names.stream)).state.last_seq;
-        await log.reached(last, 60_000);
+        await log.applied.reached(last, 60_000);
         return log;
       } catch (err) {
         await log.close(); // tried again from scratch: this one stops reading
@@ -120,61 +99,35 @@ export class ReplicatedLog<C, S extends LogState<C>> {
     });
   }
 
-  /** Loads the newest snapshot (if any), then reads the log after it, for ever. */
+  /** Loads the newest snapshot (if any), then follows the log after it. */
   private async load(): Promise<void> {
     const generation = ++this.generation;
-    this.stopReading?.();
-    const snapshot = await this.newestSnapshot();
+    void this.follower?.close();
+    this.follower = null;
+    const snapshot = await this.snapshots.newest();
+    if (generation !== this.generation) return;
     const state = this.options.fresh();
     if (snapshot) state.load(snapshot.dump, snapshot.revision);
     this.state = state;
-    this.applied = snapshot?.seq ?? 0;
-    await this.follow(generation);
+    this.applied.set(snapshot?.seq ?? 0);
+    const follower = await StreamFollower.start(this.js, {
+      stream: this.names.stream,
+      subject: this.names.subject,
+      from: this.applied.value + 1,
+      onMessage: (m) => this.onEntry(m),
+      onError: this.options.onError,
+    });
+    if (generation === this.generation) this.follower = follower;
+    else void follower.close();
   }
 
-  /**
-   * Reads the log from the entry after the last applied one, for ever: an ordered consumer that
-   * re-creates itself when its node goes (missed heartbeats, 1 s); if that fails too (the stream
-   * electing a leader), the subscription ends and a new one is made until one holds.
-   */
-  private async follow(generation: number): Promise<void> {
-    const opts = consumerOpts();
-    opts.orderedConsumer();
-    opts.idleHeartbeat(1_000);
-    if (this.applied > 0) opts.startSequence(this.applied + 1);
-    else opts.deliverAll();
-    // Named, not looked up: an identity may not list streams.
-    opts.bindStream(this.names.stream);
-    const sub = await this.js.subscribe(this.names.subject, opts);
-    this.stopReading = () => sub.unsubscribe();
-    void (async () => {
-      for await (const m of sub) {
-        if (generation !== this.generation) return;
-        if (m.seq > this.applied + 1) {
-          // A purge passed this replica: what it missed is in the newest snapshot.
-          void this.reload();
-          return;
-        }
-        this.apply(m.seq, m.data);
-      }
-    })()
-      .catch((err) => this.options.onError?.(err, 'reading the log'))
-      .then(() => {
-        if (generation === this.generation && !this.closed) void this.refollow(generation);
-      });
-  }
-
-  private async refollow(generation: number): Promise<void> {
-    for (let attempt = 0; generation === this.generation && !this.closed; attempt++) {
-      await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
-      if (generation !== this.generation || this.closed) return;
-      try {
-        await this.follow(generation);
-        return;
-      } catch (err) {
-        this.options.onError?.(err, 'following the log again');
-      }
+  private onEntry(m: JsMsg): void {
+    if (m.seq > this.applied.value + 1) {
+      // A purge passed this replica: what it missed is in the newest snapshot.
+      void this.reload();
+      return;
     }
+    this.apply(m.seq, m.data);
   }
 
   /** Reloads from the newest snapshot, trying again (every second at most) until it works or the log is closed. */
@@ -191,98 +144,38 @@ export class ReplicatedLog<C, S extends LogState<C>> {
     }
   }
 
-  private async newestSnapshot(): Promise<(SnapshotRecord & { dump: unknown }) | null> {
-    // Its parts may be purged by a newer snapshot while they are read: then read the newer one.
-    for (let attempt = 0; ; attempt++) {
-      let record: SnapshotRecord;
-      try {
-        record = decode<SnapshotRecord>((await this.jsm.streams.getMessage(this.names.snapshotStream, { last_by_subj: `${this.names.snapshotPrefix}.done` })).data);
-      } catch (err) {
-        if (notFound(err)) return null;
-        throw err;
-      }
-      // Read from the bus like any message: its shape is checked and its size bounded before use.
-      if (!isSnapshotRecord(record)) throw new PierError('INTERNAL', `${this.names.snapshotStream}: the newest snapshot record is not one (remove it with nats stream rmm, the one before serves)`);
-      try {
-        const parts = await Promise.all(record.parts.map((seq) => this.jsm.streams.getMessage(this.names.snapshotStream, { seq }).then((m) => m.data)));
-        return { ...record, dump: decode(Buffer.concat(parts)) };
-      } catch (err) {
-        if (!notFound(err) || attempt >= 5) throw err;
-      }
-    }
-  }
-
   private apply(seq: number, data: Uint8Array): void {
-    if (seq <= this.applied) return;
-    this.applied = seq;
+    if (seq <= this.applied.value) return;
     try {
       const entry = decode<Entry<C>>(data);
       if (entry.expected === this.state.revision && Array.isArray(entry.changes)) {
         this.state.apply(entry.changes);
         this.accepted.set(seq, this.state.revision);
         if (this.accepted.size > 10_000) this.accepted.delete(this.accepted.keys().next().value!);
-        const every = this.options.snapshotEvery ?? 1_000;
-        if (entry.origin === this.origin && this.state.revision % every === 0) {
-          // Dumped now, while the state is exactly the one at `seq`; written in the background.
-          const bytes = encode(this.state.dump());
-          const at = { seq, revision: this.state.revision };
-          // One at a time: a replica's snapshots land in the order they were taken.
-          this.snapshots = this.snapshots.then(() => this.writeSnapshot(at, bytes)).catch((err) => this.options.onError?.(err, 'writing a snapshot'));
-        }
+        if (entry.origin === this.origin && this.state.revision % (this.options.snapshotEvery ?? 1_000) === 0) this.snapshot(seq);
       }
     } catch {
       // not an entry of ours: never accepted
     }
-    for (let i = this.waiters.length - 1; i >= 0; i--) if (this.waiters[i].seq <= this.applied) this.waiters.splice(i, 1)[0].wake();
+    this.applied.set(seq);
   }
 
-  private async writeSnapshot(at: { seq: number; revision: number }, bytes: Uint8Array): Promise<void> {
-    const newest = () =>
-      this.jsm.streams
-        .getMessage(this.names.snapshotStream, { last_by_subj: `${this.names.snapshotPrefix}.done` })
-        .then((m) => decode<SnapshotRecord>(m.data))
-        .catch((err) => {
-          if (notFound(err)) return null;
-          throw err;
-        });
-    const previous = await newest();
-    if (previous && previous.seq >= at.seq) return; // a newer one is there already
-    if (bytes.byteLength > MAX_PARTS * PART_BYTES) throw new Error(`${this.names.stream}: the state (${bytes.byteLength} bytes) is past the largest snapshot; the log is not compacted`);
-    const parts: number[] = [];
-    for (let from = 0; from < bytes.byteLength || parts.length === 0; from += PART_BYTES) {
-      parts.push((await this.js.publish(`${this.names.snapshotPrefix}.part`, bytes.subarray(from, from + PART_BYTES), { timeout: 5_000 })).seq);
-    }
-    // Another replica's snapshot covering more may have landed meanwhile: the newest record must stay the newest state.
-    const latest = await newest();
-    if (latest && latest.seq >= at.seq) return;
-    await this.js.publish(`${this.names.snapshotPrefix}.done`, encode({ ...at, parts } satisfies SnapshotRecord), { timeout: 5_000 });
-    if (previous) {
-      // The log below the previous snapshot is needed by nobody: a replica that far behind reloads.
-      // Snapshots older than the previous go too; the previous stays for a replica reading it now.
-      await this.purgeBelow(this.names.stream, previous.seq + 1);
-      await this.purgeBelow(this.names.snapshotStream, Math.min(...previous.parts));
-    }
-    this.snapshotsWritten++;
-  }
-
-  /** Removes a stream's messages below `seq`. (nats-server 2.9 takes a purge "below 1" as "everything".) */
-  private async purgeBelow(stream: string, seq: number): Promise<void> {
-    if (seq > 1) await this.jsm.streams.purge(stream, { seq });
+  /** Dumps the state now, while it is exactly the one at `seq`; writes it in the background. */
+  private snapshot(seq: number): void {
+    const bytes = encode(this.state.dump());
+    const at = { seq, revision: this.state.revision };
+    // One at a time: a replica's snapshots land in the order they were taken.
+    this.snapshotting = this.snapshotting
+      .then(() => this.snapshots.write(at, bytes))
+      .then((wrote) => {
+        if (wrote) this.snapshotsWritten++;
+      })
+      .catch((err) => this.options.onError?.(err, 'writing a snapshot'));
   }
 
   /** Resolves once this replica has applied the log up to `seq`. */
   reached(seq: number, timeoutMs = 10_000): Promise<void> {
-    if (seq <= this.applied) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const waiter = { seq, wake: () => (clearTimeout(timer), resolve()) };
-      const timer = setTimeout(() => {
-        // Given up on: out of the list, so a log that stays stuck does not collect one per request.
-        const at = this.waiters.indexOf(waiter);
-        if (at >= 0) this.waiters.splice(at, 1);
-        reject(new PierError('UNAVAILABLE', `${this.names.stream}: the log did not reach ${seq} in ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.waiters.push(waiter);
-    });
+    return this.applied.reached(seq, timeoutMs);
   }
 
   private readonly catchUp = new SharedCatchUp(() => withinBudget(this.jsm.streams.info(this.names.stream).then((info) => this.reached(info.state.last_seq))));
@@ -327,7 +220,9 @@ export class ReplicatedLog<C, S extends LogState<C>> {
   async close(): Promise<void> {
     this.closed = true;
     this.generation++;
-    this.stopReading?.();
-    for (const w of this.waiters.splice(0)) w.wake();
+    const follower = this.follower;
+    this.follower = null;
+    this.applied.releaseAll();
+    await follower?.close();
   }
 }

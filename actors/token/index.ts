@@ -4,7 +4,7 @@ import { defineActor, serves } from '../../lib/actor.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import { AppSecrets } from '../../lib/app-secrets.js';
 import { FailureLimiter } from '../../lib/rate-limit.js';
-import { SharedFailures } from '../../lib/shared-failures.js';
+import { SharedFailures } from './shared-failures.js';
 import type { RoleContext } from '../../lib/runtime.js';
 import { BcryptPool } from './bcrypt-pool.js';
 import { CheckGate } from './check-gate.js';

@@ -6,7 +6,7 @@ import { connect, type NatsConnection } from 'nats';
 import { encode } from '../../bus/codec.js';
 import { tokenState } from '../../bus/subjects.js';
 import { FailureLimiter } from '../../lib/rate-limit.js';
-import { SharedFailures } from '../../lib/shared-failures.js';
+import { SharedFailures } from '../../actors/token/shared-failures.js';
 import { startJetStreamCluster, type NatsServer } from '../helpers/nats-server.js';
 import { until } from '../helpers/wait.js';
 

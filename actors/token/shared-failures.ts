@@ -1,10 +1,11 @@
-import { consumerOpts, DiscardPolicy, type JetStreamClient, type JetStreamManager } from 'nats';
+import { DiscardPolicy, type JetStreamClient, type JetStreamManager } from 'nats';
 import { randomBytes } from 'node:crypto';
-import { decode, encode } from '../bus/codec.js';
-import { sharedFailureSchema, tokenState, type SharedFailure } from '../bus/subjects.js';
-import { compile } from '../bus/validation.js';
-import { ensureStream, retryWhileStarting } from './jetstream.js';
-import type { FailureLimiter } from './rate-limit.js';
+import { decode, encode } from '../../bus/codec.js';
+import { sharedFailureSchema, tokenState, type SharedFailure } from '../../bus/subjects.js';
+import { compile } from '../../bus/validation.js';
+import { ensureStream, retryWhileStarting } from '../../lib/jetstream.js';
+import type { FailureLimiter } from '../../lib/rate-limit.js';
+import { StreamFollower } from '../../lib/stream-follower.js';
 
 /** Failures being appended at once; past it a failure is counted locally only (and counted as not shared). */
 const MAX_IN_FLIGHT = 1_000;
@@ -21,9 +22,7 @@ const MAX_IN_FLIGHT = 1_000;
 export class SharedFailures {
   private readonly origin = randomBytes(8).toString('base64url');
   private inFlight = 0;
-  private stop: (() => void) | null = null;
-  private stopped = false;
-  private heardSeq = 0;
+  private follower: StreamFollower | null = null;
   private readonly check = compile(sharedFailureSchema);
 
   private constructor(
@@ -57,45 +56,19 @@ export class SharedFailures {
     let caughtUp!: () => void;
     const ready = new Promise<void>((r) => (caughtUp = r));
     if (last === 0) caughtUp();
-    await this.subscribe((seq) => {
-      if (seq >= last) caughtUp();
+    this.follower = await StreamFollower.start(this.js, {
+      stream: tokenState.stream,
+      subject: tokenState.subject,
+      from: 1,
+      onMessage: (m) => {
+        this.hear(m.data);
+        if (m.seq >= last) caughtUp();
+      },
     });
     // A replica that cannot read the window in time starts counting from nothing rather than not at all.
-    await Promise.race([ready, new Promise((r) => setTimeout(r, 5_000))]);
-  }
-
-  /** One ordered consumer from the message after the last heard; a new one when it ends (its node gone, an election). */
-  private async subscribe(onMessage: (seq: number) => void = () => undefined): Promise<void> {
-    const opts = consumerOpts();
-    opts.orderedConsumer();
-    opts.idleHeartbeat(1_000);
-    if (this.heardSeq > 0) opts.startSequence(this.heardSeq + 1);
-    else opts.deliverAll();
-    opts.bindStream(tokenState.stream);
-    const sub = await this.js.subscribe(tokenState.subject, opts);
-    this.stop = () => {
-      this.stopped = true;
-      sub.unsubscribe();
-    };
-    void (async () => {
-      for await (const m of sub) {
-        this.heardSeq = m.seq;
-        this.hear(m.data);
-        onMessage(m.seq);
-      }
-    })()
-      .catch(() => undefined)
-      .then(async () => {
-        for (let attempt = 0; !this.stopped; attempt++) {
-          await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
-          if (this.stopped) return;
-          try {
-            return await this.subscribe();
-          } catch {
-            // the stream is electing: try again
-          }
-        }
-      });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([ready, new Promise((r) => (timer = setTimeout(r, 5_000)))]);
+    clearTimeout(timer);
   }
 
   private hear(data: Uint8Array): void {
@@ -119,8 +92,7 @@ export class SharedFailures {
   }
 
   close(): void {
-    this.stopped = true;
-    this.stop?.();
+    void this.follower?.close();
     for (const l of Object.values(this.limiters)) l.onCounted = undefined;
   }
 }

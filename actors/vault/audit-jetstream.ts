@@ -1,0 +1,87 @@
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from 'nats';
+import { randomBytes } from 'node:crypto';
+import { decode, encode } from '../../bus/codec.js';
+import { vaultState, type AuditEntry } from '../../bus/subjects.js';
+import { ensureStream, retryWhileStarting } from '../../lib/jetstream.js';
+
+/** Audit entries per stream message (at most; ~250 bytes each). */
+const AUDIT_BATCH = 256;
+
+/** The entries of one audit message: a batch, or one entry as written before batches. */
+function auditEntriesOf(data: Uint8Array): AuditEntry[] {
+  try {
+    const value = decode<AuditEntry | AuditEntry[]>(data);
+    return (Array.isArray(value) ? value : [value]).filter((e) => typeof e === 'object' && e !== null);
+  } catch {
+    return []; // not ours
+  }
+}
+
+/** The vault's audit on JetStream: a stream with retention (max age, max entries), written in batches. */
+export class JetStreamAudit {
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly manager: JetStreamManager,
+  ) {}
+
+  /** Makes the stream, or gives it this replica's retention: the operator's to change between starts, the newest replica's settings win. */
+  async ensure(replicas: number, maxAgeMs: number, maxEntries: number): Promise<void> {
+    await ensureStream(
+      this.manager,
+      {
+        name: vaultState.auditStream,
+        subjects: [vaultState.auditSubject],
+        num_replicas: replicas,
+        max_age: maxAgeMs * 1_000_000,
+        // Messages are batches of entries: the entry limit bounds both the messages and the bytes
+        // (about 250 bytes an entry, so at most about twice the entries LMDB would keep).
+        max_msgs: maxEntries,
+        max_bytes: maxEntries * 512,
+      },
+      'update',
+    );
+  }
+
+  /**
+   * Appends entries in batches: one stream message per AUDIT_BATCH entries (the vault audits reads
+   * in batches every 20 ms), so the audit costs a quorum write per batch, not per read. One id per
+   * message: a retry of a publish whose answer was lost is dropped by the stream's duplicate window.
+   */
+  async append(entries: AuditEntry[]): Promise<void> {
+    const batches: AuditEntry[][] = [];
+    for (let i = 0; i < entries.length; i += AUDIT_BATCH) batches.push(entries.slice(i, i + AUDIT_BATCH));
+    // Pipelined on one connection: appended in order, one round trip in all.
+    await Promise.all(
+      batches.map((batch) => {
+        const msgID = randomBytes(12).toString('base64url');
+        return retryWhileStarting(() => this.js.publish(vaultState.auditSubject, encode(batch), { timeout: 2_000, msgID }));
+      }),
+    );
+  }
+
+  /** Newest first, at most `limit`, optionally one user's: read in windows backwards from the stream's end. */
+  async read(limit: number, user?: string): Promise<AuditEntry[]> {
+    const info = await this.manager.streams.info(vaultState.auditStream);
+    const out: AuditEntry[] = [];
+    const first = info.state.first_seq;
+    // Read in windows from the end: ordered consumers only read forwards.
+    for (let end = info.state.last_seq; end >= first && out.length < limit; ) {
+      const start = Math.max(first, end - Math.max(limit, 256) + 1);
+      const consumer = await this.js.consumers.get(vaultState.auditStream, { opt_start_seq: start, deliver_policy: DeliverPolicy.StartSequence });
+      const batch: AuditEntry[] = [];
+      const messages = await consumer.fetch({ max_messages: end - start + 1, expires: 2_000 });
+      for await (const m of messages) {
+        if (m.seq > end) break;
+        batch.push(...auditEntriesOf(m.data));
+        if (m.seq === end) break;
+      }
+      for (const e of batch.reverse()) {
+        if (user !== undefined && e.user !== user) continue;
+        out.push(e);
+        if (out.length >= limit) break;
+      }
+      end = start - 1;
+    }
+    return out;
+  }
+}
