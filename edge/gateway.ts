@@ -12,7 +12,7 @@ import { EventForwarder } from './gateway-forwarder.js';
 import { frameToData } from './gateway-host.js';
 import { isolated } from './isolate.js';
 import { sha256Hex } from '../lib/tokens.js';
-import { userTokenOf } from '../lib/user-token.js';
+import { userTokenOf } from './user-token.js';
 import { decrement, increment } from '../lib/counts.js';
 import { callbackTarget } from '../lib/callback-target.js';
 

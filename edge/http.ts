@@ -5,7 +5,7 @@ import { asPierError, PierError } from '../bus/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
 import { isolated } from './isolate.js';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../lib/json-depth.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-depth.js';
 
 /** Everything a handler may read, copied out of uWS's request before any await (uWS frees it). */
 export interface HttpRequestData {

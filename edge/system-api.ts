@@ -3,7 +3,7 @@ import { PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
 import { bufferSource, INLINE_BYTES, pullStream, serveStream } from '../bus/stream.js';
 import { accessRequestSchema, provider, token, vault, type AccessRequest } from '../bus/subjects.js';
-import { userTokenOf } from '../lib/user-token.js';
+import { userTokenOf } from './user-token.js';
 import { assertValid, compile } from '../bus/validation.js';
 import type { PassedGates } from './call-gate.js';
 import { errorReply, ok, parseJsonBody, type HttpReply, type HttpRequestData, type RequestHead } from './http.js';
