@@ -10,7 +10,9 @@ import { describeProcesses } from '../lib/presence.js';
 import type { Peers } from '../lib/peers.js';
 import type { Logger } from '../lib/log.js';
 import { missingRoles } from './health.js';
-import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
+import { ok } from './envelope.js';
+import type { HttpReply, HttpRequestData } from './http.js';
+import { parseJsonBody } from './json-body.js';
 import { parseStateLines, stateLine } from './state-file.js';
 
 export interface AdminDeps {

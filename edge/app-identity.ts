@@ -1,7 +1,7 @@
 import { PierError } from '../bus/errors.js';
 import type { AppView } from '../bus/subjects.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
-import { userTokenOf } from '../lib/user-token.js';
+import { userTokenOf } from './user-token.js';
 import { originAllowed, parseAppHost } from './gateway-host.js';
 
 export interface BrowserCaller {

@@ -1,3 +1,5 @@
+import { PierError } from '../bus/errors.js';
+
 /**
  * Passes of the body-less checks of provider and vault calls, remembered so that an app calling
  * with the same access token many times a second costs one bus round trip per token, not one per
@@ -31,4 +33,26 @@ export class PassedGates {
   get size(): number {
     return this.passes.size;
   }
+}
+
+/** How long one ask of the body-less checks may take before it is asked again, once. */
+export const GATE_TIMEOUT_MS = 2_000;
+
+/**
+ * Before the body of a provider or vault call is read (CONTRACT.md section 4): the checks that need
+ * no body, asked of the actor that serves the call (`ask`), unless a pass for the same `key` is
+ * remembered. A refusal throws (answered at once, the body discarded unread), so a caller without
+ * a valid token cannot make the edge buffer 8 MiB.
+ */
+export async function passGate(gates: PassedGates, key: string, ask: () => Promise<{ until: number }>): Promise<null> {
+  const now = Date.now();
+  if (gates.passed(key, now)) return null;
+  // A pure check, so safe to ask twice: a request that met a replica dying at that moment (its
+  // subscription not yet gone) is asked again of the others instead of failing the call.
+  const gate = await ask().catch((err: unknown) => {
+    if (err instanceof PierError && (err.code === 'TIMEOUT' || err.code === 'UNAVAILABLE')) return ask();
+    throw err;
+  });
+  gates.remember(key, gate.until, now);
+  return null;
 }

@@ -1,4 +1,4 @@
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../lib/json-depth.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-depth.js';
 
 /** The host name of a `Host` header value (`name`, `name:port`, `[v6]:port`), lower-case, without the port. */
 export function hostNameOf(host: string): string {

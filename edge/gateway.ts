@@ -6,13 +6,14 @@ import { appId, newConnId, parseAppId } from '../bus/ids.js';
 import { CLOSE_CODES, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type ListedConn } from '../bus/subjects.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { asPierError, PierError } from '../bus/errors.js';
-import { errorReply, send } from './http.js';
+import { errorReply } from './envelope.js';
+import { send } from './uws-response.js';
 import { identifyBrowserCaller, type BrowserCaller } from './app-identity.js';
 import { EventForwarder } from './gateway-forwarder.js';
 import { frameToData } from './gateway-host.js';
 import { isolated } from './isolate.js';
 import { sha256Hex } from '../lib/tokens.js';
-import { userTokenOf } from '../lib/user-token.js';
+import { userTokenOf } from './user-token.js';
 import { decrement, increment } from '../lib/counts.js';
 import { callbackTarget } from '../lib/callback-target.js';
 

@@ -10,7 +10,9 @@ import { sha256Hex } from '../lib/tokens.js';
 import { call } from '../bus/rpc.js';
 import type { PassedGates } from './call-gate.js';
 import { assertValid, compile } from '../bus/validation.js';
-import { ok, parseJsonBody, type HttpReply, type HttpRequestData } from './http.js';
+import { ok } from './envelope.js';
+import type { HttpReply, HttpRequestData } from './http.js';
+import { parseJsonBody } from './json-body.js';
 
 export interface LocalDeps {
   bus: Bus;

@@ -1,6 +1,7 @@
 import { clusterMetrics, adminHandlers, type AdminDeps } from './admin-api.js';
 import { healthz, readyz } from './health.js';
-import { accessToken, providerCall, systemCallGate, type SystemDeps } from './system-api.js';
+import { accessToken, providerCall, providerCallGate, type SystemDeps } from './system-api.js';
+import { isVaultCall, vaultCall, vaultCallGate, type VaultApiDeps } from './vault-api.js';
 import { localApi, type LocalDeps } from './local-api.js';
 import { uploadApi, type UploadApiDeps } from './upload-api.js';
 import type { Route } from './http.js';
@@ -13,7 +14,7 @@ export type ListenerName = (typeof LISTENERS)[number];
  * Every route of every listener, in one table. Features land here as their issues do; until then a
  * listener answers its probes and 404.
  */
-export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiDeps & { adminBodyBytes: number; providerBodyBytes: number }): Record<ListenerName, Route[]> {
+export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDeps & UploadApiDeps & { adminBodyBytes: number; providerBodyBytes: number }): Record<ListenerName, Route[]> {
   const probes: Route[] = [
     { method: 'get', path: '/healthz', handler: healthz },
     { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache) },
@@ -39,10 +40,11 @@ export function routeTable(deps: AdminDeps & SystemDeps & LocalDeps & UploadApiD
       {
         method: 'any',
         path: '/system-server/v1alpha1/:dataType/:group/:version/:op',
-        handler: (req) => providerCall(deps, req),
+        // One pattern for both: the vault is the provider `secret` to apps, told apart once the path is decoded.
+        handler: (req) => (isVaultCall(req) ? vaultCall(deps, req) : providerCall(deps, req)),
         bodyLimit: deps.providerBodyBytes,
-        // The access token is checked before any of the body is read (CONTRACT.md section 4).
-        gate: (req) => systemCallGate(deps, req),
+        // The access token is checked before any of the body is read (CONTRACT.md sections 4 and 5).
+        gate: (req) => (isVaultCall(req) ? vaultCallGate(deps, req) : providerCallGate(deps, req)),
       },
     ],
     // `/runtime/ws/conn/*` is the contract's path; `/tapr/ws/conn/*` is the one the platform's existing apps call.

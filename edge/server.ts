@@ -3,7 +3,7 @@ import { createServer } from 'node:net';
 import uWS from 'uWebSockets.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { ConfigError, type Config, type Ports } from '../lib/config.js';
-import { mountRoutes } from './http.js';
+import { mountRoutes } from './mount-routes.js';
 import { Gateway } from './gateway.js';
 import { routeTable, type ListenerName } from './routes.js';
 import { PassedGates } from './call-gate.js';

@@ -1,6 +1,6 @@
 import { PierError } from '../bus/errors.js';
 import type { StateRecord } from '../bus/subjects.js';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../lib/json-depth.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-depth.js';
 
 /**
  * The `pier state export` file: one JSON record per line (NDJSON), bytes (sealed secrets, wrapped

@@ -2,16 +2,16 @@ import type { Bus } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
 import { bufferSource, INLINE_BYTES, pullStream, serveStream } from '../bus/stream.js';
-import { accessRequestSchema, provider, token, vault, type AccessRequest } from '../bus/subjects.js';
-import { userTokenOf } from '../lib/user-token.js';
+import { accessRequestSchema, provider, token, type AccessRequest } from '../bus/subjects.js';
 import { assertValid, compile } from '../bus/validation.js';
-import type { PassedGates } from './call-gate.js';
-import { errorReply, ok, parseJsonBody, type HttpReply, type HttpRequestData, type RequestHead } from './http.js';
+import { GATE_TIMEOUT_MS, passGate, type PassedGates } from './call-gate.js';
+import { ok } from './envelope.js';
+import type { HttpReply, HttpRequestData, RequestHead } from './http.js';
+import { parseJsonBody } from './json-body.js';
 
 export interface SystemDeps {
   bus: Bus;
   providerTimeoutMs: number;
-  vaultName: string;
   gates: PassedGates;
 }
 
@@ -25,40 +25,18 @@ export async function accessToken(deps: SystemDeps, req: HttpRequestData): Promi
   return ok(issued);
 }
 
-/**
- * Before the body of a provider or vault call is read (CONTRACT.md section 4): the checks that need
- * no body, asked of the actor that serves the call. A refusal is answered at once and the body is
- * discarded unread, so a caller without a valid token cannot make the edge buffer 8 MiB.
- */
-/** How long one ask of the body-less checks may take before it is asked again, once. */
-const GATE_TIMEOUT_MS = 2_000;
-
-export async function systemCallGate(deps: SystemDeps, req: RequestHead): Promise<HttpReply | null> {
+function accessTokenOf(req: RequestHead): string {
   const accessToken = req.headers['x-access-token'] ?? '';
+  if (accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
+  return accessToken;
+}
+
+/** A provider call's checks that need no body (token, op granted, provider active), before the body is read. */
+export async function providerCallGate(deps: SystemDeps, req: RequestHead): Promise<HttpReply | null> {
+  const accessToken = accessTokenOf(req);
   const { dataType, group, version, op } = req.params;
-  if (dataType === 'secret') {
-    const refused = vaultRoute(deps, req);
-    if (refused) return refused;
-  } else if (accessToken === '') {
-    throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
-  }
-  const workspace = req.query.get('workspace') ?? '';
-  const userToken = dataType === 'secret' ? userTokenOf(req.headers) : '';
-  const key = [accessToken, userToken, dataType, group, version, op, workspace].join('\0');
-  const now = Date.now();
-  if (deps.gates.passed(key, now)) return null;
-  // A pure check, so safe to ask twice: a request that met a replica dying at that moment (its
-  // subscription not yet gone) is asked again of the others instead of failing the call.
-  const ask = () =>
-    dataType === 'secret'
-      ? call(deps.bus, vault.authorize, { op, workspace, userToken, accessToken }, GATE_TIMEOUT_MS)
-      : call(deps.bus, provider.authorize, { dataType, group, version, op, accessToken }, GATE_TIMEOUT_MS);
-  const gate = await ask().catch((err: unknown) => {
-    if (err instanceof PierError && (err.code === 'TIMEOUT' || err.code === 'UNAVAILABLE')) return ask();
-    throw err;
-  });
-  deps.gates.remember(key, gate.until, now);
-  return null;
+  const key = ['provider', accessToken, dataType, group, version, op].join('\0');
+  return passGate(deps.gates, key, () => call(deps.bus, provider.authorize, { dataType, group, version, op, accessToken }, GATE_TIMEOUT_MS));
 }
 
 /**
@@ -67,9 +45,7 @@ export async function systemCallGate(deps: SystemDeps, req: RequestHead): Promis
  * reads it.
  */
 export async function providerCall(deps: SystemDeps, req: HttpRequestData): Promise<HttpReply> {
-  if (req.params.dataType === 'secret') return vaultCall(deps, req);
-  const accessToken = req.headers['x-access-token'] ?? '';
-  if (accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
+  const accessToken = accessTokenOf(req);
   const large = req.body.byteLength > INLINE_BYTES;
   const served = large ? serveStream(deps.bus, 'edge', bufferSource(req.body), deps.providerTimeoutMs) : null;
   try {
@@ -98,37 +74,4 @@ export async function providerCall(deps: SystemDeps, req: HttpRequestData): Prom
     served?.close();
     throw err;
   }
-}
-
-/** Which vault and method: 404 for another vault or version, 405 (with `Allow`) for a method other than POST. */
-function vaultRoute(deps: SystemDeps, req: RequestHead): HttpReply | null {
-  const { group, version } = req.params;
-  if (group !== `secret.${deps.vaultName}` || version !== 'v1') throw new PierError('NOT_FOUND', `no vault at secret/${group}/${version}`);
-  if (req.method !== 'post') return { ...errorReply(new PierError('METHOD_NOT_ALLOWED', 'vault operations take POST')), headers: { allow: 'POST' } };
-  return null;
-}
-
-/**
- * `/system-server/v1alpha1/secret/secret.<vault>/v1/<Op>?workspace=<ws>`: the vault, a built-in v1
- * provider. POST only. Like every v1 provider answer, a success is wrapped: the outer envelope is
- * the provider call's (`code: 0`), the vault's own (`code: 200`, `message: ""`) sits in its `data`,
- * where the platform's clients read it (`.data.data`). Failures are not wrapped.
- */
-async function vaultCall(deps: SystemDeps, req: HttpRequestData): Promise<HttpReply> {
-  const refused = vaultRoute(deps, req);
-  if (refused) return refused;
-  const { op } = req.params;
-  const body = req.body.byteLength === 0 ? {} : parseJsonBody(req);
-  const answer = await call(deps.bus, vault.op, {
-    op,
-    workspace: req.query.get('workspace') ?? '',
-    userToken: userTokenOf(req.headers),
-    accessToken: req.headers['x-access-token'] ?? '',
-    body,
-  });
-  return {
-    status: 200,
-    json: { code: 0, message: 'success', data: { code: 200, message: '', data: answer.data } },
-    headers: answer.version === undefined ? {} : { 'x-pier-secret-version': String(answer.version) },
-  };
 }

@@ -1,0 +1,82 @@
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import { asPierError, PierError } from '../bus/errors.js';
+import { errorReply } from './envelope.js';
+import type { HttpDeps, HttpReply, Method, Route } from './http.js';
+import { isolated } from './isolate.js';
+import { bodyStream, copyRequest, paramNamesOf, readBody } from './uws-request.js';
+import { send, type ResponseState } from './uws-response.js';
+
+/** A gate's refusal: answered as it is, the body never read. */
+class GateRefusal extends Error {
+  constructor(readonly reply: HttpReply) {
+    super('refused before the body');
+  }
+}
+
+/** Answers a request outside any route's handler (405, 404, a failure before the handler). */
+const answer = (res: HttpResponse, reply: HttpReply) => void send(res, reply, { aborted: false });
+
+/**
+ * Mounts a listener's route table: each route's handler, a 405 (with `Allow`) for other methods on
+ * a known path, and a 404 for everything else. Handlers return replies or throw PierErrors; this is
+ * the one place where an error becomes an HTTP status.
+ */
+export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps): void {
+  const allowed = new Map<string, Method[]>();
+  for (const route of routes) {
+    if (route.method !== 'any') allowed.set(route.path, [...(allowed.get(route.path) ?? []), route.method]);
+    // A throw before the handler's promise chain (copying the request, setting up the body) is answered 500.
+    const answerFailure = (res: HttpResponse) => answer(res, errorReply(new PierError('INTERNAL', 'internal error')));
+    app[route.method](route.path, isolated(`http ${route.path}`, deps, serveRoute(route, deps), answerFailure));
+  }
+  for (const [path, methods] of allowed) {
+    const allow = methods.map((m) => (m === 'del' ? 'DELETE' : m.toUpperCase())).join(', ');
+    app.any(path, (res) => answer(res, { ...errorReply(new PierError('METHOD_NOT_ALLOWED', `method not allowed; use ${allow}`)), headers: { allow } }));
+  }
+  app.any('/*', (res) => answer(res, errorReply(new PierError('NOT_FOUND', 'no such route'))));
+}
+
+/**
+ * One route's uWS callback: copy the request, run the gate beside the body reader, hand the body
+ * to the handler, turn a throw into its status, send, and count.
+ */
+function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: HttpRequest) => void {
+  const names = paramNamesOf(route.path);
+  return (res, req) => {
+    const started = process.hrtime.bigint();
+    const state: ResponseState = { aborted: false };
+    res.onAborted(() => {
+      state.aborted = true;
+      state.onAbort?.();
+    });
+    const data = copyRequest(res, req, names);
+    const limit = route.bodyLimit ?? 0;
+    const stream = route.streamBody ? bodyStream(res, state) : undefined;
+    // The gate starts now, in the same tick as the body reader, which holds the body until it passes.
+    const gate = route.gate
+      ? route.gate(data).then((refused) => {
+          if (refused) throw new GateRefusal(refused);
+        })
+      : null;
+    const bodyPromise = !stream && limit > 0 ? readBody(res, data.headers['content-length'] ?? '', limit, state, gate) : (gate ?? Promise.resolve()).then(() => Buffer.alloc(0));
+    void bodyPromise
+      .then((body) => route.handler({ ...data, body, stream }))
+      .catch((err: unknown) => {
+        if (err instanceof GateRefusal) return err.reply;
+        const e = asPierError(err);
+        if (e.status >= 500) deps.log.error({ err: e.cause ?? e, route: route.path }, e.message);
+        return errorReply(e);
+      })
+      .then(async (reply) => {
+        await send(res, reply, state);
+        const labels = { listener: deps.listener, route: `${data.method.toUpperCase()} ${route.path}` };
+        deps.metrics.httpRequests.inc({ ...labels, status: String(reply.status) });
+        deps.metrics.httpSeconds.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+      })
+      .catch((err: unknown) => {
+        // Sending failed (the response went away mid-write): nothing left to answer; never unhandled.
+        deps.metrics.handlerFailures.inc({ where: `http ${route.path}` });
+        deps.log.warn({ err, route: route.path }, 'answer could not be sent');
+      });
+  };
+}

@@ -1,0 +1,129 @@
+import { Readable } from 'node:stream';
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { PierError } from '../bus/errors.js';
+import type { HttpRequestData } from './http.js';
+import type { ResponseState } from './uws-response.js';
+
+// Reading a request out of uWS: its head copied synchronously (uWS frees `req` at the first
+// await), its body read whole under a limit or handed over as a stream with backpressure.
+
+/** The names of a uWS pattern's `:name` parameters, in the order uWS numbers them. */
+export function paramNamesOf(path: string): string[] {
+  return path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
+}
+
+/** Everything a handler may read except the body, copied out of `req` now. */
+export function copyRequest(res: HttpResponse, req: HttpRequest, paramNames: string[]): Omit<HttpRequestData, 'body'> {
+  const headers: Record<string, string> = {};
+  req.forEach((k, v) => {
+    headers[k] = v;
+  });
+  const params: Record<string, string> = {};
+  paramNames.forEach((name, i) => {
+    const raw = req.getParameter(i);
+    try {
+      params[name] = decodeURIComponent(raw);
+    } catch {
+      params[name] = raw; // malformed %-escape: handlers validate the raw text
+    }
+  });
+  return {
+    method: req.getMethod(),
+    path: req.getUrl(),
+    query: new URLSearchParams(req.getQuery() ?? ''),
+    rawQuery: req.getQuery() ?? '',
+    headers,
+    params,
+    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+  };
+}
+
+/**
+ * Reads the whole body up to `limit` bytes; a larger body is refused before it is buffered. With a
+ * `gate`, nothing past what the socket already delivered is read until the gate passes: the
+ * socket is paused at the first chunk, resumed on a pass. On a refusal the socket is resumed too,
+ * so uWS drains the rest of the body unread (discarded, never buffered) and the connection lives on.
+ */
+export function readBody(res: HttpResponse, declared: string, limit: number, state: ResponseState, gate: Promise<unknown> | null): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = declared !== '' && Number(declared) > limit;
+    if (done) reject(new PierError('PAYLOAD_TOO_LARGE', `body: must be at most ${limit} bytes`));
+    let complete = false;
+    let open = gate === null;
+    let paused = false;
+    const resume = () => {
+      if (paused && !state.aborted && !state.finished) res.resume();
+      paused = false;
+    };
+    const settle = () => {
+      if (done || !complete || !open) return;
+      done = true;
+      resolve(Buffer.concat(chunks));
+    };
+    gate?.then(
+      () => {
+        open = true;
+        resume();
+        settle();
+      },
+      (err: unknown) => {
+        if (done) return;
+        done = true;
+        chunks.length = 0;
+        resume();
+        reject(err);
+      },
+    );
+    res.onData((chunk, isLast) => {
+      if (done) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        done = true;
+        reject(new PierError('PAYLOAD_TOO_LARGE', `body: must be at most ${limit} bytes`));
+        return;
+      }
+      chunks.push(Buffer.from(chunk.slice(0))); // uWS reuses the chunk's memory: copy it
+      if (isLast) complete = true;
+      else if (!open && !paused) {
+        paused = true;
+        res.pause();
+      }
+      settle();
+    });
+    // An aborted request never calls onData again: settle so nothing waits forever.
+    state.onAbort = () => {
+      if (done) return;
+      done = true;
+      reject(new PierError('BAD_REQUEST', 'request aborted'));
+    };
+  });
+}
+
+/**
+ * The request body as a Node stream. When the reader falls behind, uWS stops reading the socket
+ * (pause) until the stream asks for more (resume): memory stays at the stream's window.
+ */
+export function bodyStream(res: HttpResponse, state: ResponseState): Readable {
+  let paused = false;
+  const stream = new Readable({
+    highWaterMark: 1024 * 1024,
+    read() {
+      if (paused && !state.aborted && !state.finished) {
+        paused = false;
+        res.resume();
+      }
+    },
+  });
+  res.onData((chunk, isLast) => {
+    if (state.finished) return;
+    if (!stream.push(Buffer.from(chunk.slice(0))) && !isLast) {
+      paused = true;
+      res.pause();
+    }
+    if (isLast) stream.push(null);
+  });
+  state.onAbort = () => stream.destroy(new PierError('BAD_REQUEST', 'request aborted'));
+  return stream;
+}

@@ -1,0 +1,204 @@
+import test from 'ava';
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import { PierError } from '../../../bus/errors.js';
+import { errorReply, ok } from '../../../edge/envelope.js';
+import type { HttpDeps, Route } from '../../../edge/http.js';
+import { parseJsonBody } from '../../../edge/json-body.js';
+import { mountRoutes } from '../../../edge/mount-routes.js';
+import { until } from '../../helpers/wait.js';
+import { refusal } from '../../helpers/edge-stubs.js';
+
+// The HTTP plumbing split out of http.ts, against a fake uWS: the envelope, the JSON body, and a
+// mounted route table (405 with Allow, 404, body limits, gates before the body, errors to statuses).
+
+test('the envelope: code 0 on success, data only when given; an error has its status as code', (t) => {
+  t.deepEqual(ok(), { status: 200, json: { code: 0, message: 'success' } });
+  t.deepEqual(ok([1], 'done'), { status: 200, json: { code: 0, message: 'done', data: [1] } });
+  t.deepEqual(errorReply(new PierError('CONFLICT', 'exists', { data: { id: 1 } })), { status: 409, json: { code: 409, message: 'exists', data: { id: 1 } } });
+});
+
+test('a JSON body must be an object, parse, and nest at most 64 levels: else 400 naming body', async (t) => {
+  const body = (text: string) => ({ body: Buffer.from(text) });
+  t.deepEqual(parseJsonBody(body('{"a":[1]}')), { a: [1] });
+  for (const [text, message] of [
+    ['', 'body: must be a JSON object'],
+    ['[]', 'body: must be a JSON object'],
+    ['null', 'body: must be a JSON object'],
+    ['{"a":', 'body: is not valid JSON'],
+    [`${'['.repeat(65)}${']'.repeat(65)}`, 'body: JSON must not nest deeper than 64 levels'],
+  ]) {
+    t.deepEqual(await refusal(t, () => parseJsonBody(body(text))), { code: 'BAD_REQUEST', message }, text.slice(0, 10));
+  }
+});
+
+/** A uWS response as far as the edge uses it: records what is written, lets the test feed the body. */
+class FakeResponse {
+  status = '';
+  headers: Array<[string, string]> = [];
+  body = '';
+  ended = false;
+  paused = 0;
+  resumed = 0;
+  onDataHandler?: (chunk: ArrayBuffer, isLast: boolean) => void;
+  writeStatus(s: string) {
+    this.status = s;
+    return this;
+  }
+  writeHeader(k: string, v: string) {
+    this.headers.push([k, v]);
+    return this;
+  }
+  end(b: string | Uint8Array = '') {
+    this.body += Buffer.from(b).toString();
+    this.ended = true;
+    return this;
+  }
+  write(b: Uint8Array) {
+    this.body += Buffer.from(b).toString();
+    return true;
+  }
+  cork(fn: () => void) {
+    fn();
+    return this;
+  }
+  onData(h: (chunk: ArrayBuffer, isLast: boolean) => void) {
+    this.onDataHandler = h;
+    return this;
+  }
+  onAborted() {
+    return this;
+  }
+  pause() {
+    this.paused++;
+  }
+  resume() {
+    this.resumed++;
+  }
+  getRemoteAddressAsText() {
+    return new TextEncoder().encode('192.0.2.7').buffer;
+  }
+  feed(text: string, isLast: boolean) {
+    const bytes = Buffer.from(text);
+    this.onDataHandler!(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength), isLast);
+  }
+}
+
+function fakeRequest(method: string, url: string, headers: Record<string, string> = {}, params: string[] = []): HttpRequest {
+  return {
+    forEach: (cb: (k: string, v: string) => void) => Object.entries(headers).forEach(([k, v]) => cb(k, v)),
+    getParameter: (i: number) => params[i],
+    getMethod: () => method,
+    getUrl: () => url,
+    getQuery: () => 'a=1',
+  } as unknown as HttpRequest;
+}
+
+/** Mounts `routes` on a fake app; `hit` runs the callback uWS would pick for a method and pattern. */
+function mount(routes: Route[]) {
+  const mounted = new Map<string, (res: HttpResponse, req: HttpRequest) => void>();
+  const app = new Proxy({}, { get: (_o, method: string) => (path: string, h: (res: HttpResponse, req: HttpRequest) => void) => mounted.set(`${method} ${path}`, h) }) as TemplatedApp;
+  const counted: string[] = [];
+  const deps = {
+    listener: 'test',
+    log: { error: () => undefined, warn: () => undefined },
+    metrics: { httpRequests: { inc: (l: { status: string }) => counted.push(l.status) }, httpSeconds: { observe: () => undefined }, handlerFailures: { inc: () => undefined } },
+  } as unknown as HttpDeps;
+  mountRoutes(app, routes, deps);
+  const hit = (key: string, req: HttpRequest) => {
+    const res = new FakeResponse();
+    mounted.get(key)!(res as unknown as HttpResponse, req);
+    return res;
+  };
+  return { mounted, hit, counted };
+}
+
+const answered = (res: FakeResponse) => until('the answer', () => res.ended, 2_000);
+
+test('routes are mounted with a 405 naming the allowed methods and a 404 for the rest', async (t) => {
+  const { mounted, hit } = mount([
+    { method: 'get', path: '/things', handler: () => ok() },
+    { method: 'del', path: '/things', handler: () => ok() },
+  ]);
+  t.deepEqual([...mounted.keys()], ['get /things', 'del /things', 'any /things', 'any /*']);
+  const wrong = hit('any /things', fakeRequest('put', '/things'));
+  t.is(wrong.status, '405 Method Not Allowed');
+  t.deepEqual(wrong.headers, [['content-type', 'application/json'], ['allow', 'GET, DELETE']]);
+  t.deepEqual(JSON.parse(wrong.body), { code: 405, message: 'method not allowed; use GET, DELETE' });
+  const missing = hit('any /*', fakeRequest('get', '/nowhere'));
+  t.is(missing.status, '404 Not Found');
+  t.deepEqual(JSON.parse(missing.body), { code: 404, message: 'no such route' });
+});
+
+test('a handler gets the request copied out (params decoded, query, address, body) and its reply is sent and counted', async (t) => {
+  let seen: unknown;
+  const { hit, counted } = mount([
+    {
+      method: 'post',
+      path: '/things/:name',
+      bodyLimit: 100,
+      handler: (req) => {
+        seen = { params: req.params, q: req.query.get('a'), raw: req.rawQuery, addr: req.remoteAddress, body: req.body.toString(), ct: req.headers['content-type'] };
+        return { status: 201, text: 'made', headers: { 'x-made': '1' } };
+      },
+    },
+  ]);
+  const res = hit('post /things/:name', fakeRequest('post', '/things/a%20b', { 'content-type': 'text/plain' }, ['a%20b']));
+  res.feed('hel', false);
+  res.feed('lo', true);
+  await answered(res);
+  t.deepEqual(seen, { params: { name: 'a b' }, q: '1', raw: 'a=1', addr: '192.0.2.7', body: 'hello', ct: 'text/plain' });
+  t.is(res.status, '201 Created');
+  t.deepEqual(res.headers, [['x-made', '1']]);
+  t.is(res.body, 'made');
+  t.deepEqual(counted, ['201']);
+});
+
+test('a body over the limit is 413 naming body, by its declared length or as it arrives', async (t) => {
+  const { hit } = mount([{ method: 'post', path: '/b', bodyLimit: 4, handler: () => ok() }]);
+  const declared = hit('post /b', fakeRequest('post', '/b', { 'content-length': '5' }));
+  await answered(declared);
+  t.deepEqual([declared.status, JSON.parse(declared.body)], ['413 Payload Too Large', { code: 413, message: 'body: must be at most 4 bytes' }]);
+  const streamed = hit('post /b', fakeRequest('post', '/b'));
+  streamed.feed('abc', false);
+  streamed.feed('de', true);
+  await answered(streamed);
+  t.is(streamed.status, '413 Payload Too Large');
+});
+
+test("a gate's refusal is answered before the body is read; a pass lets the body through", async (t) => {
+  let handled = 0;
+  const { hit } = mount([
+    {
+      method: 'post',
+      path: '/g',
+      bodyLimit: 100,
+      gate: async (req) => (req.headers['x-ok'] ? null : { status: 401, json: { code: 401, message: 'no' } }),
+      handler: () => (handled++, ok()),
+    },
+  ]);
+  const refused = hit('post /g', fakeRequest('post', '/g'));
+  refused.feed('part', false);
+  await answered(refused);
+  t.is(refused.status, '401 Unauthorized');
+  t.is(handled, 0);
+  t.true(refused.paused >= 1 && refused.resumed >= 1, 'the socket was held, then let go to drain unread');
+  const passed = hit('post /g', fakeRequest('post', '/g', { 'x-ok': '1' }));
+  passed.feed('all', true);
+  await answered(passed);
+  t.is(passed.status, '200 OK');
+  t.is(handled, 1);
+});
+
+test('a thrown PierError becomes its status; anything else a generic 500', async (t) => {
+  const { hit } = mount([
+    { method: 'get', path: '/e', handler: () => Promise.reject(new PierError('FORBIDDEN', 'op x: not granted')) },
+    { method: 'get', path: '/x', handler: () => Promise.reject(new Error('secret detail')) },
+  ]);
+  const forbidden = hit('get /e', fakeRequest('get', '/e'));
+  await answered(forbidden);
+  t.deepEqual([forbidden.status, JSON.parse(forbidden.body)], ['403 Forbidden', { code: 403, message: 'op x: not granted' }]);
+  const failed = hit('get /x', fakeRequest('get', '/x'));
+  await answered(failed);
+  t.is(failed.status, '500 Internal Server Error');
+  t.notRegex(failed.body, /secret detail/);
+});
