@@ -16,8 +16,8 @@ import type { RoleContext, Running } from '../lib/runtime.js';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Peers } from '../lib/peers.js';
-import { BusKeys } from '../lib/bus-keys.js';
-import { startProbeServer } from '../lib/probe-server.js';
+import { BusKeys } from './bus-keys.js';
+import { startProbeServer } from './probe-server.js';
 import { makePrivate } from './data-dir.js';
 import type { ProcessInfo } from '../bus/subjects.js';
 

@@ -3,7 +3,7 @@ import type { Bus } from '../bus/bus.js';
 import { asPierError, PierError, type ErrorCode } from '../bus/errors.js';
 import { sendPiece } from '../bus/pieces.js';
 import { CHUNK_BYTES } from '../bus/stream.js';
-import { chunksOf } from '../lib/stream-chunks.js';
+import { chunksOf } from './stream-chunks.js';
 import { type Piece, type PieceAck, type UploadRecord, type WriteSession } from '../bus/subjects.js';
 
 const EMPTY = new Uint8Array(0);

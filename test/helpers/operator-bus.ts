@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { NatsBus } from '../../bus/bus-nats.js';
-import { BusKeys } from '../../lib/bus-keys.js';
+import { BusKeys } from '../../cli/bus-keys.js';
 import { Peers } from '../../lib/peers.js';
 
 /**

@@ -5,7 +5,7 @@ import type { Bus, BusMessage, BusSealing } from '../../../bus/bus.js';
 import { call, endpoint, serve } from '../../../bus/rpc.js';
 import { KeyPair, Sealer } from '../../../bus/seal.js';
 import { PierError } from '../../../bus/errors.js';
-import { roleKeyPairs } from '../../../lib/bus-keys.js';
+import { roleKeyPairs } from '../../../cli/bus-keys.js';
 import { Keyring } from '../../../lib/keyring.js';
 
 test('a box opens only with the recipient\'s key and only as what it was made for', (t) => {

@@ -1,9 +1,9 @@
 import { hkdfSync } from 'node:crypto';
 import type { BusSealing } from '../bus/bus.js';
 import { KeyPair, Sealer } from '../bus/seal.js';
-import { KEYRING_ROLES } from './config.js';
-import type { Keyring } from './keyring.js';
-import type { Peers } from './peers.js';
+import { KEYRING_ROLES } from '../lib/config.js';
+import type { Keyring } from '../lib/keyring.js';
+import type { Peers } from '../lib/peers.js';
 
 /** Requests to the roles that hold the master key (KEYRING_ROLES) are sealed to the role: any replica opens them. */
 

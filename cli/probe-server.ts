@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Bus } from '../bus/bus.js';
-import type { Metrics } from './metrics.js';
-import type { RegistryCache } from './registry-cache.js';
+import type { Metrics } from '../lib/metrics.js';
+import type { RegistryCache } from '../lib/registry-cache.js';
 
 /**
  * `PIER_PROBE_PORT`: `/healthz`, `/readyz` and `/metrics` for any process, an actor-only one too
