@@ -39,8 +39,20 @@ export function receivePieces(bus: Bus, subject: string, handle: (piece: Piece) 
     const kind = msg.headers?.[PIECE_HEADERS.kind] ?? 'data';
     const seq = Number(msg.headers?.[PIECE_HEADERS.seq] ?? -1);
     const piece: Piece = { seq: Number.isInteger(seq) ? seq : -1, kind: KINDS.includes(kind as Piece['kind']) ? (kind as Piece['kind']) : 'discard', data: msg.data };
-    void handle(piece).then((ack) => {
-      if (msg.reply) bus.publish(msg.reply, encode(ack));
-    });
+    // A handler's throw is answered at once as its typed error (the reply convention of `serve`),
+    // never left to the sender's deadline.
+    void Promise.resolve()
+      .then(() => handle(piece))
+      .then(
+        (ack) => ack,
+        (err: unknown): PieceAck => {
+          const e = asPierError(err);
+          return { ok: false, error: { code: e.code, message: e.message } };
+        },
+      )
+      .then((ack) => {
+        if (msg.reply) bus.publish(msg.reply, encode(ack));
+      })
+      .catch(() => undefined); // publishing to a closed bus at shutdown: nobody is left to answer
   });
 }

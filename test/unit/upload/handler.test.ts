@@ -1,0 +1,102 @@
+import test from 'ava';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createUpload, getUpload, lockForWrite, type UploadDeps } from '../../../actors/upload/handler.js';
+import { UploadLocks } from '../../../actors/upload/lock.js';
+import { UploadRoot } from '../../../actors/upload/root.js';
+import { LmdbUploadStore } from '../../../actors/upload/store.js';
+import { PierError } from '../../../bus/errors.js';
+import type { AppView, CreateUpload, UploadCompleted, UploadOptions } from '../../../bus/subjects.js';
+import type { RegistryCache } from '../../../lib/registry-cache.js';
+
+// The upload actor's handler on its own (tus-node-server style): a real store and folder, a
+// stubbed registry view, no bus. What POST, GET and a PATCH's begin answer, and what they leave.
+
+const options: UploadOptions = { fileType: ['txt', 'bin'], dest: '/dest', limitedSize: 1_000 };
+
+async function setup(t: { teardown: (fn: () => Promise<void>) => void }, maxUnfinished = 3) {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-handler-'));
+  const root = new UploadRoot(join(dir, 'files'));
+  mkdirSync(root.hostPath('alice', '/dest'), { recursive: true });
+  mkdirSync(root.userFolder('bob'), { recursive: true });
+  const store = LmdbUploadStore.open(join(dir, 'records'));
+  const apps: Record<string, Partial<AppView>> = { 'alice/files': { upload: options }, 'alice/plain': { upload: null }, 'bob/files': { upload: options } };
+  const cache = { app: (user: string, app: string) => apps[`${user}/${app}`] } as unknown as RegistryCache;
+  const completed: UploadCompleted[] = [];
+  const locks = new UploadLocks({ store, busId: 'me', now: Date.now, leaseMs: 15_000, settleWaitMs: 50, replicaAlive: () => false, announce: () => undefined });
+  const deps: UploadDeps = { store, cache, root, busId: 'me', now: Date.now, chunkMaxBytes: 100, maxUnfinished, locks, completed: (ev) => completed.push(ev) };
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { deps, root, store, completed };
+}
+
+const post = (over: Partial<CreateUpload> = {}): CreateUpload => ({ user: 'alice', app: 'files', storagePath: '/dest', relativePath: 'a.txt', fileType: 'text/plain', fileSize: 10, conflict: 'replace', ...over });
+
+async function refusal(t: { throwsAsync: (p: Promise<unknown>) => Promise<unknown> }, p: Promise<unknown>): Promise<PierError> {
+  return (await t.throwsAsync(p)) as PierError;
+}
+
+test('POST refusals name what is wrong: unknown app 404, no upload option, file type, size over the limit', async (t) => {
+  const { deps, store } = await setup(t);
+  t.is((await refusal(t, createUpload(deps, post({ app: 'nope' })))).code, 'NOT_FOUND');
+  t.regex((await refusal(t, createUpload(deps, post({ app: 'plain' })))).message, /has no upload option/);
+  t.is((await refusal(t, createUpload(deps, post({ relativePath: 'a.exe', fileType: '' })))).code, 'BAD_REQUEST');
+  t.is((await refusal(t, createUpload(deps, post({ fileSize: 1_001 })))).message, 'file_size: must be at most 1000 bytes');
+  t.is(store.all().length, 0, 'nothing recorded for a refusal');
+});
+
+test('POST creates an upload with its part file; the same POST again resumes it; another size replaces it', async (t) => {
+  const { deps, store } = await setup(t);
+  const first = await createUpload(deps, post());
+  t.is(first.record!.offset, 0);
+  t.false(first.complete);
+  const u = store.get(first.record!.id)!;
+  t.true(existsSync(u.part), 'the part exists');
+  t.is((await createUpload(deps, post())).record!.id, u.id, 'resumed, not created again');
+  const other = await createUpload(deps, post({ fileSize: 20 }));
+  t.not(other.record!.id, u.id);
+  t.is(store.get(u.id), undefined, 'the old one is cancelled');
+  t.false(existsSync(u.part), 'with its bytes');
+});
+
+test('POST: the cap on unfinished uploads per app is 429; a zero-byte file lands at once; conflict=fail is 409', async (t) => {
+  const { deps, root, completed } = await setup(t, 2);
+  await createUpload(deps, post({ relativePath: '1.txt' }));
+  await createUpload(deps, post({ relativePath: '2.txt' }));
+  t.is((await refusal(t, createUpload(deps, post({ relativePath: '3.txt' })))).code, 'RATE_LIMITED');
+  const empty = await createUpload(deps, post({ relativePath: 'empty.txt', fileSize: 0 }));
+  t.true(empty.complete, 'a zero-byte file is complete (and not counted against the cap)');
+  t.is(readFileSync(root.hostPath('alice', '/dest/empty.txt'), 'utf8'), '');
+  t.deepEqual(completed, [{ user: 'alice', app: 'files', path: '/dest/empty.txt', size: 0 }]);
+  writeFileSync(root.hostPath('alice', '/dest/there.txt'), 'x');
+  t.is((await refusal(t, createUpload(deps, post({ relativePath: 'there.txt', conflict: 'fail' })))).code, 'CONFLICT');
+});
+
+test("GET and a PATCH's begin: another user's or app's upload is an invalid id, never a hint", async (t) => {
+  const { deps } = await setup(t);
+  const { record } = await createUpload(deps, post());
+  t.is((await getUpload(deps, 'alice', 'files', record!.id)).id, record!.id);
+  for (const [user, app] of [['bob', 'files'], ['alice', 'plain']]) {
+    t.is((await refusal(t, getUpload(deps, user, app, record!.id))).message, 'Invalid upload ID');
+    t.is((await refusal(t, lockForWrite(deps, { user, app, id: record!.id, offset: 0 }))).message, 'Invalid upload ID');
+  }
+  t.is((await refusal(t, getUpload(deps, 'alice', 'files', 'no-such-id'))).message, 'Invalid upload ID');
+});
+
+test("a PATCH's begin: a wrong offset is refused with the record; the lock is taken once; a second begin waits, then 409", async (t) => {
+  const { deps, store } = await setup(t);
+  const { record } = await createUpload(deps, post());
+  const wrong = await refusal(t, lockForWrite(deps, { user: 'alice', app: 'files', id: record!.id, offset: 5 }));
+  t.is(wrong.message, 'Invalid offset');
+  t.like(wrong.data, { id: record!.id, offset: 0 });
+  const lease = await lockForWrite(deps, { user: 'alice', app: 'files', id: record!.id, offset: 0 });
+  t.is(store.get(record!.id)!.lock!.session, lease.session);
+  const busy = await refusal(t, lockForWrite(deps, { user: 'alice', app: 'files', id: record!.id, offset: null }));
+  t.is(busy.code, 'CONFLICT');
+  t.is(busy.message, 'upload busy');
+  lease.end();
+  t.truthy(await lockForWrite(deps, { user: 'alice', app: 'files', id: record!.id, offset: null }), 'free again once the session ended');
+});
