@@ -171,6 +171,7 @@ test('/metrics serves Prometheus text with the edge and registry series', async 
 });
 
 test('status reports roles, bus and this process', async (t) => {
+  t.is((await cli(['user', 'add', 'stats-user', '--json'], env)).code, 0);
   const r = await cli(['status', '--json'], env);
   t.is(r.code, 0, r.stderr);
   t.deepEqual(r.json.roles, [...ROLES].sort());
@@ -178,4 +179,9 @@ test('status reports roles, bus and this process', async (t) => {
   t.is(r.json.replicas.length, 1);
   t.is(r.json.connections, 0);
   t.is(r.json.uploads, 0);
+  // Each actor endpoint's figures (lib/actor.ts): the user added above was served.
+  const endpoints = r.json.replicas[0].endpoints as Record<string, { subject: string; requests: number; errors: number }>;
+  t.is(endpoints['registry.userAdd'].subject, 'pier.registry.user.add');
+  t.true(endpoints['registry.userAdd'].requests >= 1);
+  t.deepEqual(Object.keys(endpoints).filter((k) => k.startsWith('vault.')).sort(), ['vault.audit', 'vault.authorize', 'vault.empty', 'vault.export', 'vault.import', 'vault.op', 'vault.operator', 'vault.rotate']);
 });
