@@ -34,7 +34,9 @@ export function announceProcess(
  * negative counter, is a process missing, not a figure summed into status and /metrics).
  */
 export async function describeProcesses(bus: Bus, waitMs: number, peers: Pick<Peers, 'signedBy'>): Promise<ProcessReport[]> {
-  const reports = await gatherOn(bus, processChannels.describe, processSubjects.describe, {}, { timeoutMs: waitMs, stallMs: waitMs });
+  // Answers stop being waited for `waitMs` after the last one came; the first may take longer (a
+  // loaded host, a process collecting its metrics): up to 5 × waitMs, not one bound for both.
+  const reports = await gatherOn(bus, processChannels.describe, processSubjects.describe, {}, { timeoutMs: 5 * waitMs, stallMs: waitMs });
   return reports.filter(
     (r) => typeof r.sig === 'string' && typeof r.info?.id === 'string' && Object.values(r.counters).every((v) => typeof v === 'number' && v >= 0) && peers.signedBy(r.info.id, signed(r), r.sig),
   );
