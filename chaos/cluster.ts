@@ -1,0 +1,151 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freeLoopbackPort } from '../test/helpers/nats-server.js';
+import { pierEnv } from '../test/helpers/pier.js';
+import { SecureBus } from '../test/helpers/secure-bus.js';
+import { until } from '../test/helpers/wait.js';
+import { ChaosProcess } from './processes.js';
+
+/** The listeners haproxy balances over the edges, by the name of their port in Pier's config. */
+const BALANCED = ['public', 'system', 'local', 'upload'] as const;
+export type Balanced = (typeof BALANCED)[number];
+
+/** Two replicas of every actor role, each its own process with its own role identity. */
+const ACTOR_ROLES = ['registry', 'token', 'provider', 'vault', 'callback', 'upload'] as const;
+
+export interface ClusterOptions {
+  /** Heartbeat and peer death (ms): the bound within which a killed edge's connections get their close. */
+  heartbeatMs: number;
+  peerDeadMs: number;
+  /** Extra environment for every Pier process. */
+  env?: Record<string, string>;
+}
+
+/**
+ * The production shape as local processes (the issue's chaos cluster): a 3-node NATS cluster with
+ * JetStream, every client authenticated with its role's identity of `pier bus init` over TLS;
+ * `PIER_STATE=jetstream` with three copies; two replicas of every actor role; one admin; two edges
+ * behind haproxy (Debian's package, configured as deploy/haproxy.cfg, with fast health checks so a
+ * killed edge leaves the pool within a second). Upload replicas share one upload root, as on one host.
+ */
+export class ChaosCluster {
+  readonly processes = new Map<string, ChaosProcess>();
+  /** haproxy's front ports, by listener. */
+  readonly front: Record<Balanced, number> = { public: 0, system: 0, local: 0, upload: 0 };
+  readonly secrets = { PIER_ADMIN_TOKEN: randomBytes(24).toString('hex'), PIER_MASTER_KEY: randomBytes(32).toString('hex') };
+  readonly uploadRoot: string;
+  private haproxy: ChildProcess | null = null;
+  unexpectedExits: Array<{ name: string; code: number | null; signal: string | null; tail: string }> = [];
+
+  private constructor(
+    readonly dir: string,
+    readonly bus: SecureBus,
+  ) {
+    this.uploadRoot = join(dir, 'uploads');
+  }
+
+  static async start(dir: string, options: ClusterOptions, onUnexpectedExit: (name: string, code: number | null, signal: string | null) => void): Promise<ChaosCluster> {
+    const bus = await SecureBus.start(dir, {}, { nodes: 3 });
+    const cluster = new ChaosCluster(dir, bus);
+    try {
+      mkdirSync(cluster.uploadRoot, { recursive: true });
+      const shared = {
+        ...cluster.secrets,
+        PIER_STATE: 'jetstream',
+        PIER_JS_REPLICAS: '3',
+        PIER_HEARTBEAT_MS: String(options.heartbeatMs),
+        PIER_PEER_DEAD_MS: String(options.peerDeadMs),
+        PIER_UPLOAD_ROOT: cluster.uploadRoot,
+        PIER_LOG_LEVEL: 'warn',
+        ...options.env,
+      };
+      const add = async (name: string, roles: string, identity: string, listeners: string[]) => {
+        const ports: Record<string, string> = {};
+        for (const l of listeners) ports[`PIER_${l.toUpperCase()}_PORT`] = String(await freeLoopbackPort());
+        const env = pierEnv(join(dir, name), { ...shared, ...bus.envFor(identity), ...ports });
+        const p = new ChaosProcess(name, roles, env, (proc, code, signal, tail) => {
+          cluster.unexpectedExits.push({ name: proc.name, code, signal, tail: tail.slice(-4000) });
+          onUnexpectedExit(proc.name, code, signal);
+        });
+        cluster.processes.set(name, p);
+        return p;
+      };
+      // The registry first (the others read it), then every other replica at once.
+      const registries = [await add('registry-1', 'registry', 'registry', []), await add('registry-2', 'registry', 'registry', [])];
+      await Promise.all(registries.map((p) => p.start()));
+      const others: ChaosProcess[] = [];
+      for (const role of ACTOR_ROLES.filter((r) => r !== 'registry')) for (const i of [1, 2]) others.push(await add(`${role}-${i}`, role, role, []));
+      others.push(await add('admin', 'admin', 'admin', ['admin']));
+      for (const i of [1, 2]) others.push(await add(`edge-${i}`, 'edge', 'edge', [...BALANCED]));
+      await Promise.all(others.map((p) => p.start()));
+      await cluster.startHaproxy();
+      return cluster;
+    } catch (err) {
+      await cluster.stop();
+      throw err;
+    }
+  }
+
+  get adminUrl(): string {
+    return `http://127.0.0.1:${this.processes.get('admin')!.ports!.admin}`;
+  }
+
+  url(listener: Balanced): string {
+    return `http://127.0.0.1:${this.front[listener]}`;
+  }
+
+  edges(): ChaosProcess[] {
+    return [...this.processes.values()].filter((p) => p.roles === 'edge');
+  }
+
+  /** An environment for the `pier` CLI against this cluster's admin listener. */
+  cliEnv(): Record<string, string> {
+    return { ...pierEnv(join(this.dir, 'cli'), this.secrets), PIER_ADMIN_URL: this.adminUrl };
+  }
+
+  private async startHaproxy(): Promise<void> {
+    if (spawnSync('haproxy', ['-v'], { stdio: 'ignore' }).status !== 0) throw new Error('haproxy is not installed: apt-get install -y haproxy');
+    for (const l of BALANCED) this.front[l] = await freeLoopbackPort();
+    const edges = this.edges();
+    const lines = [
+      'global',
+      '  maxconn 20000',
+      'defaults',
+      '  mode tcp',
+      '  timeout connect 2s',
+      '  timeout client 1h',
+      '  timeout server 1h',
+      // A killed edge leaves the pool after two failed checks half a second apart; a new
+      // connection that hits it before then is sent to the other (redispatch).
+      '  option redispatch',
+      '  retries 2',
+      '  default-server check inter 500 fall 2 rise 1',
+      ...BALANCED.flatMap((l) => [
+        `frontend ${l}`,
+        `  bind 127.0.0.1:${this.front[l]}`,
+        `  default_backend ${l}`,
+        `backend ${l}`,
+        ...edges.map((e) => `  server ${e.name} 127.0.0.1:${e.ports![l]}`),
+      ]),
+      '',
+    ];
+    const cfg = join(this.dir, 'haproxy.cfg');
+    writeFileSync(cfg, lines.join('\n'));
+    this.haproxy = spawn('haproxy', ['-f', cfg, '-db'], { stdio: ['ignore', 'ignore', 'ignore'] });
+    await until('haproxy to answer readyz through the public front', async () => (await fetch(`${this.url('system')}/readyz`).catch(() => null))?.status === 200, 20_000);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([...this.processes.values()].map((p) => p.kill()));
+    if (this.haproxy && this.haproxy.exitCode === null) {
+      const h = this.haproxy;
+      await new Promise<void>((resolve) => {
+        h.once('exit', () => resolve());
+        h.kill('SIGKILL');
+      });
+    }
+    await this.bus.stop();
+  }
+}

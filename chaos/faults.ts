@@ -1,0 +1,97 @@
+import type { ChaosCluster } from './cluster.js';
+import type { History } from './history.js';
+import type { Rng } from './random.js';
+
+export type FaultKind = 'kill -9' | 'pause' | 'drain' | 'nats restart';
+
+export interface FaultContext {
+  cluster: ChaosCluster;
+  history: History;
+  rng: Rng;
+  /** No fault starts after this (ms since the epoch); the one running then is finished. */
+  deadline: number;
+  log: (message: string) => void;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * The fault injector, driven by the seed: two lanes, one for Pier processes and one for NATS nodes,
+ * each injecting one fault at a time with a random gap. A Pier fault is a kill -9 (restarted after
+ * a random pause, on the same ports and data), a SIGSTOP/SIGCONT pause of a few seconds, or an
+ * edge drained (SIGTERM) and started again. A NATS fault kills one node (-9) and restarts it with
+ * its data after a random pause: at most one node is down at a time, so JetStream keeps its quorum.
+ * Every fault is in the history with its target and times.
+ */
+export async function injectFaults(ctx: FaultContext): Promise<void> {
+  await Promise.all([pierLane(ctx), natsLane(ctx)]);
+}
+
+async function pierLane(ctx: FaultContext): Promise<void> {
+  const rng = ctx.rng.fork('pier');
+  const names = [...ctx.cluster.processes.keys()];
+  for (let i = 0; i < 10_000 && Date.now() < ctx.deadline; i++) {
+    await sleep(rng.int(1_000, 4_000));
+    if (Date.now() >= ctx.deadline) break;
+    const target = ctx.cluster.processes.get(rng.pick(names))!;
+    const roll = rng.next();
+    const kind: FaultKind = target.roles === 'edge' && roll < 0.2 ? 'drain' : roll < 0.6 ? 'kill -9' : 'pause';
+    const downMs = rng.int(500, 3_000);
+    ctx.history.info('fault', kind, { target: target.name, roles: target.roles, downMs });
+    ctx.log(`fault: ${kind} ${target.name} for ${downMs} ms`);
+    if (kind === 'pause') {
+      target.pause();
+      await sleep(downMs);
+      target.resume();
+    } else {
+      await (kind === 'drain' ? target.drain() : target.kill());
+      ctx.history.info('fault', 'down', { target: target.name, roles: target.roles, kind });
+      await sleep(downMs);
+      await restartPier(ctx, target.name);
+    }
+    ctx.history.info('fault', 'healed', { target: target.name, kind });
+  }
+}
+
+async function natsLane(ctx: FaultContext): Promise<void> {
+  const rng = ctx.rng.fork('nats');
+  const nodes = ctx.cluster.bus.nodes;
+  for (let i = 0; i < 10_000 && Date.now() < ctx.deadline; i++) {
+    await sleep(rng.int(4_000, 10_000));
+    if (Date.now() >= ctx.deadline) break;
+    const index = rng.int(0, nodes.length - 1);
+    const downMs = rng.int(500, 3_000);
+    ctx.history.info('fault', 'nats restart', { target: `nats-${index + 1}`, downMs });
+    ctx.log(`fault: nats-${index + 1} kill -9, back after ${downMs} ms`);
+    await nodes[index].restart(downMs);
+    ctx.history.info('fault', 'healed', { target: `nats-${index + 1}`, kind: 'nats restart' });
+    // The node catches up with its streams before the next NATS fault (quorum is kept throughout).
+    await sleep(2_000);
+  }
+}
+
+/** Starts a process again; a start that fails is tried again (its ports may linger a moment). */
+async function restartPier(ctx: FaultContext, name: string): Promise<void> {
+  const p = ctx.cluster.processes.get(name)!;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await p.start();
+      return;
+    } catch (err) {
+      ctx.history.info('fault', 'restart failed', { target: name, attempt, error: String((err as Error).message).slice(0, 500) });
+      if (attempt >= 5) throw err;
+      await sleep(1_000);
+    }
+  }
+}
+
+/** Samples every process's resident memory into the history (the checker looks for growth without bound). */
+export function sampleMemory(cluster: ChaosCluster, history: History, everyMs: number): () => void {
+  const timer = setInterval(() => {
+    for (const p of cluster.processes.values()) {
+      const kib = p.rssKiB();
+      if (kib !== null) history.info('process', 'rss', { target: p.name, kib, pid: p.pid });
+    }
+  }, everyMs);
+  return () => clearInterval(timer);
+}

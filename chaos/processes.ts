@@ -1,0 +1,124 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT } from '../test/helpers/pier.js';
+
+const BIN = join(ROOT, 'bin', 'pier.js');
+/** What a process's output is kept of (its last lines, for a failure's report): bounded. */
+const TAIL_BYTES = 16 * 1024;
+const READY_MS = 60_000;
+
+/**
+ * One Pier process of the chaos cluster: started, killed, paused and started again on the same
+ * ports and data folder. An exit the fault injector did not cause is recorded (`onUnexpectedExit`):
+ * the checker fails the run for it.
+ */
+export class ChaosProcess {
+  private proc: ChildProcess | null = null;
+  private tail = '';
+  /** The injector killed or stopped it: its exit is expected. */
+  private expectingExit = false;
+  paused = false;
+  ports: Record<string, number> | null = null;
+
+  constructor(
+    readonly name: string,
+    readonly roles: string,
+    private readonly env: Record<string, string>,
+    private readonly onUnexpectedExit: (p: ChaosProcess, code: number | null, signal: string | null, tail: string) => void,
+  ) {}
+
+  get pid(): number | undefined {
+    return this.proc?.pid;
+  }
+
+  get running(): boolean {
+    return this.proc !== null && this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  /** Starts it and resolves once it logged "pier ready". */
+  start(): Promise<void> {
+    this.expectingExit = false;
+    this.paused = false;
+    this.tail = '';
+    const proc = spawn(process.execPath, [BIN, 'start', '--roles', this.roles], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = proc;
+    const keep = (d: Buffer) => {
+      this.tail = (this.tail + d.toString()).slice(-TAIL_BYTES);
+    };
+    proc.stderr!.on('data', keep);
+    return new Promise((resolve, reject) => {
+      let pending = '';
+      let ready = false;
+      const timer = setTimeout(() => {
+        proc.kill('SIGKILL');
+        reject(new Error(`${this.name} did not become ready in ${READY_MS} ms: ${this.tail.slice(-2000)}`));
+      }, READY_MS);
+      proc.stdout!.on('data', (d: Buffer) => {
+        keep(d);
+        if (ready) return;
+        pending += d.toString();
+        const line = pending.split('\n').find((l) => l.includes('"pier ready"'));
+        if (line === undefined) {
+          pending = pending.slice(-TAIL_BYTES);
+          return;
+        }
+        ready = true;
+        pending = '';
+        clearTimeout(timer);
+        this.ports = (JSON.parse(line) as { ports: Record<string, number> | null }).ports;
+        resolve();
+      });
+      proc.on('exit', (code, signal) => {
+        clearTimeout(timer);
+        if (!ready) reject(new Error(`${this.name} exited (${code ?? signal}) before ready: ${this.tail.slice(-2000)}`));
+        else if (!this.expectingExit) this.onUnexpectedExit(this, code, signal, this.tail);
+      });
+    });
+  }
+
+  /** kill -9: no goodbye, no flush. */
+  kill(): Promise<void> {
+    return this.signalExit('SIGKILL');
+  }
+
+  /** A graceful stop (SIGTERM): what an operator draining the process does. */
+  drain(): Promise<void> {
+    return this.signalExit('SIGTERM');
+  }
+
+  pause(): void {
+    if (!this.running || this.paused) return;
+    this.paused = true;
+    this.proc!.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    if (!this.running || !this.paused) return;
+    this.paused = false;
+    this.proc!.kill('SIGCONT');
+  }
+
+  /** Resident memory in KiB (Linux), or null when it is not running. */
+  rssKiB(): number | null {
+    if (!this.running) return null;
+    try {
+      const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.proc!.pid}/status`, 'utf8'));
+      return m ? Number(m[1]) : null;
+    } catch {
+      return null;
+    }
+  }
+
+  private signalExit(signal: NodeJS.Signals): Promise<void> {
+    const proc = this.proc;
+    if (!proc || !this.running) return Promise.resolve();
+    this.expectingExit = true;
+    return new Promise((resolve) => {
+      proc.once('exit', () => resolve());
+      if (this.paused) proc.kill('SIGCONT');
+      this.paused = false;
+      proc.kill(signal);
+    });
+  }
+}
