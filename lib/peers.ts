@@ -58,6 +58,12 @@ export class Peers {
   private readonly ownBeats = new Map<string, Heartbeat>();
   /** Roles whose replicas were last seen announcing no key in common (said once, not per request). */
   private readonly disagreeing = new Set<string>();
+  /**
+   * When this process last heard its own heartbeat come back from the bus. A process that cannot
+   * hear itself (its NATS connection is down or re-connecting, or it was paused) hears nobody, and
+   * the silence is its own, not its peers': it declares nobody dead meanwhile (see `checkDeaths`).
+   */
+  private lastOwnHeard: number;
 
   constructor(
     private readonly bus: Bus,
@@ -66,6 +72,12 @@ export class Peers {
   ) {
     this.now = options.now ?? Date.now;
     this.maxPeers = options.maxPeers ?? 256;
+    this.lastOwnHeard = this.now();
+  }
+
+  /** Past this long without its own heartbeat back, the process counts itself cut off (never longer than half the death bound). */
+  private get blindAfterMs(): number {
+    return Math.min(3 * this.options.intervalMs, this.options.deadAfterMs / 2);
   }
 
   start(): void {
@@ -180,7 +192,10 @@ export class Peers {
   }
 
   private heard(role: string, beat: Heartbeat): void {
-    if (beat.id === this.self.id) return;
+    if (beat.id === this.self.id) {
+      if (beat.signKey === this.signKey && beat.seq >= this.seq - 1 && verify(null, signed(role, beat), this.signing.publicKey, Buffer.from(beat.sig, 'base64url'))) this.heardSelf();
+      return;
+    }
     const id = `${role}|${beat.id}`;
     const known = this.seen.get(id);
     const live = known && !known.dead ? known : null;
@@ -217,8 +232,27 @@ export class Peers {
     return live;
   }
 
+  /**
+   * Its own heartbeat came back. After a blackout, every peer it still counted alive gets a fresh
+   * window from now: their silence meanwhile was this process's, and one that really died is
+   * declared so one window after the blackout ended.
+   */
+  private heardSelf(): void {
+    const now = this.now();
+    if (now - this.lastOwnHeard > this.blindAfterMs) for (const e of this.seen.values()) if (!e.dead) e.at = Math.max(e.at, now);
+    this.lastOwnHeard = now;
+  }
+
+  /**
+   * Peers not heard for `deadAfterMs` are dead: their listeners run (an edge's connections get their
+   * close). Not while this process cannot hear itself: a callback replica cut off from NATS for two
+   * seconds, or paused, would otherwise find every edge silent on its return and close the live
+   * connections of all of them.
+   */
   private checkDeaths(): void {
     const now = this.now();
+    // (A process with no role sends no heartbeat to hear: it has only its peers' to go by.)
+    if (this.self.roles.length > 0 && now - this.lastOwnHeard > this.blindAfterMs) return;
     for (const [id, p] of this.seen) {
       if (!p.dead && now - p.at > this.options.deadAfterMs) {
         p.dead = true;

@@ -117,3 +117,51 @@ test('one role announcing more than its share cannot crowd out another role', as
   t.is(w.alive('upload').length, 20);
   t.true(refused.every((r) => /upload processes announced/.test(r)));
 });
+
+test('a process cut off from the bus (or paused) declares nobody dead for its own silence; a peer that really died still is, one window later', async (t) => {
+  const bus = new MemoryBus();
+  const clock = { t: 1_000_000 };
+  const now = () => clock.t;
+  // The watcher's view of the bus, with a switch: while cut, it neither hears nor is heard (a NATS
+  // connection down, or a SIGSTOP).
+  const link = { up: true };
+  const cut: typeof bus = Object.create(bus);
+  cut.publish = (subject, data, options) => (link.up ? bus.publish(subject, data, options) : undefined);
+  cut.subscribe = (subject, handler, options) => bus.subscribe(subject, (m) => link.up && handler(m), options);
+  const callback = new Peers(cut, info('callback-1', ['callback']), { intervalMs: 10, deadAfterMs: 1_000, key: KeyPair.generate().publicKey, now });
+  const edge = new Peers(bus, info('edge-1', ['edge']), { intervalMs: 10, deadAfterMs: 1_000, key: KeyPair.generate().publicKey, now });
+  const deaths: string[] = [];
+  callback.onDeath((p) => deaths.push(p.id));
+  let edgeBeats = 0;
+  let callbackBeats = 0;
+  bus.subscribe('pier.process.heartbeat.edge', () => edgeBeats++);
+  bus.subscribe('pier.process.heartbeat.callback', () => callbackBeats++);
+  callback.start();
+  edge.start();
+  t.teardown(() => (callback.stop(), edge.stop()));
+  await until('the callback replica to see the edge', () => callback.alive('edge').length === 1, 5_000);
+
+  // Cut off for far longer than the death bound: every beat meanwhile finds the edge silent.
+  link.up = false;
+  clock.t += 5_000;
+  const seen = edgeBeats;
+  await until('several beats during the blackout', () => edgeBeats >= seen + 5, 5_000);
+  t.deepEqual(deaths, [], 'nobody declared dead while the watcher could not hear itself');
+
+  // Back: it hears itself, and the edge has a fresh window.
+  link.up = true;
+  const before = callbackBeats;
+  await until('the callback replica heard on the bus again', () => callbackBeats >= before + 3, 5_000);
+  t.deepEqual(deaths, []);
+  t.is(callback.alive('edge').length, 1, 'the live edge is still alive');
+
+  // A real death is still seen: the edge stops, and a window later it is dead. (Time moves in
+  // steps the watcher's own beats keep up with: one leap would be a blackout of its own.)
+  edge.stop();
+  for (let step = 0; step < 200 && !deaths.includes('edge-1'); step++) {
+    clock.t += 20; // below the 30 ms (3 beats) after which the watcher counts itself cut off
+    const at = callbackBeats;
+    await until('the watcher to beat at the new time', () => callbackBeats >= at + 2, 5_000);
+  }
+  t.deepEqual(deaths, ['edge-1']);
+});
