@@ -58,7 +58,8 @@ export class ChaosCluster {
         PIER_HEARTBEAT_MS: String(options.heartbeatMs),
         PIER_PEER_DEAD_MS: String(options.peerDeadMs),
         PIER_UPLOAD_ROOT: cluster.uploadRoot,
-        PIER_LOG_LEVEL: 'warn',
+        // "pier ready" is an info line, and is how a start is known to be done.
+        PIER_LOG_LEVEL: 'info',
         ...options.env,
       };
       const add = async (name: string, roles: string, identity: string, listeners: string[]) => {
@@ -111,7 +112,8 @@ export class ChaosCluster {
     const edges = this.edges();
     const lines = [
       'global',
-      '  maxconn 20000',
+      // Within this machine's hard limit on open files (haproxy needs about two per connection).
+      '  maxconn 4000',
       'defaults',
       '  mode tcp',
       '  timeout connect 2s',
@@ -133,8 +135,14 @@ export class ChaosCluster {
     ];
     const cfg = join(this.dir, 'haproxy.cfg');
     writeFileSync(cfg, lines.join('\n'));
-    this.haproxy = spawn('haproxy', ['-f', cfg, '-db'], { stdio: ['ignore', 'ignore', 'ignore'] });
-    await until('haproxy to answer readyz through the public front', async () => (await fetch(`${this.url('system')}/readyz`).catch(() => null))?.status === 200, 20_000);
+    const haproxy = spawn('haproxy', ['-f', cfg, '-db'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.haproxy = haproxy;
+    let said = '';
+    haproxy.stderr!.on('data', (d: Buffer) => (said = (said + d.toString()).slice(-4000)));
+    await until('haproxy to answer readyz through the system front', async () => {
+      if (haproxy.exitCode !== null) throw new Error(`haproxy exited: ${said}`);
+      return (await fetch(`${this.url('system')}/readyz`).catch(() => null))?.status === 200;
+    }, 20_000);
   }
 
   async stop(): Promise<void> {

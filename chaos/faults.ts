@@ -45,11 +45,11 @@ async function pierLane(ctx: FaultContext): Promise<void> {
       target.resume();
     } else {
       await (kind === 'drain' ? target.drain() : target.kill());
-      ctx.history.info('fault', 'down', { target: target.name, roles: target.roles, kind });
+      ctx.history.info('fault', 'down', { target: target.name, roles: target.roles, fault: kind });
       await sleep(downMs);
       await restartPier(ctx, target.name);
     }
-    ctx.history.info('fault', 'healed', { target: target.name, kind });
+    ctx.history.info('fault', 'healed', { target: target.name, fault: kind });
   }
 }
 
@@ -64,7 +64,7 @@ async function natsLane(ctx: FaultContext): Promise<void> {
     ctx.history.info('fault', 'nats restart', { target: `nats-${index + 1}`, downMs });
     ctx.log(`fault: nats-${index + 1} kill -9, back after ${downMs} ms`);
     await nodes[index].restart(downMs);
-    ctx.history.info('fault', 'healed', { target: `nats-${index + 1}`, kind: 'nats restart' });
+    ctx.history.info('fault', 'healed', { target: `nats-${index + 1}`, fault: 'nats restart' });
     // The node catches up with its streams before the next NATS fault (quorum is kept throughout).
     await sleep(2_000);
   }

@@ -1,0 +1,310 @@
+import type { HistoryLine } from '../history.js';
+import type { Verdict } from '../workload.js';
+
+/**
+ * The gateway's delivery contract (docs/protocol.md "Callbacks to the app", docs/gateway.md "The
+ * exact loss window"), checked from the history alone. What the workload records (kind `ws`):
+ *
+ * - `connect` invoke/ok/fail/unknown `{client}`: one client = one connection attempt; a reconnect
+ *   is a new client.
+ * - `send` info `{client, seq}` before each frame `{"event":"chaos","data":{client, seq}}`, seq from
+ *   1 in send order; `send error` info when the socket refused to write it.
+ * - `close` invoke/ok/unknown `{client, code}` (the client closed it), `break` info `{client, code}`
+ *   (it was closed under the client).
+ * - `callback` info `{conn_id, action, data, event_id, seq, sig_ok}`: a callback the app accepted
+ *   (2xx), in arrival order.
+ * - `edge` info `{bus_id, target}`: the edge process (fault target name) whose bus id prefixes
+ *   conn ids.
+ *
+ * At-least-once is the contract: an event delivered again with the same X-Pier-Event-Id is a
+ * redelivery the app drops, not a duplicate. The order, duplicate and close checks read each
+ * connection's callbacks with redeliveries removed (what an app deduplicating by event id sees).
+ */
+
+/** A killed edge's connection gets its close within peerDeadMs plus this. */
+export const CLOSE_SLACK_MS = 10_000;
+/** peerDeadMs when the run start line does not say (Pier's default). */
+const DEFAULT_PEER_DEAD_MS = 10_000;
+
+interface Arrival {
+  t: number;
+  n: number;
+  action: string;
+  eventId: string;
+  body: string;
+  sigOk: boolean;
+  /** The chaos message's client and seq, for a message. */
+  client?: string;
+  cseq?: number;
+}
+
+interface Conn {
+  connId: string;
+  /** Every accepted callback, in arrival order. */
+  all: Arrival[];
+  /** First arrival of each event id, in arrival order: the app's view after deduplication. */
+  events: Arrival[];
+  redelivered: Arrival[];
+  clients: Set<string>;
+}
+
+interface Client {
+  client: string;
+  /** The connect invocation and its outcome. */
+  invokedAt: number;
+  outcome?: 'ok' | 'fail' | 'unknown';
+  openedAt?: number;
+  sent: number[];
+  sendErrors: Set<number>;
+  /** When the client saw its connection end (its close answered, timed out, or a break). */
+  endedAt?: number;
+  /** The code of its close (answered) or of the break. */
+  endCode?: number;
+}
+
+/** A window during which an edge process may lose a connection's unsettled events. */
+interface LossWindow {
+  target: string;
+  from: number;
+  to: number;
+  what: string;
+}
+
+interface Parsed {
+  peerDeadMs: number;
+  conns: Map<string, Conn>;
+  clients: Map<string, Client>;
+  edgeOf: Map<string, string>;
+  lossWindows: LossWindow[];
+  /** Each edge's deaths (kill -9 or drain): when its `down` line was written. */
+  downs: Array<{ target: string; kind: string; t: number; startedAt: number }>;
+  endOfHistory: number;
+}
+
+/**
+ * A fault line. The injector's `down` and `healed` lines carry a field `kind` (the fault's) that
+ * overwrites the line's own `kind: 'fault'`, so they are told by their op and target too.
+ */
+const FAULT_KINDS = ['fault', 'kill -9', 'drain', 'pause', 'nats restart'];
+const isFault = (l: HistoryLine) => l.kind === 'fault' || (FAULT_KINDS.includes(l.kind) && (l.op === 'down' || l.op === 'healed') && typeof l.target === 'string');
+
+const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+
+function parse(lines: readonly HistoryLine[]): Parsed {
+  const start = lines.find((l) => l.kind === 'run' && l.op === 'start');
+  const out: Parsed = {
+    peerDeadMs: num(start?.peerDeadMs) ?? DEFAULT_PEER_DEAD_MS,
+    conns: new Map(),
+    clients: new Map(),
+    edgeOf: new Map(),
+    lossWindows: [],
+    downs: [],
+    endOfHistory: lines.length > 0 ? lines[lines.length - 1].t : 0,
+  };
+  const openFaults = new Map<string, HistoryLine>();
+  for (const l of lines) {
+    if (isFault(l)) {
+      const target = str(l.target) ?? '';
+      if (l.op === 'kill -9' || l.op === 'drain' || l.op === 'pause') openFaults.set(target, l);
+      if (l.op === 'pause') out.lossWindows.push({ target, from: l.t, to: l.t + (num(l.downMs) ?? 0), what: `pause of ${target} at n=${l.n}` });
+      if (l.op === 'down') {
+        const began = openFaults.get(target);
+        const kind = began?.op ?? '';
+        out.downs.push({ target, kind, t: l.t, startedAt: began?.t ?? l.t });
+        // A kill -9 loses what the edge had not settled; a drain flushes (no loss promised away).
+        if (kind === 'kill -9') out.lossWindows.push({ target, from: began?.t ?? l.t, to: l.t, what: `kill -9 of ${target} at n=${began?.n ?? l.n}` });
+      }
+      continue;
+    }
+    if (l.kind !== 'ws') continue;
+    const client = str(l.client);
+    if (l.op === 'callback' && l.phase === 'info') {
+      const connId = str(l.conn_id) ?? '';
+      let c = out.conns.get(connId);
+      if (!c) out.conns.set(connId, (c = { connId, all: [], events: [], redelivered: [], clients: new Set() }));
+      const data = l.data as { event?: unknown; data?: { client?: unknown; seq?: unknown } } | undefined;
+      const a: Arrival = { t: l.t, n: l.n, action: str(l.action) ?? '', eventId: str(l.event_id) ?? `n${l.n}`, body: JSON.stringify([l.action, l.data]), sigOk: l.sig_ok === true };
+      if (a.action === 'message' && data?.event === 'chaos') {
+        a.client = str(data.data?.client);
+        a.cseq = num(data.data?.seq);
+        if (a.client !== undefined) c.clients.add(a.client);
+      }
+      c.all.push(a);
+      if (c.events.some((e) => e.eventId === a.eventId)) c.redelivered.push(a);
+      else c.events.push(a);
+    } else if (l.op === 'edge' && l.phase === 'info') {
+      const bus = str(l.bus_id);
+      const target = str(l.target);
+      if (bus && target) out.edgeOf.set(bus, target);
+    } else if (client !== undefined) {
+      let c = out.clients.get(client);
+      if (!c) out.clients.set(client, (c = { client, invokedAt: l.t, sent: [], sendErrors: new Set() }));
+      if (l.op === 'connect') {
+        if (l.phase === 'invoke') c.invokedAt = l.t;
+        else if (l.phase === 'ok' || l.phase === 'fail' || l.phase === 'unknown') {
+          c.outcome = l.phase;
+          if (l.phase === 'ok') c.openedAt = l.t;
+        }
+      } else if (l.op === 'send' && num(l.seq) !== undefined) c.sent.push(num(l.seq)!);
+      else if (l.op === 'send error' && num(l.seq) !== undefined) c.sendErrors.add(num(l.seq)!);
+      else if (l.op === 'close' && l.phase !== 'invoke') {
+        c.endedAt = l.t;
+        c.endCode = num(l.code);
+      } else if (l.op === 'break') {
+        c.endedAt ??= l.t;
+        c.endCode ??= num(l.code);
+      }
+    }
+  }
+  return out;
+}
+
+const edgeOfConn = (p: Parsed, connId: string) => p.edgeOf.get(connId.slice(0, connId.indexOf('.')));
+const short = (connId: string) => (connId.length > 20 ? `${connId.slice(0, 20)}…` : connId);
+
+/** The connection whose messages carry this client's id (one client is one connection). */
+function connsByClient(p: Parsed): Map<string, Conn[]> {
+  const by = new Map<string, Conn[]>();
+  for (const c of p.conns.values()) for (const client of c.clients) by.set(client, [...(by.get(client) ?? []), c]);
+  return by;
+}
+
+/**
+ * Whether the client's unsettled events may have been lost: its connection's edge (any edge when
+ * the app never named the connection) was killed -9 or paused while the connection lived.
+ */
+function lossExcuse(p: Parsed, client: Client, conn: Conn | undefined): LossWindow | undefined {
+  const from = client.invokedAt;
+  const closeAt = conn?.events.find((e) => e.action === 'close')?.t;
+  const to = closeAt ?? client.endedAt ?? p.endOfHistory;
+  const target = conn ? edgeOfConn(p, conn.connId) : undefined;
+  return p.lossWindows.find((w) => (target === undefined || w.target === target) && w.target.startsWith('edge') && w.from <= to && w.to >= from);
+}
+
+export function checkWs(lines: readonly HistoryLine[]): Verdict[] {
+  const p = parse(lines);
+  const conns = [...p.conns.values()];
+  const byClient = connsByClient(p);
+  const opened = [...p.clients.values()].filter((c) => c.outcome === 'ok');
+
+  const openFirst: string[] = [];
+  for (const c of conns) {
+    const opens = c.events.filter((e) => e.action === 'open');
+    if (c.events[0]?.action !== 'open') openFirst.push(`${short(c.connId)}: first callback is ${c.events[0]?.action ?? 'none'} (n=${c.events[0]?.n}), open ${opens.length === 0 ? 'never came' : `came at n=${opens[0].n}`}`);
+    if (opens.length > 1) openFirst.push(`${short(c.connId)}: ${opens.length} opens (n=${opens.map((o) => o.n).join(',')})`);
+  }
+
+  const order: string[] = [];
+  const twice: string[] = [];
+  let messages = 0;
+  const seen = new Map<string, Arrival>();
+  for (const c of conns) {
+    if (c.clients.size > 1) order.push(`${short(c.connId)} carries messages of ${c.clients.size} clients: ${[...c.clients].join(', ')}`);
+    const last = new Map<string, number>();
+    for (const e of c.events) {
+      if (e.action !== 'message' || e.client === undefined || e.cseq === undefined) continue;
+      messages++;
+      const key = `${e.client}#${e.cseq}`;
+      const before = seen.get(key);
+      if (before) twice.push(`${e.client} message ${e.cseq} delivered twice under event ids ${before.eventId} (n=${before.n}) and ${e.eventId} (n=${e.n})`);
+      else seen.set(key, e);
+      const prev = last.get(e.client);
+      if (prev !== undefined && e.cseq <= prev && !before) order.push(`${e.client}: message ${e.cseq} arrived after ${prev} on ${short(c.connId)} (n=${e.n})`);
+      last.set(e.client, Math.max(prev ?? 0, e.cseq));
+    }
+  }
+
+  const redeliveries: string[] = [];
+  let redelivered = 0;
+  let redeliveredAfterClose = 0;
+  for (const c of conns) {
+    const closeAt = c.events.find((e) => e.action === 'close')?.n;
+    for (const r of c.redelivered) {
+      redelivered++;
+      if (closeAt !== undefined && r.n > closeAt && r.action !== 'close') redeliveredAfterClose++;
+      const first = c.events.find((e) => e.eventId === r.eventId)!;
+      if (first.body !== r.body) redeliveries.push(`${r.eventId}: redelivered (n=${r.n}) with another body than at n=${first.n}`);
+    }
+  }
+
+  const oneClose: string[] = [];
+  const afterClose: string[] = [];
+  for (const c of conns) {
+    const closes = c.events.filter((e) => e.action === 'close');
+    if (closes.length === 0) oneClose.push(`${short(c.connId)}: no close (last callback ${c.events[c.events.length - 1]?.action} at n=${c.events[c.events.length - 1]?.n})`);
+    if (closes.length > 1) oneClose.push(`${short(c.connId)}: ${closes.length} closes (event ids ${closes.map((e) => e.eventId).join(', ')})`);
+    if (closes.length === 0) continue;
+    const after = c.events.filter((e) => e.n > closes[0].n && e.action !== 'close');
+    if (after.length > 0) afterClose.push(`${short(c.connId)}: ${after.length} callback(s) after its close (n=${closes[0].n}): first ${after[0].action} ${after[0].eventId} at n=${after[0].n}`);
+  }
+
+  // A connection whose edge died (kill -9 or drain) while it was open: its close within the bound.
+  const late: string[] = [];
+  let killed = 0;
+  const bound = p.peerDeadMs + CLOSE_SLACK_MS;
+  for (const c of conns) {
+    const target = edgeOfConn(p, c.connId);
+    const client = [...c.clients].map((id) => p.clients.get(id)).find((x) => x !== undefined);
+    const start = Math.min(c.all[0]?.t ?? Infinity, client?.invokedAt ?? Infinity);
+    if (target === undefined) {
+      if (p.downs.some((d) => d.target.startsWith('edge') && d.t >= start)) late.push(`${short(c.connId)}: its edge is not named in the history (no ws edge line for its bus id): its close cannot be timed`);
+      continue;
+    }
+    const down = p.downs.find((d) => d.target === target && d.t >= start);
+    if (!down) continue;
+    const close = c.events.find((e) => e.action === 'close');
+    // Ended before the fault: by its close, or (its close missing, another check's finding) by its client's.
+    if (close && close.t <= down.startedAt) continue;
+    if (!close && client?.endedAt !== undefined && client.endedAt <= down.startedAt) continue;
+    killed++;
+    if (!close) late.push(`${short(c.connId)} on ${target}: ${down.kind} (down at t=${down.t}) and no close ever came`);
+    else if (close.t > down.t + bound) late.push(`${short(c.connId)} on ${target}: close ${close.t - down.t} ms after ${down.kind} was down (bound ${bound} ms), n=${close.n}`);
+  }
+
+  // Every connection a client saw open reaches the app, unless its edge lost it (kill -9, pause).
+  const reached: string[] = [];
+  const lost: string[] = [];
+  let excused = 0;
+  let sentTotal = 0;
+  for (const cl of opened) {
+    const mine = byClient.get(cl.client) ?? [];
+    if (mine.length > 1) reached.push(`${cl.client}'s messages arrived on ${mine.length} connections: ${mine.map((m) => short(m.connId)).join(', ')}`);
+    const conn = mine[0];
+    const excuse = lossExcuse(p, cl, conn);
+    const sent = cl.sent.filter((s) => !cl.sendErrors.has(s));
+    sentTotal += sent.length;
+    if (!conn) {
+      if (sent.length === 0) continue;
+      if (excuse) excused++;
+      else reached.push(`${cl.client}: connected (ok at t=${cl.openedAt}) and sent ${sent.length} message(s); the app saw none of them${cl.endCode === undefined ? '' : ` (ended with ${cl.endCode})`}`);
+      continue;
+    }
+    const got = new Set(conn.events.filter((e) => e.client === cl.client).map((e) => e.cseq));
+    const missing = sent.filter((s) => !got.has(s));
+    if (missing.length === 0) continue;
+    // Loss is of the unsettled tail: what arrived is a prefix of what was sent.
+    const gap = missing.find((m) => sent.some((s) => s > m && got.has(s)));
+    if (gap !== undefined) lost.push(`${cl.client}: message ${gap} missing while later ones arrived (on ${short(conn.connId)})`);
+    else if (excuse) excused++;
+    else lost.push(`${cl.client}: ${missing.length} of ${sent.length} message(s) never delivered (first ${missing[0]}, client ended with ${cl.endCode ?? 'nothing'}, on ${short(conn.connId)} ${edgeOfConn(p, conn.connId) ?? '?'}) and no kill -9 or pause of its edge while it lived`);
+  }
+  const unnamed = conns.filter((c) => c.clients.size === 0).length;
+
+  const signed = conns.flatMap((c) => c.all.filter((a) => !a.sigOk).map((a) => `${a.eventId} (${a.action}, n=${a.n}): bad signature`));
+
+  return [
+    { check: 'ws: each connection\'s first callback is its open, once', checked: conns.length, anomalies: openFirst },
+    { check: 'ws: messages arrive in each client\'s send order', checked: messages, anomalies: order },
+    { check: 'ws: no message delivered twice (under two event ids)', checked: messages, anomalies: twice },
+    { check: 'ws: a redelivered event keeps its id and body', checked: redelivered, anomalies: redeliveries },
+    { check: 'ws: exactly one close per connection', checked: conns.length, anomalies: oneClose },
+    { check: 'ws: no callback after a connection\'s close', checked: conns.length, anomalies: afterClose },
+    { check: `ws: a dead edge's connections close within peerDeadMs + ${CLOSE_SLACK_MS / 1000} s`, checked: killed, anomalies: late },
+    { check: 'ws: every connection a client saw open reaches the app', checked: opened.length, anomalies: reached },
+    { check: 'ws: sent messages arrive (a killed/paused edge loses a tail only)', checked: sentTotal, anomalies: lost },
+    { check: 'ws: every callback is signed with the app secret', checked: conns.reduce((n, c) => n + c.all.length, 0), anomalies: signed },
+    // Not a property: the counts a reader needs to judge how much the run exercised.
+    { check: `ws: (info) lost to edge faults: ${excused} clients; unnamed conns: ${unnamed}; redelivered after close: ${redeliveredAfterClose}`, checked: opened.length, anomalies: [] },
+  ];
+}
