@@ -78,6 +78,11 @@ export async function createPart(part: string, top: string): Promise<void> {
 }
 
 /** The size really on disk (0 when the part is gone or is not a plain file). */
+/** Whether the part file is there at all (a missing one and an empty one mean different things to recovery). */
+export async function partExists(part: string): Promise<boolean> {
+  return (await lstat(part).catch(() => null))?.isFile() ?? false;
+}
+
 export async function partSize(part: string): Promise<number> {
   const info = await lstat(part).catch(() => null);
   return info?.isFile() ? info.size : 0;

@@ -46,6 +46,15 @@ export async function removeUpload(store: UploadStore, u: Upload): Promise<void>
 /** Publishes a complete upload at its target and marks it done (inside the caller's error handling). */
 export async function finish(deps: UploadDeps, u: Upload): Promise<string> {
   const top = deps.root.userFolder(u.user);
+  // The whole file's offset is recorded before the part is renamed away: a crash between the two
+  // leaves a record at the full size with its part gone, which recovery reads as published
+  // (upkeep.ts), not as a part of 0 bytes (which would take back every acknowledged byte).
+  if (deps.store.get(u.id)?.offset !== u.fileSize) {
+    await deps.store.write((w) => {
+      const current = w.get(u.id);
+      if (current && current.state === 'active') w.put({ ...current, offset: u.fileSize });
+    });
+  }
   const landed = await publish(u.part, u.target, u.conflict, top).catch(async (err: unknown) => {
     // A folder on the way was swapped for a link: the file cannot land where it was meant to. The upload goes.
     if (isFolderMoved(err)) await removeUpload(deps.store, u);

@@ -1,4 +1,4 @@
-import { createPart, cutBack, partSize, removePart } from './files.js';
+import { createPart, cutBack, partExists, partSize, removePart } from './files.js';
 import { finish, type UploadDeps } from './handler.js';
 import type { Upload } from './store.js';
 
@@ -23,6 +23,7 @@ export async function recover(deps: UploadDeps): Promise<void> {
 async function recoverOne(deps: UploadDeps, seen: Upload): Promise<void> {
   // On disk as recorded, and not complete: nothing to repair, nothing to lock.
   if ((await partSize(seen.part)) === seen.offset && seen.offset < seen.fileSize) return;
+  if (seen.offset === seen.fileSize && !(await partExists(seen.part))) return markPublished(deps, seen);
   const unchanged = (current: Upload | undefined): current is Upload =>
     current !== undefined && current.state === 'active' && current.offset === seen.offset && !(current.lock && deps.locks.alive(current.lock));
   const lease = await deps.locks.take(seen.id, unchanged, { touch: false });
@@ -42,6 +43,30 @@ async function recoverOne(deps: UploadDeps, seen: Upload): Promise<void> {
       return next;
     });
     if (fixed && offset === fixed.fileSize) await finish(deps, fixed).catch(() => undefined);
+  } finally {
+    lease.end();
+  }
+}
+
+/**
+ * A record at the full size whose part is gone: the crash came after the part was renamed to its
+ * target and before the record said done (handler.ts `finish` records the size first). It is done;
+ * the completed event goes out now, naming the target (for conflict=rename the numbered name the
+ * file may have landed at is not known, so no event is sent for it).
+ */
+async function markPublished(deps: UploadDeps, seen: Upload): Promise<void> {
+  const unchanged = (current: Upload | undefined): current is Upload => current !== undefined && current.state === 'active' && current.offset === seen.fileSize;
+  const lease = await deps.locks.take(seen.id, unchanged, { touch: false });
+  if (!lease) return;
+  try {
+    const done = await deps.store.write((w) => {
+      const current = w.get(seen.id);
+      if (current?.lock?.session !== lease.session) return null;
+      const next: Upload = { ...current, state: 'done', lock: null, updatedAt: deps.now() };
+      w.put(next);
+      return next;
+    });
+    if (done && done.conflict !== 'rename') deps.completed({ user: done.user, app: done.app, path: deps.root.appPath(done.user, done.target), size: done.fileSize }, done.id);
   } finally {
     lease.end();
   }

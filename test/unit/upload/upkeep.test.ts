@@ -1,0 +1,66 @@
+import test from 'ava';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createPart, partPathFor } from '../../../actors/upload/files.js';
+import type { UploadDeps } from '../../../actors/upload/handler.js';
+import { UploadLocks } from '../../../actors/upload/lock.js';
+import { UploadRoot } from '../../../actors/upload/root.js';
+import { LmdbUploadStore, type Upload } from '../../../actors/upload/store.js';
+import { recover } from '../../../actors/upload/upkeep.js';
+import type { UploadCompleted } from '../../../bus/subjects.js';
+
+// Recovery after a kill -9 (actors/upload/upkeep.ts), from the states a crash can leave on disk.
+
+async function setup(t: { teardown: (fn: () => Promise<void>) => void }) {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-upkeep-'));
+  const root = new UploadRoot(join(dir, 'files'));
+  const dest = root.hostPath('alice', '/dest');
+  mkdirSync(dest, { recursive: true });
+  const store = LmdbUploadStore.open(join(dir, 'records'));
+  const completed: UploadCompleted[] = [];
+  const locks = new UploadLocks({ store, busId: 'me', now: Date.now, leaseMs: 15_000, settleWaitMs: 50, replicaAlive: () => false, announce: () => undefined });
+  const deps = { store, root, busId: 'me', now: Date.now, chunkMaxBytes: 100, maxUnfinished: 10, locks, completed: (ev: UploadCompleted) => completed.push(ev) } as unknown as UploadDeps;
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const upload = (over: Partial<Upload>): Upload => ({
+    id: 'u1', user: 'alice', app: 'files', storagePath: '/dest', relativePath: 'x.bin', fileType: '', fileSize: 5, conflict: 'replace',
+    offset: 0, target: join(dest, 'x.bin'), part: partPathFor(dest, 'u1'), state: 'active', createdAt: 0, updatedAt: 0, lock: null, ...over,
+  });
+  return { deps, store, root, dest, completed, upload };
+}
+
+test('killed between publication and the done record: the upload is done, its offset kept, its event sent; no empty part made', async (t) => {
+  const { deps, store, completed, upload } = await setup(t);
+  // finish() recorded the full size, renamed the part to the target, and the process died.
+  const u = upload({ offset: 5 });
+  writeFileSync(u.target, 'hello');
+  await store.write((w) => w.put(u));
+  await recover(deps);
+  const after = store.get('u1')!;
+  t.is(after.state, 'done');
+  t.is(after.offset, 5, 'the acknowledged offset is not taken back');
+  t.is(after.lock, null);
+  t.false(existsSync(u.part), 'no empty part was made in its place');
+  t.is(readFileSync(u.target, 'utf8'), 'hello');
+  t.deepEqual(completed, [{ user: 'alice', app: 'files', path: '/dest/x.bin', size: 5 }]);
+});
+
+test('a torn write past the recorded offset is cut back; a complete part is published', async (t) => {
+  const { deps, store, root, upload } = await setup(t);
+  const torn = upload({ offset: 2 });
+  await createPart(torn.part, root.userFolder('alice'));
+  writeFileSync(torn.part, 'abcd'); // two bytes past what was acknowledged
+  await store.write((w) => w.put(torn));
+  await recover(deps);
+  t.is(readFileSync(torn.part, 'utf8'), 'ab');
+  t.is(store.get('u1')!.offset, 2);
+
+  writeFileSync(torn.part, 'abcde');
+  await store.write((w) => w.put({ ...torn, offset: 5 }));
+  await recover(deps);
+  t.is(store.get('u1')!.state, 'done');
+  t.is(readFileSync(torn.target, 'utf8'), 'abcde');
+});
