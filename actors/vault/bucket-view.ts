@@ -29,6 +29,15 @@ interface Intent<T> {
   d?: true;
 }
 
+/** An entry's intent; one that is not Pier's is never accepted. */
+function intentOf<T>(data: Uint8Array): Intent<T> {
+  try {
+    return decode<Intent<T>>(data);
+  } catch {
+    return { e: -1 };
+  }
+}
+
 /** Another replica wrote the key first: the caller reads the view again and decides again. */
 export class Conflict extends Error {}
 
@@ -44,6 +53,8 @@ export class BucketView<T> {
   /** Last stream sequence applied, and writers waiting for theirs. */
   readonly applied: AppliedSequence;
   private follower: StreamFollower | null = null;
+  /** What the stream held at the start, read whole before any is judged (`start`). */
+  private loading: { until: number; held: JsMsg[] } | null = null;
   private readonly stream: string;
   private readonly prefix: string;
 
@@ -57,11 +68,52 @@ export class BucketView<T> {
     this.applied = new AppliedSequence(`the view of ${bucket}`);
   }
 
-  /** Follows the whole history, for ever; resolves once the view shows the bucket as it is now. */
+  /**
+   * Follows the history, for ever; resolves once the view shows the bucket as it is now. What the
+   * stream held at the start is read whole before any of it is judged (`load`): the bucket keeps
+   * only the last HISTORY entries of each key, so a key written more often than that starts with
+   * entries naming revisions that are gone.
+   */
   async start(js: JetStreamClient): Promise<void> {
-    this.follower = await StreamFollower.start(js, { stream: this.stream, subject: `${this.prefix}>`, from: 1, onMessage: (m) => this.apply(m) });
     const info = await this.manager.streams.info(this.stream);
-    if (info.state.messages > 0) await this.applied.reached(info.state.last_seq, 60_000);
+    this.loading = info.state.messages > 0 ? { until: info.state.last_seq, held: [] } : null;
+    this.follower = await StreamFollower.start(js, { stream: this.stream, subject: `${this.prefix}>`, from: 1, onMessage: (m) => this.receive(m) });
+    if (this.loading) await this.applied.reached(info.state.last_seq, 60_000);
+  }
+
+  private receive(m: JsMsg): void {
+    if (!this.loading) return this.apply(m);
+    const last = this.loading.held.at(-1);
+    if (m.seq <= this.applied.value || (last && m.seq <= last.seq)) return; // a re-delivery after the follow restarted
+    this.loading.held.push(m);
+    if (m.seq < this.loading.until) return;
+    const held = this.loading.held;
+    this.loading = null;
+    this.anchor(held);
+    for (const h of held) this.apply(h);
+  }
+
+  /**
+   * Where each key's judging starts when its oldest entries are gone. Every revision an entry can
+   * name is an accepted entry's sequence; the revision current when the retained entries begin is
+   * the newest accepted entry before them, and no retained entry can name a gone revision newer
+   * than it. The first accepted retained entry names exactly it. So the key's revision before its
+   * retained entries is the highest gone revision any of them names (0 for a key whose history is
+   * whole: its first entry names 0). If every retained entry of a key was refused, its value (at
+   * that revision) is gone with its entry: the key reads as absent (HISTORY makes this need 64
+   * refused writes in a row).
+   */
+  private anchor(held: readonly JsMsg[]): void {
+    const first = new Map<string, number>();
+    const named = new Map<string, number>();
+    for (const m of held) {
+      if (m.headers?.get('KV-Operation')) continue;
+      const key = logicalKey(m.subject.slice(this.prefix.length));
+      const e = intentOf<T>(m.data).e;
+      if (!first.has(key)) first.set(key, m.seq);
+      if (e >= 0 && e < first.get(key)!) named.set(key, Math.max(named.get(key) ?? 0, e));
+    }
+    for (const [key, revision] of named) if (revision > 0) this.deleted.set(key, revision);
   }
 
   /** The revision a writer must name for `key`: its last accepted write or delete (0: never written). */
@@ -74,12 +126,7 @@ export class BucketView<T> {
     // Server-side DEL and PURGE markers (a KV-Operation header) are never written by Pier: the key's accepted state stays.
     if (!m.headers?.get('KV-Operation')) {
       const key = logicalKey(m.subject.slice(this.prefix.length));
-      let intent: Intent<T>;
-      try {
-        intent = decode<Intent<T>>(m.data);
-      } catch {
-        intent = { e: -1 }; // not ours: never accepted
-      }
+      const intent = intentOf<T>(m.data);
       if (intent.e === this.revisionOf(key)) {
         if (intent.d) {
           this.entries.delete(key);

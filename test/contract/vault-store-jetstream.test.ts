@@ -2,6 +2,41 @@ import test from 'ava';
 import { JetStreamVaultStore } from '../../actors/vault/store-jetstream.js';
 import { jetStreamReplicas } from '../helpers/jetstream-replicas.js';
 import { vaultStoreSuite } from './vault-store-suite.js';
+import { PierError } from '../../bus/errors.js';
+import { scopeKey, secretKey, type SecretRecord } from '../../actors/vault/store.js';
+import { until } from '../helpers/wait.js';
 
 // JetStream on one node (R1): two replicas, each with its own connection, no shared disk.
 vaultStoreSuite(test, () => jetStreamReplicas(1, (js, manager, replicas) => JetStreamVaultStore.open(js, manager, { replicas, auditMaxAgeMs: 86_400_000, auditMaxEntries: 10_000 })));
+
+// The bucket keeps the last 64 entries of a key: a replica started after more writes than that
+// must still find the key as it is (a chaos run found a fresh replica reading it as absent, and
+// accepting a create over it).
+test('a replica started after a key had more writes than the bucket keeps sees its last value, and refuses a create over it', async (t) => {
+  const pair = await jetStreamReplicas(1, (js, manager, replicas) => JetStreamVaultStore.open(js, manager, { replicas, auditMaxAgeMs: 86_400_000, auditMaxEntries: 10_000 }));
+  t.teardown(() => pair.close());
+  const key = secretKey(scopeKey('alice', 'busy', 'prod'), 'k');
+  const record = (value: string, version: number): SecretRecord => ({ sealed: Buffer.from(value), version, createdAt: 't', createdBy: 'a', updatedAt: 't', updatedBy: 'a', history: [] });
+  await pair.a.write((w) => w.putSecret(key, record('v1', 1)));
+  for (let v = 2; v <= 100; v++) {
+    // Every fifth round, the other replica races from a stale read too: refused entries take history slots as well.
+    const stale = v % 5 === 0 ? pair.b.write((w) => w.putSecret(key, record(`stale${v}`, v))).catch(() => undefined) : Promise.resolve();
+    await Promise.all([pair.a.write((w) => w.putSecret(key, record(`v${v}`, v))).catch(() => undefined), stale]);
+  }
+  await pair.a.sync();
+  const last = Buffer.from(pair.a.secret(key)!.sealed).toString();
+  const fresh = await pair.another();
+  await fresh.sync();
+  t.is(Buffer.from(fresh.secret(key)?.sealed ?? []).toString(), last, 'the fresh replica reads the last accepted value');
+  await t.throwsAsync(
+    fresh.write((w) => {
+      if (w.secret(key)) throw new PierError('CONFLICT', 'exists');
+      w.putSecret(key, record('over', 1));
+    }),
+    { message: 'exists' },
+  );
+  // And a write from the fresh replica lands for everyone.
+  await fresh.write((w) => w.putSecret(key, record('after', 101)));
+  const seen = await until('the first replica to see the fresh one\'s write', () => Buffer.from(pair.a.secret(key)?.sealed ?? []).toString() === 'after' && pair.a.secret(key));
+  t.is(seen.version, 101);
+});
