@@ -25,9 +25,20 @@ export interface RegistryCacheOptions {
  * - a cache that has not heard the registry for `maxStalenessMs` refuses to answer (503): it cannot
  *   know what was revoked meanwhile.
  */
+/** How long a cache may know it is behind the registry and still answer (the 1 s revocation bound, with room for the heartbeat that told it). */
+const BEHIND_MS = 500;
+
 export class RegistryCache {
   private revision = -1;
   private lastHeard = 0;
+  /**
+   * The newest revision the registry announced (heartbeats, change events), and since when this
+   * cache has known it is behind it. Behind for longer than BEHIND_MS (a lost change event, and
+   * the snapshot that would repair it stuck on a paused replica), the cache answers 503 rather
+   * than go on trusting what may have been revoked: a revocation holds within one second.
+   */
+  private announced = -1;
+  private behindSince: number | null = null;
   private tokens = new Map<string, string>();
   private users = new Set<string>();
   private apps = new Map<string, AppView>();
@@ -60,6 +71,7 @@ export class RegistryCache {
       onEvent(this.bus, registryEvents.changes, (ev) => this.onChange(ev)),
       onEvent(this.bus, registryEvents.heartbeat, (hb) => {
         this.lastHeard = this.now();
+        this.heardOf(hb.revision);
         if (hb.revision > this.revision) this.reload();
       }),
     );
@@ -98,7 +110,19 @@ export class RegistryCache {
   }
 
   isFresh(): boolean {
+    if (this.behindSince !== null && this.now() - this.behindSince > BEHIND_MS) return false;
     return this.revision >= 0 && this.now() - this.lastHeard <= this.options.maxStalenessMs;
+  }
+
+  /** A revision the registry has reached: this cache is behind until it has it too. */
+  private heardOf(revision: number): void {
+    if (revision > this.announced) this.announced = revision;
+    if (this.announced > this.revision) this.behindSince ??= this.now();
+  }
+
+  /** After a load or an applied change: caught up with what was announced, or still behind. */
+  private caughtUp(): void {
+    if (this.revision >= this.announced) this.behindSince = null;
   }
 
   currentRevision(): number {
@@ -164,6 +188,7 @@ export class RegistryCache {
 
   private onChange(ev: ChangeEvent): void {
     this.lastHeard = this.now();
+    this.heardOf(ev.revision);
     if (this.loading) {
       this.buffered.push(ev);
       return;
@@ -179,7 +204,9 @@ export class RegistryCache {
 
   private reload(): void {
     if (this.loading || this.stopped) return;
-    this.loading = call(this.bus, registry.snapshot, {}, 2_000)
+    // A replica that does not answer (paused, cut off) is given up on soon, and the question asked
+    // again at once while behind: the queue group picks a replica afresh each time.
+    this.loading = call(this.bus, registry.snapshot, {}, 1_000)
       .then((snap) => {
         this.load(snap);
         const pending = this.buffered.sort((a, b) => a.revision - b.revision);
@@ -188,7 +215,7 @@ export class RegistryCache {
       })
       .catch((err: unknown) => {
         this.options.log.warn({ err: (err as Error).message }, 'registry snapshot not loaded; retrying');
-        if (!this.stopped) this.retryTimer = setTimeout(() => this.reload(), 500);
+        if (!this.stopped) this.retryTimer = setTimeout(() => this.reload(), this.behindSince === null ? 500 : 50);
       })
       .finally(() => {
         this.loading = null;
@@ -206,6 +233,7 @@ export class RegistryCache {
     this.revision = snap.revision;
     this.lastHeard = this.now();
     this.options.metrics.registryRevision.set(this.revision);
+    this.caughtUp();
   }
 
   private apply(ev: ChangeEvent): void {
@@ -226,6 +254,7 @@ export class RegistryCache {
     if (ev.changes.some((c) => c.kind === 'provider')) this.indexProviders();
     this.revision = ev.revision;
     this.options.metrics.registryRevision.set(this.revision);
+    this.caughtUp();
     for (const c of ev.changes) for (const l of this.listeners) l(c);
   }
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { MemoryBus } from '../../bus/bus-memory.js';
 import { PierError } from '../../bus/errors.js';
 import { call, publishEvent } from '../../bus/rpc.js';
+import { encode } from '../../bus/codec.js';
 import { registry, registryEvents } from '../../bus/subjects.js';
 import { startRegistry } from '../../actors/registry/index.js';
 import { loadConfig } from '../../lib/config.js';
@@ -94,4 +95,37 @@ test('the registry going stale and coming back is logged, once each', async (t) 
   cache.checkFreshness();
   cache.checkFreshness();
   t.is(said('registry heard again'), 1);
+});
+
+test('a cache that knows it is behind the registry (a change event lost, the snapshot that would repair it not answered) stops answering within the revocation bound', async (t) => {
+  const bus = new MemoryBus();
+  let clock = 1_000_000;
+  const snapshot = (revision: number) => ({ revision, users: [], tokens: [], apps: [], providers: [] });
+  // A registry replica that answers its first snapshot, then is paused (no answer at all).
+  let answering = true;
+  let revision = 1;
+  bus.subscribe(registry.snapshot.subject, (m) => {
+    if (answering && m.reply) bus.publish(m.reply, encode({ ok: true, data: snapshot(revision) }));
+  });
+  const cache = new RegistryCache(bus, { maxStalenessMs: 5_000, log: silent, metrics: new Metrics('test'), now: () => clock });
+  cache.start();
+  t.teardown(async () => {
+    cache.stop();
+    await bus.close();
+  });
+  await cache.ready();
+  t.true(cache.isFresh());
+  answering = false;
+  // The registry moved to revision 3 (the change event never came); its heartbeat says so.
+  publishEvent(bus, registryEvents.heartbeat, { revision: 3 });
+  await bus.flush();
+  t.true(cache.isFresh(), 'a moment behind is normal: the snapshot is on its way');
+  clock += 600;
+  t.false(cache.isFresh(), 'behind for longer: 503, not the old tokens');
+  t.throws(() => cache.userForToken('anything'), { message: /registry is not reachable/ });
+  // The registry answers again: the cache catches up and answers again.
+  revision = 3;
+  answering = true;
+  await until('the cache to catch up with revision 3', () => cache.currentRevision() === 3, 10_000);
+  t.true(cache.isFresh());
 });
