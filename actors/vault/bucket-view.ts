@@ -116,6 +116,15 @@ export class BucketView<T> {
     for (const [key, revision] of named) if (revision > 0) this.deleted.set(key, revision);
   }
 
+  /** The stream's last sequence, or null when it cannot be asked now. */
+  async streamEnd(): Promise<number | null> {
+    try {
+      return (await this.manager.streams.info(this.stream)).state.last_seq;
+    } catch {
+      return null;
+    }
+  }
+
   /** The revision a writer must name for `key`: its last accepted write or delete (0: never written). */
   revisionOf(key: string): number {
     return this.entries.get(key)?.revision ?? this.deleted.get(key) ?? 0;

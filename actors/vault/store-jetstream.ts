@@ -92,11 +92,18 @@ export class JetStreamVaultStore implements VaultStore {
     const secrets = this.secretsView.applied;
     const behind = [keys.value < this.wanted.keys ? keys.reached(this.wanted.keys) : null, secrets.value < this.wanted.secrets ? secrets.reached(this.wanted.secrets) : null].filter((p) => p !== null);
     if (behind.length === 0) return Promise.resolve();
-    return withinBudget(Promise.all(behind)).then(() => {
-      // A mark still out of reach after the budget (a forged one, or a stream reset) is forgotten:
-      // it costs one wait, not one per read.
-      this.wanted.keys = Math.min(this.wanted.keys, keys.value);
-      this.wanted.secrets = Math.min(this.wanted.secrets, secrets.value);
+    return withinBudget(Promise.all(behind)).then(async () => {
+      if (keys.value >= this.wanted.keys && secrets.value >= this.wanted.secrets) return;
+      // Still behind after the budget (its follow re-attaching after a node loss). A mark past the
+      // end of its stream was never written (a forged one, or a stream reset): it is forgotten, so
+      // it costs one wait, not one per read. A real one is kept, and the read is refused (503)
+      // rather than answered from a view that may be missing an acknowledged write.
+      const [keysEnd, secretsEnd] = await Promise.all([this.keysView.streamEnd(), this.secretsView.streamEnd()]);
+      if (keysEnd !== null && this.wanted.keys > keysEnd) this.wanted.keys = keys.value;
+      if (secretsEnd !== null && this.wanted.secrets > secretsEnd) this.wanted.secrets = secrets.value;
+      if (keys.value < this.wanted.keys || secrets.value < this.wanted.secrets) {
+        throw new PierError('UNAVAILABLE', 'this vault replica is catching up with a recent change; try again');
+      }
     });
   }
 
@@ -141,7 +148,9 @@ export class JetStreamVaultStore implements VaultStore {
           else mark.secrets = Math.max(mark.secrets, seq);
         }
       } catch (err) {
-        if (!(err instanceof Conflict)) throw err;
+        // The stream out of reach (a node lost, a leader being elected): the write may or may not
+        // have landed; the caller is told to try again (503), not that Pier broke (500).
+        if (!(err instanceof Conflict)) throw err instanceof PierError ? err : new PierError('UNAVAILABLE', 'the vault store did not answer in time; try again', { cause: err });
         if (attempt >= 20) throw new PierError('CONFLICT', 'too many concurrent writes of the same secret; retry');
         // Another replica wrote first: see what it wrote, then decide again.
         continue;

@@ -40,3 +40,29 @@ test('a replica started after a key had more writes than the bucket keeps sees i
   const seen = await until('the first replica to see the fresh one\'s write', () => Buffer.from(pair.a.secret(key)?.sealed ?? []).toString() === 'after' && pair.a.secret(key));
   t.is(seen.version, 101);
 });
+
+// Reads wait for the marks other replicas announce: a view still behind a real one after the wait
+// refuses the read (a chaos run found a list answering a value overwritten by an acknowledged update
+// while a NATS node restarted); a mark past the end of the stream was never written and is forgotten.
+test('a replica behind an announced change refuses reads (503) rather than answer stale; a mark never written is forgotten', async (t) => {
+  const marks: Array<{ keys: number; secrets: number }> = [];
+  const pair = await jetStreamReplicas(1, (js, manager, replicas) =>
+    JetStreamVaultStore.open(js, manager, { replicas, auditMaxAgeMs: 86_400_000, auditMaxEntries: 10_000, announce: (mark) => marks.push(mark) }),
+  );
+  t.teardown(() => pair.close());
+  const key = secretKey(scopeKey('alice', 'marks', 'prod'), 'k');
+  const record = (value: string): SecretRecord => ({ sealed: Buffer.from(value), version: 1, createdAt: 't', createdBy: 'a', updatedAt: 't', updatedBy: 'a', history: [] });
+  // b's view of the secrets stops following (its consumer lost with a node, not yet re-attached).
+  await (pair.b as unknown as { secretsView: { close(): Promise<void> } }).secretsView.close();
+  await pair.a.write((w) => w.putSecret(key, record('new')));
+  pair.b.heard(marks.at(-1)!);
+  const refused = await t.throwsAsync(pair.b.sync(), { instanceOf: PierError });
+  t.is(refused!.code, 'UNAVAILABLE');
+  t.is(pair.b.secret(key), undefined, 'its view is indeed behind');
+  // A forged mark (past anything the stream holds) costs one wait, then is forgotten.
+  const c = await pair.another();
+  c.heard({ keys: 0, secrets: 1_000_000_000 });
+  await c.sync();
+  await c.sync();
+  t.is(Buffer.from(c.secret(key)!.sealed).toString(), 'new');
+});
