@@ -194,3 +194,13 @@ test('the bound is read from the run start line: peerDeadMs 20000 makes a 13 s c
   t.deepEqual(v.anomalies, []);
   t.is(v.checked, 1);
 });
+
+test('a drained edge may lose the tail in flight when it sent its close (1001), never a gap; a pause of another process excuses nothing', (t) => {
+  const asDrain = (lines: HistoryLine[]) =>
+    lines.map((l) => (l.kind === 'fault' && l.op === 'kill -9' ? { ...l, op: 'drain' } : l.kind === 'fault' && l.op === 'down' ? { ...l, kind: 'fault', fault: 'drain' } : l));
+  t.deepEqual(verdict(checkWs(asDrain(story())), CHECKS.arrive).anomalies, [], 'the tail c3 sent while the close was on its way');
+  const gap = verdict(checkWs(asDrain(story({ gap: true }))), CHECKS.arrive).anomalies;
+  t.is(gap.length, 1, gap.join('; '));
+  const elsewhere = story().map((l) => (l.kind === 'fault' ? { ...l, target: 'vault-1', roles: 'vault' } : l));
+  t.is(verdict(checkWs(elsewhere), CHECKS.arrive).anomalies.length, 1, 'a fault of another process is no excuse');
+});
