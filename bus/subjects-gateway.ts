@@ -1,4 +1,5 @@
 import { channel, signal } from './channel.js';
+import { event } from './rpc.js';
 import type { WireError } from './errors.js';
 
 /**
@@ -176,4 +177,14 @@ export const gatewayChannels = {
   ),
   /** From a callback replica to the edge holding a connection: its events up to `seq` are done with. */
   settled: signal<{ connId: string; seq: number }>({ connId: id, seq: { type: 'number', integer: true, min: 0 } }),
+};
+
+/**
+ * Among callback replicas: replica `by` took over a connection from `seq` on (its events began at
+ * another replica, which was paused or cut off meanwhile). The others forget what they held of it
+ * before `seq`: the close they would raise for it when its edge dies would come after the one the
+ * new holder delivered, under an id already used.
+ */
+export const callbackEvents = {
+  taken: event<{ connId: string; seq: number; by: string }>('pier.cb.taken', { connId: id, seq: { type: 'number', integer: true, min: 1 }, by: id }),
 };

@@ -25,8 +25,12 @@ export interface RegistryCacheOptions {
  * - a cache that has not heard the registry for `maxStalenessMs` refuses to answer (503): it cannot
  *   know what was revoked meanwhile.
  */
-/** How long a cache may know it is behind the registry and still answer (the 1 s revocation bound, with room for the heartbeat that told it). */
-const BEHIND_MS = 500;
+/**
+ * How long a cache may know it is behind the registry and still answer: a lost change event is
+ * noticed at the next registry heartbeat (every 500 ms by default), so a revocation holds within
+ * that plus this, inside the promised second.
+ */
+const BEHIND_MS = 250;
 
 export class RegistryCache {
   private revision = -1;

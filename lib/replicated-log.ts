@@ -41,6 +41,9 @@ interface Entry<C> {
   origin?: string;
 }
 
+/** How long a catch-up may take, for each of its two steps (learning where the log ends, reaching it). */
+const CATCH_UP_MS = 1_000;
+
 /**
  * A replicated state machine on JetStream (CONTRACT.md section 10): writes are entries of a log
  * stream with `replicas` copies; every replica keeps the whole state in memory by replaying it.
@@ -178,9 +181,22 @@ export class ReplicatedLog<C, S extends LogState<C>> {
     return this.applied.reached(seq, timeoutMs);
   }
 
-  private readonly catchUp = new SharedCatchUp(() => withinBudget(this.jsm.streams.info(this.names.stream).then((info) => this.reached(info.state.last_seq))));
+  private readonly catchUp = new SharedCatchUp(async () => {
+    let last: number | null = null;
+    await withinBudget(this.jsm.streams.info(this.names.stream).then((info) => (last = info.state.last_seq)), CATCH_UP_MS);
+    if (last === null) throw new PierError('UNAVAILABLE', `the ${this.names.stream} log is not reachable now; try again`);
+    await this.reached(last, CATCH_UP_MS).catch(() => {
+      throw new PierError('UNAVAILABLE', `this replica is catching up with the ${this.names.stream} log; try again`);
+    });
+  });
 
-  /** Catches up with the log as it is now, wherever it was written (best effort within 1 s; concurrent callers share one). */
+  /**
+   * Catches up with the log as it is now, wherever it was written (concurrent callers share one).
+   * What cannot be caught up within the budget (the log's leader being elected, this replica's
+   * follow re-attaching after a node loss) is refused (503), never answered from a state that may
+   * miss an acknowledged write: a chaos run found an upload replica answering "Invalid offset"
+   * with the offset from before a PATCH another replica had acknowledged.
+   */
   sync(): Promise<void> {
     return this.catchUp.run();
   }

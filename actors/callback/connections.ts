@@ -51,6 +51,11 @@ export class ConnTable {
     if (this.tombstones.size > 100_000) this.prune();
   }
 
+  /** Forgets a connection another replica took over (no tombstone: it may come back here). */
+  drop(connId: string): void {
+    this.conns.delete(connId);
+  }
+
   ofEdge(edge: string): ConnState[] {
     return [...this.conns.values()].filter((c) => c.edge === edge);
   }

@@ -24,6 +24,8 @@ export class ConnQueues {
     private readonly settled: (ev: GatewayEvent) => void,
     private readonly targetOf: TargetOf,
     tombstoneMs?: number,
+    /** This replica took over a connection from `seq` on: the others are told (callbackEvents.taken). */
+    private readonly taken: (connId: string, seq: number) => void = () => undefined,
   ) {
     this.table = new ConnTable(tombstoneMs);
   }
@@ -46,9 +48,22 @@ export class ConnQueues {
       } catch (err) {
         return refusal(err);
       }
+      if (ev.seq > 1) this.taken(ev.connId, ev.seq);
     }
     this.enqueue(conn, ev);
     return { ok: true, closed: false };
+  }
+
+  /**
+   * Another replica took the connection over from `seq` on: what this one held of it before is
+   * dropped (an event being delivered right now finishes), and its edge's death raises no close
+   * here. Held from `seq` or later (it came back here), it is kept.
+   */
+  forget(connId: string, seq: number): void {
+    const conn = this.table.get(connId);
+    if (!conn || conn.lastSeq >= seq) return;
+    conn.queue.splice(conn.running ? 1 : 0);
+    this.table.drop(connId);
   }
 
   /** The edge holding these connections died: each gets its close, after what is queued. */
