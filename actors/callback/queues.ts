@@ -55,13 +55,16 @@ export class ConnQueues {
   }
 
   /**
-   * Another replica took the connection over from `seq` on: what this one held of it before is
-   * dropped (an event being delivered right now finishes), and its edge's death raises no close
-   * here. Held from `seq` or later (it came back here), it is kept.
+   * Another replica took the connection over (from `seq` on): this one is no longer its holder.
+   * What it held of it is dropped, its queued events too (an event being delivered right now
+   * finishes; the new holder has them all from the edge), and its edge's death raises no close
+   * here. Whatever this replica took after `seq` before it heard this was taken while it was
+   * paused or cut off, and the edge has sent it on too. (A notice delayed until after the
+   * connection came back here would drop it once more: its next event starts it again.)
    */
-  forget(connId: string, seq: number): void {
+  forget(connId: string, _seq: number): void {
     const conn = this.table.get(connId);
-    if (!conn || conn.lastSeq >= seq) return;
+    if (!conn) return;
     conn.queue.splice(conn.running ? 1 : 0);
     this.table.drop(connId);
   }
