@@ -1,5 +1,4 @@
 import { channel, signal } from './channel.js';
-import { event } from './rpc.js';
 import type { WireError } from './errors.js';
 
 /**
@@ -122,6 +121,8 @@ export const gatewaySubjects = {
   /** Events for one callback replica. */
   deliver: (callbackBusId: string) => `pier.cb.deliver.${callbackBusId}`,
   hello: (callbackBusId: string) => `pier.cb.hello.${callbackBusId}`,
+  /** From an edge to a callback replica it stopped sending a connection's events to (in order with them). */
+  moved: (callbackBusId: string) => `pier.cb.moved.${callbackBusId}`,
   /** From callback replicas to the edge holding a connection: events up to `seq` are done with ({connId, seq}). */
   settled: (edgeBusId: string) => `pier.gw.settled.${edgeBusId}`,
 };
@@ -175,16 +176,13 @@ export const gatewayChannels = {
     // The browser's cookie (the platform's session among them) goes to the one replica that delivers it.
     { sealed: true },
   ),
+  /**
+   * From the edge to the callback replica it stopped sending a connection's events to (it was
+   * paused, cut off, or left): sent on that replica's own subject after the events it had, so the
+   * replica reads it before anything of the connection that may come back to it later.
+   */
+  moved: signal<{ connId: string }>({ connId: id }),
   /** From a callback replica to the edge holding a connection: its events up to `seq` are done with. */
   settled: signal<{ connId: string; seq: number }>({ connId: id, seq: { type: 'number', integer: true, min: 0 } }),
 };
 
-/**
- * Among callback replicas: replica `by` took over a connection from `seq` on (its events began at
- * another replica, which was paused or cut off meanwhile). The others forget what they held of it
- * before `seq`: the close they would raise for it when its edge dies would come after the one the
- * new holder delivered, under an id already used.
- */
-export const callbackEvents = {
-  taken: event<{ connId: string; seq: number; by: string }>('pier.cb.taken', { connId: id, seq: { type: 'number', integer: true, min: 1 }, by: id }),
-};

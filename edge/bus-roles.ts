@@ -26,6 +26,7 @@ export const edgeRole: Declaration = {
     // The gateway: events to callback replicas; the local API's commands to the edges holding connections.
     gatewaySubjects.deliver(any),
     gatewaySubjects.hello(any),
+    gatewaySubjects.moved(any),
     gatewaySubjects.edge(any),
     gatewaySubjects.user(any, any),
     gatewaySubjects.list,

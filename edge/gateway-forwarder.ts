@@ -1,5 +1,5 @@
 import type { Bus } from '../bus/bus.js';
-import { askOn } from '../bus/channel.js';
+import { askOn, tellOn } from '../bus/channel.js';
 import { gatewayChannels, gatewaySubjects, type GatewayEvent } from '../bus/subjects.js';
 import type { Logger } from '../lib/log.js';
 import type { Peers } from '../lib/peers.js';
@@ -183,6 +183,20 @@ export class EventForwarder {
       .catch(() => this.retryLater(box, ev.connId));
   }
 
+  /**
+   * The replica that had a connection's events is told it has them no more, after what it was
+   * sent of them (same sender, same subscriber: in order): it forgets the connection, so its edge's
+   * death later raises no second close there, and if the connection comes back to it, its events
+   * start it afresh. A replica that is dead hears nothing, and holds nothing either.
+   */
+  private tellMoved(replica: string, connId: string): void {
+    try {
+      tellOn(this.bus, gatewayChannels.moved, gatewaySubjects.moved(replica), { connId });
+    } catch {
+      // Disconnected: the replica, cut off too, is told nothing; see docs/operations.md ("Chaos").
+    }
+  }
+
   /** Sends everything unacknowledged again, in order, to the replica chosen now. */
   private retryLater(box: Outbox, connId: string): void {
     if (box.resending) return;
@@ -200,7 +214,9 @@ export class EventForwarder {
         this.outboxes.delete(connId);
         return;
       }
-      box.replica = this.choose(connId);
+      const next = this.choose(connId);
+      if (box.replica !== null && next !== box.replica) this.tellMoved(box.replica, connId);
+      box.replica = next;
       for (const ev of [...box.events]) this.send(box, ev);
     }, 250);
   }

@@ -1,5 +1,5 @@
 import type { BusMessage, Subscription } from '../bus/bus.js';
-import { answerOn, type Channel } from '../bus/channel.js';
+import { answerOn, hearOn, type Channel, type Signal } from '../bus/channel.js';
 import type { PierError } from '../bus/errors.js';
 import type { BusRole, Declaration, JetStreamDeclaration } from '../bus/permissions.js';
 import { onEvent, serve, type Endpoint, type EventSubject } from '../bus/rpc.js';
@@ -21,6 +21,8 @@ export interface ActorDeclaration<S> {
   readonly endpoints: Readonly<Record<string, ServedEndpoint<S>>>;
   /** Request/reply on run-time subjects (one replica's own): the subject built from this process's bus id. */
   readonly channels?: Readonly<Record<string, AnsweredChannel<S>>>;
+  /** One-way messages on run-time subjects (this replica's own), built from this process's bus id. */
+  readonly listens?: Readonly<Record<string, HeardSignal<S>>>;
   /** Events heard (every replica hears each one). */
   readonly hears?: Readonly<Record<string, HeardEvent<S>>>;
   /** Endpoints it calls, events it emits. */
@@ -53,6 +55,12 @@ export interface AnsweredChannel<S> {
   readonly handle: (state: S, req: never) => unknown;
 }
 
+export interface HeardSignal<S> {
+  readonly signal: Signal<never>;
+  readonly subject: (busId: string) => string;
+  readonly handle: (state: S, value: never) => void;
+}
+
 export interface HeardEvent<S> {
   readonly event: EventSubject<never>;
   readonly handle: (state: S, value: never) => void;
@@ -74,6 +82,10 @@ export function answers<S, Req, Res>(channel: Channel<Req, Res>, subject: (busId
   return { channel, subject, handle } as unknown as AnsweredChannel<S>;
 }
 
+export function listens<S, T>(signal: Signal<T>, subject: (busId: string) => string, handle: (state: S, value: T) => void): HeardSignal<S> {
+  return { signal, subject, handle } as unknown as HeardSignal<S>;
+}
+
 export function hears<S, T>(event: EventSubject<T>, handle: (state: S, value: T) => void): HeardEvent<S> {
   return { event, handle } as unknown as HeardEvent<S>;
 }
@@ -90,6 +102,7 @@ export function busDeclarationOf(d: AnyActor): Declaration {
     serves: [
       ...Object.values(d.endpoints).map((e) => e.endpoint.subject),
       ...Object.values(d.channels ?? {}).map((c) => c.subject('*')),
+      ...Object.values(d.listens ?? {}).map((l) => l.subject('*')),
       ...(d.dynamic?.serves ?? []),
     ],
     hears: Object.values(d.hears ?? {}).map((h) => h.event.subject),
@@ -145,6 +158,10 @@ export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): P
     for (const c of Object.values(d.channels ?? {})) {
       const handle = c.handle as (state: S, req: unknown) => unknown;
       subs.push(answerOn(ctx.bus, c.channel as Channel<unknown, unknown>, c.subject(ctx.peers.self.busId), (req) => track(Promise.resolve().then(() => handle(state, req)))));
+    }
+    for (const [name, l] of Object.entries(d.listens ?? {})) {
+      const handle = l.handle as (state: S, value: unknown) => void;
+      subs.push(hearOn(ctx.bus, l.signal as Signal<unknown>, l.subject(ctx.peers.self.busId), (value) => guarded(ctx, `${d.role} signal ${name}`, () => handle(state, value))));
     }
     for (const [name, h] of Object.entries(d.hears ?? {})) {
       const handle = h.handle as (state: S, value: unknown) => void;

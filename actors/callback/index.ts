@@ -1,9 +1,8 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { tellOn } from '../../bus/channel.js';
 import { appId } from '../../bus/ids.js';
-import { callbackEvents, gatewayChannels, gatewaySubjects, registry, uploadNotices } from '../../bus/subjects.js';
-import { publishEvent } from '../../bus/rpc.js';
-import { answers, defineActor, hears, serves } from '../../lib/actor.js';
+import { gatewayChannels, gatewaySubjects, registry, uploadNotices } from '../../bus/subjects.js';
+import { answers, defineActor, listens, serves } from '../../lib/actor.js';
 import { AddressPolicy, networksList } from '../../lib/address-policy.js';
 import { AppSecrets } from '../../lib/app-secrets.js';
 import { registeredTarget } from '../../lib/callback-target.js';
@@ -65,8 +64,6 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
     },
     (ev) => tellOn(ctx.bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq }),
     (user, app) => registeredTarget(ctx.cache, user, app),
-    undefined,
-    (connId, seq) => publishEvent(ctx.bus, callbackEvents.taken, { connId, seq, by: ctx.peers.self.busId }),
   );
   // Completed uploads, for apps that declared upload.callback: delivered like gateway events.
   const notices = new UploadNotices({
@@ -115,15 +112,13 @@ export const callbackActor = defineActor<CallbackActor>({
     // An edge uses a replica only after it answered here (it is a callback replica, with this key).
     hello: answers(gatewayChannels.hello, gatewaySubjects.hello, (a: CallbackActor) => ({ busId: a.ctx.peers.self.busId })),
   },
-  hears: {
-    // Another replica took over a connection this one may still hold (it was paused or cut off).
-    taken: hears(callbackEvents.taken, (a: CallbackActor, t) => {
-      if (t.by !== a.ctx.peers.self.busId) a.queues.forget(t.connId, t.seq);
-    }),
+  listens: {
+    // An edge sends a connection's events elsewhere now (this replica was paused or cut off).
+    moved: listens(gatewayChannels.moved, gatewaySubjects.moved, (a: CallbackActor, m) => a.queues.forget(m.connId)),
   },
   // Signs callbacks with app secrets: the other role that may obtain them.
   calls: [registry.appCredentials],
-  emits: [gatewaySubjects.settled('*'), callbackEvents.taken],
+  emits: [gatewaySubjects.settled('*')],
   onRegistryChange: (a, c) => {
     if (c.kind === 'app' && c.op === 'put') a.secrets.forget(c.value.id);
   },

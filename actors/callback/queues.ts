@@ -24,8 +24,6 @@ export class ConnQueues {
     private readonly settled: (ev: GatewayEvent) => void,
     private readonly targetOf: TargetOf,
     tombstoneMs?: number,
-    /** This replica took over a connection from `seq` on: the others are told (callbackEvents.taken). */
-    private readonly taken: (connId: string, seq: number) => void = () => undefined,
   ) {
     this.table = new ConnTable(tombstoneMs);
   }
@@ -48,24 +46,21 @@ export class ConnQueues {
       } catch (err) {
         return refusal(err);
       }
-      if (ev.seq > 1) this.taken(ev.connId, ev.seq);
     }
     this.enqueue(conn, ev);
     return { ok: true, closed: false };
   }
 
   /**
-   * Another replica took the connection over from `seq` on: what this one held of it before is
-   * dropped (an event being delivered right now finishes), and its edge's death raises no close
-   * here. Held from `seq` or later, it is kept: the connection may have come back here, and the
-   * notice from the replica that had it meanwhile may reach this one after the connection's new
-   * events (dropping those would lose them, and the close). Known gap, from a 10-minute chaos
-   * run: a replica that had taken events past `seq` before it was paused keeps the connection and
-   * raises a second close for it if its edge dies (docs/operations.md, "Chaos").
+   * The edge sends this connection's events to another replica now (it told this one after the
+   * events it had sent here, so nothing of the connection sent here later can come before it).
+   * What this replica held of it is dropped, queued events too (the edge sends every unsettled one
+   * on; an event being delivered right now finishes), and its edge's death raises no close here.
+   * If the connection comes back, its next event starts it again.
    */
-  forget(connId: string, seq: number): void {
+  forget(connId: string): void {
     const conn = this.table.get(connId);
-    if (!conn || conn.lastSeq >= seq) return;
+    if (!conn) return;
     conn.queue.splice(conn.running ? 1 : 0);
     this.table.drop(connId);
   }
