@@ -35,8 +35,8 @@ export function announceProcess(
  */
 export async function describeProcesses(bus: Bus, waitMs: number, peers: Pick<Peers, 'signedBy'>): Promise<ProcessReport[]> {
   // Answers stop being waited for `waitMs` after the last one came; the first may take longer (a
-  // loaded host, a process collecting its metrics): up to 5 × waitMs, not one bound for both.
-  const reports = await gatherOn(bus, processChannels.describe, processSubjects.describe, {}, { timeoutMs: 5 * waitMs, stallMs: waitMs });
+  // loaded host, a process collecting its metrics): up to 5 s, not one bound for both.
+  const reports = await gatherOn(bus, processChannels.describe, processSubjects.describe, {}, { timeoutMs: Math.max(5_000, 5 * waitMs), stallMs: waitMs });
   return reports.filter(
     (r) => typeof r.sig === 'string' && typeof r.info?.id === 'string' && Object.values(r.counters).every((v) => typeof v === 'number' && v >= 0) && peers.signedBy(r.info.id, signed(r), r.sig),
   );
