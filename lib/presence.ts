@@ -23,7 +23,10 @@ export function announceProcess(
   endpoints: () => Record<string, EndpointStats> = () => ({}),
 ): Subscription {
   return answerOn(bus, processChannels.describe, processSubjects.describe, async () => {
-    const report = { info: full, counters: counters(), metrics: await metrics.registry.getMetricsAsJSON(), endpoints: endpoints() };
+    // A copy: prom-client's JSON shares its live value objects, which a request finishing in the
+    // microtasks between this signature and the encoding of the answer would change (the report
+    // then failed its signature, and /metrics came back empty, under load).
+    const report = structuredClone({ info: full, counters: counters(), metrics: await metrics.registry.getMetricsAsJSON(), endpoints: endpoints() });
     return { ...report, sig: peers.sign(signed(report)) };
   });
 }
