@@ -8,7 +8,7 @@ import { typeRefusal } from './file-types.js';
 import { createPart, isFolderMoved, partPathFor, publish, removePart } from './files.js';
 import { assertReachable, checkStoragePath, resolveTarget } from './paths.js';
 import type { UploadRoot } from './root.js';
-import type { Lease, UploadLocks } from './lock.js';
+import { lockLost, type Lease, type UploadLocks } from './lock.js';
 import { recordOf, type Upload, type UploadStore } from './store.js';
 
 export interface UploadDeps {
@@ -44,23 +44,27 @@ export async function removeUpload(store: UploadStore, u: Upload): Promise<void>
 }
 
 /** Publishes a complete upload at its target and marks it done (inside the caller's error handling). */
-export async function finish(deps: UploadDeps, u: Upload): Promise<string> {
+export async function finish(deps: UploadDeps, u: Upload, lease?: Lease): Promise<string> {
   const top = deps.root.userFolder(u.user);
   // The whole file's offset is recorded before the part is renamed away: a crash between the two
   // leaves a record at the full size with its part gone, which recovery reads as published
   // (upkeep.ts), not as a part of 0 bytes (which would take back every acknowledged byte).
-  if (deps.store.get(u.id)?.offset !== u.fileSize) {
-    await deps.store.write((w) => {
+  // A write session's lease fences it (lock.ts): one that lost its lock publishes nothing.
+  if (lease || deps.store.get(u.id)?.offset !== u.fileSize) {
+    const recorded = await deps.store.write((w) => {
       const current = w.get(u.id);
-      if (current && current.state === 'active') w.put({ ...current, offset: u.fileSize });
+      if (!current || current.state !== 'active' || (lease && !lease.holds(current))) return false;
+      w.put({ ...current, offset: u.fileSize });
+      return true;
     });
+    if (lease && !recorded) throw lockLost();
   }
   const landed = await publish(u.part, u.target, u.conflict, top).catch(async (err: unknown) => {
     // A folder on the way was swapped for a link: the file cannot land where it was meant to. The upload goes.
     if (isFolderMoved(err)) await removeUpload(deps.store, u);
     throw err;
   });
-  await deps.store.write((w) => w.put({ ...u, offset: u.fileSize, state: 'done', lock: null, updatedAt: deps.now() }));
+  await deps.store.write((w) => w.put({ ...(w.get(u.id) ?? u), offset: u.fileSize, state: 'done', lock: null, updatedAt: deps.now() }));
   deps.completed({ user: u.user, app: u.app, path: deps.root.appPath(u.user, landed), size: u.fileSize }, u.id);
   return landed;
 }

@@ -13,7 +13,8 @@ import type { Upload, UploadLock, UploadStore } from './store.js';
  *   restarted replica has a new bus id, so its old locks are dead at once); on another, while that
  *   replica heartbeats (trusted alive for a grace after this one starts, before heartbeats came).
  * - The session renews the lease while bytes flow and releases it when it ends, whatever way
- *   (`Lease.end`, called from a `finally`). The record's `lock: null` is written with the offset;
+ *   (`Lease.end`, called from a `finally`). Every store write a session makes, and the cut-back of
+ *   its part, is fenced by its lock: a session that lost it (`lockLost`) changes nothing. The record's `lock: null` is written with the offset;
  *   if that write fails, the lock is dead anyway: its session is no longer open here.
  * - Who waits for a lock to go (a re-POST, a GET, the next PATCH) is woken when it does: at once
  *   for this replica's sessions, by a `released` event for another's, at the lease's end or when its
@@ -37,13 +38,27 @@ export interface LockDeps {
 export interface Lease {
   readonly session: string;
   readonly upload: Upload;
-  /** Pushes the lease's end forward (the session calls it while bytes flow). */
-  renew(): Promise<void>;
+  /**
+   * Pushes the lease's end forward (the session calls it while bytes flow); false when the lock is
+   * no longer this session's (see `lockLost`).
+   */
+  renew(): Promise<boolean>;
+  /** Whether a record (read inside a store write) still carries this session's lock: the fence of every write a session makes. */
+  holds(u: Upload | undefined): boolean;
   /** The session is over: the lock is dead from now on, and whoever waits on it is woken. */
   end(): void;
 }
 
 export const uploadBusy = () => new PierError('CONFLICT', 'upload busy');
+
+/**
+ * A session silent past its lease (its replica paused, starved, or judged dead) may find its lock
+ * taken by another PATCH that went further. It must then change nothing: not the offset (it would
+ * take back bytes the other acknowledged), not the part (cutting back would drop them). Its client
+ * asks for the offset and resumes, as after any 409.
+ */
+export const lockLost = () =>
+  new PierError('CONFLICT', 'upload busy: this PATCH was silent past its lock and another PATCH took the upload over; ask for the offset and resume');
 
 export class UploadLocks {
   /** This replica's open sessions: a lock it holds is alive exactly while its session is in here. */
@@ -147,13 +162,16 @@ export class UploadLocks {
       session,
       upload,
       renew: async () => {
-        if (ended) return;
+        if (ended) return false;
         const until = this.deps.now() + this.deps.leaseMs;
-        await this.deps.store.write((w) => {
+        return this.deps.store.write((w) => {
           const u = w.get(upload.id);
-          if (u?.lock?.session === session) w.put({ ...u, lock: { ...u.lock, until } });
+          if (u?.lock?.session !== session) return false;
+          w.put({ ...u, lock: { ...u.lock, until } });
+          return true;
         });
       },
+      holds: (u) => u?.lock?.session === session,
       end: () => {
         if (ended) return;
         ended = true;

@@ -5,7 +5,7 @@ import { receivePieces } from '../../bus/pieces.js';
 import { uploadSubjects, type Piece, type PieceAck } from '../../bus/subjects.js';
 import { cutBack, openPart } from './files.js';
 import { finish, type UploadDeps } from './handler.js';
-import type { Lease } from './lock.js';
+import { lockLost, type Lease } from './lock.js';
 import { recordOf, type Upload } from './store.js';
 
 const MAX_PENDING_WRITES = 8;
@@ -107,13 +107,13 @@ export class WriteSession {
     const now = this.deps.now();
     if (now - this.lastLease < this.deps.locks.leaseMs / 3) return;
     this.lastLease = now;
-    await this.lease.renew();
+    if (!(await this.lease.renew())) throw lockLost();
   }
 
   private async fail(err: unknown): Promise<PieceAck> {
     const e = asPierError(err);
     this.deps.failed();
-    if (!this.done) await this.close('discard').catch(() => undefined);
+    if (!this.done) await this.close('discard').catch(() => undefined); // lost its lock: changes nothing
     return { ok: false, error: { code: e.code, message: e.message, data: e.data } };
   }
 
@@ -127,6 +127,8 @@ export class WriteSession {
       await Promise.all([...this.writes]);
       if (this.writeError) mode = 'discard';
       if (mode === 'discard') {
+        // Fenced: the renewal proves the lock is still this session's for one more lease.
+        if (!(await this.lease.renew())) throw lockLost();
         await cutBack(this.upload.part, this.upload.offset, this.deps.root.userFolder(this.upload.user));
         this.written = 0;
       }
@@ -135,15 +137,19 @@ export class WriteSession {
       if (this.writeError) throw this.writeError;
       const offset = this.upload.offset + this.written;
       const updated: Upload = { ...this.upload, offset, lock: null, updatedAt: this.deps.now() };
-      const record = () =>
-        this.deps.store.write((w) => {
+      const record = async () => {
+        const recorded = await this.deps.store.write((w) => {
           const u = w.get(updated.id);
-          if (u) w.put({ ...u, offset, lock: null, updatedAt: updated.updatedAt });
+          if (!this.lease.holds(u)) return false;
+          w.put({ ...u!, offset, lock: null, updatedAt: updated.updatedAt });
+          return true;
         });
+        if (!recorded) throw lockLost();
+      };
       this.upload = updated;
       if (offset === this.upload.fileSize) {
         try {
-          await finish(this.deps, updated);
+          await finish(this.deps, updated, this.lease);
         } catch (err) {
           await record(); // complete on disk, not published (conflict=fail): a later PATCH retries
           throw err;

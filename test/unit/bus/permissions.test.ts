@@ -1,4 +1,5 @@
 import test from 'ava';
+import { readFileSync } from 'node:fs';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { GuardedBus } from '../../../bus/guarded.js';
 import { BUS_ROLES, covers, EXTERNAL_EVENTS, allowed, allowListMatcher, STATE_ROLES } from '../../../bus/permissions.js';
@@ -134,4 +135,19 @@ test('an actor role\'s rights are its declaration: every endpoint, channel, hear
 
 test('the roles keeping state on JetStream are those whose declarations own JetStream state', (t) => {
   t.deepEqual([...STATE_ROLES].sort(), BUS_ROLES.filter((r) => ROLE_TABLE[r].jetstream !== undefined).sort());
+});
+
+// docs/security.md's table of rights is what operators and reviewers read: it must be the
+// declarations, not a copy that drifts (it had lost `pier.cb.moved.*`).
+test('the table of rights in docs/security.md is exactly what the declarations grant', (t) => {
+  const doc = readFileSync(new URL('../../../../docs/security.md', import.meta.url), 'utf8');
+  const subjectsIn = (cell: string) => [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1]!).sort();
+  for (const role of BUS_ROLES) {
+    const row = doc.split('\n').find((l) => l.startsWith(`| ${role} |`));
+    t.truthy(row, `docs/security.md has a row for ${role}`);
+    const [, , publish, subscribe] = row!.split('|');
+    const own = declaredBy(role);
+    t.deepEqual(subjectsIn(publish!), [...own.publish].sort(), `${role} publishes`);
+    t.deepEqual(subjectsIn(subscribe!), [...own.subscribe].sort(), `${role} subscribes`);
+  }
 });

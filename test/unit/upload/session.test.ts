@@ -1,5 +1,5 @@
-import test from 'ava';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import test, { type ExecutionContext } from 'ava';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPart, partPathFor } from '../../../actors/upload/files.js';
@@ -14,7 +14,7 @@ import type { UploadCompleted } from '../../../bus/subjects.js';
 
 // One PATCH's write session on its own: pieces in order, acknowledged once written, fsynced and
 // recorded at the end; out-of-order or oversized pieces refused without leaving bytes behind.
-async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSize: number, offset = 0) {
+async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSize: number, offset = 0, clock = { now: Date.now() }) {
   const dir = mkdtempSync(join(tmpdir(), 'pier-session-'));
   const root = new UploadRoot(join(dir, 'files'));
   const dest = root.hostPath('alice', '/dest');
@@ -31,9 +31,9 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSiz
   await store.write((w) => w.put(u));
   const ended: string[] = [];
   // The lock's end is announced to the other replicas: here, recorded.
-  const locks = new UploadLocks({ store, busId: 'b1', now: () => Date.now(), leaseMs: 15_000, settleWaitMs: 1_000, replicaAlive: () => false, announce: () => ended.push('end') });
+  const locks = new UploadLocks({ store, busId: 'b1', now: () => clock.now, leaseMs: 15_000, settleWaitMs: 1_000, replicaAlive: () => false, announce: () => ended.push('end') });
   const lease = await locks.take('u1', (c): c is Upload => c !== undefined, { touch: false });
-  const deps = { store, root, busId: 'b1', now: () => Date.now(), chunkMaxBytes: 8, locks, completed: (e: UploadCompleted) => completed.push(e) } as unknown as UploadDeps;
+  const deps = { store, root, busId: 'b1', now: () => clock.now, chunkMaxBytes: 8, locks, completed: (e: UploadCompleted) => completed.push(e) } as unknown as UploadDeps;
   const session = new WriteSession({ ...deps, bus, idleMs: 10_000, wrote: () => undefined, failed: () => undefined }, lease!, Math.min(8, fileSize - offset), true);
   await session.start();
   t.teardown(async () => {
@@ -43,7 +43,7 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSiz
   });
   let seq = 0;
   const send = (kind: 'data' | 'end' | 'abort' | 'discard', text = '') => sendPiece(bus, session.subject, seq++, kind, Buffer.from(text), 2_000);
-  return { store, send, completed, target: u.target, part, ended, skip: () => seq++ };
+  return { store, send, completed, target: u.target, part, ended, skip: () => seq++, root };
 }
 
 test('pieces land at the offset; end records the offset; the last chunk publishes the file', async (t) => {
@@ -78,4 +78,52 @@ test('a chunk over the cap is refused and cut back', async (t) => {
   t.is(over.error!.message, 'file: a chunk may carry at most 8 bytes');
   t.is(store.get('u1')!.offset, 0);
   t.is(readFileSync(part).length, 0);
+});
+
+/**
+ * Another replica's PATCH takes over a lock whose lease ran out (its writer silent past the lease:
+ * paused, or starved) and goes further; then the old session wakes and ends. A chaos run saw the
+ * old session record its own, older offset over the newer one ("Invalid offset" naming 1 MiB right
+ * after 6.25 MiB was acknowledged). A session that lost its lock must change nothing.
+ */
+async function takenOver(t: ExecutionContext) {
+  const clock = { now: 1_000_000 };
+  const s = await setup(t, 100, 0, clock);
+  t.deepEqual(await s.send('data', 'abc'), { ok: true });
+  clock.now += 16_000; // past the 15 s lease
+  const other = new UploadLocks({ store: s.store, busId: 'b2', now: () => clock.now, leaseMs: 15_000, settleWaitMs: 1_000, replicaAlive: () => false, announce: () => undefined });
+  const lease = (await other.take('u1', (c): c is Upload => c !== undefined && c.offset === 0, { touch: true }))!;
+  t.truthy(lease, 'the lapsed lock can be taken by another replica');
+  // The other session writes (the same file's bytes) and records offset 6.
+  writeFileSync(s.part, 'abcdef');
+  await s.store.write((w) => w.put({ ...w.get('u1')!, offset: 6, lock: null }));
+  lease.end();
+  return s;
+}
+
+test('a session that lost its lock records nothing when it ends (no offset taken back)', async (t) => {
+  const { store, send, part } = await takenOver(t);
+  const late = await send('end');
+  t.false(late.ok, 'the late end is refused');
+  t.is(late.error!.code, 'CONFLICT');
+  t.regex(late.error!.message, /^upload busy/);
+  t.is(store.get('u1')!.offset, 6, 'the newer offset stands');
+  t.is(readFileSync(part, 'utf8'), 'abcdef');
+});
+
+test('a session that lost its lock cuts nothing back when it fails', async (t) => {
+  const { store, send, skip, part } = await takenOver(t);
+  skip();
+  const refused = await send('data', 'xyz');
+  t.false(refused.ok);
+  t.is(store.get('u1')!.offset, 6);
+  t.is(readFileSync(part, 'utf8'), 'abcdef', 'the bytes another session acknowledged stay');
+});
+
+test('a session that lost its lock refuses its next piece', async (t) => {
+  const { store, send } = await takenOver(t);
+  const next = await send('data', 'def');
+  t.false(next.ok);
+  t.is(next.error!.code, 'CONFLICT');
+  t.is(store.get('u1')!.offset, 6);
 });
