@@ -1,7 +1,7 @@
 import uWS from 'uWebSockets.js';
 
 /**
- * The broadcast ceiling: a bare uWS server. Clients of /ws subscribe to "all"; a message on /go
+ * The broadcast ceiling: a bare uWS server. Clients of /ws subscribe to "all", of /idle to nothing; a message on /go
  * (from a client that does not subscribe) publishes `count` frames to them.
  */
 const app = uWS.App();
@@ -9,6 +9,8 @@ app.ws('/ws', {
   maxBackpressure: 64 * 1024 * 1024,
   open: (ws) => void ws.subscribe('all'),
 });
+// Connections that only stay open (the c100k bench's other 99,000): no subscription.
+app.ws('/idle', {});
 app.ws('/go', {
   message: (_ws, msg) => {
     const { count, payload } = JSON.parse(Buffer.from(msg).toString());

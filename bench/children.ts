@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { pinLoad, pinServer } from './pinning.js';
 
@@ -47,4 +48,16 @@ export async function startReceivers(processes: number, perProcess: number, url:
       }
     },
   };
+}
+
+/** A free loopback port, for a helper that must be told its port before it starts (nginx, the ws floor). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
 }

@@ -5,7 +5,10 @@ import { Pool } from 'undici';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { providerDoc } from '../test/helpers/provider-server.js';
 import { startChild } from './children.js';
-import { fixedRate, maxRate, measureUtilisation, round, type Target } from './load.js';
+import type { ChildProcess } from 'node:child_process';
+import { fixedRate, maxRate, measureUtilisation, round, type LatencySummary, type Target } from './load.js';
+import { cpuPerOp, ratioAtLeast, ratioAtMost } from './goals.js';
+import { nginxMissing, startNginx } from './nginx.js';
 import { pinServer } from './pinning.js';
 
 const NOTES = { group: 'api.notes', dataType: 'legacy_notes', version: 'v2' };
@@ -21,6 +24,31 @@ async function eventLoopP99(adminUrl: string): Promise<number> {
   const text = await (await fetch(`${adminUrl}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith('nodejs_eventloop_lag_p99_seconds'));
   return Math.max(0, Number(line?.split(' ').at(-1)) * 1000 - SAMPLING_MS);
+}
+
+/**
+ * A pass-through in front of the same upstream (the floor, or nginx), measured as Pier is: 1,000
+ * rps for 5 s (latency added to the direct call's), then 64 clients back to back with its CPU per call.
+ */
+async function passThrough(started: Promise<{ port: number; proc: ChildProcess; stop(): unknown }>, direct: Target, directFixed: LatencySummary) {
+  const proxy = await started;
+  try {
+    const via: Target = { ...direct, origin: `http://127.0.0.1:${proxy.port}` };
+    await fixedRate(via, 500, 2); // warm-up
+    const fixed = await fixedRate(via, 1000, 5);
+    const max = await cpuPerOp(proxy.proc.pid!, () => maxRate(via, 64, 5), (r) => r.requests);
+    const added = (k: 'p50_ms' | 'p90_ms' | 'p99_ms') => round(fixed[k] - directFixed[k]);
+    return {
+      fixed_rate_1000_rps_1KiB: fixed,
+      added_ms: { p50: added('p50_ms'), p90: added('p90_ms'), p99: added('p99_ms') },
+      max_rate_rps: max.result.rps,
+      max_rate_p99_ms: max.result.p99_ms,
+      errors: fixed.errors + max.result.errors,
+      cpu_us_per_call: max.cpu_us_per_op,
+    };
+  } finally {
+    await proxy.stop();
+  }
 }
 
 /**
@@ -55,7 +83,10 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
     const d = await measureUtilisation(() => fixedRate(direct, 1000, 5));
     const p = await measureUtilisation(() => fixedRate(viaPier, 1000, 5));
     const maxDirect = await maxRate(direct, 64, 5);
-    const maxPier = await measureUtilisation(() => maxRate(viaPier, 64, 5));
+    const pierCpu = await cpuPerOp(pier.proc.pid!, () => measureUtilisation(() => maxRate(viaPier, 64, 5)), (r) => r.result.requests);
+    const maxPier = pierCpu.result;
+    const floor = await passThrough(startChild('./floor-provider.js', [String(upstream.port)]), direct, d.result);
+    const nginx = nginxMissing() ? { skipped: 'nginx is not installed (apt-get install -y nginx)' } : await passThrough(startNginx(join(dir, 'nginx'), upstream.port), direct, d.result);
 
     // Tokens: cold = every proof new (one bcrypt each, cost 10); warm = the same proof again (cache).
     const tc = ts();
@@ -85,6 +116,11 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
     await pool.close();
 
     const added = (k: 'p50_ms' | 'p90_ms' | 'p99_ms') => round(p.result[k] - d.result[k]);
+    const goals = [
+      ratioAtLeast('provider throughput vs floor (uWS in, undici out)', maxPier.result.rps, floor.max_rate_rps, 0.67),
+      ratioAtMost('provider cost per call vs floor (CPU µs of the proxying process)', pierCpu.cpu_us_per_op, floor.cpu_us_per_call, 1.5),
+      ratioAtMost('provider added p99 at 1,000 rps vs floor (ms)', Math.max(0.001, added('p99_ms')), Math.max(0.001, floor.added_ms.p99), 2),
+    ];
     return {
       shape: 'npm start (one process, in-process bus); provider in its own process; load generator in this process',
       fixed_rate_1000_rps_1KiB: {
@@ -95,6 +131,10 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
         loadgen_event_loop_utilisation: { direct: d.loadgen_event_loop_utilisation, via_pier: p.loadgen_event_loop_utilisation },
       },
       max_rate_64_clients: { direct_rps: maxDirect.rps, via_pier_rps: maxPier.result.rps, via_pier_p99_ms: maxPier.result.p99_ms, ratio: round(maxPier.result.rps / maxDirect.rps, 2), goal_ratio: 0.5, errors: maxPier.result.errors, loadgen_event_loop_utilisation: maxPier.loadgen_event_loop_utilisation },
+      floor_uws_undici: floor,
+      peer_nginx: nginx,
+      cost_per_call_cpu_us: { via_pier: pierCpu.cpu_us_per_op, floor: floor.cpu_us_per_call, nginx: 'cpu_us_per_call' in nginx ? nginx.cpu_us_per_call : null, note: 'CPU time of the proxying process (all its threads) over the max-rate run, per answered call; the upstream is not counted' },
+      goals,
       tokens_per_s: { cold_bcrypt_cost10: round(coldPerS, 1), cold_all_200: coldStatuses.every((s) => s === 200), warm_cached: Math.round(warmPerS) },
       invalid_token_flood_1000_rps: { edge_event_loop_delay_p99_ms: round(loopP99), goal_ms: 10, answers_429: flood, note: 'the first failures cost a bcrypt each (401); past 10 the key is rate limited (429) and refused without a hash' },
     };

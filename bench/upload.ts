@@ -9,6 +9,7 @@ import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pie
 import { multipart } from '../test/helpers/upload-client.js';
 import { round } from './load.js';
 import { pinLoad, pinServer } from './pinning.js';
+import { atMost, ratioAtLeast } from './goals.js';
 
 const MiB = 1024 * 1024;
 const CHUNK = 8 * MiB;
@@ -71,6 +72,16 @@ export async function benchUpload(): Promise<Record<string, unknown>> {
       await fd.sync();
       await fd.close();
     });
+    // The durable floor (issue #26): the same, with fdatasync after every 8 MiB chunk, as Pier
+    // makes every acknowledged chunk durable before it answers.
+    results.durable_floor_write = await runBoth(null, async (size, name) => {
+      const fd = await open(join(plainDir, `durable-${name}`), 'w');
+      for (let off = 0; off < size; off += CHUNK) {
+        await fd.write(chunk, 0, CHUNK, off);
+        await fd.datasync();
+      }
+      await fd.close();
+    });
     pinLoad(process.pid);
     rmSync(plainDir, { recursive: true });
 
@@ -126,7 +137,14 @@ export async function benchUpload(): Promise<Record<string, unknown>> {
       pier_to_tus: { one_1GiB: ratio(p, results.tus_server, 'one_1GiB'), eight_x_128MiB: ratio(p, results.tus_server, 'eight_x_128MiB'), goal: 1.2 },
       pier_to_plain_write: { one_1GiB: ratio(p, results.plain_disk_write, 'one_1GiB'), eight_x_128MiB: ratio(p, results.plain_disk_write, 'eight_x_128MiB'), goal: 0.8 },
       pier_peak_rss_growth_goal_mib: 64,
+      pier_to_durable_floor: { one_1GiB: ratio(p, results.durable_floor_write, 'one_1GiB'), eight_x_128MiB: ratio(p, results.durable_floor_write, 'eight_x_128MiB'), goal: 0.8 },
     };
+    const floor = results.durable_floor_write as any;
+    results.goals = [
+      ratioAtLeast('upload 1 GiB vs the durable floor (MB/s)', p.one_1GiB.mb_per_s, floor.one_1GiB.mb_per_s, 0.8),
+      ratioAtLeast('upload 8 x 128 MiB vs the durable floor (MB/s)', p.eight_x_128MiB.mb_per_s, floor.eight_x_128MiB.mb_per_s, 0.8),
+      atMost('upload peak RSS growth (MiB, the worse of the two)', Math.max(p.one_1GiB.peak_rss_growth_mib, p.eight_x_128MiB.peak_rss_growth_mib), 64),
+    ];
     return results;
   } finally {
     cleanup(dir);

@@ -1,4 +1,5 @@
-import { writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
@@ -6,14 +7,29 @@ import { startJetStreamCluster } from '../test/helpers/nats-server.js';
 import { startChild } from './children.js';
 import { maxRate, round, type Target } from './load.js';
 import { pinServer } from './pinning.js';
+import { atLeast, cpuPerOp, ratioAtLeast, ratioAtMost } from './goals.js';
+import { floorAccessToken } from './floor-token.js';
 
 
-/**
- * RetrieveSecret and CreateSecret through the whole stack (one process, the `npm start` shape),
- * 32 clients back to back, 1 KiB values, next to a bare uWebSockets.js endpoint answering a constant.
- */
+/** The vault read's floor (floor-vault.ts), read as Pier is: 32 clients back to back, with its CPU per read. */
+async function vaultFloor(dir: string, like: Target) {
+  mkdirSync(dir, { recursive: true });
+  const userToken = 'pier_floor-user-token';
+  const macKey = randomBytes(32);
+  const floor = await startChild('./floor-vault.js', [dir, userToken, macKey.toString('hex')]);
+  try {
+    const target: Target = { ...like, origin: `http://127.0.0.1:${floor.port}`, headers: { ...like.headers, 'x-authorization': userToken, 'x-access-token': floorAccessToken(macKey) } };
+    await maxRate(target, 32, 2); // warm-up
+    const run = await cpuPerOp(floor.proc.pid!, () => maxRate(target, 32, 5), (r) => r.requests);
+    if (run.result.errors > 0) throw new Error(`the vault floor refused ${run.result.errors} reads`);
+    return { run: { rps: run.result.rps, p50_ms: run.result.p50_ms, p99_ms: run.result.p99_ms }, cpu_us_per_op: run.cpu_us_per_op };
+  } finally {
+    floor.stop();
+  }
+}
+
 /** Reads and durable creates through the whole stack of `pier` (its system listener), 32 clients, 1 KiB values. */
-async function measure(pier: PierProcess, dir: string): Promise<{ reads: Awaited<ReturnType<typeof maxRate>>; writes: Awaited<ReturnType<typeof maxRate>>; retrieve: Target }> {
+async function measure(pier: PierProcess, dir: string): Promise<{ reads: Awaited<ReturnType<typeof maxRate>> & { cpu_us_per_op: number }; writes: Awaited<ReturnType<typeof maxRate>>; retrieve: Target }> {
   const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   const user = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=chat, CreateSecret?workspace=chat] }\n');
@@ -33,7 +49,8 @@ async function measure(pier: PierProcess, dir: string): Promise<{ reads: Awaited
   const retrieve: Target = { origin: `http://${app.OS_SYSTEM_SERVER}`, path: path('RetrieveSecret'), method: 'POST', headers, body: Buffer.from(JSON.stringify({ name: 'read-me' })) };
   const create: Target = { ...retrieve, path: path('CreateSecret') };
   await maxRate(retrieve, 32, 2); // warm-up
-  const reads = await maxRate(retrieve, 32, 5);
+  const measured = await cpuPerOp(pier.proc.pid!, () => maxRate(retrieve, 32, 5), (r) => r.requests);
+  const reads = { ...measured.result, cpu_us_per_op: measured.cpu_us_per_op };
   const writes = await maxRate(create, 32, 5, (i) => Buffer.from(JSON.stringify({ name: `w-${i}`, value })));
   return { reads, writes, retrieve };
 }
@@ -53,6 +70,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     const ceiling: Target = { origin: `http://127.0.0.1:${bare.port}`, path: '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: retrieve.body };
     await maxRate(ceiling, 32, 2);
     const bareRun = await maxRate(ceiling, 32, 5);
+    const floor = await vaultFloor(join(dir, 'floor'), retrieve);
     await pier.stop();
 
     // The same, with the registry and the vault on JetStream: 3 nodes, 3 copies, quorum writes.
@@ -83,6 +101,14 @@ export async function benchVault(): Promise<Record<string, unknown>> {
       shape: 'npm start (one process, in-process bus); 32 clients back to back from this process; 1 KiB values',
       bare_uws_constant: { rps: bareRun.rps, p50_ms: bareRun.p50_ms, p99_ms: bareRun.p99_ms },
       retrieve: { rps: reads.rps, p50_ms: reads.p50_ms, p99_ms: reads.p99_ms, errors: reads.errors, ratio_to_bare: round(reads.rps / bareRun.rps, 2), goal: 'ratio >= 0.3, p99 <= 5 ms' },
+      floor_uws_lmdb_gcm: { ...floor.run, cpu_us_per_read: floor.cpu_us_per_op, note: 'uWS in, both tokens checked, LMDB get, AES-256-GCM open, JSON out: no bus, no actors' },
+      retrieve_cpu_us_per_read: { pier: reads.cpu_us_per_op, floor: floor.cpu_us_per_op },
+      goals: [
+        ratioAtLeast('vault read throughput vs floor', reads.rps, floor.run.rps, 0.67),
+        ratioAtMost('vault read cost per call vs floor (CPU µs)', reads.cpu_us_per_op, floor.cpu_us_per_op, 1.5),
+        ratioAtMost('vault read p99 vs floor (ms, 32 clients back to back)', reads.p99_ms, floor.run.p99_ms, 2),
+        atLeast('vault durable creates on JetStream R3 (/s, 32 clients)', r3.writes.rps, 1000),
+      ],
       create_durable: { rps: writes.rps, p50_ms: writes.p50_ms, p99_ms: writes.p99_ms, errors: writes.errors, goal: '>= 1000/s' },
       jetstream_r3: {
         shape: 'the same process with PIER_STATE=jetstream on a local 3-node cluster (R3); the bus over NATS too',

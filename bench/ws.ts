@@ -4,7 +4,8 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
-import { rssKiB, startChild, startReceivers } from './children.js';
+import { freePort, rssKiB, startChild, startReceivers } from './children.js';
+import { ratioAtMost } from './goals.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { measureUtilisation, round, summarise } from './load.js';
 import { makeCa, makeLeaf } from '../test/helpers/certs.js';
@@ -114,6 +115,22 @@ async function roundTrips(conns: WebSocket[]) {
   return { samples: s.requests, lost, p50_ms: s.p50_ms, p99_ms: s.p99_ms, p99_ms_each_second: perSecond, goal_p99_ms: 5, client_event_loop_utilisation: run.loadgen_event_loop_utilisation };
 }
 
+/** The round trips of `roundTrips` against the floor (floor-ws.ts) and the same app, in its own process. */
+async function floorRoundTrips(creds: { OS_APP_KEY: string; OS_APP_SECRET: string }) {
+  const port = await freePort();
+  const app = await startChild('./ws-app.js', [String(port), creds.OS_APP_KEY, creds.OS_APP_SECRET]);
+  const floor = await startChild('./floor-ws.js', [String(port), String(app.port), creds.OS_APP_KEY, creds.OS_APP_SECRET]);
+  try {
+    const conns = await openMany(1000, port, () => 'floor', () => '');
+    const result = await roundTrips(conns);
+    for (const ws of conns) ws.terminate();
+    return result;
+  } finally {
+    await stopChild(floor.proc);
+    await stopChild(app.proc);
+  }
+}
+
 /**
  * Messages a second the receivers got while `drive` ran for 5 s (and 0.5 s to drain), after 1 s of
  * warm-up that is not counted; the same for Pier and for its peer.
@@ -147,6 +164,7 @@ export async function benchWs(): Promise<Record<string, unknown>> {
     const rtConns = await openMany(1000, port, () => host, () => token);
     const roundTrip = await roundTrips(rtConns);
     for (const ws of rtConns) ws.terminate();
+    const floorRoundTrip = await floorRoundTrips(creds);
 
     // 2. Broadcast: one user holding 1,000 connections (4 receiver processes on the load core);
     // 8 concurrent sends naming that user; one second of warm-up, then 5 s measured.
@@ -228,6 +246,8 @@ export async function benchWs(): Promise<Record<string, unknown>> {
     return {
       shape: 'npm start (one process, in-process bus, callback actor inside); the app in its own process; clients in this process',
       round_trip_1000_conns_1_msg_per_s: roundTrip,
+      floor_round_trip_1000_conns_1_msg_per_s: { ...floorRoundTrip, note: 'uWS WebSocket in, a signed POST to the same app, its send over HTTP, the frame out: no bus, no actors (floor-ws.ts)' },
+      goals: [ratioAtMost('ws round trip p99 vs floor (ms, 1,000 conns x 1 msg/s)', roundTrip.p99_ms, floorRoundTrip.p99_ms, 1.5, 5)],
       round_trip_wss_1000_conns_1_msg_per_s: { ...roundTripTls, p50_added_by_tls_ms: round(roundTripTls.p50_ms - roundTrip.p50_ms, 3), p99_added_by_tls_ms: round(roundTripTls.p99_ms - roundTrip.p99_ms, 3) },
       broadcast: {
         pier_messages_per_s: Math.round(pierRate),

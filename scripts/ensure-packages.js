@@ -4,10 +4,20 @@
 // otherwise say in one line what to do. Never downloads a binary.
 import { spawnSync } from 'node:child_process';
 
-const PACKAGES = [
-  { bin: 'nats-server', probe: ['--version'], pkg: 'nats-server' },
-  { bin: 'haproxy', probe: ['-v'], pkg: 'haproxy' },
-];
+// `node scripts/ensure-packages.js [package...]`: the named ones (default: what npm test needs).
+// The benchmark asks for nginx too: the reverse proxy a user would put in front of a provider.
+const KNOWN = {
+  'nats-server': { bin: 'nats-server', probe: ['--version'], pkg: 'nats-server' },
+  haproxy: { bin: 'haproxy', probe: ['-v'], pkg: 'haproxy' },
+  nginx: { bin: 'nginx', probe: ['-v'], pkg: 'nginx' },
+};
+const wanted = process.argv.slice(2);
+const unknown = wanted.filter((w) => !(w in KNOWN));
+if (unknown.length > 0) {
+  process.stderr.write(`ensure-packages: unknown package ${unknown.join(', ')} (have: ${Object.keys(KNOWN).join(', ')})\n`);
+  process.exit(2);
+}
+const PACKAGES = (wanted.length > 0 ? wanted : ['nats-server', 'haproxy']).map((w) => KNOWN[w]);
 const env = { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/usr/local/sbin` };
 const found = (p) => spawnSync(p.bin, p.probe, { encoding: 'utf8', env }).status === 0;
 

@@ -1,0 +1,126 @@
+import { randomBytes } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
+import { createInterface } from 'node:readline';
+
+/**
+ * One load-side process of `npm run bench -- c100k`: opens its share of the WebSockets with raw
+ * sockets (no WebSocket library: a connection costs a socket and a few closures), each from one of
+ * several 127.0.0.x source addresses (one address has ~28,000 ephemeral ports). It reads only frame
+ * headers: it counts data frames on the watched connections and times pongs.
+ * argv[2]: JSON { port, groups: [{ path, headers, count, watch }], sources: string[] }.
+ * stdout: `open <ms>` when all are open (or `failed <message>`); then answers, on stdin,
+ * `count` (data frames on watched connections so far), `ping N` (JSON: pong latencies of N distinct random
+ * connections, ms, and how many got none within 10 s) and `close`.
+ */
+interface Group {
+  path: string;
+  headers: Record<string, string>;
+  count: number;
+  watch: boolean;
+}
+const spec = JSON.parse(process.argv[2]!) as { port: number; groups: Group[]; sources: string[] };
+const sockets: Socket[] = [];
+let frames = 0;
+const pongWaiters = new Map<Socket, () => void>();
+
+/** Reads frame headers (server frames are unmasked) and skips payloads; `onFrame` gets each opcode. */
+function frameReader(onFrame: (opcode: number) => void): (chunk: Buffer) => void {
+  let skip = 0;
+  const head: number[] = [];
+  return (chunk) => {
+    let at = 0;
+    while (at < chunk.length) {
+      if (skip > 0) {
+        const n = Math.min(skip, chunk.length - at);
+        skip -= n;
+        at += n;
+        continue;
+      }
+      head.push(chunk[at++]!);
+      if (head.length < 2) continue;
+      const short = head[1]! & 0x7f;
+      if (head.length < (short < 126 ? 2 : short === 126 ? 4 : 10)) continue;
+      let length = short;
+      if (short === 126) length = (head[2]! << 8) | head[3]!;
+      else if (short === 127) length = head.slice(2, 10).reduce((n, b) => n * 256 + b, 0);
+      onFrame(head[0]! & 0x0f);
+      head.length = 0;
+      skip = length;
+    }
+  };
+}
+
+function open(group: Group, source: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port: spec.port, host: '127.0.0.1', localAddress: source });
+    sockets.push(socket);
+    socket.once('error', reject);
+    socket.once('connect', () => {
+      const headers = { Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': randomBytes(16).toString('base64'), 'Sec-WebSocket-Version': '13', ...group.headers };
+      socket.write(`GET ${group.path} HTTP/1.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`);
+    });
+    let head: Buffer | null = Buffer.alloc(0);
+    const read = frameReader((opcode) => {
+      if (opcode === 0x0a) pongWaiters.get(socket)?.();
+      else if (group.watch && (opcode === 0x01 || opcode === 0x02)) frames++;
+    });
+    socket.on('data', (d: Buffer) => {
+      if (head === null) return read(d);
+      head = Buffer.concat([head, d]);
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      if (!head.subarray(0, 12).toString().includes(' 101')) return reject(new Error(head.subarray(0, Math.min(end, 300)).toString()));
+      const rest = head.subarray(end + 4);
+      head = null;
+      resolve();
+      if (rest.length > 0) read(rest);
+    });
+  });
+}
+
+/** A masked ping frame with no payload (client frames must be masked). */
+const PING = Buffer.from([0x89, 0x80, 0, 0, 0, 0]);
+
+async function ping(n: number): Promise<{ latencies: number[]; lost: number }> {
+  const unique = new Set<Socket>();
+  while (unique.size < Math.min(n, sockets.length)) unique.add(sockets[Math.floor(Math.random() * sockets.length)]!);
+  const latencies: number[] = [];
+  await Promise.all(
+    [...unique].map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          const t0 = performance.now();
+          const timer = setTimeout(() => (pongWaiters.delete(s), resolve()), 10_000); // lost: not counted
+          pongWaiters.set(s, () => {
+            clearTimeout(timer);
+            pongWaiters.delete(s);
+            latencies.push(performance.now() - t0);
+            resolve();
+          });
+          s.write(PING);
+        }),
+    ),
+  );
+  return { latencies, lost: unique.size - latencies.length };
+}
+
+const t0 = performance.now();
+try {
+  let k = 0;
+  for (const group of spec.groups) {
+    // 200 handshakes in flight at a time from this process.
+    for (let i = 0; i < group.count; i += 200) {
+      await Promise.all(Array.from({ length: Math.min(200, group.count - i) }, () => open(group, spec.sources[k++ % spec.sources.length]!)));
+    }
+  }
+  process.stdout.write(`open ${Math.round(performance.now() - t0)}\n`);
+} catch (err) {
+  process.stdout.write(`failed ${String((err as Error).message).split('\n')[0]}\n`);
+}
+for await (const line of createInterface({ input: process.stdin })) {
+  if (line === 'count') process.stdout.write(`${frames}\n`);
+  else if (line.startsWith('ping ')) process.stdout.write(`${JSON.stringify(await ping(Number(line.slice(5))))}\n`);
+  else if (line === 'close') break;
+}
+for (const s of sockets) s.destroy();
+process.exit(0);
