@@ -131,6 +131,10 @@ export class MemoryBus implements Bus {
     while (this.pending.length > 0 || this.draining) await new Promise((r) => setImmediate(r));
   }
 
+  connectionLosses(): number {
+    return 0;
+  }
+
   isConnected(): boolean {
     return !this.closed;
   }

@@ -46,6 +46,8 @@ export class NatsBus implements Bus {
   /** Set once by the composition root, before any role starts (bus.ts). */
   sealing: BusSealing | undefined = undefined;
   private connected = true;
+  /** Connection losses so far (each Disconnect status): see Bus.connectionLosses. */
+  private losses = 0;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -148,6 +150,10 @@ export class NatsBus implements Bus {
     return this.connected && !this.nc.isClosed();
   }
 
+  connectionLosses(): number {
+    return this.losses;
+  }
+
   async close(): Promise<void> {
     if (this.nc.isClosed()) return;
     await this.nc.drain().catch(() => this.nc.close());
@@ -157,6 +163,7 @@ export class NatsBus implements Bus {
     for await (const s of this.nc.status()) {
       if (s.type === Events.Disconnect) {
         this.connected = false;
+        this.losses++;
         this.options.onStatus?.('disconnect', String(s.data));
       } else if (s.type === Events.Reconnect) {
         this.connected = true;

@@ -82,6 +82,11 @@ export interface Bus {
   /** Resolves once everything published so far has reached the server (memory: the subscribers). */
   flush(): Promise<void>;
   isConnected(): boolean;
+  /**
+   * How many times the connection was lost so far (memory: never). Core messages sent meanwhile
+   * are not delivered: whoever relies on hearing every one of them checks again after it changes.
+   */
+  connectionLosses(): number;
   close(): Promise<void>;
 }
 

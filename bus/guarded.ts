@@ -80,6 +80,10 @@ export class GuardedBus implements Bus {
     return this.inner.isConnected();
   }
 
+  connectionLosses(): number {
+    return this.inner.connectionLosses();
+  }
+
   /** A role's view does not own the connection: the process closes it once. */
   async close(): Promise<void> {}
 }

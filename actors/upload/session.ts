@@ -151,7 +151,11 @@ export class WriteSession {
         try {
           await finish(this.deps, updated, this.lease);
         } catch (err) {
-          await record(); // complete on disk, not published (conflict=fail): a later PATCH retries
+          // Complete on disk, not published (conflict=fail): recorded, so a later PATCH retries.
+          // Not recorded when the lock is gone (the done record may have released it before the
+          // error): the answer is the first error, never the fence's 409, which would tell the
+          // client nothing happened.
+          await record().catch(() => undefined);
           throw err;
         }
         this.upload = { ...updated, state: 'done' };

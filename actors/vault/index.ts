@@ -27,6 +27,8 @@ async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
     auditMaxAgeMs: audit.maxAgeMs,
     auditMaxEntries: audit.maxEntries,
     announce: (mark) => publishEvent(ctx.bus, vaultEvents.written, mark),
+    // Announcements come over the bus connection: one lost there makes the next read check the streams.
+    connectionLosses: () => ctx.bus.connectionLosses(),
     onAuditLost: (count) => {
       lost.inc(count);
       ctx.log.error({ count }, 'vault: audit entries of a durable change could not be appended');

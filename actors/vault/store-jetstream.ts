@@ -16,6 +16,12 @@ export interface JetStreamVaultOptions {
   auditMaxAgeMs: number;
   auditMaxEntries: number;
   onAuditLost?: (count: number) => void;
+  /**
+   * How many times this replica's bus connection was lost so far (Bus.connectionLosses):
+   * announcements sent while it was away never arrive, so after a loss the next read catches up
+   * with the streams themselves.
+   */
+  connectionLosses?: () => number;
 }
 
 /**
@@ -37,7 +43,11 @@ export class JetStreamVaultStore implements VaultStore {
     /** Audit entries of a durable change that could not be appended within the retry period. */
     private readonly onAuditLost: (count: number) => void,
     private readonly announce: ((mark: WrittenMark) => void) | undefined,
+    private readonly connectionLosses: () => number,
   ) {}
+
+  /** The connection losses a catch-up with the streams has covered (reads after a newer one catch up first). */
+  private caughtUpAfterLosses = 0;
 
   /** The highest marks heard from writers (this replica's own included): reads wait for the views to reach them. */
   private readonly wanted: WrittenMark = { keys: 0, secrets: 0 };
@@ -61,7 +71,9 @@ export class JetStreamVaultStore implements VaultStore {
     await audit.ensure(options.replicas, options.auditMaxAgeMs, options.auditMaxEntries);
     const keysView = new BucketView<DataKeyRecord>(keys, vaultState.keys, manager);
     const secretsView = new BucketView<SecretRecord>(secrets, vaultState.secrets, manager);
-    const store = new JetStreamVaultStore(manager, keysView, secretsView, audit, options.onAuditLost ?? (() => undefined), options.announce);
+    const losses = options.connectionLosses ?? (() => 0);
+    const store = new JetStreamVaultStore(manager, keysView, secretsView, audit, options.onAuditLost ?? (() => undefined), options.announce, losses);
+    store.caughtUpAfterLosses = losses();
     // Both settled before giving up: a view still starting when the other failed would follow on, unowned.
     const failed = (await Promise.allSettled([keysView.start(js), secretsView.start(js)])).find((r) => r.status === 'rejected');
     if (failed) {
@@ -80,6 +92,22 @@ export class JetStreamVaultStore implements VaultStore {
     ),
   );
 
+  /** `catchUp`, but it fails (503) unless the views did reach the streams' ends within the budget. */
+  private readonly catchUpAfterLoss = new SharedCatchUp(async () => {
+    const at: { ends?: [number, number] } = {};
+    await withinBudget(
+      Promise.all([this.manager.streams.info(`KV_${vaultState.keys}`), this.manager.streams.info(`KV_${vaultState.secrets}`)]).then(([k, s]) => {
+        at.ends = [k.state.last_seq, s.state.last_seq];
+      }),
+    );
+    if (!at.ends) throw new PierError('UNAVAILABLE', 'the vault streams are not reachable now; try again');
+    const [keysEnd, secretsEnd] = at.ends;
+    await withinBudget(Promise.all([this.keysView.applied.reached(keysEnd), this.secretsView.applied.reached(secretsEnd)]));
+    if (this.keysView.applied.value < keysEnd || this.secretsView.applied.value < secretsEnd) {
+      throw new PierError('UNAVAILABLE', 'this vault replica is catching up after a lost connection; try again');
+    }
+  });
+
   /**
    * Makes the views show every write answered so far, wherever it was made. With announcements
    * (`announce`/`heard`: each writer tells every replica its marks before it answers), that is a
@@ -88,6 +116,17 @@ export class JetStreamVaultStore implements VaultStore {
    */
   sync(): Promise<void> {
     if (!this.announce) return this.catchUp.run();
+    const losses = this.connectionLosses();
+    if (losses !== this.caughtUpAfterLosses) {
+      // Away from the bus since the last catch-up: announcements may be lost. The streams say where
+      // the views must be (refused, 503, if they cannot get there within the budget).
+      return this.catchUpAfterLoss
+        .run()
+        .then(() => {
+          this.caughtUpAfterLosses = Math.max(this.caughtUpAfterLosses, losses);
+          return this.sync();
+        });
+    }
     const keys = this.keysView.applied;
     const secrets = this.secretsView.applied;
     const behind = [keys.value < this.wanted.keys ? keys.reached(this.wanted.keys) : null, secrets.value < this.wanted.secrets ? secrets.reached(this.wanted.secrets) : null].filter((p) => p !== null);

@@ -66,3 +66,29 @@ test('a replica behind an announced change refuses reads (503) rather than answe
   await c.sync();
   t.is(Buffer.from(c.secret(key)!.sealed).toString(), 'new');
 });
+
+// Announcements are core NATS messages: a replica whose connection broke misses those sent while it
+// was away. A chaos run found a list answering secrets deleted (and acknowledged) while the
+// reader's NATS node restarted. After a connection loss, the next read catches up with the streams
+// themselves (or is refused, 503); without one, reads stay local.
+test('after its connection was lost, a replica catches up with the streams before it answers, announcement or not', async (t) => {
+  let losses = 0;
+  const pair = await jetStreamReplicas(1, (js, manager, replicas) =>
+    JetStreamVaultStore.open(js, manager, { replicas, auditMaxAgeMs: 86_400_000, auditMaxEntries: 10_000, announce: () => undefined, connectionLosses: () => losses }),
+  );
+  t.teardown(() => pair.close());
+  const key = secretKey(scopeKey('alice', 'away', 'prod'), 'k');
+  const record = (value: string): SecretRecord => ({ sealed: Buffer.from(value), version: 1, createdAt: 't', createdBy: 'a', updatedAt: 't', updatedBy: 'a', history: [] });
+  // b's view stops following (its consumer lost with the node); the announcement never reaches it.
+  await (pair.b as unknown as { secretsView: { close(): Promise<void> } }).secretsView.close();
+  await pair.a.write((w) => w.putSecret(key, record('new')));
+  await pair.b.sync();
+  t.is(pair.b.secret(key), undefined, 'no loss seen, no mark heard: the read stays local (and cannot know)');
+  losses++;
+  const refused = await t.throwsAsync(pair.b.sync(), { instanceOf: PierError });
+  t.is(refused!.code, 'UNAVAILABLE', 'behind the stream after a loss: refused, not answered stale');
+  // A replica that is following catches up and answers, and stays local after that.
+  const c = await pair.another();
+  await c.sync();
+  t.is(Buffer.from(c.secret(key)!.sealed).toString(), 'new');
+});

@@ -72,6 +72,9 @@ class WireBus implements Bus {
   isConnected() {
     return true;
   }
+  connectionLosses() {
+    return 0;
+  }
   async close() {}
 }
 

@@ -10,6 +10,7 @@ import { WriteSession } from '../../../actors/upload/session.js';
 import { LmdbUploadStore, type Upload } from '../../../actors/upload/store.js';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { sendPiece } from '../../../bus/pieces.js';
+import { PierError } from '../../../bus/errors.js';
 import type { UploadCompleted } from '../../../bus/subjects.js';
 
 // One PATCH's write session on its own: pieces in order, acknowledged once written, fsynced and
@@ -126,4 +127,26 @@ test('a session that lost its lock refuses its next piece', async (t) => {
   t.false(next.ok);
   t.is(next.error!.code, 'CONFLICT');
   t.is(store.get('u1')!.offset, 6);
+});
+
+/**
+ * The last chunk's publication fails after its done record may have landed (a replicated store
+ * answers 503 "outcome unknown"). A chaos run saw that error replaced by the fence's 409 (the done
+ * record had released the lock, so recording the offset found it gone): the client heard a refusal
+ * for an upload that had completed. The first error is the answer.
+ */
+test('a failure while publishing is answered as itself, not as a lost lock', async (t) => {
+  const { store, send } = await setup(t, 6);
+  const write = store.write.bind(store);
+  store.write = async (fn) => {
+    let done = false;
+    const result = await write((w) => fn({ ...w, put: (u) => ((done ||= u.state === 'done'), w.put(u)) }));
+    if (done) throw new PierError('UNAVAILABLE', 'the outcome of a write is unknown');
+    return result;
+  };
+  t.deepEqual(await send('data', 'abcdef'), { ok: true });
+  const end = await send('end');
+  t.false(end.ok);
+  t.is(end.error!.code, 'UNAVAILABLE');
+  t.is(store.get('u1')!.state, 'done', 'the done record landed');
 });
