@@ -229,9 +229,13 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
     const bare = await startChild('./bare-publish.js');
     allowFiles(bare.proc.pid!);
     let bareRate = 0;
+    let bareRss = { before_kib: rssKiB(bare.proc.pid!), after_kib: 0, per_connection_kib: 0 };
     try {
       clients = await startClients(bare.port, TOTAL, (p) => groups(p, USERS, (u) => (u === 0 ? '/ws' : '/idle'), () => ({ Host: 'bare' })));
       if (clients.failed) throw new Error(`opening (bare): ${clients.failed}`);
+      await new Promise((r) => setTimeout(r, 2_000));
+      const after = rssKiB(bare.proc.pid!);
+      bareRss = { ...bareRss, after_kib: after, per_connection_kib: round((after - bareRss.before_kib) / TOTAL, 2) };
       const trigger = await new Promise<WebSocket>((resolve, reject) => {
         const ws = new WebSocket(`ws://127.0.0.1:${bare.port}/go`, { perMessageDeflate: false });
         ws.once('open', () => resolve(ws));
@@ -262,6 +266,7 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
       open_callbacks_delivered: delivered,
       open_callbacks_settled_seconds_after: settleSeconds,
       rss: { before_kib: rssBefore, after_kib: rssAfter, per_connection_kib: perConnKiB },
+      bare_uws_rss: { ...bareRss, note: 'the same connections held by a bare uWS server (1,000 subscribed to a topic): the runtime floor of a connection' },
       idle_ping: { ...ping, note: '1,000 pings a round, 5 rounds, random connections; uWS answers with a pong' },
       edge_event_loop_delay_p99_ms: round(idleLoopP99),
       broadcast_one_user_1000_conns: { pier_messages_per_s: Math.round(pierRate), bare_uws_messages_per_s: Math.round(bareRate), send_errors: sendErrors },

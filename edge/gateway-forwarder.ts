@@ -9,7 +9,8 @@ interface Outbox {
   /** Not yet settled (delivered or given up) by the callback replica, in seq order. */
   events: GatewayEvent[];
   /** Size of each unsettled event (the client's frame), by seq, and their sum: the bound of 4009. */
-  sizes: Map<number, number>;
+  /** Bytes of the unsettled messages by seq; null while there are none (most connections, most of the time). */
+  sizes: Map<number, number> | null;
   bytes: number;
   resending: boolean;
   /** Since when the oldest unsettled event has waited (reset at each settlement). */
@@ -101,10 +102,13 @@ export class EventForwarder {
     const box = this.outboxes.get(connId);
     if (!box) return;
     box.events = box.events.filter((e) => e.seq > seq);
-    for (const [s, size] of box.sizes) {
-      if (s > seq) continue;
-      box.bytes -= size;
-      box.sizes.delete(s);
+    if (box.sizes) {
+      for (const [s, size] of box.sizes) {
+        if (s > seq) continue;
+        box.bytes -= size;
+        box.sizes.delete(s);
+      }
+      if (box.sizes.size === 0) box.sizes = null;
     }
     box.since = Date.now();
     if (box.events.length === 0 && box.closed) this.outboxes.delete(connId);
@@ -122,14 +126,14 @@ export class EventForwarder {
   emit(ev: GatewayEvent, size = 0): boolean {
     let box = this.outboxes.get(ev.connId);
     if (!box) {
-      box = { replica: this.choose(ev.connId), events: [], sizes: new Map(), bytes: 0, resending: false, since: Date.now(), closed: false, refused: false };
+      box = { replica: this.choose(ev.connId), events: [], sizes: null, bytes: 0, resending: false, since: Date.now(), closed: false, refused: false };
       this.outboxes.set(ev.connId, box);
     }
     if (box.events.length === 0) box.since = Date.now();
     if (ev.action === 'close') box.closed = true;
     box.events.push(ev);
     if (size > 0) {
-      box.sizes.set(ev.seq, size);
+      (box.sizes ??= new Map()).set(ev.seq, size);
       box.bytes += size;
     }
     if (!box.resending) this.send(box, ev);

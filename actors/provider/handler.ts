@@ -72,13 +72,14 @@ function answerWith(deps: ProviderDeps, status: number, headers: Record<string, 
   return { status, headers, body: null, bodyStream: serveStream(deps.bus, 'provider', bufferSource(body), deps.timeoutMs).subject };
 }
 
-function targetUrl(target: ProviderView, op: string, query: string): string {
+/** Where an op goes: the provider's origin and the op's path (kept apart: undici then parses no URL per call). */
+function targetUrl(target: ProviderView, op: string, query: string): { origin: string; path: string } {
   const uri = target.opApis.find((o) => o.name === op)!.uri;
-  return `http://${target.endpoint}${uri}${query ? `${uri.includes('?') ? '&' : '?'}${query}` : ''}`;
+  return { origin: `http://${target.endpoint}`, path: `${uri}${query ? `${uri.includes('?') ? '&' : '?'}${query}` : ''}` };
 }
 
 /** v2: the request goes through as it is, and so does the answer (streamed when large). */
-async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<typeof authorise>, url: string): Promise<ProviderAnswer> {
+async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<typeof authorise>, url: { origin: string; path: string }): Promise<ProviderAnswer> {
   const hasBody = req.body !== null ? req.body.byteLength > 0 : req.bodyStream !== null;
   const res = await deps.upstream.send(ctx.target.name, url, {
     method: req.method,
@@ -123,7 +124,7 @@ async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<
 }
 
 /** v1: Pier wraps the caller's JSON in the v1 envelope, and the provider's JSON in Pier's. */
-async function callV1(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<typeof authorise>, url: string): Promise<ProviderAnswer> {
+async function callV1(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<typeof authorise>, url: { origin: string; path: string }): Promise<ProviderAnswer> {
   const raw = await readAll(callerBody(deps, req), deps.bodyBytes, 'request body');
   let data: unknown = null;
   if (raw.byteLength > 0) {

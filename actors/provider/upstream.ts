@@ -1,4 +1,4 @@
-import { Agent, errors, request, type Dispatcher } from 'undici';
+import { Agent, errors, type Dispatcher } from 'undici';
 import { PierError } from '../../bus/errors.js';
 import { isPolicyRefusal, type AddressPolicy } from '../../lib/address-policy.js';
 import { policyConnector } from '../../lib/policy-connector.js';
@@ -24,15 +24,17 @@ export class Upstream {
 
   async send(
     provider: string,
-    url: string,
+    url: { origin: string; path: string },
     init: { method: string; headers: Record<string, string>; body: Uint8Array | AsyncIterable<Uint8Array> | null; timeoutMs: number },
   ): Promise<UpstreamResponse> {
     try {
-      const res = await request(url, {
+      // Straight to the agent with origin and path: the module's request() would parse a URL each call.
+      const res = await this.agent.request({
+        origin: url.origin,
+        path: url.path,
         method: init.method as Dispatcher.HttpMethod,
         headers: init.headers,
         body: init.body as any,
-        dispatcher: this.agent,
         // Time to the answer's headers, then the longest silence inside its body.
         headersTimeout: init.timeoutMs,
         bodyTimeout: init.timeoutMs,
