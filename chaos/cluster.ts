@@ -69,7 +69,7 @@ export class ChaosCluster {
         const p = new ChaosProcess(name, roles, env, (proc, code, signal, tail) => {
           cluster.unexpectedExits.push({ name: proc.name, code, signal, tail: tail.slice(-4000) });
           onUnexpectedExit(proc.name, code, signal);
-        });
+        }, join(dir, `${name}.log`));
         cluster.processes.set(name, p);
         return p;
       };
@@ -147,6 +147,7 @@ export class ChaosCluster {
 
   async stop(): Promise<void> {
     await Promise.all([...this.processes.values()].map((p) => p.kill()));
+    for (const p of this.processes.values()) p.closeLog();
     if (this.haproxy && this.haproxy.exitCode === null) {
       const h = this.haproxy;
       await new Promise<void>((resolve) => {

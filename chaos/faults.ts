@@ -1,4 +1,5 @@
 import type { ChaosCluster } from './cluster.js';
+import type { ChaosProcess } from './processes.js';
 import type { History } from './history.js';
 import type { Rng } from './random.js';
 
@@ -70,19 +71,25 @@ async function natsLane(ctx: FaultContext): Promise<void> {
   }
 }
 
-/** Starts a process again; a start that fails is tried again (its ports may linger a moment). */
-async function restartPier(ctx: FaultContext, name: string): Promise<void> {
-  const p = ctx.cluster.processes.get(name)!;
-  for (let attempt = 1; ; attempt++) {
+/**
+ * Starts a process again; a start that fails is tried again (its ports may linger a moment), each
+ * failure recorded (the processes check reports it). After 5 the run goes on without it: its
+ * checks, not a crash of the harness, say what that cost.
+ */
+export async function restartProcess(history: History, p: ChaosProcess): Promise<void> {
+  for (let attempt = 1; attempt <= 5; attempt++) {
     try {
       await p.start();
       return;
     } catch (err) {
-      ctx.history.info('fault', 'restart failed', { target: name, attempt, error: String((err as Error).message).slice(0, 500) });
-      if (attempt >= 5) throw err;
+      history.info('fault', 'restart failed', { target: p.name, attempt, error: String((err as Error).message).slice(0, 500) });
       await sleep(1_000);
     }
   }
+}
+
+async function restartPier(ctx: FaultContext, name: string): Promise<void> {
+  await restartProcess(ctx.history, ctx.cluster.processes.get(name)!);
 }
 
 /** Samples every process's resident memory into the history (the checker looks for growth without bound). */

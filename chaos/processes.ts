@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from '../test/helpers/pier.js';
 
@@ -21,12 +21,23 @@ export class ChaosProcess {
   paused = false;
   ports: Record<string, number> | null = null;
 
+  /** Everything the process wrote, across its restarts (for reading a failure afterwards); null: not kept. */
+  private readonly log: WriteStream | null;
+
   constructor(
     readonly name: string,
     readonly roles: string,
     private readonly env: Record<string, string>,
     private readonly onUnexpectedExit: (p: ChaosProcess, code: number | null, signal: string | null, tail: string) => void,
-  ) {}
+    logPath: string | null = null,
+  ) {
+    this.log = logPath ? createWriteStream(logPath, { flags: 'a' }) : null;
+  }
+
+  /** Stops keeping the log (after the run). */
+  closeLog(): void {
+    this.log?.end();
+  }
 
   get pid(): number | undefined {
     return this.proc?.pid;
@@ -43,8 +54,10 @@ export class ChaosProcess {
     this.tail = '';
     const proc = spawn(process.execPath, [BIN, 'start', '--roles', this.roles], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
     this.proc = proc;
+    this.log?.write(`--- start ${new Date().toISOString()}\n`);
     const keep = (d: Buffer) => {
       this.tail = (this.tail + d.toString()).slice(-TAIL_BYTES);
+      this.log?.write(d);
     };
     proc.stderr!.on('data', keep);
     return new Promise((resolve, reject) => {

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ChaosCluster } from './cluster.js';
-import { injectFaults, sampleMemory } from './faults.js';
+import { injectFaults, restartProcess, sampleMemory } from './faults.js';
 import { History } from './history.js';
 import { Rng } from './random.js';
 import type { Checker, Verdict, Workload, WorkloadContext } from './workload.js';
@@ -68,7 +68,7 @@ export async function chaosRun(options: RunOptions): Promise<RunResult> {
     // Every process up and running again before the final reads.
     for (const p of cluster.processes.values()) {
       p.resume();
-      if (!p.running) await p.start();
+      if (!p.running) await restartProcess(history, p);
     }
     for (const [w, ctx] of contexts) {
       log(`settle ${w.name}`);

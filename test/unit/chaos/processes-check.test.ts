@@ -1,0 +1,27 @@
+import test from 'ava';
+import { checkProcesses } from '../../../chaos/checks/processes.js';
+import type { HistoryLine } from '../../../chaos/history.js';
+
+// The processes checker on hand-made histories: what it must flag, and what it must let pass.
+const line = (n: number, fields: Record<string, unknown>): HistoryLine => ({ t: n * 1_000, n, phase: 'info', id: `l${n}`, ...fields }) as unknown as HistoryLine;
+
+test('a restart that did not become ready in time is an anomaly, even when a later try worked', (t) => {
+  const verdicts = checkProcesses([
+    line(1, { kind: 'fault', op: 'kill -9', target: 'upload-2' }),
+    line(2, { kind: 'fault', op: 'restart failed', target: 'upload-2', attempt: 1, error: 'upload-2 did not become ready in 60000 ms' }),
+    line(3, { kind: 'fault', op: 'healed', target: 'upload-2', fault: 'kill -9' }),
+  ]);
+  const ready = verdicts.find((v) => v.check.startsWith('every restarted process'))!;
+  t.is(ready.checked, 1);
+  t.deepEqual(ready.anomalies, ['upload-2: restart 1 failed: upload-2 did not become ready in 60000 ms']);
+});
+
+test('restarts that came up, and no exits, pass', (t) => {
+  const verdicts = checkProcesses([line(1, { kind: 'fault', op: 'kill -9', target: 'vault-1' }), line(2, { kind: 'fault', op: 'healed', target: 'vault-1', fault: 'kill -9' })]);
+  for (const v of verdicts) t.deepEqual(v.anomalies, [], v.check);
+});
+
+test('an exit the injector did not cause is an anomaly', (t) => {
+  const verdicts = checkProcesses([line(1, { kind: 'process', op: 'exited', target: 'edge-1', code: 1 })]);
+  t.deepEqual(verdicts.find((v) => v.check.startsWith('no process exited'))!.anomalies, ['edge-1 exited (1)']);
+});
