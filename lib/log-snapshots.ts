@@ -63,8 +63,14 @@ export class LogSnapshots {
   }
 
   private async newestRecord(): Promise<SnapshotRecord | null> {
+    return (await this.newestDone())?.record ?? null;
+  }
+
+  /** The newest record and its sequence on the snapshot stream (the fence of the next one). */
+  private async newestDone(): Promise<{ record: SnapshotRecord; streamSeq: number } | null> {
     try {
-      return decode<SnapshotRecord>((await this.jsm.streams.getMessage(this.names.snapshotStream, { last_by_subj: `${this.names.snapshotPrefix}.done` })).data);
+      const m = await this.jsm.streams.getMessage(this.names.snapshotStream, { last_by_subj: `${this.names.snapshotPrefix}.done` });
+      return { record: decode<SnapshotRecord>(m.data), streamSeq: m.seq };
     } catch (err) {
       if (notFound(err)) return null;
       throw err;
@@ -83,10 +89,18 @@ export class LogSnapshots {
     for (let from = 0; from < bytes.byteLength || parts.length === 0; from += PART_BYTES) {
       parts.push((await this.js.publish(`${this.names.snapshotPrefix}.part`, bytes.subarray(from, from + PART_BYTES), { timeout: 5_000 })).seq);
     }
-    // Another replica's snapshot covering more may have landed meanwhile: the newest record must stay the newest state.
-    const latest = await this.newestRecord();
-    if (latest && latest.seq >= at.seq) return false;
-    await this.js.publish(`${this.names.snapshotPrefix}.done`, encode({ ...at, parts } satisfies SnapshotRecord), { timeout: 5_000 });
+    // Another replica's snapshot covering more may have landed meanwhile: the newest record must stay
+    // the newest state. The check alone is not enough (another record may land between it and the
+    // publish, and would then be followed by this older one): the record is published only if the
+    // record checked is still the last one (the server's expected last sequence on the subject).
+    const latest = await this.newestDone();
+    if (latest && latest.record.seq >= at.seq) return false;
+    try {
+      await this.js.publish(`${this.names.snapshotPrefix}.done`, encode({ ...at, parts } satisfies SnapshotRecord), { timeout: 5_000, expect: { lastSubjectSequence: latest?.streamSeq ?? 0 } });
+    } catch (err) {
+      if (/wrong last sequence/i.test(String((err as Error).message))) return false; // another record landed first: it stands
+      throw err;
+    }
     if (previous && isSnapshotRecord(previous)) {
       // The log below the previous snapshot is needed by nobody: a replica that far behind reloads.
       // Snapshots older than the previous go too; the previous stays for a replica reading it now.

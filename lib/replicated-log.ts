@@ -117,14 +117,16 @@ export class ReplicatedLog<C, S extends LogState<C>> {
       stream: this.names.stream,
       subject: this.names.subject,
       from: this.applied.value + 1,
-      onMessage: (m) => this.onEntry(m),
+      onMessage: (m) => this.onEntry(m, generation),
       onError: this.options.onError,
     });
     if (generation === this.generation) this.follower = follower;
     else void follower.close();
   }
 
-  private onEntry(m: JsMsg): void {
+  private onEntry(m: JsMsg, generation: number): void {
+    // A follow replaced by a (re)load: the new one reads from wherever its snapshot leaves it.
+    if (generation !== this.generation) return;
     if (m.seq > this.applied.value + 1) {
       // A purge passed this replica: what it missed is in the newest snapshot.
       void this.reload();
@@ -133,17 +135,35 @@ export class ReplicatedLog<C, S extends LogState<C>> {
     this.apply(m.seq, m.data);
   }
 
-  /** Reloads from the newest snapshot, trying again (every second at most) until it works or the log is closed. */
+  /** A reload is under way: one at a time (every message after a gap would start one otherwise). */
+  private reloading = false;
+  private lastReloadAt = 0;
+
+  /**
+   * Reloads from the newest snapshot, trying again (every second at most) until it works or the log
+   * is closed. Reloads follow each other at most once a second: a snapshot that does not cover the
+   * gap either (it should not happen; see LogSnapshots.write) costs a reload a second, not a storm
+   * of requests that keeps the replica from ever starting (a chaos run saw one).
+   */
   private async reload(): Promise<void> {
+    if (this.reloading) return;
+    this.reloading = true;
     this.reloads++;
-    for (let attempt = 0; !this.closed; attempt++) {
-      try {
-        await this.load();
-        return;
-      } catch (err) {
-        this.options.onError?.(err, 'reloading from a snapshot');
-        await new Promise((r) => setTimeout(r, Math.min(1_000, 100 * 2 ** attempt)));
+    try {
+      const wait = this.lastReloadAt + 1_000 - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      for (let attempt = 0; !this.closed; attempt++) {
+        this.lastReloadAt = Date.now();
+        try {
+          await this.load();
+          return;
+        } catch (err) {
+          this.options.onError?.(err, 'reloading from a snapshot');
+          await new Promise((r) => setTimeout(r, Math.min(1_000, 100 * 2 ** attempt)));
+        }
       }
+    } finally {
+      this.reloading = false;
     }
   }
 
