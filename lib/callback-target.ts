@@ -35,6 +35,11 @@ export function registeredTarget(cache: Pick<RegistryCache, 'app'>, user: string
 
 /** The URL to POST to: an IPv6 literal host goes in brackets, so its colons are not read as a port. */
 export function callbackUrl(target: CallbackTarget): string {
+  return `${callbackOrigin(target)}${target.url}`;
+}
+
+/** The origin part of `callbackUrl` (the path is `target.url`): kept apart, undici parses no URL per event. */
+export function callbackOrigin(target: CallbackTarget): string {
   const host = isIPv6(target.host) ? `[${target.host}]` : target.host;
-  return `http://${host}:${target.port}${target.url}`;
+  return `http://${host}:${target.port}`;
 }

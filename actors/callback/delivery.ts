@@ -1,8 +1,8 @@
 import { createHmac } from 'node:crypto';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import type { GatewayEvent } from '../../bus/subjects.js';
 import { isPolicyRefusal, type AddressPolicy } from '../../lib/address-policy.js';
-import { callbackUrl, type CallbackTarget } from '../../lib/callback-target.js';
+import { callbackOrigin, type CallbackTarget } from '../../lib/callback-target.js';
 import { policyConnector } from '../../lib/policy-connector.js';
 
 export interface DeliveryOptions {
@@ -54,7 +54,7 @@ export class Deliverer {
   /** Delivers `ev` to `target` (the connection's, from the registry view; never from the event). */
   async deliver(ev: GatewayEvent, target: CallbackTarget, secret: () => Promise<string>): Promise<Outcome> {
     const body = callbackBody(ev);
-    const url = callbackUrl(target);
+    const origin = callbackOrigin(target);
     const deadline = Date.now() + this.options.retryMs;
     for (let attempt = 0, wait = 100; ; attempt++, wait = Math.min(wait * 2, 5_000)) {
       if (attempt > 0) this.hooks.retried();
@@ -66,7 +66,7 @@ export class Deliverer {
           'x-pier-signature': signature(Math.floor(this.options.now() / 1000), ev.eventId, body, await secret()),
         };
         if (ev.cookie) headers.cookie = ev.cookie;
-        const res = await request(url, { method: 'POST', headers, body, dispatcher: this.agent, headersTimeout: this.options.timeoutMs, bodyTimeout: this.options.timeoutMs });
+        const res = await this.agent.request({ origin, path: target.url, method: 'POST', headers, body, headersTimeout: this.options.timeoutMs, bodyTimeout: this.options.timeoutMs });
         await res.body.dump();
         if (res.statusCode >= 200 && res.statusCode < 300) return 'delivered';
       } catch (err) {
