@@ -137,6 +137,7 @@ export class ReplicatedLog<C, S extends LogState<C>> {
 
   /** A reload is under way: one at a time (every message after a gap would start one otherwise). */
   private reloading = false;
+  private reloadAgain = false;
   private lastReloadAt = 0;
 
   /**
@@ -146,8 +147,13 @@ export class ReplicatedLog<C, S extends LogState<C>> {
    * of requests that keeps the replica from ever starting (a chaos run saw one).
    */
   private async reload(): Promise<void> {
-    if (this.reloading) return;
+    if (this.reloading) {
+      // A gap seen during a reload (the new follow's first messages) is not dropped: once more after it.
+      this.reloadAgain = true;
+      return;
+    }
     this.reloading = true;
+    this.reloadAgain = false;
     this.reloads++;
     try {
       const wait = this.lastReloadAt + 1_000 - Date.now();
@@ -164,6 +170,7 @@ export class ReplicatedLog<C, S extends LogState<C>> {
       }
     } finally {
       this.reloading = false;
+      if (this.reloadAgain && !this.closed) void this.reload();
     }
   }
 

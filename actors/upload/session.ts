@@ -3,7 +3,7 @@ import type { Bus, Subscription } from '../../bus/bus.js';
 import { asPierError, PierError } from '../../bus/errors.js';
 import { receivePieces } from '../../bus/pieces.js';
 import { uploadSubjects, type Piece, type PieceAck } from '../../bus/subjects.js';
-import { cutBack, openPart } from './files.js';
+import { openPart } from './files.js';
 import { finish, type UploadDeps } from './handler.js';
 import { lockLost, type Lease } from './lock.js';
 import { recordOf, type Upload } from './store.js';
@@ -50,6 +50,11 @@ export class WriteSession {
 
   async start(): Promise<void> {
     this.fd = await openPart(this.upload.part, this.deps.root.userFolder(this.upload.user));
+    // Bytes past the recorded offset were never acknowledged (a session that failed, or lost its
+    // lock, left them): cut off here, by the session holding the lock now. A session that ends
+    // never cuts back itself: it may have lost its lock without knowing, and its cut would drop
+    // bytes the new holder acknowledged (lock.ts).
+    await this.fd.truncate(this.upload.offset);
     // Pieces are handled strictly one after the other, in arrival order (the edge sends them in seq order).
     this.sub = receivePieces(this.deps.bus, this.subject, (piece) => {
       const acked = this.queue.then(() => this.handle(piece).catch((err: unknown) => this.fail(err)));
@@ -62,7 +67,11 @@ export class WriteSession {
   private armIdle(): void {
     if (this.idle) clearTimeout(this.idle);
     this.idle = setTimeout(() => {
-      this.queue = this.queue.then(() => this.close(this.keepUnlessEnded())).then(() => undefined);
+      // Nobody waits on an idle close: its failure (a lost lock, most often) is counted, never unhandled.
+      this.queue = this.queue.then(() => this.close(this.keepUnlessEnded())).then(
+        () => undefined,
+        () => this.deps.failed(),
+      );
     }, this.deps.idleMs);
   }
 
@@ -126,14 +135,14 @@ export class WriteSession {
     try {
       await Promise.all([...this.writes]);
       if (this.writeError) mode = 'discard';
-      if (mode === 'discard') {
-        // Fenced: the renewal proves the lock is still this session's for one more lease.
-        if (!(await this.lease.renew())) throw lockLost();
-        await cutBack(this.upload.part, this.upload.offset, this.deps.root.userFolder(this.upload.user));
-        this.written = 0;
+      // Discarded: the offset stays where the PATCH started; the bytes past it go when the next
+      // session starts (or with recovery), under their own lock.
+      if (mode === 'discard') this.written = 0;
+      try {
+        await this.fd!.sync();
+      } finally {
+        await this.fd!.close();
       }
-      await this.fd!.sync();
-      await this.fd!.close();
       if (this.writeError) throw this.writeError;
       const offset = this.upload.offset + this.written;
       const updated: Upload = { ...this.upload, offset, lock: null, updatedAt: this.deps.now() };

@@ -37,6 +37,13 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSiz
   const deps = { store, root, busId: 'b1', now: () => clock.now, chunkMaxBytes: 8, locks, completed: (e: UploadCompleted) => completed.push(e) } as unknown as UploadDeps;
   const session = new WriteSession({ ...deps, bus, idleMs: 10_000, wrote: () => undefined, failed: () => undefined }, lease!, Math.min(8, fileSize - offset), true);
   await session.start();
+  /** The next PATCH's session (the lock taken again), started. */
+  const nextSession = async () => {
+    const next = await locks.take('u1', (c): c is Upload => c !== undefined, { touch: false });
+    const s = new WriteSession({ ...deps, bus, idleMs: 10_000, wrote: () => undefined, failed: () => undefined }, next!, 8, true);
+    await s.start();
+    return s;
+  };
   t.teardown(async () => {
     await bus.close();
     await store.close();
@@ -44,7 +51,7 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSiz
   });
   let seq = 0;
   const send = (kind: 'data' | 'end' | 'abort' | 'discard', text = '') => sendPiece(bus, session.subject, seq++, kind, Buffer.from(text), 2_000);
-  return { store, send, completed, target: u.target, part, ended, skip: () => seq++, root };
+  return { store, send, completed, target: u.target, part, ended, skip: () => seq++, root, nextSession };
 }
 
 test('pieces land at the offset; end records the offset; the last chunk publishes the file', async (t) => {
@@ -60,24 +67,26 @@ test('pieces land at the offset; end records the offset; the last chunk publishe
 });
 
 test('a piece out of order ends the session and keeps nothing of it', async (t) => {
-  const { store, send, skip, part } = await setup(t, 20);
+  const { store, send, skip, part, nextSession } = await setup(t, 20);
   t.deepEqual(await send('data', 'abc'), { ok: true });
   skip();
   const refused = await send('data', 'xyz');
   t.false(refused.ok);
   t.regex(refused.error!.message, /^piece 2 out of order \(1 expected\)/);
-  t.is(store.get('u1')!.offset, 0);
-  t.is(readFileSync(part).length, 0, 'cut back to where the PATCH started');
+  t.is(store.get('u1')!.offset, 0, 'the offset stays where the PATCH started');
   t.is(store.get('u1')!.lock, null, 'the lock is released');
+  await nextSession();
+  t.is(readFileSync(part).length, 0, 'the next session, holding the lock, starts from the recorded offset');
 });
 
-test('a chunk over the cap is refused and cut back', async (t) => {
-  const { store, send, part } = await setup(t, 100);
+test('a chunk over the cap is refused; its bytes are not kept', async (t) => {
+  const { store, send, part, nextSession } = await setup(t, 100);
   t.deepEqual(await send('data', '12345'), { ok: true });
   const over = await send('data', '6789');
   t.false(over.ok);
   t.is(over.error!.message, 'file: a chunk may carry at most 8 bytes');
   t.is(store.get('u1')!.offset, 0);
+  await nextSession();
   t.is(readFileSync(part).length, 0);
 });
 
@@ -149,4 +158,19 @@ test('a failure while publishing is answered as itself, not as a lost lock', asy
   t.false(end.ok);
   t.is(end.error!.code, 'UNAVAILABLE');
   t.is(store.get('u1')!.state, 'done', 'the done record landed');
+});
+
+test('a session that lost its lock does not publish, even with every byte written', async (t) => {
+  const clock = { now: 1_000_000 };
+  const { store, send, target } = await setup(t, 3, 0, clock);
+  t.deepEqual(await send('data', 'abc'), { ok: true });
+  clock.now += 16_000; // past the 15 s lease: another replica takes the lock and is still writing
+  const other = new UploadLocks({ store, busId: 'b2', now: () => clock.now, leaseMs: 15_000, settleWaitMs: 1_000, replicaAlive: () => false, announce: () => undefined });
+  t.truthy(await other.take('u1', (c): c is Upload => c !== undefined, { touch: true }));
+  const late = await send('end');
+  t.false(late.ok);
+  t.is(late.error!.code, 'CONFLICT');
+  t.is(store.get('u1')!.state, 'active', 'still the other session\'s upload');
+  t.is(store.get('u1')!.lock!.owner, 'b2');
+  t.throws(() => readFileSync(target), { code: 'ENOENT' }, 'nothing published');
 });
