@@ -42,6 +42,19 @@ export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps):
  */
 function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: HttpRequest) => void {
   const names = paramNamesOf(route.path);
+  // This route's metric series, each looked up once by method and status (prom-client hashes the
+  // labels on every call otherwise); bounded: a few methods times the statuses Pier answers.
+  const series = new Map<string, { count: { inc(): void }; seconds: { observe(v: number): void } }>();
+  const observe = (method: string, status: number, seconds: number) => {
+    const key = `${method} ${status}`;
+    let s = series.get(key);
+    if (!s) {
+      const name = `${method.toUpperCase()} ${route.path}`;
+      series.set(key, (s = { count: deps.metrics.httpRequests.labels(deps.listener, name, String(status)), seconds: deps.metrics.httpSeconds.labels(deps.listener, name) }));
+    }
+    s.count.inc();
+    s.seconds.observe(seconds);
+  };
   return (res, req) => {
     const started = process.hrtime.bigint();
     const state: ResponseState = { aborted: false };
@@ -69,9 +82,7 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
       })
       .then(async (reply) => {
         await send(res, reply, state);
-        const labels = { listener: deps.listener, route: `${data.method.toUpperCase()} ${route.path}` };
-        deps.metrics.httpRequests.inc({ ...labels, status: String(reply.status) });
-        deps.metrics.httpSeconds.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+        observe(data.method, reply.status, Number(process.hrtime.bigint() - started) / 1e9);
       })
       .catch((err: unknown) => {
         // Sending failed (the response went away mid-write): nothing left to answer; never unhandled.

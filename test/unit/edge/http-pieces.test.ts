@@ -101,7 +101,11 @@ function mount(routes: Route[]) {
   const deps = {
     listener: 'test',
     log: { error: () => undefined, warn: () => undefined },
-    metrics: { httpRequests: { inc: (l: { status: string }) => counted.push(l.status) }, httpSeconds: { observe: () => undefined }, handlerFailures: { inc: () => undefined } },
+    metrics: {
+      httpRequests: { labels: (_listener: string, _route: string, status: string) => ({ inc: () => counted.push(status) }) },
+      httpSeconds: { labels: () => ({ observe: () => undefined }) },
+      handlerFailures: { inc: () => undefined },
+    },
   } as unknown as HttpDeps;
   mountRoutes(app, routes, deps);
   const hit = (key: string, req: HttpRequest) => {
