@@ -59,9 +59,14 @@ export class Metrics {
   }
 
   /** The hook `serve()` calls after each actor request. */
+  /** Each endpoint's series, looked up once (its subjects are the process's own: bounded). */
+  private readonly actorSeries = new Map<string, { requests: { inc(): void }; seconds: { observe(v: number): void } }>();
+
   observeActor = (endpoint: string, seconds: number, error: PierError | undefined): void => {
-    this.actorRequests.inc({ endpoint });
-    this.actorSeconds.observe({ endpoint }, seconds);
+    let series = this.actorSeries.get(endpoint);
+    if (!series) this.actorSeries.set(endpoint, (series = { requests: this.actorRequests.labels(endpoint), seconds: this.actorSeconds.labels(endpoint) }));
+    series.requests.inc();
+    series.seconds.observe(seconds);
     if (error) {
       this.actorErrors.inc({ endpoint, code: error.code });
       this.actorLastError.set({ endpoint, code: error.code }, Date.now() / 1000);
