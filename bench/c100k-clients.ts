@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { createInterface } from 'node:readline';
+import { frameReader } from './frames.js';
 
 /**
  * One load-side process of `npm run bench -- c100k`: opens its share of the WebSockets with raw
@@ -22,33 +23,6 @@ const spec = JSON.parse(process.argv[2]!) as { port: number; groups: Group[]; so
 const sockets: Socket[] = [];
 let frames = 0;
 const pongWaiters = new Map<Socket, () => void>();
-
-/** Reads frame headers (server frames are unmasked) and skips payloads; `onFrame` gets each opcode. */
-function frameReader(onFrame: (opcode: number) => void): (chunk: Buffer) => void {
-  let skip = 0;
-  const head: number[] = [];
-  return (chunk) => {
-    let at = 0;
-    while (at < chunk.length) {
-      if (skip > 0) {
-        const n = Math.min(skip, chunk.length - at);
-        skip -= n;
-        at += n;
-        continue;
-      }
-      head.push(chunk[at++]!);
-      if (head.length < 2) continue;
-      const short = head[1]! & 0x7f;
-      if (head.length < (short < 126 ? 2 : short === 126 ? 4 : 10)) continue;
-      let length = short;
-      if (short === 126) length = (head[2]! << 8) | head[3]!;
-      else if (short === 127) length = head.slice(2, 10).reduce((n, b) => n * 256 + b, 0);
-      onFrame(head[0]! & 0x0f);
-      head.length = 0;
-      skip = length;
-    }
-  };
-}
 
 function open(group: Group, source: string): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -6,9 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 import { cleanup, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
-import { rssKiB, startChild } from './children.js';
+import { lineReader, rssKiB, startChild } from './children.js';
 import { atLeast, atMost, ratioAtLeast } from './goals.js';
-import { round, summarise } from './load.js';
+import { postLoop, round, summarise } from './load.js';
 import { pinLoad, pinServer } from './pinning.js';
 
 const GOAL_USERS = 100;
@@ -68,17 +68,7 @@ async function startClients(port: number, total: number, groupsOf: (p: number) =
     pinLoad(proc.pid);
     allowFiles(proc.pid!);
     procs.push(proc);
-    let buffer = '';
-    const waiting: Array<(line: string) => void> = [];
-    proc.stdout!.on('data', (d) => {
-      buffer += d;
-      for (let i = buffer.indexOf('\n'); i >= 0; i = buffer.indexOf('\n')) {
-        const line = buffer.slice(0, i);
-        buffer = buffer.slice(i + 1);
-        waiting.shift()?.(line);
-      }
-    });
-    lines.push(() => new Promise<string>((resolve) => waiting.push(resolve)));
+    lines.push(lineReader(proc));
   }
   const t0 = performance.now();
   const opened = await Promise.race([
@@ -201,22 +191,8 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
     const api = new Pool(`http://127.0.0.1:${pier.ports!.local}`, { connections: 8 });
     const body = JSON.stringify({ users: ['u0'], payload: { event: 'news', data: 'x'.repeat(64) } });
     const headers = { 'x-app-key': creds.OS_APP_KEY, 'x-app-secret': creds.OS_APP_SECRET };
-    let sendErrors = 0;
-    const sendFor = (ms: number) => {
-      const end = performance.now() + ms;
-      return Promise.all(
-        Array.from({ length: 8 }, async () => {
-          while (performance.now() < end) {
-            const r = await api.request({ path: '/runtime/ws/conn/send', method: 'POST', headers, body }).catch(() => null);
-            if (!r) sendErrors++;
-            else {
-              await r.body.dump();
-              if (r.statusCode !== 200) sendErrors++;
-            }
-          }
-        }),
-      );
-    };
+    const sender = postLoop(api, '/runtime/ws/conn/send', headers, body);
+    const sendFor = sender.drive;
     const pierRate = await rate(clients.count, sendFor);
     await api.close();
     await admin.close();
@@ -269,7 +245,7 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
       bare_uws_rss: { ...bareRss, note: 'the same connections held by a bare uWS server (1,000 subscribed to a topic): the runtime floor of a connection' },
       idle_ping: { ...ping, note: '1,000 pings a round, 5 rounds, random connections; uWS answers with a pong' },
       edge_event_loop_delay_p99_ms: round(idleLoopP99),
-      broadcast_one_user_1000_conns: { pier_messages_per_s: Math.round(pierRate), bare_uws_messages_per_s: Math.round(bareRate), send_errors: sendErrors },
+      broadcast_one_user_1000_conns: { pier_messages_per_s: Math.round(pierRate), bare_uws_messages_per_s: Math.round(bareRate), send_errors: sender.errors() },
       goals: [
         atLeast('c100k connections held by one edge', TOTAL, GOAL_TOTAL),
         atMost('c100k RSS per connection (KiB)', perConnKiB, 8),

@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { pinLoad, pinServer } from './pinning.js';
+export { freeLoopbackPort as freePort } from '../test/helpers/nats-server.js';
 
 /** Starts a server-side bench helper (beside this file, on the servers' core) that prints its port on its first line. */
 export function startChild(script: string, args: string[] = []): Promise<{ port: number; proc: ChildProcess; stop(): void }> {
@@ -21,19 +21,7 @@ export async function startReceivers(processes: number, perProcess: number, url:
   const script = fileURLToPath(new URL('./ws-receivers.js', import.meta.url));
   const procs = Array.from({ length: processes }, () => spawn(process.execPath, [script, url, String(perProcess), JSON.stringify(headers)], { stdio: ['pipe', 'pipe', 'inherit'] }));
   for (const p of procs) pinLoad(p.pid);
-  const lines = procs.map((p) => {
-    let buffer = '';
-    const waiting: Array<(line: string) => void> = [];
-    p.stdout!.on('data', (d) => {
-      buffer += d;
-      for (let i = buffer.indexOf('\n'); i >= 0; i = buffer.indexOf('\n')) {
-        const line = buffer.slice(0, i);
-        buffer = buffer.slice(i + 1);
-        waiting.shift()?.(line);
-      }
-    });
-    return () => new Promise<string>((resolve) => waiting.push(resolve));
-  });
+  const lines = procs.map(lineReader);
   await Promise.all(lines.map((next) => next())); // every process: "ready"
   return {
     received: async () => {
@@ -50,14 +38,18 @@ export async function startReceivers(processes: number, perProcess: number, url:
   };
 }
 
-/** A free loopback port, for a helper that must be told its port before it starts (nginx, the ws floor). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
+
+/** A helper's stdout as lines, one per call of the function returned (each line goes to one caller, in order). */
+export function lineReader(proc: ChildProcess): () => Promise<string> {
+  let buffer = '';
+  const waiting: Array<(line: string) => void> = [];
+  proc.stdout!.on('data', (d) => {
+    buffer += d;
+    for (let i = buffer.indexOf('\n'); i >= 0; i = buffer.indexOf('\n')) {
+      const line = buffer.slice(0, i);
+      buffer = buffer.slice(i + 1);
+      waiting.shift()?.(line);
+    }
   });
+  return () => new Promise<string>((resolve) => waiting.push(resolve));
 }

@@ -1,5 +1,6 @@
 import uWS from 'uWebSockets.js';
 import { Pool } from 'undici';
+import { readBody } from './uws-body.js';
 
 /**
  * The provider's floor (issue #26): the least code that passes a call through in this runtime.
@@ -15,22 +16,17 @@ uWS
     const method = req.getMethod().toUpperCase();
     const path = req.getUrl();
     const type = req.getHeader('content-type');
-    let aborted = false;
-    res.onAborted(() => (aborted = true));
-    const parts: Buffer[] = [];
-    res.onData((chunk, last) => {
-      parts.push(Buffer.from(chunk.slice(0)));
-      if (!last) return;
+    const aborted = readBody(res, (body) => {
       upstream
-        .request({ path, method: method as 'POST', headers: type ? { 'content-type': type } : {}, body: parts.length === 1 ? parts[0] : Buffer.concat(parts) })
+        .request({ path, method: method as 'POST', headers: type ? { 'content-type': type } : {}, body })
         .then(async (up) => {
-          if (aborted) return up.body.dump();
+          if (aborted()) return up.body.dump();
           res.cork(() => res.writeStatus(String(up.statusCode)).writeHeader('content-type', String(up.headers['content-type'] ?? 'application/octet-stream')));
-          for await (const piece of up.body) if (!aborted) res.cork(() => res.write(piece as Buffer));
-          if (!aborted) res.cork(() => res.end());
+          for await (const piece of up.body) if (!aborted()) res.cork(() => res.write(piece as Buffer));
+          if (!aborted()) res.cork(() => res.end());
         })
         .catch(() => {
-          if (!aborted) res.cork(() => res.writeStatus('502').end());
+          if (!aborted()) res.cork(() => res.writeStatus('502').end());
         });
     });
   })

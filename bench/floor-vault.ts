@@ -4,6 +4,7 @@ import uWS from 'uWebSockets.js';
 import { open, seal } from '../lib/secret-box.js';
 import { sha256Hex } from '../lib/tokens.js';
 import { accessMac } from './floor-token.js';
+import { readBody } from './uws-body.js';
 
 /**
  * The vault read's floor (issue #26): the least code that answers RetrieveSecret in this runtime.
@@ -38,15 +39,10 @@ uWS
   .any('/*', (res, req) => {
     const user = users.get(sha256Hex(req.getHeader('x-authorization')));
     const access = req.getHeader('x-access-token');
-    let aborted = false;
-    res.onAborted(() => (aborted = true));
-    const parts: Buffer[] = [];
-    res.onData((chunk, last) => {
-      parts.push(Buffer.from(chunk.slice(0)));
-      if (!last || aborted) return;
+    readBody(res, (body) => {
       res.cork(() => {
         if (!user || !accessOk(access)) return void res.writeStatus('401').end('{"code":401,"message":"unauthorized"}');
-        const { name } = JSON.parse(Buffer.concat(parts).toString()) as { name: string };
+        const { name } = JSON.parse(body.toString()) as { name: string };
         const id = `${user}/chat/${name}`;
         const sealed = db.getBinary(id);
         if (!sealed) return void res.writeStatus('404').end('{"code":404,"message":"not found"}');

@@ -1,6 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Pool } from 'undici';
 import uWS from 'uWebSockets.js';
+import { readBody } from './uws-body.js';
 
 /**
  * The WebSocket round trip's floor (issue #26): the least code that does what Pier's gateway does
@@ -38,15 +39,10 @@ uWS
   })
   .post('/runtime/ws/conn/send', (res, req) => {
     const authorised = same(req.getHeader('x-app-key'), appKey) && same(req.getHeader('x-app-secret'), appSecret);
-    let aborted = false;
-    res.onAborted(() => (aborted = true));
-    const parts: Buffer[] = [];
-    res.onData((chunk, last) => {
-      parts.push(Buffer.from(chunk.slice(0)));
-      if (!last || aborted) return;
+    readBody(res, (body) => {
       res.cork(() => {
         if (!authorised) return void res.writeStatus('401').end();
-        const { conn_id, payload } = JSON.parse(Buffer.concat(parts).toString()) as { conn_id: string; payload: unknown };
+        const { conn_id, payload } = JSON.parse(body.toString()) as { conn_id: string; payload: unknown };
         const ws = conns.get(conn_id);
         if (!ws) return void res.writeStatus('404').end('{"code":404}');
         ws.send(JSON.stringify(payload), false);

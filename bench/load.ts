@@ -99,3 +99,28 @@ export async function maxRate(
   await pool.close();
   return { rps: Math.round(latencies.length / seconds), ...summarise(latencies, errors) };
 }
+
+/**
+ * The sender of a broadcast: `concurrency` clients posting `body` to `path` back to back while a
+ * drive lasts; what was not answered 200 is counted.
+ */
+export function postLoop(pool: Pool, path: string, headers: Record<string, string>, body: string, concurrency = 8): { drive(ms: number): Promise<unknown>; errors(): number } {
+  let errors = 0;
+  const drive = (ms: number) => {
+    const end = performance.now() + ms;
+    return Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (performance.now() < end) {
+          try {
+            const r = await pool.request({ path, method: 'POST', headers, body });
+            await r.body.dump();
+            if (r.statusCode !== 200) errors++;
+          } catch {
+            errors++;
+          }
+        }
+      }),
+    );
+  };
+  return { drive, errors: () => errors };
+}

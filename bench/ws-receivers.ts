@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { createInterface } from 'node:readline';
+import { frameReader } from './frames.js';
 
 /**
  * A broadcast receiver process (load side): opens `count` WebSockets to `url` with the given
@@ -15,32 +16,8 @@ const extra = JSON.parse(headersJson) as Record<string, string>;
 let frames = 0;
 const sockets: Socket[] = [];
 
-/** Counts frames in a byte stream: a header (2 bytes, plus 2 or 8 of length; server frames are unmasked), then the payload, skipped. */
-function frameCounter(): (chunk: Buffer) => void {
-  let skip = 0;
-  const head: number[] = [];
-  return (chunk) => {
-    let at = 0;
-    while (at < chunk.length) {
-      if (skip > 0) {
-        const n = Math.min(skip, chunk.length - at);
-        skip -= n;
-        at += n;
-        continue;
-      }
-      head.push(chunk[at++]);
-      if (head.length < 2) continue;
-      const short = head[1] & 0x7f;
-      if (head.length < (short < 126 ? 2 : short === 126 ? 4 : 10)) continue;
-      let length = short;
-      if (short === 126) length = (head[2] << 8) | head[3];
-      else if (short === 127) length = head.slice(2, 10).reduce((n, b) => n * 256 + b, 0);
-      head.length = 0;
-      frames++;
-      skip = length;
-    }
-  };
-}
+/** Counts frames in a byte stream (their headers read, payloads skipped). */
+const frameCounter = () => frameReader(() => frames++);
 
 function open(): Promise<void> {
   return new Promise((resolve, reject) => {

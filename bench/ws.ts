@@ -7,7 +7,7 @@ import WebSocket from 'ws';
 import { freePort, rssKiB, startChild, startReceivers } from './children.js';
 import { ratioAtMost } from './goals.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
-import { measureUtilisation, round, summarise } from './load.js';
+import { measureUtilisation, postLoop, round, summarise } from './load.js';
 import { makeCa, makeLeaf } from '../test/helpers/certs.js';
 import { localLookup } from '../test/helpers/ws-client.js';
 import { pinServer } from './pinning.js';
@@ -173,23 +173,8 @@ export async function benchWs(): Promise<Record<string, unknown>> {
     const api = new Pool(`http://127.0.0.1:${pier.ports!.local}`, { connections: 8 });
     const body = JSON.stringify({ users: ['alice'], payload: { event: 'news', data: 'x'.repeat(64) } });
     const headers = { 'x-app-key': creds.OS_APP_KEY, 'x-app-secret': creds.OS_APP_SECRET };
-    let sendErrors = 0;
-    const sendFor = (ms: number) => {
-      const end = performance.now() + ms;
-      return Promise.all(
-        Array.from({ length: 8 }, async () => {
-          while (performance.now() < end) {
-            try {
-              const r = await api.request({ path: '/runtime/ws/conn/send', method: 'POST', headers, body });
-              await r.body.dump();
-              if (r.statusCode !== 200) sendErrors++;
-            } catch {
-              sendErrors++;
-            }
-          }
-        }),
-      );
-    };
+    const sender = postLoop(api, '/runtime/ws/conn/send', headers, body);
+    const sendFor = sender.drive;
     const { rate: pierRate, utilisation: pier5 } = await broadcastRate(receivers, sendFor);
     await api.close();
     receivers.stop();
@@ -256,7 +241,7 @@ export async function benchWs(): Promise<Record<string, unknown>> {
         goal_ratio: 0.5,
         client_event_loop_utilisation: { pier: pier5.loadgen_event_loop_utilisation, bare: bareRun.loadgen_event_loop_utilisation },
         receiver_processes: RECEIVERS,
-        send_errors: sendErrors,
+        send_errors: sender.errors(),
         note: 'Pier: 8 concurrent send calls naming one user who holds 1,000 connections; bare: one topic, 1,000 subscribers, 50 publishes per 10 ms; receivers in 4 processes on the load core; 1 s warm-up not counted',
       },
       idle_memory: { connections: idle.length, rss_delta_kib: after - before, per_connection_kib: round((after - before) / idle.length, 2), goal_kib: 8 },
