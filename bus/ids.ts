@@ -33,3 +33,13 @@ export function newConnId(edgeBusId: string): string {
 export function edgeOfConn(connId: string): string | undefined {
   return CONN_ID.test(connId) ? connId.slice(0, connId.indexOf('.')) : undefined;
 }
+
+/**
+ * A gateway event's X-Pier-Event-Id: `<conn_id>:<seq>`, and `<conn_id>:close` for the close, whoever
+ * raises it (the edge, or a callback replica after the edge died): a replica that missed a
+ * connection's move may hold an older seq, and its close must not take the id of a message another
+ * replica delivered; two closes raised for one connection are one close to an app that deduplicates.
+ */
+export function gatewayEventId(connId: string, seq: number, action: string): string {
+  return action === 'close' ? `${connId}:close` : `${connId}:${seq}`;
+}

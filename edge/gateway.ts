@@ -2,7 +2,7 @@ import uWS from 'uWebSockets.js';
 import { Counter, Gauge } from 'prom-client';
 import type { Subscription } from '../bus/bus.js';
 import { answerOn, hearOn } from '../bus/channel.js';
-import { appId, newConnId, parseAppId } from '../bus/ids.js';
+import { appId, gatewayEventId, newConnId, parseAppId } from '../bus/ids.js';
 import { CLOSE_CODES, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type ListedConn } from '../bus/subjects.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { asPierError, PierError } from '../bus/errors.js';
@@ -197,7 +197,7 @@ export class Gateway {
   /** Hands one event to the forwarder; answers whether the connection's unsettled events are over their bound. */
   private event(c: Conn, action: GatewayAction, data: unknown, cookie: string | null, size = 0): boolean {
     c.seq++;
-    return this.forwarder.emit({ eventId: `${c.connId}:${c.seq}`, connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, oldest: c.seq, action, data, cookie }, size);
+    return this.forwarder.emit({ eventId: gatewayEventId(c.connId, c.seq, action), connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, oldest: c.seq, action, data, cookie }, size);
   }
 
   private opened(ws: Ws): void {

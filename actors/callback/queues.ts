@@ -1,4 +1,5 @@
 import { asPierError, PierError } from '../../bus/errors.js';
+import { gatewayEventId } from '../../bus/ids.js';
 import type { EventAck, GatewayEvent } from '../../bus/subjects.js';
 import type { CallbackTarget } from '../../lib/callback-target.js';
 import { ConnTable, type ConnState } from './connections.js';
@@ -71,7 +72,7 @@ export class ConnQueues {
     for (const conn of this.table.ofEdge(edgeBusId)) {
       if (conn.closed) continue;
       const seq = conn.lastSeq + 1;
-      const close: GatewayEvent = { eventId: `${conn.connId}:${seq}`, connId: conn.connId, edge: conn.edge, user: conn.user, app: conn.app, seq, oldest: seq, action: 'close', data: {}, cookie: null };
+      const close: GatewayEvent = { eventId: gatewayEventId(conn.connId, seq, 'close'), connId: conn.connId, edge: conn.edge, user: conn.user, app: conn.app, seq, oldest: seq, action: 'close', data: {}, cookie: null };
       this.enqueue(conn, close);
       raised.push(close);
     }

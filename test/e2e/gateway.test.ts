@@ -74,7 +74,7 @@ test.serial('callbacks: bodies and headers exactly as the contract says; signatu
     { data: {}, action: 'close', user_name: 'alice', conn_id: connId },
   ]);
   t.deepEqual(calls.map((k) => k.headers['x-pier-seq']), ['1', '2', '3', '4', '5']);
-  t.deepEqual(calls.map((k) => k.headers['x-pier-event-id']), [1, 2, 3, 4, 5].map((s) => `${connId}:${s}`));
+  t.deepEqual(calls.map((k) => k.headers['x-pier-event-id']), [...[1, 2, 3, 4].map((s) => `${connId}:${s}`), `${connId}:close`], 'the close has its own id (docs/gateway.md)');
   t.deepEqual(calls.map((k) => k.headers.cookie), [undefined, `auth_token=${tokens.alice}; theme=dark`, `auth_token=${tokens.alice}; theme=dark`, `auth_token=${tokens.alice}; theme=dark`, undefined]);
   t.true(calls.every((k) => verifySignature(k, apps.chat.OS_APP_SECRET)));
   t.false(verifySignature(calls[0], 'not-the-secret'));

@@ -50,3 +50,16 @@ test('a moved notice for a connection it does not hold changes nothing (a forged
   r.q.forget('e00000000001.CCCCCCCCCCCCCCCCCCCCCC');
   t.is(r.q.size(), 1);
 });
+
+// A replica that missed the `moved` notice (cut off when it was sent: core NATS does not keep it)
+// still holds the connection at an older seq when the edge dies. A 10-minute chaos run saw its close
+// go out under the id of a message another replica had delivered (`<conn>:37` twice, two bodies):
+// an app deduplicating by X-Pier-Event-Id would drop the close. A close has its own id, whoever
+// raises it, so two raised closes are one to a deduplicating app, and never collide with a message.
+test('a close has the id <conn_id>:close, whoever raises it, and never takes a message\'s id', (t) => {
+  const stale = replica();
+  for (const ev of [event(1, 'open'), event(2)]) stale.q.accept(ev);
+  const [close] = stale.q.edgeLost('e00000000001');
+  t.is(close!.eventId, `${connId}:close`);
+  t.not(close!.eventId, `${connId}:3`, 'seq 3 may be a message delivered by the replica the connection moved to');
+});
