@@ -123,6 +123,7 @@ export class Gateway {
     // One pass over every connection a tick (100,000 of them on a big edge): idle ones, and those
     // of a token revoked with a full reload of the registry (no change event), are ended after it.
     this.sweeper = setInterval(() => {
+      if (this.fenced()) return;
       const now = Date.now();
       const ending: Array<[Ws, number, string]> = [];
       for (const ws of this.conns.values()) {
@@ -166,6 +167,7 @@ export class Gateway {
       void send(res, errorReply(e), { aborted: false });
     };
     if (this.stopping) return fail(new PierError('UNAVAILABLE', 'gateway shutting down'));
+    if (this.fenced()) return fail(new PierError('UNAVAILABLE', 'this gateway is reconnecting to the cluster; try again'));
     let caller: BrowserCaller;
     try {
       caller = identifyBrowserCaller(headers, this.ctx.cache, this.ctx.config.domain, null);
@@ -216,7 +218,26 @@ export class Gateway {
     this.event(c, 'open', {}, null);
   }
 
+  /**
+   * An edge the cluster may have declared dead (it did not hear itself for nearly the death bound:
+   * paused, starved, cut off) ends every connection before it acts on anything that came in
+   * meanwhile: the callback replicas may have raised their closes already, and a frame forwarded
+   * now would reach the app after that close (a chaos run: an edge paused 3 s, its connection's
+   * close raised at 2 s, eight messages delivered after it). Each connection's own close goes out
+   * too, under the same id `<conn_id>:close`: an app that deduplicates sees one. Clients reconnect.
+   */
+  private fenced(): boolean {
+    // On the in-process bus nobody else can declare this edge dead: a stall there fences nothing.
+    if (this.ctx.bus.kind === 'memory' || !this.ctx.peers.mayBeDeclaredDead()) return false;
+    if (this.conns.size > 0) {
+      this.ctx.log.warn({ connections: this.conns.size }, 'gateway: this edge did not hear itself for nearly the death bound; ending its connections (the cluster may have closed them)');
+      for (const ws of [...this.conns.values()]) ws.end(CLOSE_CODES.LOST, 'the gateway lost the cluster for a while; reconnect');
+    }
+    return true;
+  }
+
   private received(ws: Ws, message: ArrayBuffer, isBinary: boolean): void {
+    if (this.fenced()) return;
     const c = ws.getUserData();
     c.lastSeen = Date.now();
     this.metrics.messagesIn.inc();

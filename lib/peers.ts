@@ -237,6 +237,16 @@ export class Peers {
    * window from now: their silence meanwhile was this process's, and one that really died is
    * declared so one window after the blackout ended.
    */
+  /**
+   * Whether the other processes may have declared this one dead: it has not heard its own
+   * heartbeat for nearly the death bound (paused, starved, or cut off from NATS), so its last one
+   * may have reached them that long ago. Read synchronously, before acting on anything that came in
+   * meanwhile: an edge then fences itself (its connections' closes may have been raised without it).
+   */
+  mayBeDeclaredDead(): boolean {
+    return this.self.roles.length > 0 && this.now() - this.lastOwnHeard > this.options.deadAfterMs - this.options.intervalMs;
+  }
+
   private heardSelf(): void {
     const now = this.now();
     if (now - this.lastOwnHeard > this.blindAfterMs) for (const e of this.seen.values()) if (!e.dead) e.at = Math.max(e.at, now);

@@ -165,3 +165,31 @@ test('a process cut off from the bus (or paused) declares nobody dead for its ow
   }
   t.deepEqual(deaths, ['edge-1']);
 });
+
+// The other side of the same silence: a process that did not hear itself for nearly the death
+// bound may have been declared dead by the others (an edge then fences itself: gateway.ts). A chaos
+// run saw an edge paused 3 s keep forwarding frames for connections whose close the cluster had raised.
+test('a process that has not heard itself for nearly the death bound knows it may have been declared dead; hearing itself again ends that', async (t) => {
+  const bus = new MemoryBus();
+  const clock = { t: 1_000_000 };
+  const link = { up: true };
+  const cut: typeof bus = Object.create(bus);
+  cut.publish = (subject, data, options) => (link.up ? bus.publish(subject, data, options) : undefined);
+  cut.subscribe = (subject, handler, options) => bus.subscribe(subject, (m) => link.up && handler(m), options);
+  const edge = new Peers(cut, info('edge-1', ['edge']), { intervalMs: 10, deadAfterMs: 1_000, key: KeyPair.generate().publicKey, now: () => clock.t });
+  let beats = 0;
+  bus.subscribe('pier.process.heartbeat.edge', () => beats++);
+  edge.start();
+  t.teardown(() => edge.stop());
+  await until('its first beats', () => beats >= 2, 5_000);
+  t.false(edge.mayBeDeclaredDead());
+  link.up = false;
+  clock.t += 980; // within one interval of the bound: not yet
+  t.false(edge.mayBeDeclaredDead());
+  clock.t += 20;
+  t.true(edge.mayBeDeclaredDead(), 'its last beat may be a death bound old for the others');
+  link.up = true;
+  const at = beats;
+  await until('it hears itself again', () => beats >= at + 2 && !edge.mayBeDeclaredDead(), 5_000);
+  t.false(edge.mayBeDeclaredDead());
+});
