@@ -125,21 +125,22 @@ export class Gateway {
     this.sweeper = setInterval(() => {
       if (this.fenced()) return;
       const now = Date.now();
-      const ending: Array<[Ws, number, string]> = [];
-      for (const ws of this.conns.values()) {
-        const d = ws.getUserData();
-        if (now - d.lastSeen > idleMs) ending.push([ws, CLOSE_CODES.IDLE, 'idle timeout']);
-        else if (cache.tokenRevoked(d.tokenDigest)) ending.push([ws, CLOSE_CODES.REVOKED, 'token revoked']);
-      }
-      for (const [ws, code, reason] of ending) ws.end(code, reason);
+      this.endWhere((d) => (now - d.lastSeen > idleMs ? [CLOSE_CODES.IDLE, 'idle timeout'] : cache.tokenRevoked(d.tokenDigest) ? [CLOSE_CODES.REVOKED, 'token revoked'] : null));
     }, Math.max(50, Math.min(1_000, Math.floor(idleMs / 4))));
   }
 
   private closeWhere(match: (c: Conn) => boolean, code: number, reason: string): void {
-    // Collected first: ending one changes the map being walked.
-    const ending: Ws[] = [];
-    for (const ws of this.conns.values()) if (match(ws.getUserData())) ending.push(ws);
-    for (const ws of ending) ws.end(code, reason);
+    this.endWhere((c) => (match(c) ? [code, reason] : null));
+  }
+
+  /** Ends the connections `verdict` names a close for, in one pass (collected first: ending one changes the map). */
+  private endWhere(verdict: (c: Conn) => readonly [number, string] | null): void {
+    const ending: Array<[Ws, readonly [number, string]]> = [];
+    for (const ws of this.conns.values()) {
+      const v = verdict(ws.getUserData());
+      if (v) ending.push([ws, v]);
+    }
+    for (const [ws, [code, reason]] of ending) ws.end(code, reason);
   }
 
   /** Going away: every connection closed (1001), and their close events handed over. */
@@ -231,7 +232,7 @@ export class Gateway {
     if (this.ctx.bus.kind === 'memory' || !this.ctx.peers.mayBeDeclaredDead()) return false;
     if (this.conns.size > 0) {
       this.ctx.log.warn({ connections: this.conns.size }, 'gateway: this edge did not hear itself for nearly the death bound; ending its connections (the cluster may have closed them)');
-      for (const ws of [...this.conns.values()]) ws.end(CLOSE_CODES.LOST, 'the gateway lost the cluster for a while; reconnect');
+      this.closeWhere(() => true, CLOSE_CODES.LOST, 'the gateway lost the cluster for a while; reconnect');
     }
     return true;
   }

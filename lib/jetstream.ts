@@ -1,5 +1,7 @@
 import { RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from 'nats';
 import { ConfigError } from './config.js';
+import { PierError } from '../bus/errors.js';
+import type { AppliedSequence } from './applied-sequence.js';
 
 /** Helpers for the state kept on JetStream (CONTRACT.md section 10). */
 
@@ -26,6 +28,21 @@ export async function withinBudget(catchUp: Promise<unknown>, budgetMs = 1_000):
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([catchUp.catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, budgetMs)))]);
   clearTimeout(timer);
+}
+
+/**
+ * Brings followers to their streams' ends as they are now (`ends`, one per follower), or refuses
+ * (503) when that cannot be done within the budget: never an answer from a state that may miss an
+ * acknowledged write (the stream out of reach while its leader is elected, a follow re-attaching
+ * after a node loss). `what` names the state in the refusal.
+ */
+export async function catchUpOrRefuse(ends: () => Promise<number[]>, followers: ReadonlyArray<AppliedSequence>, what: string, budgetMs = 1_000): Promise<void> {
+  const at: { ends?: number[] } = {};
+  await withinBudget(ends().then((e) => (at.ends = e)), budgetMs);
+  const target = at.ends;
+  if (!target) throw new PierError('UNAVAILABLE', `${what} is not reachable now; try again`);
+  await withinBudget(Promise.all(followers.map((f, i) => f.reached(target[i]!, budgetMs))), budgetMs);
+  if (followers.some((f, i) => f.value < target[i]!)) throw new PierError('UNAVAILABLE', `this replica is catching up with ${what}; try again`);
 }
 
 /**

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../bus/codec.js';
 import { PierError } from '../bus/errors.js';
 import { AppliedSequence } from './applied-sequence.js';
-import { ensureStream, retryWhileStarting, SharedCatchUp, withinBudget } from './jetstream.js';
+import { catchUpOrRefuse, ensureStream, retryWhileStarting, SharedCatchUp } from './jetstream.js';
 import { LogSnapshots, type LogNames } from './log-snapshots.js';
 import { StreamFollower } from './stream-follower.js';
 
@@ -208,14 +208,9 @@ export class ReplicatedLog<C, S extends LogState<C>> {
     return this.applied.reached(seq, timeoutMs);
   }
 
-  private readonly catchUp = new SharedCatchUp(async () => {
-    let last: number | null = null;
-    await withinBudget(this.jsm.streams.info(this.names.stream).then((info) => (last = info.state.last_seq)), CATCH_UP_MS);
-    if (last === null) throw new PierError('UNAVAILABLE', `the ${this.names.stream} log is not reachable now; try again`);
-    await this.reached(last, CATCH_UP_MS).catch(() => {
-      throw new PierError('UNAVAILABLE', `this replica is catching up with the ${this.names.stream} log; try again`);
-    });
-  });
+  private readonly catchUp = new SharedCatchUp(() =>
+    catchUpOrRefuse(async () => [(await this.jsm.streams.info(this.names.stream)).state.last_seq], [this.applied], `the ${this.names.stream} log`, CATCH_UP_MS),
+  );
 
   /**
    * Catches up with the log as it is now, wherever it was written (concurrent callers share one).

@@ -13,9 +13,10 @@ import type { Upload, UploadLock, UploadStore } from './store.js';
  *   restarted replica has a new bus id, so its old locks are dead at once); on another, while that
  *   replica heartbeats (trusted alive for a grace after this one starts, before heartbeats came).
  * - The session renews the lease while bytes flow and releases it when it ends, whatever way
- *   (`Lease.end`, called from a `finally`). Every store write a session makes, and the cut-back of
- *   its part, is fenced by its lock: a session that lost it (`lockLost`) changes nothing. The record's `lock: null` is written with the offset;
- *   if that write fails, the lock is dead anyway: its session is no longer open here.
+ *   (`Lease.end`, called from a `finally`). Every store write a session makes is fenced by its lock
+ *   (`holds`): a session that lost it (`lockLost`) changes nothing, and no session cuts its part
+ *   back (the next holder starts from the recorded offset). The record's `lock: null` is written
+ *   with the offset; if that write fails, the lock is dead anyway: its session is no longer open here.
  * - Who waits for a lock to go (a re-POST, a GET, the next PATCH) is woken when it does: at once
  *   for this replica's sessions, by a `released` event for another's, at the lease's end or when its
  *   replica is known dead otherwise; never later than `settleWaitMs`. Nothing polls.

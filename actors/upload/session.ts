@@ -122,7 +122,7 @@ export class WriteSession {
   private async fail(err: unknown): Promise<PieceAck> {
     const e = asPierError(err);
     this.deps.failed();
-    if (!this.done) await this.close('discard').catch(() => undefined); // lost its lock: changes nothing
+    if (!this.done) await this.close('discard').catch(() => undefined); // the answer is the first error
     return { ok: false, error: { code: e.code, message: e.message, data: e.data } };
   }
 

@@ -1,6 +1,6 @@
 import { StorageType, type JetStreamClient, type JetStreamManager } from 'nats';
 import { PierError } from '../../bus/errors.js';
-import { retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/jetstream.js';
+import { catchUpOrRefuse, retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/jetstream.js';
 import { vaultState, type AuditEntry, type WrittenMark } from '../../bus/subjects.js';
 import { JetStreamAudit } from './audit-jetstream.js';
 import { BucketView, Conflict, HISTORY } from './bucket-view.js';
@@ -83,30 +83,17 @@ export class JetStreamVaultStore implements VaultStore {
     return store;
   }
 
+  /**
+   * The views brought to the streams' ends as they are now, or the read refused (503): what reads
+   * do without announcements, and after a lost connection (announcements may have been missed).
+   */
   private readonly catchUp = new SharedCatchUp(() =>
-    withinBudget(
-      (async () => {
-        const [keys, secrets] = await Promise.all([this.manager.streams.info(`KV_${vaultState.keys}`), this.manager.streams.info(`KV_${vaultState.secrets}`)]);
-        await Promise.all([this.keysView.applied.reached(keys.state.last_seq), this.secretsView.applied.reached(secrets.state.last_seq)]);
-      })(),
+    catchUpOrRefuse(
+      async () => (await Promise.all([this.manager.streams.info(`KV_${vaultState.keys}`), this.manager.streams.info(`KV_${vaultState.secrets}`)])).map((i) => i.state.last_seq),
+      [this.keysView.applied, this.secretsView.applied],
+      'the vault streams',
     ),
   );
-
-  /** `catchUp`, but it fails (503) unless the views did reach the streams' ends within the budget. */
-  private readonly catchUpAfterLoss = new SharedCatchUp(async () => {
-    const at: { ends?: [number, number] } = {};
-    await withinBudget(
-      Promise.all([this.manager.streams.info(`KV_${vaultState.keys}`), this.manager.streams.info(`KV_${vaultState.secrets}`)]).then(([k, s]) => {
-        at.ends = [k.state.last_seq, s.state.last_seq];
-      }),
-    );
-    if (!at.ends) throw new PierError('UNAVAILABLE', 'the vault streams are not reachable now; try again');
-    const [keysEnd, secretsEnd] = at.ends;
-    await withinBudget(Promise.all([this.keysView.applied.reached(keysEnd), this.secretsView.applied.reached(secretsEnd)]));
-    if (this.keysView.applied.value < keysEnd || this.secretsView.applied.value < secretsEnd) {
-      throw new PierError('UNAVAILABLE', 'this vault replica is catching up after a lost connection; try again');
-    }
-  });
 
   /**
    * Makes the views show every write answered so far, wherever it was made. With announcements
@@ -120,7 +107,7 @@ export class JetStreamVaultStore implements VaultStore {
     if (losses !== this.caughtUpAfterLosses) {
       // Away from the bus since the last catch-up: announcements may be lost. The streams say where
       // the views must be (refused, 503, if they cannot get there within the budget).
-      return this.catchUpAfterLoss
+      return this.catchUp
         .run()
         .then(() => {
           this.caughtUpAfterLosses = Math.max(this.caughtUpAfterLosses, losses);
