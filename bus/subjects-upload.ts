@@ -22,12 +22,24 @@ export interface CreateUpload {
   fileType: string;
   fileSize: number;
   conflict: ConflictPolicy;
+  /**
+   * `tus`: created through `/tus/` (CONTRACT.md section 12). A tus upload is continued with tus
+   * only, is never found by its target (every tus POST creates an upload of its own, as tus
+   * clients expect), and may carry the rest of its length in one PATCH. Absent: section 7's protocol.
+   */
+  protocol?: 'tus';
+  /** tus `creation-defer-length`: `fileSize` is the manifest's cap until a PATCH declares the length. */
+  lengthDeferred?: boolean;
+  /** tus `Upload-Metadata` as the client sent it, echoed by HEAD. */
+  metadata?: string;
 }
 
 /** `record` is null when a folder was created. `complete` for a 0-byte file. */
 export interface Created {
   record: UploadRecord | null;
   complete: boolean;
+  /** A tus creation: the upload as HEAD would tell it. */
+  tus?: TusUploadState;
 }
 
 export interface BeginWrite {
@@ -41,6 +53,25 @@ export interface BeginWrite {
    * offset turned out right (`discard` otherwise; an `abort` or silence discards it too).
    */
   offset: number | null;
+  /** The protocol the upload was created with: a PATCH of the other one finds no such upload. */
+  protocol?: 'tus';
+  /** tus `Upload-Length` sent on a PATCH of a deferred-length upload: declares it, once. */
+  length?: number | null;
+  /**
+   * The bytes count only if the session ends with `end` (tus `Upload-Checksum`: the edge checks the
+   * digest after the last byte and says `discard` on a mismatch); an abort keeps nothing.
+   */
+  provisional?: boolean;
+}
+
+/** A tus upload as HEAD tells it (CONTRACT.md section 12). */
+export interface TusUploadState {
+  record: UploadRecord;
+  lengthDeferred: boolean;
+  metadata: string;
+  /** When the idle rule removes it (ms since the epoch); null once complete. */
+  expiresAt: number | null;
+  complete: boolean;
 }
 
 /**
@@ -81,6 +112,9 @@ export interface UploadCompleted {
   size: number;
 }
 
+/** The longest `Upload-Metadata` header a tus creation may carry (bytes). */
+export const TUS_METADATA_MAX = 4096;
+
 /** `upload.dest` and `storage_path` in the app's view: absolute, no `..` segment, no NUL, no backslash. */
 export const APP_VIEW_PATH = /^(?!.*(?:^|\/)\.\.(?:\/|$))\/[^\0\\]*$/;
 
@@ -95,10 +129,24 @@ export const upload = {
     fileType: { type: 'string', max: 64 },
     fileSize: { type: 'number', integer: true, min: 0 },
     conflict: { type: 'enum', values: [...CONFLICT_POLICIES] },
+    protocol: { type: 'enum', values: ['tus'], optional: true },
+    lengthDeferred: { type: 'boolean', optional: true },
+    metadata: { type: 'string', max: TUS_METADATA_MAX, optional: true },
   }, 30_000),
   get: endpoint<{ user: string; app: string; id: string }, UploadRecord>('pier.upload.get', Q, { ...userApp, id: { type: 'string', max: 64 } }),
   /** Locks the upload for one PATCH (409 `upload busy` when another holds it). */
-  begin: endpoint<BeginWrite, WriteSession>('pier.upload.begin', Q, { ...userApp, id: { type: 'string', max: 64 }, offset: { type: 'number', integer: true, min: 0, nullable: true } }),
+  begin: endpoint<BeginWrite, WriteSession>('pier.upload.begin', Q, {
+    ...userApp,
+    id: { type: 'string', max: 64 },
+    offset: { type: 'number', integer: true, min: 0, nullable: true },
+    protocol: { type: 'enum', values: ['tus'], optional: true },
+    length: { type: 'number', integer: true, min: 0, nullable: true, optional: true },
+    provisional: { type: 'boolean', optional: true },
+  }),
+  /** tus HEAD: a tus upload's offset, length, metadata and expiry (404-like `Invalid upload ID` for any other). */
+  describe: endpoint<{ user: string; app: string; id: string }, TusUploadState>('pier.upload.describe', Q, { ...userApp, id: { type: 'string', max: 64 } }),
+  /** tus DELETE: an unfinished tus upload and its partial data go (once no PATCH holds it). */
+  terminate: endpoint<{ user: string; app: string; id: string }, { terminated: boolean }>('pier.upload.terminate', Q, { ...userApp, id: { type: 'string', max: 64 } }),
   /** At install: creates the user's folder for the app's `dest` and answers its host path (`upload_dir`). */
   prepare: endpoint<{ user: string; dest: string }, { dir: string }>('pier.upload.prepare', Q, {
     user: { type: 'string', pattern: USER_NAME },

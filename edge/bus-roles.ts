@@ -21,6 +21,8 @@ export const edgeRole: Declaration = {
     upload.create,
     upload.get,
     upload.begin,
+    upload.describe,
+    upload.terminate,
     uploadSubjects.session(any, any),
     registry.appVerify,
     // The gateway: events to callback replicas; the local API's commands to the edges holding connections.

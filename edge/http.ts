@@ -36,7 +36,7 @@ export interface HttpReply {
 }
 
 /** `any` routes take every method (no 405). */
-export type Method = 'get' | 'post' | 'put' | 'patch' | 'del' | 'options' | 'any';
+export type Method = 'get' | 'head' | 'post' | 'put' | 'patch' | 'del' | 'options' | 'any';
 
 export interface Route {
   method: Method;

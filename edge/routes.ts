@@ -3,6 +3,7 @@ import { healthz, readyz } from './health.js';
 import { accessToken, providerCall, providerCallGate, type SystemDeps } from './system-api.js';
 import { isVaultCall, vaultCall, vaultCallGate, type VaultApiDeps } from './vault-api.js';
 import { localApi, type LocalDeps } from './local-api.js';
+import { tusApi } from './tus-api.js';
 import { uploadApi, type UploadApiDeps } from './upload-api.js';
 import type { Route } from './http.js';
 
@@ -31,6 +32,7 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
   };
   const local = localApi(deps);
   const uploads = uploadApi(deps);
+  const tus = tusApi(deps);
   const body = deps.adminBodyBytes;
   return {
     public: [...probes],
@@ -65,6 +67,16 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
       { method: 'get', path: '/upload/:uid', handler: uploads.status },
       { method: 'patch', path: '/upload/:uid', handler: uploads.append, streamBody: true },
       { method: 'options', path: '/upload/:uid', handler: uploads.preflight },
+      // tus 1.0 (CONTRACT.md section 12): the same engine, another wire format.
+      { method: 'post', path: '/tus/', handler: tus.create, streamBody: true },
+      { method: 'post', path: '/tus', handler: tus.create, streamBody: true },
+      { method: 'options', path: '/tus/', handler: tus.options },
+      { method: 'options', path: '/tus', handler: tus.options },
+      { method: 'head', path: '/tus/:id', handler: tus.head },
+      { method: 'patch', path: '/tus/:id', handler: tus.patch, streamBody: true },
+      { method: 'del', path: '/tus/:id', handler: tus.terminate },
+      { method: 'post', path: '/tus/:id', handler: tus.override, streamBody: true },
+      { method: 'options', path: '/tus/:id', handler: tus.options },
     ],
     admin: [
       { method: 'get', path: '/healthz', handler: healthz },

@@ -88,6 +88,7 @@ function routesFor(ctx: RoleContext) {
     peers: ctx.peers,
     domain: ctx.config.domain,
     chunkBytes: ctx.config.upload.chunkBytes,
+    idleMs: ctx.config.upload.idleMs,
     sidecarApp: ctx.config.sidecarApp,
     now: ctx.now,
     // The system listener may be this process's (bound to a free port) or another's (configured).

@@ -16,10 +16,12 @@ export interface UploadApiDeps {
   domain: string;
   sidecarApp: { user: string; app: string } | null;
   chunkBytes: number;
+  /** How long an unfinished upload may stay idle (tus `Upload-Expires`). */
+  idleMs: number;
 }
 
 /** The app's own origin may call the upload API from a browser; any other origin gets no CORS headers. */
-function cors(req: HttpRequestData): Record<string, string> {
+export function cors(req: HttpRequestData): Record<string, string> {
   const origin = req.headers.origin;
   if (!origin || !originAllowed(origin, req.headers.host ?? '')) return {};
   return { 'access-control-allow-origin': origin, 'access-control-allow-credentials': 'true', vary: 'Origin' };
@@ -239,7 +241,7 @@ function appendChunk(deps: UploadApiDeps, target: { user: string; app: string; i
  * Reads what is left of a refused request's body before answering: a client still sending gets
  * the answer (409, 400…) instead of a reset connection. Bounded in bytes and time.
  */
-function drain(stream: Readable, maxBytes: number): Promise<void> {
+export function drain(stream: Readable, maxBytes: number): Promise<void> {
   return new Promise((resolve) => {
     if (stream.readableEnded || stream.destroyed) return resolve();
     let seen = 0;

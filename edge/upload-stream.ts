@@ -21,7 +21,8 @@ function ackError(ack: PieceAck): PierError {
  * not grow with the chunk. A client that goes away mid-chunk ends the session with `abort` (what
  * was written is kept, fsynced, for a resume, if its offset was confirmed). `confirm`, when given,
  * runs once every byte is written and before the session ends: if it throws, the bytes are
- * discarded and its error is answered (with the upload's record, for "Invalid offset").
+ * discarded and its error is answered (with the upload's record, for "Invalid offset"); the tus
+ * checksum runs there too, over the digest `onChunk` fed.
  */
 export async function streamToSession(
   bus: Bus,
@@ -29,6 +30,8 @@ export async function streamToSession(
   file: Readable,
   timeoutMs: number,
   confirm?: () => Promise<void>,
+  /** Sees every byte in order as it goes (a tus checksum's digest). */
+  onChunk?: (chunk: Uint8Array) => void,
 ): Promise<{ record: UploadRecord; complete: boolean }> {
   let seq = 0;
   const inflight: Promise<PieceAck>[] = [];
@@ -42,6 +45,7 @@ export async function streamToSession(
   try {
     // Pieces are the parser's own chunks (sliced, never copied, never joined), at most CHUNK_BYTES each.
     for await (const chunk of chunksOf(file)) {
+      onChunk?.(chunk);
       for (let off = 0; off < chunk.byteLength; off += CHUNK_BYTES) {
         inflight.push(send('data', chunk.subarray(off, off + CHUNK_BYTES)));
         if (inflight.length >= WINDOW) await settleOldest();

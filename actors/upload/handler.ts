@@ -84,19 +84,42 @@ async function createFolderEntry(deps: UploadDeps, req: CreateUpload, dest: stri
   return { record: null, complete: false };
 }
 
-/** `POST /upload/`: checks everything, creates the folder or the upload (or returns the unfinished one). */
-export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise<Created> {
+/** What every creation checks, in both protocols: the app's options, the type, the size, the target inside `dest`. */
+export async function checkCreation(deps: UploadDeps, req: CreateUpload) {
   const options = uploadOptions(deps, req.user, req.app);
   checkStoragePath(req.storagePath);
   const top = deps.root.userFolder(req.user);
   const dest = deps.root.hostPath(req.user, options.dest);
-  if (req.relativePath === '') return createFolderEntry(deps, req, dest);
+  if (req.relativePath === '') return { options, top, dest, target: null, folderEntry: true };
   // A folder has no type: only files are checked against the manifest's fileType.
   const refusal = req.relativePath.endsWith('/') ? null : typeRefusal(options.fileType, req.fileType, req.relativePath);
   if (refusal) throw new PierError('BAD_REQUEST', refusal);
   if (req.fileSize > options.limitedSize) throw new PierError('BAD_REQUEST', `file_size: must be at most ${options.limitedSize} bytes`);
   const { target, folder } = await resolveTarget(top, dest, deps.root.hostPath(req.user, req.storagePath), req.relativePath);
-  if (folder) return { record: null, complete: false };
+  return { options, top, dest, target: folder ? null : target, folderEntry: false };
+}
+
+/** A new upload record and its empty part file inside `dest`. */
+export async function newUpload(deps: UploadDeps, req: CreateUpload, dest: string, target: string): Promise<Upload> {
+  const id = randomBytes(16).toString('base64url');
+  // `dest` is its own real path: the walk came down to it from the user's folder without a link.
+  const part = partPathFor(dest, id);
+  await createPart(part, deps.root.userFolder(req.user));
+  const now = deps.now();
+  return {
+    ...req, id, offset: 0, target, part, state: 'active', createdAt: now, updatedAt: now, lock: null,
+  };
+}
+
+export const tooManyUnfinished = (deps: UploadDeps) =>
+  new PierError('RATE_LIMITED', `too many unfinished uploads for this app (${deps.maxUnfinished}): finish some, or let them expire`);
+
+/** `POST /upload/`: checks everything, creates the folder or the upload (or returns the unfinished one). */
+export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise<Created> {
+  if (req.protocol === 'tus') throw new PierError('BAD_REQUEST', 'protocol: a tus upload is created through its own endpoint');
+  const { dest, target, folderEntry } = await checkCreation(deps, req);
+  if (folderEntry) return createFolderEntry(deps, req, dest);
+  if (target === null) return { record: null, complete: false };
 
   await deps.store.sync();
   const existingId = deps.store.unfinishedAt(req.user, req.app, target)?.id;
@@ -105,15 +128,9 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   // lstat: a link at the target exists as a link, wherever it points (no oracle for its pointee).
   if (req.conflict === 'fail' && (await lstat(target).catch(() => null))) throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
 
-  const id = randomBytes(16).toString('base64url');
-  // `dest` is its own real path: the walk came down to it from the user's folder without a link.
-  const part = partPathFor(dest, id);
-  await createPart(part, top);
-  const now = deps.now();
-  const u: Upload = {
-    id, user: req.user, app: req.app, storagePath: req.storagePath, relativePath: req.relativePath, fileType: req.fileType,
-    fileSize: req.fileSize, offset: 0, target, part, conflict: req.conflict, state: 'active', createdAt: now, updatedAt: now, lock: null,
-  };
+  const { protocol: _p, lengthDeferred: _l, metadata: _m, ...platform } = req;
+  const u = await newUpload(deps, platform, dest, target);
+  const { id, part } = u;
   // Two POSTs racing for one target: the first to commit wins, the other answers with it. The cap on
   // unfinished uploads is counted inside the same transaction, so concurrent POSTs cannot pass it.
   const winner = await deps.store.write((w) => {
@@ -129,7 +146,7 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
     return u;
   });
   if (winner?.id !== id) await removePart(part);
-  if (winner === null) throw new PierError('RATE_LIMITED', `too many unfinished uploads for this app (${deps.maxUnfinished}): finish some, or let them expire`);
+  if (winner === null) throw tooManyUnfinished(deps);
   if (winner.id !== id) return { record: recordOf(winner), complete: false };
   if (req.fileSize === 0) {
     await finish(deps, u);
@@ -138,13 +155,21 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   return { record: recordOf(u), complete: false };
 }
 
-export async function getUpload(deps: UploadDeps, user: string, app: string, id: string): Promise<UploadRecord> {
-  const owned = (u: Upload | undefined): u is Upload => u !== undefined && u.user === user && u.app === app;
+/**
+ * An upload of this user and app, created with this protocol, once no PATCH holds it (or the
+ * settle wait passed). Anyone else's, or one of the other protocol: `Invalid upload ID`.
+ */
+export async function settledUpload(deps: UploadDeps, user: string, app: string, id: string, protocol: 'tus' | undefined): Promise<Upload> {
+  const owned = (u: Upload | undefined): u is Upload => u !== undefined && u.user === user && u.app === app && u.protocol === protocol;
   await deps.store.sync();
   if (!owned(deps.store.get(id))) throw invalidId();
   const u = await deps.locks.settled(id);
   if (!owned(u)) throw invalidId();
-  return recordOf(u);
+  return u;
+}
+
+export async function getUpload(deps: UploadDeps, user: string, app: string, id: string): Promise<UploadRecord> {
+  return recordOf(await settledUpload(deps, user, app, id, undefined));
 }
 
 /**
@@ -158,14 +183,26 @@ export async function getUpload(deps: UploadDeps, user: string, app: string, id:
  * that is already dead.
  */
 export async function lockForWrite(deps: UploadDeps, req: BeginWrite): Promise<Lease> {
-  const mine = (u: Upload | undefined): u is Upload => u !== undefined && u.user === req.user && u.app === req.app && u.state === 'active';
+  const mine = (u: Upload | undefined): u is Upload => u !== undefined && u.user === req.user && u.app === req.app && u.state === 'active' && u.protocol === req.protocol;
   await deps.store.sync();
   if (!mine(deps.store.get(req.id))) throw invalidId(); // before waiting: another's upload tells nothing
   await deps.locks.settled(req.id, false);
   const admit = (u: Upload | undefined): u is Upload => {
     if (!mine(u)) throw invalidId();
     if (req.offset !== null && u.offset !== req.offset) throw invalidOffset(u);
+    if (req.length != null) checkDeclaredLength(u, req.length);
     return true;
   };
-  return (await deps.locks.take(req.id, admit, { touch: true }))!;
+  const change = req.length != null ? (u: Upload): Upload => ({ ...u, fileSize: req.length!, lengthDeferred: false }) : undefined;
+  return (await deps.locks.take(req.id, admit, { touch: true, change }))!;
+}
+
+/** A tus PATCH's `Upload-Length`: declares a deferred length once, at least what is written and at most the cap. */
+function checkDeclaredLength(u: Upload, length: number): void {
+  if (!u.lengthDeferred) {
+    if (length !== u.fileSize) throw new PierError('BAD_REQUEST', `Upload-Length: the upload's length is ${u.fileSize} and cannot change`);
+    return;
+  }
+  if (length < u.offset) throw new PierError('BAD_REQUEST', `Upload-Length: ${u.offset} bytes are already written`);
+  if (length > u.fileSize) throw new PierError('BAD_REQUEST', `Upload-Length: must be at most ${u.fileSize} bytes`);
 }

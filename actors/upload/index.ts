@@ -12,6 +12,7 @@ import { UploadLocks } from './lock.js';
 import { CompletedNotifier } from './notify.js';
 import { UploadRoot } from './root.js';
 import { WriteSession } from './session.js';
+import { createTusUpload, describeTusUpload, terminateTusUpload } from './tus.js';
 import { storageIdOf } from './storage-id.js';
 import { LmdbUploadStore, type UploadStore } from './store.js';
 import { JetStreamUploadStore } from './store-jetstream.js';
@@ -103,7 +104,10 @@ async function beginWrite(a: UploadActor, req: BeginWrite): Promise<WriteSession
   try {
     const u = lease.upload;
     const deps = { ...a.deps, bus: a.ctx.bus, idleMs: SESSION_IDLE_MS, wrote: (n: number) => a.bytes.inc(n), failed: () => a.failed.inc() };
-    const s = new WriteSession(deps, lease, Math.min(a.deps.chunkMaxBytes, u.fileSize - u.offset), req.offset !== null);
+    // A tus PATCH may carry the rest of the upload (tus clients send a file in one PATCH by
+    // default); it is streamed like any chunk, so memory does not grow with it.
+    const maxBytes = u.protocol === 'tus' ? u.fileSize - u.offset : Math.min(a.deps.chunkMaxBytes, u.fileSize - u.offset);
+    const s = new WriteSession(deps, lease, maxBytes, req.offset !== null && req.provisional !== true);
     await s.start();
     return { subject: s.subject, offset: u.offset, maxBytes: s.maxBytes };
   } catch (err) {
@@ -127,10 +131,12 @@ async function prepareDest(a: UploadActor, user: string, dest: string): Promise<
 export const uploadActor = defineActor<UploadActor>({
   role: 'upload',
   endpoints: {
-    create: serves(upload.create, (a: UploadActor, req) => createUpload(a.deps, req)),
+    create: serves(upload.create, (a: UploadActor, req) => (req.protocol === 'tus' ? createTusUpload(a.deps, req, a.ctx.config.upload.idleMs) : createUpload(a.deps, req))),
     get: serves(upload.get, (a: UploadActor, req) => getUpload(a.deps, req.user, req.app, req.id)),
     prepare: serves(upload.prepare, (a: UploadActor, req) => prepareDest(a, req.user, req.dest)),
     begin: serves(upload.begin, beginWrite),
+    describe: serves(upload.describe, (a: UploadActor, req) => describeTusUpload(a.deps, req.user, req.app, req.id, a.ctx.config.upload.idleMs)),
+    terminate: serves(upload.terminate, (a: UploadActor, req) => terminateTusUpload(a.deps, req.user, req.app, req.id)),
   },
   hears: {
     // Another replica's session ended: who waits here on that upload looks again.

@@ -86,7 +86,12 @@ export class UploadLocks {
    * with its error, or returns false to refuse quietly: null). 409 `upload busy` when a live lock holds it.
    * `touch`: the upload counts as used now (a PATCH), not for recovery's repairs.
    */
-  async take(id: string, admit: (current: Upload | undefined) => current is Upload, options: { touch: boolean; session?: string }): Promise<Lease | null> {
+  async take(
+    id: string,
+    admit: (current: Upload | undefined) => current is Upload,
+    /** `change`: what the taker changes in the record, in the same transaction (a tus PATCH declaring a deferred length). */
+    options: { touch: boolean; session?: string; change?: (u: Upload) => Upload },
+  ): Promise<Lease | null> {
     const session = options.session ?? newSession();
     this.open.add(session);
     const taken = this.deps.store.write((w) => {
@@ -94,7 +99,7 @@ export class UploadLocks {
       if (!admit(current)) return null;
       if (current.lock && this.alive(current.lock)) throw uploadBusy();
       const now = this.deps.now();
-      const locked: Upload = { ...current, lock: { owner: this.deps.busId, session, until: now + this.deps.leaseMs }, ...(options.touch ? { updatedAt: now } : {}) };
+      const locked: Upload = { ...(options.change ? options.change(current) : current), lock: { owner: this.deps.busId, session, until: now + this.deps.leaseMs }, ...(options.touch ? { updatedAt: now } : {}) };
       w.put(locked);
       return locked;
     });

@@ -6,7 +6,13 @@ import { uploadSubjects, type Piece, type PieceAck } from '../../bus/subjects.js
 import { openPart } from './files.js';
 import { finish, type UploadDeps } from './handler.js';
 import { lockLost, type Lease } from './lock.js';
-import { recordOf, type Upload } from './store.js';
+import { completes, recordOf, type Upload } from './store.js';
+
+/** A chunk past the upload's length: the field each protocol calls it by. */
+function pastSizeMessage(u: Upload): string {
+  if (u.lengthDeferred) return `Upload-Length: the upload would pass the largest size allowed (${u.fileSize} bytes)`;
+  return u.protocol === 'tus' ? `Upload-Length: the chunk goes past the upload's length (${u.fileSize} bytes)` : `file: the chunk goes past file_size (${u.fileSize} bytes)`;
+}
 
 const MAX_PENDING_WRITES = 8;
 
@@ -41,7 +47,11 @@ export class WriteSession {
     /** The upload's lock, held by this session until it ends (lock.ts). */
     private readonly lease: Lease,
     readonly maxBytes: number,
-    /** The client's offset was checked before the first byte (false: `file` came before `upload_offset`). */
+    /**
+     * An abort keeps what was written: the client's offset was checked before the first byte, and
+     * nothing waits for a check after the last (false: `file` came before `upload_offset`, or a tus
+     * checksum is to be verified).
+     */
     private readonly confirmed: boolean,
   ) {
     this.upload = lease.upload;
@@ -87,7 +97,7 @@ export class WriteSession {
     if (this.written + data.byteLength > this.maxBytes) {
       const pastSize = this.upload.offset + this.written + data.byteLength > this.upload.fileSize;
       await this.close('discard');
-      throw new PierError('BAD_REQUEST', pastSize ? `file: the chunk goes past file_size (${this.upload.fileSize} bytes)` : `file: a chunk may carry at most ${this.deps.chunkMaxBytes} bytes`);
+      throw new PierError('BAD_REQUEST', pastSize ? pastSizeMessage(this.upload) : `file: a chunk may carry at most ${this.deps.chunkMaxBytes} bytes`);
     }
     if (this.writeError) throw this.writeError;
     const at = this.upload.offset + this.written;
@@ -156,7 +166,7 @@ export class WriteSession {
         if (!recorded) throw lockLost();
       };
       this.upload = updated;
-      if (offset === this.upload.fileSize) {
+      if (completes(this.upload, offset)) {
         try {
           await finish(this.deps, updated, this.lease);
         } catch (err) {

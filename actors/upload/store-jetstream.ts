@@ -2,13 +2,13 @@ import type { JetStreamClient, JetStreamManager } from 'nats';
 import { appId } from '../../bus/ids.js';
 import { uploadState } from '../../bus/subjects.js';
 import { ReplicatedLog, type LogState } from '../../lib/replicated-log.js';
-import type { Upload, UploadStore, UploadWriter } from './store.js';
+import { slotOf, type Upload, type UploadStore, type UploadWriter } from './store.js';
 
 type UploadChange = { op: 'put'; value: Upload } | { op: 'remove'; id: string };
 
 /** `storage \0 user/app \0 target` → id of the unfinished upload to that target. */
 const targetKey = (storage: string, user: string, app: string, target: string) => `${storage}\u0000${appId(user, app)}\u0000${target}`;
-const keyOf = (u: Upload) => targetKey(u.storage ?? '', u.user, u.app, u.target);
+const keyOf = (u: Upload) => targetKey(u.storage ?? '', u.user, u.app, slotOf(u));
 
 /** Every upload record of every storage, rebuilt by replaying the log (from its newest snapshot). */
 class Model implements LogState<UploadChange> {

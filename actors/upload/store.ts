@@ -25,6 +25,22 @@ export interface Upload extends CreateUpload {
   storage?: string;
 }
 
+/**
+ * The slot an unfinished upload takes in the by-target index: its target, where a new POST of
+ * section 7's protocol finds it to resume; a tus upload's own slot (`tus:<id>`, never an absolute
+ * path, so never a target), counted against the cap but never found by target: every tus POST
+ * creates an upload of its own. (One NUL per key: lmdb-js reads a key with two as an array, and a
+ * range over the app's prefix then misses it.)
+ */
+export function slotOf(u: Upload): string {
+  return u.protocol === 'tus' ? `tus:${u.id}` : u.target;
+}
+
+/** Whether `offset` completes the upload (a deferred length is never reached). */
+export function completes(u: Upload, offset: number): boolean {
+  return !u.lengthDeferred && offset === u.fileSize;
+}
+
 export function recordOf(u: Upload): UploadRecord {
   return { id: u.id, offset: u.offset, file_relative_path: u.relativePath, file_type: u.fileType, file_size: u.fileSize, storage_path: u.storagePath };
 }
@@ -100,13 +116,13 @@ export class LmdbUploadStore implements UploadStore {
       },
       put: (u) => {
         this.uploads.put(u.id, u);
-        const key = LmdbUploadStore.targetKey(u.user, u.app, u.target);
+        const key = LmdbUploadStore.targetKey(u.user, u.app, slotOf(u));
         if (u.state === 'active') this.byTarget.put(key, u.id);
         else if (this.byTarget.get(key) === u.id) this.byTarget.remove(key);
       },
       remove: (u) => {
         this.uploads.remove(u.id);
-        const key = LmdbUploadStore.targetKey(u.user, u.app, u.target);
+        const key = LmdbUploadStore.targetKey(u.user, u.app, slotOf(u));
         if (this.byTarget.get(key) === u.id) this.byTarget.remove(key);
       },
     };

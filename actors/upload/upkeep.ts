@@ -1,6 +1,6 @@
 import { createPart, cutBack, partExists, partSize, removePart } from './files.js';
 import { finish, type UploadDeps } from './handler.js';
-import type { Upload } from './store.js';
+import { completes, type Upload } from './store.js';
 
 /**
  * After a crash: each unfinished upload not being written by a live replica gets the offset of
@@ -22,8 +22,8 @@ export async function recover(deps: UploadDeps): Promise<void> {
 
 async function recoverOne(deps: UploadDeps, seen: Upload): Promise<void> {
   // On disk as recorded, and not complete: nothing to repair, nothing to lock.
-  if ((await partSize(seen.part)) === seen.offset && seen.offset < seen.fileSize) return;
-  if (seen.offset === seen.fileSize && !(await partExists(seen.part))) return markPublished(deps, seen);
+  if ((await partSize(seen.part)) === seen.offset && !completes(seen, seen.offset)) return;
+  if (completes(seen, seen.offset) && !(await partExists(seen.part))) return markPublished(deps, seen);
   const unchanged = (current: Upload | undefined): current is Upload =>
     current !== undefined && current.state === 'active' && current.offset === seen.offset && !(current.lock && deps.locks.alive(current.lock));
   const lease = await deps.locks.take(seen.id, unchanged, { touch: false });
@@ -42,7 +42,7 @@ async function recoverOne(deps: UploadDeps, seen: Upload): Promise<void> {
       w.put(next);
       return next;
     });
-    if (fixed && offset === fixed.fileSize) await finish(deps, fixed).catch(() => undefined);
+    if (fixed && completes(fixed, offset)) await finish(deps, fixed).catch(() => undefined);
   } finally {
     lease.end();
   }
@@ -55,7 +55,7 @@ async function recoverOne(deps: UploadDeps, seen: Upload): Promise<void> {
  * file may have landed at is not known, so no event is sent for it).
  */
 async function markPublished(deps: UploadDeps, seen: Upload): Promise<void> {
-  const unchanged = (current: Upload | undefined): current is Upload => current !== undefined && current.state === 'active' && current.offset === seen.fileSize;
+  const unchanged = (current: Upload | undefined): current is Upload => current !== undefined && current.state === 'active' && completes(current, current.offset);
   const lease = await deps.locks.take(seen.id, unchanged, { touch: false });
   if (!lease) return;
   try {

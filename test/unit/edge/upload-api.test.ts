@@ -21,7 +21,7 @@ function form(fields: Record<string, string>): Buffer {
 function setup(t: Parameters<typeof stubBus>[0]) {
   const bus = stubBus(t);
   const cache = { userForToken: (tok: string) => (tok === 'pier_alice' ? 'alice' : undefined), app: (u: string, n: string) => (u === 'alice' && n === 'files' ? app : undefined) } as unknown as RegistryCache;
-  const deps: UploadApiDeps = { bus, cache, domain: 'example.com', sidecarApp: null, chunkBytes: 1024 };
+  const deps: UploadApiDeps = { bus, cache, domain: 'example.com', sidecarApp: null, chunkBytes: 1024, idleMs: 86_400_000 };
   return { bus, api: uploadApi(deps) };
 }
 
