@@ -4,6 +4,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { SecureBus } from '../helpers/secure-bus.js';
+import { TusRaw } from '../helpers/tus-raw.js';
 import { UploadClient } from '../helpers/upload-client.js';
 import { until } from '../helpers/wait.js';
 
@@ -14,7 +15,7 @@ const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 // TLS: two upload replicas on two "hosts" (own data dirs, nothing on their disks but the shared
 // upload root, as shared storage) serve the same uploads; one is killed mid-file and the other
 // finishes it. The registry's state is on JetStream too.
-test('two upload replicas sharing an upload root, records on JetStream: kill -9 one mid-file, the other takes over and the file is identical', async (t) => {
+test('two upload replicas sharing an upload root, records on JetStream: kill -9 one mid-file, the other takes over and the file is identical (section 7 and tus)', async (t) => {
   const dir = tempDir();
   const bus = await SecureBus.start(dir, {}, { jetstream: true });
   const masterKey = randomBytes(32).toString('hex');
@@ -63,6 +64,12 @@ test('two upload replicas sharing an upload root, records on JetStream: kill -9 
     const r = await client.patch(rec.id, off, data.subarray(off, off + 2 * MiB));
     t.is(r.status, 200, JSON.stringify(r.json));
   }
+  // A tus upload (CONTRACT.md section 12) on the same records: half of it before the kill.
+  const tus = new TusRaw(edge.ports!.upload, 'files.alice.localhost', token);
+  const tusData = randomBytes(4 * MiB);
+  const tusUpload = await tus.create(tusData.length, { filename: 'tus.bin' });
+  t.is(tusUpload.status, 201, tusUpload.text);
+  t.is((await tus.patch(tusUpload.id, 0, tusData.subarray(0, 2 * MiB))).status, 204);
   await (Math.random() < 0.5 ? first : second).stop('SIGKILL');
 
   // The client resumes as the platform's does: POST again, then PATCH from the offset it is given.
@@ -78,4 +85,14 @@ test('two upload replicas sharing an upload root, records on JetStream: kill -9 
   }, 30_000);
   t.is(last.json.message, 'File uploaded successfully');
   t.is(sha(readFileSync(join(dest, 'big.bin'))), sha(data));
+
+  // The tus client resumes by URL: HEAD on the survivor tells the offset the dead replica acknowledged.
+  const head = await until('the survivor to answer the tus HEAD', async () => {
+    const r = await tus.head(tusUpload.id);
+    return r.status === 200 ? r : undefined;
+  }, 15_000);
+  t.is(head.headers['upload-offset'], String(2 * MiB));
+  const rest = await tus.patch(tusUpload.id, 2 * MiB, tusData.subarray(2 * MiB));
+  t.is(rest.status, 204, rest.text);
+  t.is(sha(readFileSync(join(dest, 'tus.bin'))), sha(tusData));
 });
