@@ -128,6 +128,19 @@ export async function benchUpload(): Promise<Record<string, unknown>> {
           if (answer.code !== 0) throw new Error(`pier answered ${JSON.stringify(answer)}`);
         }
       });
+      // The same Pier through its tus endpoint (CONTRACT.md section 12), same 8 MiB chunks.
+      results.pier_tus = await runBoth(pier.proc.pid!, async (size, name) => {
+        const tusHeaders = { ...headers, 'tus-resumable': '1.0.0' };
+        const created = await request(`${origin}/tus/`, { method: 'POST', headers: { ...tusHeaders, 'upload-length': String(size), 'upload-metadata': `filename ${Buffer.from(`tus-${name}`).toString('base64')}` } });
+        await created.body.dump();
+        if (created.statusCode !== 201) throw new Error(`pier tus answered ${created.statusCode}`);
+        const location = String(created.headers.location);
+        for (let off = 0; off < size; off += CHUNK) {
+          const r = await request(`${origin}${location}`, { method: 'PATCH', headers: { ...tusHeaders, 'upload-offset': String(off), 'content-type': 'application/offset+octet-stream' }, body: chunk });
+          await r.body.dump();
+          if (r.statusCode !== 204) throw new Error(`pier tus answered ${r.statusCode}`);
+        }
+      });
     } finally {
       await pier.stop();
     }
@@ -138,12 +151,17 @@ export async function benchUpload(): Promise<Record<string, unknown>> {
       pier_to_plain_write: { one_1GiB: ratio(p, results.plain_disk_write, 'one_1GiB'), eight_x_128MiB: ratio(p, results.plain_disk_write, 'eight_x_128MiB'), goal: 0.8 },
       pier_peak_rss_growth_goal_mib: 64,
       pier_to_durable_floor: { one_1GiB: ratio(p, results.durable_floor_write, 'one_1GiB'), eight_x_128MiB: ratio(p, results.durable_floor_write, 'eight_x_128MiB'), goal: 0.8 },
+      pier_tus_to_durable_floor: { one_1GiB: ratio(results.pier_tus, results.durable_floor_write, 'one_1GiB'), eight_x_128MiB: ratio(results.pier_tus, results.durable_floor_write, 'eight_x_128MiB'), goal: 0.8 },
+      pier_tus_to_tus_server: { one_1GiB: ratio(results.pier_tus, results.tus_server, 'one_1GiB'), eight_x_128MiB: ratio(results.pier_tus, results.tus_server, 'eight_x_128MiB') },
     };
+    const t = results.pier_tus as any;
     const floor = results.durable_floor_write as any;
     results.goals = [
       ratioAtLeast('upload 1 GiB vs the durable floor (MB/s)', p.one_1GiB.mb_per_s, floor.one_1GiB.mb_per_s, 0.8),
       ratioAtLeast('upload 8 x 128 MiB vs the durable floor (MB/s)', p.eight_x_128MiB.mb_per_s, floor.eight_x_128MiB.mb_per_s, 0.8),
       atMost('upload peak RSS growth (MiB, the worse of the two)', Math.max(p.one_1GiB.peak_rss_growth_mib, p.eight_x_128MiB.peak_rss_growth_mib), 64),
+      ratioAtLeast('upload over tus 1 GiB vs the durable floor (MB/s)', t.one_1GiB.mb_per_s, floor.one_1GiB.mb_per_s, 0.8),
+      ratioAtLeast('upload over tus 8 x 128 MiB vs the durable floor (MB/s)', t.eight_x_128MiB.mb_per_s, floor.eight_x_128MiB.mb_per_s, 0.8),
     ];
     return results;
   } finally {
