@@ -28,6 +28,9 @@ test('60 s of faults with a fixed seed: every check holds, and none passes for w
       log: (m) => lines.push(m),
     });
     const table = verdictTable(result);
+    // What failed comes first: CI shows only part of a long output, and the table is long.
+    const failing = result.verdicts.filter((v) => v.anomalies.length > 0 || (v.checked === 0 && !MAY_BE_EMPTY.test(v.check)));
+    for (const v of failing) t.log(`FAILED: ${v.check} (checked ${v.checked}): ${v.anomalies.slice(0, 3).join(' | ').slice(0, 600)}`);
     t.log(table);
     for (const v of result.verdicts) t.deepEqual(v.anomalies, [], `${v.check}\n${table}`);
     // A check that looked at nothing proves nothing.
