@@ -1,0 +1,58 @@
+import test from 'ava';
+import { ConsoleSessions, cookieOf, CSRF_HEADER, SESSION_COOKIE, sessionCookie } from '../../../edge/console-session.js';
+import { request } from '../../helpers/edge-stubs.js';
+
+const ADMIN = 'admin-token-0123456789';
+
+function sessions(now = { t: 1_000_000 }, max = 3) {
+  return { now, s: new ConsoleSessions({ ttlMs: 60_000, max, now: () => now.t }) };
+}
+
+const withCookie = (id: string, over: Record<string, string> = {}, method = 'GET') =>
+  request({ method, headers: { cookie: `other=1; ${SESSION_COOKIE}=${id}`, host: '127.0.0.1:40090', ...over } });
+
+test('the admin token opens a session; its cookie authorizes reads, and changes with its CSRF token from the console\'s origin', (t) => {
+  const { s } = sessions();
+  const opened = s.signIn(ADMIN, ADMIN);
+  t.notThrows(() => s.authorize(withCookie(opened.id)));
+  t.notThrows(() => s.authorize(withCookie(opened.id, { [CSRF_HEADER]: opened.csrf, origin: 'http://127.0.0.1:40090' }, 'POST')));
+  t.notThrows(() => s.authorize(withCookie(opened.id, { [CSRF_HEADER]: opened.csrf }, 'DELETE')), 'no Origin (a same-origin GET-like client): the CSRF token decides');
+  t.is(cookieOf(`a=1; ${SESSION_COOKIE}=${opened.id}`, SESSION_COOKIE), opened.id);
+  t.regex(sessionCookie(opened.id, 60, true), /HttpOnly; SameSite=Strict; Max-Age=60; Secure$/);
+});
+
+test('hostile: a wrong token, an expired or unknown session, a change without or with another CSRF token, or from another origin: refused', (t) => {
+  const { s, now } = sessions();
+  t.throws(() => s.signIn('guess', ADMIN), { message: /token: not the admin token/ });
+  t.throws(() => s.signIn('', ADMIN), { message: /token/ });
+  const a = s.signIn(ADMIN, ADMIN);
+  const b = s.signIn(ADMIN, ADMIN);
+  t.throws(() => s.authorize(withCookie('forged')), { message: /sign in again/ });
+  t.throws(() => s.authorize(request({ method: 'GET', headers: {} })), { message: /sign in again/ });
+  t.throws(() => s.authorize(withCookie(a.id, {}, 'POST')), { message: /X-CSRF-Token/ });
+  t.throws(() => s.authorize(withCookie(a.id, { [CSRF_HEADER]: b.csrf }, 'POST')), { message: /X-CSRF-Token/ }, "another session's CSRF token");
+  t.throws(() => s.authorize(withCookie(a.id, { [CSRF_HEADER]: a.csrf, origin: 'http://evil.example' }, 'POST')), { message: /Origin/ });
+  t.throws(() => s.authorize(withCookie(a.id, { [CSRF_HEADER]: a.csrf, origin: 'null' }, 'PUT')), { message: /Origin/ });
+  now.t += 60_001;
+  t.throws(() => s.authorize(withCookie(a.id)), { message: /expired/ });
+});
+
+test('hostile: guessing is bounded (429 after 20 failures in a minute, even with the right token), and sessions are bounded (the oldest goes)', (t) => {
+  const { s, now } = sessions();
+  for (let i = 0; i < 20; i++) t.throws(() => s.signIn(`guess-${i}`, ADMIN));
+  t.throws(() => s.signIn(ADMIN, ADMIN), { message: /too many failed sign-ins/ });
+  now.t += 60_000;
+  const first = s.signIn(ADMIN, ADMIN);
+  s.signIn(ADMIN, ADMIN);
+  s.signIn(ADMIN, ADMIN);
+  s.signIn(ADMIN, ADMIN);
+  t.is(s.size, 3);
+  t.throws(() => s.authorize(withCookie(first.id)), undefined, 'the oldest session was dropped');
+});
+
+test('signing out ends the session', (t) => {
+  const { s } = sessions();
+  const a = s.signIn(ADMIN, ADMIN);
+  s.signOut(withCookie(a.id));
+  t.throws(() => s.authorize(withCookie(a.id)));
+});

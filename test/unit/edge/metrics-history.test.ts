@@ -1,0 +1,41 @@
+import test from 'ava';
+import { MetricsHistory, type MetricJson } from '../../../edge/metrics-history.js';
+
+const counter = (name: string, value: number, labels: Record<string, string> = {}): MetricJson => ({ name, type: 'counter', values: [{ value, labels }] });
+const histogram = (counts: Record<string, number>): MetricJson => ({
+  name: 'pier_http_request_seconds',
+  type: 'histogram',
+  values: Object.entries(counts).map(([le, value]) => ({ value, labels: { le }, metricName: 'pier_http_request_seconds_bucket' })),
+});
+
+test('rates between samples, summed over processes; p99 from the interval\'s buckets; gauges as they are', (t) => {
+  const h = new MetricsHistory();
+  h.add(0, [[counter('pier_http_requests_total', 100), histogram({ '0.001': 50, '0.01': 100, '+Inf': 100 })], [counter('pier_ws_messages_in_total', 10)]]);
+  t.deepEqual(h.all(), [], 'the first sample is the baseline');
+  h.add(10_000, [
+    [counter('pier_http_requests_total', 300), histogram({ '0.001': 50, '0.01': 290, '0.1': 0, '+Inf': 300 }), { name: 'pier_ws_connections', type: 'gauge', values: [{ value: 7, labels: {} }] }],
+    [counter('pier_ws_messages_in_total', 30), counter('pier_ws_messages_out_total', 20)],
+  ]);
+  const [s] = h.all();
+  t.is(s!.http_requests_per_s, 20);
+  t.is(s!.ws_messages_per_s, 4, '(30 - 10 + 20) / 10 s');
+  t.is(s!.ws_connections, 7);
+  t.is(s!.http_p99_ms, null, '99 % of the 200 new requests are not under any finite bound here');
+});
+
+test('a restarted process (counters going back) counts as nothing, never negative; the history is bounded', (t) => {
+  const h = new MetricsHistory(3);
+  h.add(0, [[counter('pier_bus_refusals_total', 50)]]);
+  h.add(1_000, [[counter('pier_bus_refusals_total', 5)]]);
+  t.is(h.all()[0]!.bus_refusals_per_s, 0);
+  for (let i = 2; i < 10; i++) h.add(i * 1_000, [[counter('pier_bus_refusals_total', 5 + i)]]);
+  t.is(h.all().length, 3);
+  t.is(h.all()[2]!.bus_refusals_per_s, 1);
+});
+
+test('p99: the smallest bound holding 99 % of the interval\'s requests, in ms', (t) => {
+  const h = new MetricsHistory();
+  h.add(0, [[histogram({ '0.005': 0, '0.05': 0, '+Inf': 0 })]]);
+  h.add(1_000, [[histogram({ '0.005': 990, '0.05': 1000, '+Inf': 1000 })]]);
+  t.is(h.all()[0]!.http_p99_ms, 5);
+});
