@@ -183,12 +183,19 @@ export async function getUpload(deps: UploadDeps, user: string, app: string, id:
  * that is already dead.
  */
 export async function lockForWrite(deps: UploadDeps, req: BeginWrite): Promise<Lease> {
-  const mine = (u: Upload | undefined): u is Upload => u !== undefined && u.user === req.user && u.app === req.app && u.state === 'active' && u.protocol === req.protocol;
+  const owned = (u: Upload | undefined): u is Upload => u !== undefined && u.user === req.user && u.app === req.app && u.protocol === req.protocol;
+  // A finished upload: section 7 knows no such upload; tus answers its offset (409 with the length),
+  // so a client whose last answer was lost learns the upload is complete rather than gone.
+  const checkMine = (u: Upload | undefined): u is Upload => {
+    if (!owned(u)) throw invalidId();
+    if (u.state !== 'active') throw req.protocol === 'tus' ? invalidOffset(u) : invalidId();
+    return true;
+  };
   await deps.store.sync();
-  if (!mine(deps.store.get(req.id))) throw invalidId(); // before waiting: another's upload tells nothing
+  checkMine(deps.store.get(req.id)); // before waiting: another's upload tells nothing
   await deps.locks.settled(req.id, false);
   const admit = (u: Upload | undefined): u is Upload => {
-    if (!mine(u)) throw invalidId();
+    if (!checkMine(u)) return false;
     if (req.offset !== null && u.offset !== req.offset) throw invalidOffset(u);
     if (req.length != null) checkDeclaredLength(u, req.length);
     return true;

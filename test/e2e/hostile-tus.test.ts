@@ -131,6 +131,12 @@ test('a PATCH at the wrong offset is 409 (with the current offset); past the len
   t.is((await alice.head(u.id)).headers['upload-offset'], '5');
   t.is((await alice.patch(u.id, 5, Buffer.from('56789'))).status, 204);
   t.is(readFileSync(join(destHost, 'offsets.bin'), 'utf8'), '0123456789');
+  // The last answer lost, the client PATCHes again: 409 with the length, not 404: it is complete.
+  const again = await alice.patch(u.id, 5, Buffer.from('56789'));
+  t.is(again.status, 409, again.text);
+  t.is(again.headers['upload-offset'], '10');
+  t.is((await alice.patch(u.id, 10, Buffer.alloc(0))).status, 409);
+  t.is(readFileSync(join(destHost, 'offsets.bin'), 'utf8'), '0123456789', 'the finished file is untouched');
 });
 
 test('two PATCHes at once on one upload: one wins (204), the other 409 or 423, and the file is exactly the winner\'s', async (t) => {
