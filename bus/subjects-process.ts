@@ -9,6 +9,8 @@ export interface ProcessInfo {
   pid: number;
   host: string;
   startedAt: string;
+  /** Pier's version (package.json) this process runs: what a rolling upgrade shows in the console. */
+  version?: string;
 }
 
 /** What a process tells about itself when asked; the counters are summed by `pier status`. */
@@ -62,6 +64,7 @@ export const processChannels = {
     pid: { type: 'number', integer: true },
     host: { type: 'string', max: 256 },
     startedAt: { type: 'string', max: 64 },
+    version: { type: 'string', max: 64, optional: true },
     key: publicKey,
     roleKeys: { type: 'array', max: 2, items: publicKey },
     seq: { type: 'number', integer: true, min: 0 },

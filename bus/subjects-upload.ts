@@ -64,6 +64,21 @@ export interface BeginWrite {
   provisional?: boolean;
 }
 
+/** An unfinished upload as the operator sees it: where, how far, since when (never its bytes). */
+export interface UploadInProgress {
+  id: string;
+  user: string;
+  app: string;
+  /** The target in the app's view. */
+  path: string;
+  offset: number;
+  /** null while a tus upload's length is deferred. */
+  size: number | null;
+  protocol: 'tus' | 'upload';
+  writing: boolean;
+  updatedAt: number;
+}
+
 /** A tus upload as HEAD tells it (CONTRACT.md section 12). */
 export interface TusUploadState {
   record: UploadRecord;
@@ -145,6 +160,8 @@ export const upload = {
   }),
   /** tus HEAD: a tus upload's offset, length, metadata and expiry (404-like `Invalid upload ID` for any other). */
   describe: endpoint<{ user: string; app: string; id: string }, TusUploadState>('pier.upload.describe', Q, { ...userApp, id: { type: 'string', max: 64 } }),
+  /** The operator's view (console, `pier upload list`): unfinished uploads of this replica's storage, newest first. */
+  list: endpoint<{ limit: number }, { uploads: UploadInProgress[]; truncated: boolean }>('pier.upload.list', Q, { limit: { type: 'number', integer: true, min: 1, max: 1000 } }),
   /** tus DELETE: an unfinished tus upload and its partial data go (once no PATCH holds it). */
   terminate: endpoint<{ user: string; app: string; id: string }, { terminated: boolean }>('pier.upload.terminate', Q, { ...userApp, id: { type: 'string', max: 64 } }),
   /** At install: creates the user's folder for the app's `dest` and answers its host path (`upload_dir`). */

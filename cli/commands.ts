@@ -148,14 +148,37 @@ export const COMMANDS: Record<string, Command> = {
     text: (d) => `provider ${d.name} is ${d.state}`,
   },
   'vault audit': {
-    usage: 'pier vault audit [--user U] [--limit N]',
+    usage: 'pier vault audit [--user U] [--app A] [--op OP] [--limit N]',
     run: (inv) => {
       const q = new URLSearchParams();
-      if (inv.values.user !== undefined) q.set('user', flag(inv, 'user'));
-      if (inv.values.limit !== undefined) q.set('limit', flag(inv, 'limit'));
+      for (const k of ['user', 'app', 'op', 'limit']) if (inv.values[k] !== undefined) q.set(k, flag(inv, k));
       return call(inv, 'GET', `/admin/v1/vault/audit${q.size > 0 ? `?${q}` : ''}`);
     },
     text: (d: any[]) => table([['AT', 'USER', 'APP', 'OP', 'WORKSPACE', 'ENV', 'NAME', 'OUTCOME'], ...d.map((e) => [e.at, e.user ?? '-', e.app ?? '-', e.op, e.workspace, e.env ?? '-', e.name ?? '-', e.outcome])]),
+  },
+  'conn list': {
+    usage: 'pier conn list [--user U [--app A]]',
+    run: async (inv) => {
+      const q = new URLSearchParams();
+      for (const k of ['user', 'app']) if (inv.values[k] !== undefined) q.set(k, flag(inv, k));
+      return call(inv, 'GET', `/admin/v1/connections${q.size > 0 ? `?${q}` : ''}`);
+    },
+    text: (d: any[]) => table([['CONNECTION', 'USER', 'APP', 'EDGE', 'CLIENT'], ...d.flatMap((a) => a.conns.map((c: any) => [c.id, c.user, a.app, c.edge ?? '?', c.userAgent || '-']))]),
+  },
+  'conn close': {
+    usage: 'pier conn close --user U --app A CONN [CONN...]',
+    run: (inv) => call(inv, 'POST', '/admin/v1/connections/close', { user: flag(inv, 'user'), app: flag(inv, 'app'), conns: inv.positionals.length > 0 ? inv.positionals : [arg(inv, 0, 'CONN')] }),
+    text: (d) => `${d.closed} connection(s) closed`,
+  },
+  'upload list': {
+    usage: 'pier upload list [--limit N]',
+    run: (inv) => call(inv, 'GET', `/admin/v1/uploads${inv.values.limit !== undefined ? `?limit=${enc(flag(inv, 'limit'))}` : ''}`),
+    text: (d: any) => table([['ID', 'USER', 'APP', 'PATH', 'OFFSET', 'SIZE', 'PROTOCOL', 'STATE'], ...d.uploads.map((u: any) => [u.id, u.user, u.app, u.path, String(u.offset), u.size === null ? '?' : String(u.size), u.protocol, u.writing ? 'receiving' : 'idle'])]),
+  },
+  'metrics history': {
+    usage: 'pier metrics history',
+    run: (inv) => call(inv, 'GET', '/admin/v1/metrics/history'),
+    text: (d: any) => table([['AT', 'HTTP/S', 'HTTP P99 MS', 'WS MSG/S', 'CB RETRIES/S', 'BUS REFUSALS/S'], ...d.samples.map((s: any) => [new Date(s.at).toISOString(), String(s.http_requests_per_s), s.http_p99_ms === null ? '-' : String(s.http_p99_ms), String(s.ws_messages_per_s), String(s.callback_retries_per_s), String(s.bus_refusals_per_s)])]),
   },
   'vault list': {
     usage: 'pier vault list --user U --workspace W [--env E]',

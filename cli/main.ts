@@ -27,6 +27,7 @@ const OPTIONS = {
   workspace: { type: 'string' },
   env: { type: 'string' },
   'value-file': { type: 'string' },
+  op: { type: 'string' },
 } as const;
 
 async function runStart(values: Record<string, unknown>): Promise<void> {

@@ -14,6 +14,7 @@ import { announceProcess } from '../lib/presence.js';
 import { RegistryCache } from '../lib/registry-cache.js';
 import type { RoleContext, Running } from '../lib/runtime.js';
 import { randomBytes } from 'node:crypto';
+import { pierVersion } from '../lib/version.js';
 import { hostname } from 'node:os';
 import { Peers } from '../lib/peers.js';
 import { BusKeys } from './bus-keys.js';
@@ -110,7 +111,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
   // Messages refused before any handler (undecodable, failing their schema) are counted too.
   onRefusal((subject, reason) => metrics.busRefusals.inc({ reason, subject: subject.split('.').slice(0, 3).join('.') }));
   const cache = new RegistryCache(shared, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics, now });
-  const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };
+  const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString(), version: pierVersion() };
   // Secrets on a wire are sealed (bus/seal.ts): this process's keys, announced with its heartbeats.
   const keys = new BusKeys(config.keyring, config.roles);
   const peers = new Peers(viewFor(config.roles, 'presence'), self, {
@@ -184,7 +185,10 @@ export async function startProcess(config: Config, options: { logDestination?: N
   process.on('unhandledRejection', onUnhandled);
   const endpointStats = () => Object.fromEntries(actors.flatMap((a) => Object.entries(a.stats()).map(([name, stats]) => [`${a.role}.${name}`, stats])));
   const presence = announceProcess(shared, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])), peers, endpointStats);
-  log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, ...(probePort !== null ? { probePort } : {}), instance: config.instanceId }, 'pier ready');
+  // The operator console (CONTRACT.md section 13) is on the admin listener, loopback only.
+  const consoleUrl = ports?.admin ? `http://127.0.0.1:${ports.admin}/console/` : undefined;
+  log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, ...(consoleUrl ? { console: consoleUrl } : {}), ...(probePort !== null ? { probePort } : {}), instance: config.instanceId }, 'pier ready');
+  if (consoleUrl) log.info({ console: consoleUrl }, `operator console: ${consoleUrl} (sign in with the admin token)`);
 
   return {
     config,

@@ -9,6 +9,7 @@ import type { RegistryCache } from '../lib/registry-cache.js';
 import { describeProcesses } from '../lib/presence.js';
 import type { Peers } from '../lib/peers.js';
 import type { Logger } from '../lib/log.js';
+import type { ConsoleSessions } from './console-session.js';
 import { missingRoles } from './health.js';
 import { ok } from './envelope.js';
 import type { HttpReply, HttpRequestData } from './http.js';
@@ -26,6 +27,8 @@ export interface AdminDeps {
   peers: Pick<Peers, 'alive' | 'signedBy'>;
   /** Where the operator's changes are logged (admin action lines). */
   log?: Pick<Logger, 'info'>;
+  /** The console's sessions (console-api.ts): a signed-in console may call the admin API too. */
+  sessions?: ConsoleSessions;
 }
 
 const installSchema = compile({
@@ -39,9 +42,13 @@ const installSchema = compile({
   sharedDest: { type: 'boolean', optional: true },
 });
 
-/** Admin calls carry `Authorization: Bearer <admin token>`, compared in constant time. */
+/**
+ * Admin calls carry `Authorization: Bearer <admin token>`, compared in constant time; without
+ * the header, a console session (its cookie, and for a change its CSRF token) stands for it.
+ */
 export function requireAdmin(deps: AdminDeps, req: HttpRequestData): void {
   const header = req.headers.authorization ?? '';
+  if (header === '' && deps.sessions) return deps.sessions.authorize(req);
   const token = header.startsWith('Bearer ') ? header.slice(7) : '';
   if (token === '' || !safeEqual(token, deps.adminToken)) throw new PierError('UNAUTHORIZED', 'admin token missing or wrong');
 }
@@ -136,7 +143,13 @@ export function adminHandlers(deps: AdminDeps) {
       if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
       const limitText = req.query.get('limit') ?? '100';
       if (!/^\d{1,6}$/.test(limitText) || Number(limitText) < 1) throw new PierError('BAD_REQUEST', 'limit: must be an integer from 1 to 100000');
-      return ok(await call(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) }));
+      // `app` and `op` narrow the newest `limit` entries (the console's filters; `pier vault audit --app --op`).
+      const app = req.query.get('app') ?? undefined;
+      const op = req.query.get('op') ?? undefined;
+      if (app !== undefined && !APP_NAME.test(app)) throw new PierError('BAD_REQUEST', `app: must match ${APP_NAME}`);
+      if (op !== undefined && !/^[A-Za-z]{1,64}$/.test(op)) throw new PierError('BAD_REQUEST', 'op: must be an operation name, letters only');
+      const entries = await call(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) });
+      return ok(entries.filter((e) => (app === undefined || e.app === app) && (op === undefined || e.op === op)));
     }),
     /**
      * `pier vault list|get|set|delete|purge`: one user's workspace, as the operator. The target in
@@ -201,7 +214,7 @@ export function adminHandlers(deps: AdminDeps) {
         bus: { kind: deps.bus.kind, connected: deps.bus.isConnected() },
         registry: { revision: deps.cache.currentRevision(), fresh: deps.cache.isFresh() },
         // Each process as it announces itself, with its actor endpoints' figures (requests, errors, time, last error).
-        replicas: reports.map((r) => ({ ...r.info, ...(r.endpoints && Object.keys(r.endpoints).length > 0 ? { endpoints: r.endpoints } : {}) })).sort((a, b) => a.id.localeCompare(b.id)),
+        replicas: reports.map((r) => ({ ...r.info, counters: r.counters, ...(r.endpoints && Object.keys(r.endpoints).length > 0 ? { endpoints: r.endpoints } : {}) })).sort((a, b) => a.id.localeCompare(b.id)),
         connections: sum('connections'),
         uploads: sum('uploads'),
       });

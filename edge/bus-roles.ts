@@ -52,6 +52,10 @@ export const adminRole: Declaration = {
     registry.providerSetState,
     registry.appReseal,
     upload.prepare,
+    upload.list,
+    // The console's connections view: list one app's connections on every edge, close one.
+    gatewaySubjects.list,
+    gatewaySubjects.edge(any),
     vault.audit,
     vault.rotate,
     vault.operator,

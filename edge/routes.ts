@@ -1,4 +1,5 @@
 import { clusterMetrics, adminHandlers, type AdminDeps } from './admin-api.js';
+import { consoleRoutes, type ConsoleOptions } from './console-api.js';
 import { healthz, readyz } from './health.js';
 import { accessToken, providerCall, providerCallGate, type SystemDeps } from './system-api.js';
 import { isVaultCall, vaultCall, vaultCallGate, type VaultApiDeps } from './vault-api.js';
@@ -15,7 +16,7 @@ export type ListenerName = (typeof LISTENERS)[number];
  * Every route of every listener, in one table. Features land here as their issues do; until then a
  * listener answers its probes and 404.
  */
-export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDeps & UploadApiDeps & { adminBodyBytes: number; providerBodyBytes: number }): Record<ListenerName, Route[]> {
+export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDeps & UploadApiDeps & { adminBodyBytes: number; providerBodyBytes: number; console?: ConsoleOptions }): Record<ListenerName, Route[]> {
   const probes: Route[] = [
     { method: 'get', path: '/healthz', handler: healthz },
     { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache) },
@@ -106,6 +107,7 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
       { method: 'post', path: '/admin/v1/vault/rotate-master-key', handler: audited(admin.rotateMasterKey) },
       { method: 'get', path: '/admin/v1/state', handler: admin.stateExport },
       { method: 'post', path: '/admin/v1/state', handler: audited(admin.stateImport), bodyLimit: body },
+      ...(deps.console ? consoleRoutes(deps, deps.console).routes : []),
     ],
   };
 }

@@ -72,8 +72,9 @@ async function listen(app: uWS.TemplatedApp, host: string, port: number, name: s
   }
 }
 
-function routesFor(ctx: RoleContext) {
+function routesFor(ctx: RoleContext, withConsole = false) {
   return routeTable({
+    ...(withConsole ? { console: { sessionMs: ctx.config.console.sessionMs, sampleMs: ctx.config.console.sampleMs, now: () => Date.now() } } : {}),
     bus: ctx.bus,
     cache: ctx.cache,
     adminToken: ctx.config.adminToken,
@@ -104,7 +105,7 @@ async function bindListeners(
   setUp: (name: ListenerName, app: uWS.TemplatedApp) => void,
   tls: TlsServing | null = null,
 ): Promise<uWS.us_listen_socket[]> {
-  const table = routesFor(ctx);
+  const table = routesFor(ctx, names.includes('admin'));
   const sockets: uWS.us_listen_socket[] = [];
   try {
     for (const name of names) {

@@ -56,6 +56,8 @@ export const ENV = {
   tlsKey: 'PIER_TLS_KEY',
   tlsSniDir: 'PIER_TLS_SNI_DIR',
   tlsListeners: 'PIER_TLS_LISTENERS',
+  consoleSessionMs: 'PIER_CONSOLE_SESSION_MS',
+  consoleSampleMs: 'PIER_CONSOLE_SAMPLE_MS',
 } as const;
 
 /** The environment as read: any variable may be absent. */

@@ -43,6 +43,8 @@ export interface Config {
   /** `PIER_LOG_FORMAT`: `json` (one object per line, the default) or `pretty` (for a terminal). */
   logFormat: 'json' | 'pretty';
   limits: { adminBodyBytes: number };
+  /** The operator console (CONTRACT.md section 13): how long a sign-in lasts; how often its charts sample the cluster. */
+  console: { sessionMs: number; sampleMs: number };
   registry: { heartbeatMs: number; maxStalenessMs: number };
   /** Added to the system clock: for hosts whose clock is known to be off, and for tests. */
   clockOffsetMs: number;

@@ -78,6 +78,10 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     logLevel: env[ENV.logLevel] || 'info',
     logFormat: parseLogFormat(env[ENV.logFormat]),
     limits: { adminBodyBytes: integer(env, ENV.adminBodyBytes, 1024 * 1024, 1024, 64 * 1024 * 1024) },
+    console: {
+      sessionMs: integer(env, ENV.consoleSessionMs, 30 * 60_000, 1_000, 7 * 86_400_000),
+      sampleMs: integer(env, ENV.consoleSampleMs, 5_000, 200, 60_000),
+    },
     registry: { heartbeatMs, maxStalenessMs: integer(env, ENV.registryMaxStalenessMs, Math.max(5_000, heartbeatMs * 10), 100, 3_600_000) },
     clockOffsetMs: integer(env, ENV.clockOffsetMs, 0, -10 * 365 * 86_400_000, 10 * 365 * 86_400_000),
     token: {

@@ -116,6 +116,24 @@ async function beginWrite(a: UploadActor, req: BeginWrite): Promise<WriteSession
   }
 }
 
+/** Unfinished uploads, newest first, at most `limit`. */
+async function listInProgress(deps: UploadDeps, limit: number) {
+  await deps.store.sync();
+  const active = deps.store.all().filter((u) => u.state === 'active').sort((a, b) => b.updatedAt - a.updatedAt);
+  const uploads = active.slice(0, limit).map((u) => ({
+    id: u.id,
+    user: u.user,
+    app: u.app,
+    path: deps.root.appPath(u.user, u.target),
+    offset: u.offset,
+    size: u.lengthDeferred ? null : u.fileSize,
+    protocol: u.protocol === 'tus' ? ('tus' as const) : ('upload' as const),
+    writing: u.lock !== null && deps.locks.alive(u.lock),
+    updatedAt: u.updatedAt,
+  }));
+  return { uploads, truncated: active.length > limit };
+}
+
 /** Made one folder at a time from the user's folder, never through a link (walk.ts). */
 async function prepareDest(a: UploadActor, user: string, dest: string): Promise<{ dir: string }> {
   const { root } = a.deps;
@@ -136,6 +154,7 @@ export const uploadActor = defineActor<UploadActor>({
     prepare: serves(upload.prepare, (a: UploadActor, req) => prepareDest(a, req.user, req.dest)),
     begin: serves(upload.begin, beginWrite),
     describe: serves(upload.describe, (a: UploadActor, req) => describeTusUpload(a.deps, req.user, req.app, req.id, a.ctx.config.upload.idleMs)),
+    list: serves(upload.list, (a: UploadActor, req) => listInProgress(a.deps, req.limit)),
     terminate: serves(upload.terminate, (a: UploadActor, req) => terminateTusUpload(a.deps, req.user, req.app, req.id)),
   },
   hears: {
