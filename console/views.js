@@ -83,6 +83,12 @@ function Users() {
       refresh();
     }, () => `User ${name} added.`);
   };
+  const issue = (name) =>
+    act(async () => {
+      const r = await api('POST', `/admin/v1/users/${encodeURIComponent(name)}/tokens`);
+      setCreated({ name, token: r.data.token });
+      refresh();
+    }, () => `One more token issued for ${name}.`);
   const revoke = (name) => {
     if (!confirm(`Revoke every token of ${name}? Their browsers are signed out at once.`)) return;
     act(async () => {
@@ -102,7 +108,7 @@ function Users() {
       <caption>Users (${data?.length ?? 0})</caption>
       <thead><tr><th scope="col">User</th><th scope="col">Since</th><th scope="col">Live tokens</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
       <tbody>${(data ?? []).map((u) => html`<tr data-user=${u.name}><th scope="row">${u.name}</th><td>${u.createdAt.slice(0, 10)}</td><td>${u.tokens}</td>
-        <td><button class="danger" onClick=${() => revoke(u.name)} aria-label=${`Revoke the tokens of ${u.name}`}>Revoke</button></td></tr>`)}</tbody>
+        <td><button onClick=${() => issue(u.name)} aria-label=${`Issue a token for ${u.name}`}>Issue token</button> <button class="danger" onClick=${() => revoke(u.name)} aria-label=${`Revoke the tokens of ${u.name}`}>Revoke</button></td></tr>`)}</tbody>
     </table></div>`;
 }
 
@@ -144,8 +150,10 @@ function Apps() {
     <${Err} text=${error} />
     <div class="scroll"><table>
       <caption>Installed apps (${data?.length ?? 0})</caption>
-      <thead><tr><th scope="col">App</th><th scope="col">User</th><th scope="col">Version</th><th scope="col">Providers</th><th scope="col">Installed</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
-      <tbody>${(data ?? []).map((a) => html`<tr data-app=${`${a.user}/${a.app}`}><th scope="row">${a.app}${a.sharedDest ? html` <small>(shared dest)</small>` : ''}</th><td>${a.user}</td><td>${a.version}</td><td>${a.providers.join(', ') || '–'}</td><td>${a.installedAt.slice(0, 10)}</td>
+      <thead><tr><th scope="col">App</th><th scope="col">User</th><th scope="col">Version</th><th scope="col">Grants</th><th scope="col">Upload folder</th><th scope="col">Providers</th><th scope="col">Installed</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
+      <tbody>${(data ?? []).map((a) => html`<tr data-app=${`${a.user}/${a.app}`}><th scope="row">${a.app}${a.sharedDest ? html` <small>(shared dest)</small>` : ''}</th><td>${a.user}</td><td>${a.version}</td>
+        <td>${(a.grants ?? []).map((g) => `${g.dataType}/${g.group}/${g.version}${g.ops?.length ? ` (${g.ops.join(', ')})` : ''}`).join('; ') || '–'}</td>
+        <td>${a.upload_dest ? html`<code>${a.upload_dest}</code>` : '–'}</td><td>${a.providers.join(', ') || '–'}</td><td>${a.installedAt.slice(0, 10)}</td>
         <td><button class="danger" onClick=${() => uninstall(a)} aria-label=${`Uninstall ${a.app} of ${a.user}`}>Uninstall</button></td></tr>`)}</tbody>
     </table></div>`;
 }
@@ -153,10 +161,13 @@ function Apps() {
 function Providers() {
   const { data, error, refresh } = usePoll(() => get('/admin/v1/providers'), 5000);
   const [notice, act] = useNotice();
-  const set = (p, verb) => act(async () => {
+  const set = (p, verb) => {
+    if (verb === 'suspend' && !confirm(`Suspend ${p.name}? Calls to it are refused (403) until it is resumed.`)) return;
+    return act(async () => {
     await api('POST', `/admin/v1/providers/${encodeURIComponent(p.name)}/${verb}`);
     refresh();
-  }, () => `${p.name} ${verb === 'suspend' ? 'suspended' : 'resumed'}.`);
+    }, () => `${p.name} ${verb === 'suspend' ? 'suspended' : 'resumed'}.`);
+  };
   return html`${notice}<${Err} text=${error} />
     <div class="scroll"><table>
       <caption>Providers (${data?.length ?? 0})</caption>
@@ -174,7 +185,7 @@ function Connections() {
   const query = new URLSearchParams(Object.entries(filter).filter(([, v]) => v)).toString();
   const { data, error, refresh } = usePoll(async () => api('GET', `/admin/v1/connections${query ? `?${query}` : ''}`), 2000, [query]);
   const [notice, act] = useNotice();
-  const close = (a, c) => act(async () => {
+  const close = (a, c) => confirm(`Close connection ${c.id} of ${c.user} to ${a.app}? The browser sees close code 4001.`) && act(async () => {
     const r = await api('POST', '/admin/v1/connections/close', { user: a.user, app: a.app, conns: [c.id] });
     refresh();
     return r;

@@ -115,7 +115,12 @@ export function adminHandlers(deps: AdminDeps) {
     appList: guard(async (req) => {
       const user = req.query.get('user') ?? undefined;
       if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
-      return ok(await call(deps.bus, registry.appList, user === undefined ? {} : { user }));
+      // With what the registry's caches know of each app: its grants and its upload folder (the console's apps view).
+      const apps = await call(deps.bus, registry.appList, user === undefined ? {} : { user });
+      return ok(apps.map((a) => {
+        const view = deps.cache.app(a.user, a.app);
+        return view ? { ...a, grants: view.grants, upload_dest: view.upload?.dest ?? null } : a;
+      }));
     }),
     appUninstall: guard(async (req) => {
       const purge = req.query.get('purge');
