@@ -1,5 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -128,7 +129,10 @@ export async function benchUpload(): Promise<Record<string, unknown>> {
           if (answer.code !== 0) throw new Error(`pier answered ${JSON.stringify(answer)}`);
         }
       });
-      // The same Pier through its tus endpoint (CONTRACT.md section 12), same 8 MiB chunks.
+      // The same Pier through its tus endpoint (CONTRACT.md section 12), same 8 MiB chunks. It
+      // starts from the disk state the first run had: the 2 GiB just written go, and are synced out.
+      for (const name of readdirSync(dest)) if (!name.startsWith('.')) rmSync(join(dest, name), { force: true });
+      execFileSync('sync');
       results.pier_tus = await runBoth(pier.proc.pid!, async (size, name) => {
         const tusHeaders = { ...headers, 'tus-resumable': '1.0.0' };
         const created = await request(`${origin}/tus/`, { method: 'POST', headers: { ...tusHeaders, 'upload-length': String(size), 'upload-metadata': `filename ${Buffer.from(`tus-${name}`).toString('base64')}` } });
