@@ -81,7 +81,11 @@ export class ConsoleSessions {
    */
   authorize(req: HttpRequestData): void {
     const s = this.sessionOf(req);
-    if (!s) throw new PierError('UNAUTHORIZED', 'admin token missing or wrong, or the console session expired: sign in again');
+    if (!s) {
+      // Without a console cookie this is an admin API call without its token: said as always.
+      if (cookieOf(req.headers.cookie, SESSION_COOKIE) === undefined) throw new PierError('UNAUTHORIZED', 'admin token missing or wrong');
+      throw new PierError('UNAUTHORIZED', 'the console session expired or is unknown: sign in again');
+    }
     if (!WRITES.has(req.method.toUpperCase())) return;
     const origin = req.headers.origin;
     if (origin !== undefined && origin !== 'null' && !sameOrigin(origin, req.headers.host ?? '')) throw new PierError('FORBIDDEN', 'Origin: a console change must come from the console itself');
