@@ -3,23 +3,26 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Browser, findChromium, type Page } from '../helpers/chromium.js';
+import type { Browser, Page } from 'playwright-core';
+import { findChromium } from '../helpers/chromium.js';
 import { cleanup, fixedPorts, pierEnv, PierProcess, ROOT, tempDir } from '../helpers/pier.js';
+import { launchChromium, recordConsole, waitInPage } from '../helpers/playwright.js';
+import { within } from '../helpers/wait.js';
 
 /**
- * The example chat app (examples/chat) in a real headless Chromium, the SDK's browser half
- * loaded by the page as an app would ship it: messages round-trip through the gateway and the
- * app, a secret comes from the vault, a provider answers "/quote", a file uploads with progress,
- * and the page lives through an edge restart.
+ * The example chat app (examples/chat) in Debian's headless Chromium driven by playwright-core, the
+ * SDK's browser half loaded by the page as an app would ship it: messages round-trip through the
+ * gateway and the app, a secret comes from the vault, a provider answers "/quote", a file uploads
+ * with progress, and the page lives through an edge restart.
  */
-const chromium = findChromium();
-if (!chromium) console.log('example-chat-browser: skipped — no chromium (as root, `npm test` installs Debian\'s package; otherwise `apt-get install -y chromium`)');
-const maybe = chromium ? test.serial : test.skip;
+const chromiumPath = findChromium();
+if (!chromiumPath) console.log('example-chat-browser: skipped — no chromium (as root, `npm test` installs Debian\'s package; otherwise `apt-get install -y chromium`)');
+const maybe = chromiumPath ? test.serial : test.skip;
 
 let dir: string;
 let pier: PierProcess;
 let ports: Record<string, string>;
-let browser: Browser;
+let browser: Browser | undefined;
 let chat: { url: string; uploadDir: string; stop(): void };
 
 const startPier = async () => {
@@ -32,30 +35,46 @@ test.before(async () => {
   await startPier();
   const { setupChat } = await import(pathToFileURL(join(ROOT, 'examples', 'chat', 'setup.mjs')).href);
   chat = await setupChat({ adminEnv: { ...pier.env, PIER_ADMIN_URL: pier.adminUrl }, ports: pier.ports, dir });
-  if (chromium) browser = await Browser.launch(chromium);
+  if (chromiumPath) browser = await launchChromium(chromiumPath);
 });
 
 test.after.always(async () => {
+  await within('chromium to close', browser?.close() ?? Promise.resolve(), 15_000).catch((err: Error) => console.log(`example-chat-browser: ${err.message}`));
   chat?.stop();
-  await pier?.stop();
-  await browser?.close();
+  await within('Pier to stop', pier?.stop() ?? Promise.resolve(null), 20_000).catch((err: Error) => console.log(`example-chat-browser: ${err.message}`));
   if (dir) cleanup(dir);
 });
 
-const logText = (page: Page) => page.evaluate<string[]>(`[...document.querySelectorAll('#log li')].map((li) => li.textContent)`);
-const say = (page: Page, text: string) => page.evaluate(`(() => { document.getElementById('text').value = ${JSON.stringify(text)}; document.getElementById('say').requestSubmit(); })()`);
+/** The page's connection state (#status), as chat.js sets it from the SDK's open and close events. */
+const stateIs = (state: string) => document.getElementById('status')!.dataset.state === state;
+/** Whether the chat log has a line that is exactly `text`. */
+const hasLine = (text: string) => [...document.querySelectorAll('#log li')].some((li) => li.textContent === text);
+/** Whether the chat log has a line starting with `prefix`. */
+const hasLineStarting = (prefix: string) => [...document.querySelectorAll('#log li')].some((li) => li.textContent!.startsWith(prefix));
+
+const logText = (page: Page) => within('the page to tell its chat log', page.locator('#log li').allTextContents());
+
+/** Types `text` in the message box and presses Send, as the user would. */
+async function say(page: Page, text: string): Promise<void> {
+  await page.fill('#text', text, { timeout: 10_000 });
+  await page.click('#say button', { timeout: 10_000 });
+}
 
 maybe('the example page: chat, vault, provider, upload with progress, and an edge restart survived', async (t) => {
-  const page = await browser.newPage();
-  await page.navigate(chat.url);
-  await page.waitFor('the gateway connection to open', `document.getElementById('status').dataset.state === 'open'`);
-  const motto = await page.waitFor<string>('the motto from the vault', `document.getElementById('motto').textContent`);
+  const context = await within('a new browser context', browser!.newContext());
+  const page = await within('a new page', context.newPage());
+  const pageConsole = recordConsole(page);
+  const waitFor = <R, A>(what: string, fn: (arg: A) => R, arg: A, timeoutMs?: number) => waitInPage(page, what, fn, arg, { timeoutMs, console: pageConsole });
+
+  await page.goto(chat.url, { timeout: 20_000 });
+  await waitFor('the gateway connection to open', stateIs, 'open');
+  const motto = await waitFor('the motto from the vault', () => document.getElementById('motto')!.textContent, undefined);
   t.is(motto, 'Say what you mean; the vault keeps this line.');
 
   await say(page, 'hello pier');
-  await page.waitFor('the message back from the app', `[...document.querySelectorAll('#log li')].some((li) => li.textContent === 'alice: hello pier')`);
+  await waitFor('the message back from the app', hasLine, 'alice: hello pier');
   await say(page, '/quote');
-  await page.waitFor('a quote from the provider app', `[...document.querySelectorAll('#log li')].some((li) => li.textContent.startsWith('quotes: '))`);
+  await waitFor('a quote from the provider app', hasLineStarting, 'quotes: ');
 
   // Upload: 3 MiB + a little, in the page's 1 MiB chunks; every progress text the page shows is recorded.
   const size = 3 * 1024 * 1024 + 77;
@@ -63,26 +82,43 @@ maybe('the example page: chat, vault, provider, upload with progress, and an edg
   const bytes = Buffer.alloc(size);
   for (let i = 0; i < size; i++) bytes[i] = (i * 13 + 5) & 0xff;
   writeFileSync(file, bytes);
-  await page.evaluate(`window.__progress = []; new MutationObserver(() => window.__progress.push(document.getElementById('upload-status').textContent)).observe(document.getElementById('upload-status'), { childList: true, characterData: true, subtree: true }); true`);
-  await page.setFiles('#file', [file]);
-  await page.waitFor('the upload to finish', `document.getElementById('upload-status').textContent === 'done' || document.getElementById('upload-status').textContent.startsWith('failed')`, 30_000);
-  const progress = await page.evaluate<string[]>('window.__progress');
+  await within(
+    'the progress recorder to be set up',
+    page.evaluate(() => {
+      const status = document.getElementById('upload-status')!;
+      const seen: string[] = [];
+      (window as any).__progress = seen;
+      new MutationObserver(() => seen.push(status.textContent ?? '')).observe(status, { childList: true, characterData: true, subtree: true });
+    }),
+  );
+  // Picks the file in #file as the user would: input and change fire, chat.js starts the upload.
+  await page.setInputFiles('#file', [file], { timeout: 10_000 });
+  await waitFor(
+    'the upload to finish',
+    () => {
+      const status = document.getElementById('upload-status')!.textContent!;
+      return status === 'done' || status.startsWith('failed');
+    },
+    undefined,
+    30_000,
+  );
+  const progress = await within('the page to tell its progress texts', page.evaluate(() => (window as any).__progress as string[]));
   t.is(progress.at(-1), 'done', progress.join(' | '));
   const loaded = progress.filter((p) => p.endsWith(' bytes')).map((p) => Number(p.split(' / ')[0]));
   t.deepEqual(loaded, [0, 1, 2, 3].map((m) => m * 1024 * 1024).concat(size), 'progress in acknowledged bytes, chunk by chunk');
   t.true(readFileSync(join(chat.uploadDir, 'photo.bin')).equals(bytes), 'the file on disk is the file picked');
-  await page.waitFor('the upload announced in the chat', `[...document.querySelectorAll('#log li')].some((li) => li.textContent === 'upload: photo.bin (${size} bytes) is in /data/chat')`);
+  await waitFor('the upload announced in the chat', hasLine, `upload: photo.bin (${size} bytes) is in /data/chat`);
 
   // The edge goes away and comes back on the same ports: the page reconnects by itself.
-  await pier.stop();
-  await page.waitFor('the page to notice the edge is gone', `document.getElementById('status').dataset.state === 'reconnecting'`);
+  await within('Pier to stop', pier.stop(), 20_000);
+  await waitFor('the page to notice the edge is gone', stateIs, 'reconnecting');
   await startPier();
-  await page.waitFor('the page to reconnect', `document.getElementById('status').dataset.state === 'open'`, 30_000);
+  await waitFor('the page to reconnect', stateIs, 'open', 30_000);
   await say(page, 'still here');
-  await page.waitFor('a message after the restart', `[...document.querySelectorAll('#log li')].some((li) => li.textContent === 'alice: still here')`);
+  await waitFor('a message after the restart', hasLine, 'alice: still here');
   const log = await logText(page);
   t.is(log.filter((l) => l === 'alice: hello pier').length, 1, 'nothing delivered twice');
-  t.deepEqual(page.console.filter((l) => l.startsWith('exception')), []);
+  t.deepEqual(pageConsole.filter((l) => l.startsWith('exception')), []);
 });
 
 /** A raw request to the example's backend, path sent exactly as given (no URL normalisation). */

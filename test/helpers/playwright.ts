@@ -95,3 +95,30 @@ export function recordRequests(page: Page, prefix: string): { phase: string; sen
   });
   return log;
 }
+
+/**
+ * Records the console lines (`<type>: <text>`) and uncaught exceptions (`exception: <message>`) of
+ * `page` from now on, for a test's assertions and a failing wait's message.
+ */
+export function recordConsole(page: Page): string[] {
+  const lines: string[] = [];
+  page.on('console', (m) => lines.push(`${m.type()}: ${m.text()}`));
+  page.on('pageerror', (e) => lines.push(`exception: ${e.name}: ${e.message}`));
+  return lines;
+}
+
+/**
+ * Waits (polling every 50 ms, at most `timeoutMs`) until `fn(arg)`, run in the page, is truthy and
+ * answers that value; a timeout names `what` and, when given, the page's last `console` lines.
+ */
+export async function waitInPage<R, A>(page: Page, what: string, fn: (arg: A) => R, arg: A, { timeoutMs = 15_000, console }: { timeoutMs?: number; console?: string[] } = {}): Promise<R> {
+  try {
+    // `fn` is sent to the page as its source: it may use only its argument and the page's globals.
+    const handle = await page.waitForFunction(fn as (arg: unknown) => R, arg as unknown, { timeout: timeoutMs, polling: 50 });
+    const value = (await within(`the value of ${what}`, handle.jsonValue())) as R;
+    await handle.dispose();
+    return value;
+  } catch (err) {
+    throw new Error(`waiting (at most ${timeoutMs} ms) for ${what}: ${(err as Error).message.split('\n')[0]}${console ? ` (page console: ${console.slice(-5).join(' | ')})` : ''}`);
+  }
+}
