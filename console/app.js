@@ -31,7 +31,7 @@ function SignIn({ notice, onDone }) {
     <form onSubmit=${submit} aria-describedby="signin-help">
       <label for="token">Admin token</label>
       <input id="token" name="token" type="password" autocomplete="current-password" required autofocus />
-      <p id="signin-help" class="help">The token in <code>PIER_ADMIN_TOKEN</code> (or <code>&lt;data dir&gt;/admin.token</code>). It is sent once; the console keeps a session cookie, not the token.</p>
+      <p id="signin-help" class="help">The token in <code>PIER_ADMIN_TOKEN</code> (or <code>${'<data dir>/admin.token'}</code>). It is sent once; the console keeps a session cookie, not the token.</p>
       <button type="submit" disabled=${busy}>Sign in</button>
       ${error && html`<p role="alert" class="error">${error}</p>`}
     </form>

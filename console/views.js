@@ -26,6 +26,15 @@ export function usePoll(load, ms, deps = []) {
 }
 
 const get = async (path) => (await api('GET', path)).data;
+const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+/** An endpoint's error counts since the process started; only a recent one (5 min) makes it look unwell. */
+const RECENT_MS = 5 * 60_000;
+function health(p) {
+  const recent = Object.values(p.endpoints ?? {}).filter((e) => e.lastError && Date.now() - Date.parse(e.lastError.at) < RECENT_MS);
+  if (recent.length === 0) return html`<span class="good">answering</span>`;
+  const last = recent.map((e) => e.lastError).sort((a, b) => b.at.localeCompare(a.at))[0];
+  return html`<span class="warn" title=${`${last.code}: ${last.message}`}>answering; last error ${ago(last.at)} ago (${last.code})</span>`;
+}
 const Err = ({ text }) => text && html`<p role="alert" class="error">${text}</p>`;
 const ago = (iso) => {
   const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
@@ -54,7 +63,7 @@ function Processes() {
     <ul class="facts">
       <li>Bus: <strong>${data.bus.kind}</strong>, ${data.bus.connected ? 'connected' : html`<span class="bad">disconnected</span>`}</li>
       <li>Registry revision ${data.registry.revision}${data.registry.fresh ? '' : html` <span class="bad">(stale)</span>`}</li>
-      <li>${data.connections} WebSocket connections, ${data.uploads} uploads in progress</li>
+      <li>${plural(data.connections, 'WebSocket connection')}, ${plural(data.uploads, 'upload')} in progress</li>
       <li>${data.missing_roles.length === 0 ? 'Every role runs somewhere' : html`<span class="bad">No process runs: ${data.missing_roles.join(', ')}</span>`}</li>
     </ul>
     <div class="scroll"><table>
@@ -64,7 +73,7 @@ function Processes() {
         <th scope="row">${p.id}<br/><small>pid ${p.pid}</small></th>
         <td>${p.roles.join(', ')}</td><td>${p.host}</td><td>${p.version ?? '?'}</td><td>${ago(p.startedAt)}</td>
         <td>${p.roles.includes('edge') ? (p.counters?.connections ?? 0) : '–'}</td>
-        <td>${Object.values(p.endpoints ?? {}).some((e) => e.errors > 0) ? html`<span class="warn">answering, with errors</span>` : html`<span class="good">answering</span>`}</td>
+        <td>${health(p)}</td>
       </tr>`)}</tbody>
     </table></div>`;
 }
@@ -98,7 +107,7 @@ function Users() {
   };
   return html`<form class="inline" onSubmit=${add}>
       <label for="new-user">New user</label>
-      <input id="new-user" name="name" required pattern="[a-z][a-z0-9-]{0,30}" title="lower-case letters, digits and dashes" />
+      <input id="new-user" name="name" required pattern="[a-z][a-z0-9\\-]{0,30}" title="lower-case letters, digits and dashes" />
       <button type="submit">Add user</button>
     </form>
     ${notice}
@@ -162,7 +171,7 @@ function Providers() {
   const { data, error, refresh } = usePoll(() => get('/admin/v1/providers'), 5000);
   const [notice, act] = useNotice();
   const set = (p, verb) => {
-    if (verb === 'suspend' && !confirm(`Suspend ${p.name}? Calls to it are refused (403) until it is resumed.`)) return;
+    if (verb === 'suspend' && !confirm(`Suspend ${p.name}? Calls to it are refused (404) until it is resumed.`)) return;
     return act(async () => {
     await api('POST', `/admin/v1/providers/${encodeURIComponent(p.name)}/${verb}`);
     refresh();
@@ -202,7 +211,7 @@ function Connections() {
     <div class="scroll"><table>
       <caption>WebSocket connections (${total})</caption>
       <thead><tr><th scope="col">Connection</th><th scope="col">User</th><th scope="col">App</th><th scope="col">Edge</th><th scope="col">Client</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
-      <tbody>${apps.flatMap((a) => a.conns.map((c) => html`<tr data-conn=${c.id}><th scope="row"><code>${c.id}</code></th><td>${c.user}</td><td>${a.app}</td><td>${c.edge ?? '?'}</td><td>${c.userAgent || '–'}</td>
+      <tbody>${apps.flatMap((a) => a.conns.map((c) => html`<tr data-conn=${c.id}><th scope="row"><code>${c.id}</code></th><td>${c.user}</td><td>${a.app}</td><td>${c.process ?? c.edge ?? '?'}</td><td>${c.userAgent || '–'}</td>
         <td><button class="danger" onClick=${() => close(a, c)} aria-label=${`Close connection ${c.id}`}>Close</button></td></tr>`))}</tbody>
     </table></div>`;
 }

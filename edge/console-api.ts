@@ -163,13 +163,19 @@ async function listConnections(deps: AdminDeps, req: HttpRequestData): Promise<H
     .filter((s) => appName === undefined || s.app === appName)
     .map((s) => deps.cache.app(s.user, s.app))
     .filter((a): a is AppView => a !== undefined && a.websocket !== null);
-  const edges = deps.peers.alive('edge').length;
+  const alive = deps.peers.alive('edge');
+  const edges = alive.length;
+  // A connection id names its edge by bus id; the console names processes by instance id.
+  const processOf = new Map(alive.map((p) => [p.busId, p.id]));
   let partial = false;
   const data = await Promise.all(
     apps.slice(0, MAX_APPS).map(async (a) => {
       const replies = await gatherOn(deps.bus, gatewayChannels.list, gatewaySubjects.list, { appId: a.id }, { timeoutMs: 1_000, stallMs: 1_000, expected: edges });
       if (replies.length < edges) partial = true;
-      const conns = replies.flatMap((r) => r.conns).map((c) => ({ id: c.id, user: c.user, userAgent: c.userAgent, edge: edgeOfConn(c.id) ?? null }));
+      const conns = replies.flatMap((r) => r.conns).map((c) => {
+        const edge = edgeOfConn(c.id) ?? null;
+        return { id: c.id, user: c.user, userAgent: c.userAgent, edge, process: edge === null ? null : (processOf.get(edge) ?? null) };
+      });
       return { user: a.user, app: a.name, conns };
     }),
   );
