@@ -82,4 +82,21 @@ function App() {
   }} />`;
 }
 
-render(html`<${App} />`, document.getElementById('root'));
+/**
+ * At phone width a table row is shown as a card (style.css): each cell needs its column's name,
+ * copied here from the table's header whenever a view renders rows.
+ */
+function labelCells(root) {
+  for (const table of root.querySelectorAll('table')) {
+    const names = [...table.querySelectorAll('thead th')].map((th) => th.textContent.trim());
+    for (const row of table.querySelectorAll('tbody tr')) {
+      [...row.children].forEach((cell, i) => {
+        if (names[i] && cell.dataset.label !== names[i]) cell.dataset.label = names[i];
+      });
+    }
+  }
+}
+const root = document.getElementById('root');
+new MutationObserver(() => labelCells(root)).observe(root, { childList: true, subtree: true });
+
+render(html`<${App} />`, root);

@@ -24,7 +24,12 @@ export interface HistorySample {
   bus_refusals_per_s: number;
   ws_connections: number;
   uploads_active: number;
+  /** Requests per second by route (`<listener> <METHOD path>`), the busiest ROUTES_KEPT of the interval. */
+  routes: Record<string, number>;
 }
+
+/** Routes kept per sample: the busiest; the rest are in /metrics. */
+const ROUTES_KEPT = 12;
 
 interface Totals {
   at: number;
@@ -32,6 +37,8 @@ interface Totals {
   gauges: Record<string, number>;
   /** Cumulative counts of pier_http_request_seconds by bucket bound, summed over every series. */
   buckets: Map<number, number>;
+  /** pier_http_requests_total by route, summed over statuses and processes. */
+  routes: Map<string, number>;
 }
 
 const COUNTERS = {
@@ -47,8 +54,15 @@ const GAUGES = { ws_connections: 'pier_ws_connections', uploads_active: 'pier_up
 function totalsOf(at: number, processes: MetricJson[][]): Totals {
   const sums = new Map<string, number>();
   const buckets = new Map<number, number>();
+  const routes = new Map<string, number>();
   for (const metrics of processes) {
     for (const m of metrics) {
+      if (m.name === 'pier_http_requests_total') {
+        for (const v of m.values) {
+          const route = `${String(v.labels.listener ?? '')} ${String(v.labels.route ?? '')}`;
+          if (routes.size < 1000 || routes.has(route)) routes.set(route, (routes.get(route) ?? 0) + v.value);
+        }
+      }
       if (m.name === 'pier_http_request_seconds') {
         for (const v of m.values) {
           if (v.metricName !== 'pier_http_request_seconds_bucket') continue;
@@ -66,7 +80,7 @@ function totalsOf(at: number, processes: MetricJson[][]): Totals {
   for (const [key, names] of Object.entries(COUNTERS)) counters[key] = names.reduce((n, name) => n + (sums.get(name) ?? 0), 0);
   const gauges: Record<string, number> = {};
   for (const [key, name] of Object.entries(GAUGES)) gauges[key] = sums.get(name) ?? 0;
-  return { at, counters, gauges, buckets };
+  return { at, counters, gauges, buckets, routes };
 }
 
 /** The interval's p99 from two cumulative bucket sets (a restarted process's counters going back count as 0). */
@@ -77,6 +91,13 @@ function p99Between(before: Map<number, number>, after: Map<number, number>): nu
   if (total <= 0) return null;
   for (const le of bounds) if (delta(le) >= 0.99 * total) return Number.isFinite(le) ? le * 1000 : null;
   return null;
+}
+
+/** The interval's request rate of each route, the busiest ROUTES_KEPT of them. */
+function busiest(before: Map<string, number>, after: Map<string, number>, seconds: number): Record<string, number> {
+  const rates = [...after].map(([route, n]) => [route, Math.max(0, n - (before.get(route) ?? 0)) / seconds] as const).filter(([, r]) => r > 0);
+  rates.sort((a, b) => b[1] - a[1]);
+  return Object.fromEntries(rates.slice(0, ROUTES_KEPT).map(([route, r]) => [route, Math.round(r * 100) / 100]));
 }
 
 export class MetricsHistory {
@@ -104,6 +125,7 @@ export class MetricsHistory {
       bus_refusals_per_s: rate('bus_refusals_per_s'),
       ws_connections: now.gauges.ws_connections!,
       uploads_active: now.gauges.uploads_active!,
+      routes: busiest(before.routes, now.routes, seconds),
     };
     this.samples.push(sample);
     if (this.samples.length > this.max) this.samples.splice(0, this.samples.length - this.max);

@@ -442,7 +442,7 @@ maybe('providers: suspend (confirmed) and resume from the console; calls to it f
   t.is(answered, 201);
 });
 
-const CHARTS = ['http_requests_per_s', 'http_p99_ms', 'ws_messages_per_s', 'callback_retries_per_s', 'bus_refusals_per_s'];
+const CHARTS = ['http_requests_per_s', 'http_p99_ms', 'ws_messages_per_s', 'callback_retries_per_s', 'bus_refusals_per_s', 'routes'];
 
 maybe('charts: once two samples exist, a chart per figure', async (t) => {
   t.timeout(60_000);
@@ -455,6 +455,10 @@ maybe('charts: once two samples exist, a chart per figure', async (t) => {
   const history = (await adminGet('/admin/v1/metrics/history')).json.data;
   t.true(history.samples.length >= 2);
   t.is(history.every_ms, 500);
+  // The console itself calls the admin API: its routes are among the busiest, each a line of the routes chart.
+  const routes = await page.locator('figure[data-chart="routes"] .u-legend .u-series').count();
+  t.true(routes >= 2, `the routes chart has a line per busy route (uPlot legend: ${routes - 1} routes)`);
+  t.true(history.samples.some((s: { routes: Record<string, number> }) => Object.keys(s.routes).some((r) => r.startsWith('admin GET /admin/v1/'))), 'the history has per-route rates');
 });
 
 /** Serves one page at `/` on 127.0.0.1 (reachable also as evil.localhost: Chromium resolves *.localhost to loopback). */

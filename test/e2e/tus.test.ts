@@ -1,7 +1,7 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -143,7 +143,6 @@ test('tus-js-client killed mid-chunk, then a new client resumes from the stored 
 
 test('tus-js-client terminates an upload (abort(true)): its URL answers 404 and its partial data is gone', async (t) => {
   const data = randomBytes(4 * 1024 * 1024);
-  const before = new Set(readdirSync(destHost));
   const upload = await new Promise<tus.Upload>((resolve, reject) => {
     const u: tus.Upload = new tus.Upload(data, {
       endpoint,
@@ -162,7 +161,7 @@ test('tus-js-client terminates an upload (abort(true)): its URL answers 404 and 
   await within('the termination', upload.abort(true));
   t.is((await raw.head(idOf(upload))).status, 404, 'the terminated upload is not found');
   t.false(existsSync(join(destHost, '.pier-uploads', `${idOf(upload)}.part`)), 'its partial data is gone');
-  t.deepEqual(readdirSync(destHost).filter((n) => !before.has(n) && n !== '.pier-uploads'), [], 'no target left');
+  t.false(existsSync(join(destHost, 'dropped.bin')), 'nothing at the target');
 });
 
 test('tus-js-client with Upload-Checksum on every PATCH (set in onBeforeRequest): accepted when right, 460 and nothing kept when wrong', async (t) => {

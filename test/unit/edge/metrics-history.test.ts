@@ -39,3 +39,20 @@ test('p99: the smallest bound holding 99 % of the interval\'s requests, in ms', 
   h.add(1_000, [[histogram({ '0.005': 990, '0.05': 1000, '+Inf': 1000 })]]);
   t.is(h.all()[0]!.http_p99_ms, 5);
 });
+
+test('requests per route: the interval\'s rate of each route, the busiest kept, idle ones left out', (t) => {
+  const h = new MetricsHistory();
+  const routes = (a: number, b: number, c: number): MetricJson => ({
+    name: 'pier_http_requests_total',
+    type: 'counter',
+    values: [
+      { value: a, labels: { listener: 'system', route: 'POST /permission/v1alpha1/access', status: '200' } },
+      { value: b, labels: { listener: 'system', route: 'POST /permission/v1alpha1/access', status: '401' } },
+      { value: c, labels: { listener: 'admin', route: 'GET /admin/v1/status', status: '200' } },
+    ],
+  });
+  h.add(0, [[routes(10, 0, 5)]]);
+  h.add(2_000, [[routes(30, 4, 5)]]);
+  t.deepEqual(h.all()[0]!.routes, { 'system POST /permission/v1alpha1/access': 12 });
+  t.is(h.all()[0]!.http_requests_per_s, 12);
+});
