@@ -177,8 +177,15 @@ function connsByClient(p: Parsed): Map<string, Conn[]> {
  * Whether the client's unsettled events may have been lost: its connection's edge (any edge when
  * the app never named the connection) was killed -9 or paused while the connection lived.
  */
+/** Pier's close code for a connection its edge gave up because the cluster may have taken it for dead (CONTRACT.md section 6). */
+const LOST = 4003;
+
 function lossExcuse(p: Parsed, client: Client, conn: Conn | undefined): LossWindow | undefined {
   const from = client.invokedAt;
+  // The edge fenced itself (it had not heard its own heartbeat for nearly the death bound: starved,
+  // or cut from NATS while a node restarted) and told the client so with 4003: like a kill, the
+  // unsettled tail may be lost, and the client was told. A gap is still an anomaly (checked before).
+  if (client.endCode === LOST) return { target: 'edge', from, to: client.endedAt ?? p.endOfHistory, what: '4003: the edge fenced itself' };
   const closeAt = conn?.events.find((e) => e.action === 'close')?.t;
   const to = closeAt ?? client.endedAt ?? p.endOfHistory;
   const target = conn ? edgeOfConn(p, conn.connId) : undefined;

@@ -204,3 +204,14 @@ test('a drained edge may lose the tail in flight when it sent its close (1001), 
   const elsewhere = story().map((l) => (l.kind === 'fault' ? { ...l, target: 'vault-1', roles: 'vault' } : l));
   t.is(verdict(checkWs(elsewhere), CHECKS.arrive).anomalies.length, 1, 'a fault of another process is no excuse');
 });
+
+test('a client told 4003 (its edge fenced itself, no fault of the injector) may have lost the tail, never a gap', (t) => {
+  const with4003 = (lines: HistoryLine[], client: string) => lines.map((l) => (l.op === 'close' && l.phase === 'ok' && l.client === client ? { ...l, code: 4003 } : l));
+  const lost = verdict(checkWs(with4003(story({ lostMessage: true }), 'c1')), CHECKS.arrive);
+  t.deepEqual(lost.anomalies, [], 'c1 was told 4003: its lost tail is excused');
+  t.is(verdict(checkWs(story({ lostMessage: true })), CHECKS.arrive).anomalies.length, 1, 'the same loss with 1000 is an anomaly');
+  const noKill = story({ gap: true }).filter((l) => l.kind !== 'fault').map((l) => (l.op === 'break' && l.client === 'c3' ? { ...l, code: 4003 } : l));
+  const gap = verdict(checkWs(noKill), CHECKS.arrive).anomalies;
+  t.is(gap.length, 1, gap.join('; '));
+  t.regex(gap[0]!, /c3: message 2 missing while later ones arrived/);
+});
