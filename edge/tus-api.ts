@@ -124,6 +124,9 @@ export function tusApi(deps: UploadApiDeps) {
     if (deferred !== undefined && deferred !== '1') throw new TusRefusal(400, 'Upload-Defer-Length: must be 1');
     if ((length === undefined) === (deferred === undefined)) throw new TusRefusal(400, 'Upload-Length: is required (or Upload-Defer-Length: 1), not both');
     if (length !== undefined && length > options.limitedSize) throw new TusRefusal(413, `Upload-Length: must be at most ${options.limitedSize} bytes (Tus-Max-Size)`);
+    const hasBody = Number(req.headers['content-length'] ?? '0') > 0 || req.headers['transfer-encoding'] !== undefined;
+    // A first chunk in the wrong format is refused before anything is created.
+    if (hasBody && (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_STREAM) throw new TusRefusal(415, `Content-Type: a creation with a body must send ${OFFSET_STREAM}`);
     const metadataHeader = req.headers['upload-metadata'];
     const meta = parseMetadata(metadataHeader);
     const relativePath = metaText(meta, 'relativePath', 'filename', 'name');
@@ -144,7 +147,6 @@ export function tusApi(deps: UploadApiDeps) {
     });
     const id = created.record!.id;
     const location = { location: `/tus/${id}` };
-    const hasBody = Number(req.headers['content-length'] ?? '0') > 0 || req.headers['transfer-encoding'] !== undefined;
     if (!hasBody || created.complete) return { status: 201, headers: headersFor(req, { ...location, ...progress(created.tus!) }) };
     // creation-with-upload: the body is the first chunk. The upload exists whatever becomes of it:
     // a refused or broken body still answers where it is, so the client can resume there.

@@ -105,6 +105,9 @@ test('malformed headers: 412, 413, 415 and 400s naming the header', async (t) =>
     t.is(a.headers['tus-resumable'], '1.0.0');
   }
   t.is((await alice.send('POST', '/tus/', { 'tus-resumable': '0.2.2' })).headers['tus-version'], '1.0.0', '412 says which version is served');
+  const badFirstChunk = await alice.send('POST', '/tus/', { 'upload-length': '4', 'upload-metadata': metadataOf({ filename: 'first-chunk.bin' }), 'content-type': 'text/plain' }, Buffer.from('abcd'));
+  t.is(badFirstChunk.status, 415, badFirstChunk.text);
+  t.false('location' in badFirstChunk.headers, 'nothing was created for a creation refused for its body');
   const u = await alice.create(4, { filename: 'types.bin' });
   const wrongType = await alice.send('PATCH', `/tus/${u.id}`, { 'upload-offset': '0', 'content-type': 'application/octet-stream' }, Buffer.from('abcd'));
   t.is(wrongType.status, 415, wrongType.text);
