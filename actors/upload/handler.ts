@@ -193,7 +193,6 @@ export async function lockForWrite(deps: UploadDeps, req: BeginWrite): Promise<L
   };
   await deps.store.sync();
   checkMine(deps.store.get(req.id)); // before waiting: another's upload tells nothing
-  await deps.locks.settled(req.id, false);
   const admit = (u: Upload | undefined): u is Upload => {
     if (!checkMine(u)) return false;
     if (req.offset !== null && u.offset !== req.offset) throw invalidOffset(u);
@@ -201,7 +200,7 @@ export async function lockForWrite(deps: UploadDeps, req: BeginWrite): Promise<L
     return true;
   };
   const change = req.length != null ? (u: Upload): Upload => ({ ...u, fileSize: req.length!, lengthDeferred: false }) : undefined;
-  return (await deps.locks.take(req.id, admit, { touch: true, change }))!;
+  return (await deps.locks.takeWhenSettled(req.id, admit, { touch: true, change }))!;
 }
 
 /** A tus PATCH's `Upload-Length`: declares a deferred length once, at least what is written and at most the cap. */

@@ -51,6 +51,7 @@ export interface Lease {
 }
 
 export const uploadBusy = () => new PierError('CONFLICT', 'upload busy');
+const isBusy = (err: unknown) => err instanceof PierError && err.code === 'CONFLICT' && err.message === 'upload busy';
 
 /**
  * A session silent past its lease (its replica paused, starved, or judged dead) may find its lock
@@ -118,19 +119,35 @@ export class UploadLocks {
 
   /**
    * The upload once no live lock holds it, or `settleWaitMs` passed (then as it is); undefined if
-   * absent. `pending`: also wait for a lock being taken here and not yet committed (a PATCH
-   * about to take the lock must not wait for itself).
+   * absent. A lock being taken here and not yet committed is waited for too: it is about to hold.
    */
-  async settled(id: string, pending = true): Promise<Upload | undefined> {
-    const deadline = Date.now() + this.deps.settleWaitMs;
+  async settled(id: string, deadline = Date.now() + this.deps.settleWaitMs): Promise<Upload | undefined> {
     for (;;) {
-      if (pending) await this.taking.get(id)?.catch(() => undefined);
+      await this.taking.get(id)?.catch(() => undefined);
       const u = this.deps.store.get(id);
       if (!u?.lock || !this.alive(u.lock) || Date.now() >= deadline) return u;
       // Woken by the lock's end, or at its lease's end or the deadline, whichever comes first.
       const leaseLeft = u.lock.until - this.deps.now();
       await this.wakeOrAfter(id, Math.max(1, Math.min(deadline - Date.now(), leaseLeft)));
       await this.deps.store.sync(); // a release by another replica: read what it wrote
+    }
+  }
+
+  /**
+   * `take`, once a lock that holds the upload now has settled: a PATCH (or a tus DELETE) waits for
+   * the one in progress instead of hearing 409 at once. A lock taken by someone else between the
+   * wait and this take (two begins in the same moment: a cut PATCH's late one and the client's
+   * next) is waited for in turn; 409 `upload busy` only when one still holds it after `settleWaitMs`.
+   */
+  async takeWhenSettled(id: string, admit: (current: Upload | undefined) => current is Upload, options: { touch: boolean; change?: (u: Upload) => Upload }): Promise<Lease | null> {
+    const deadline = Date.now() + this.deps.settleWaitMs;
+    for (;;) {
+      await this.settled(id, deadline);
+      try {
+        return await this.take(id, admit, options);
+      } catch (err) {
+        if (!isBusy(err) || Date.now() >= deadline) throw err;
+      }
     }
   }
 

@@ -62,12 +62,11 @@ export async function terminateTusUpload(deps: UploadDeps, user: string, app: st
   const mine = (u: Upload | undefined): u is Upload => u !== undefined && u.user === user && u.app === app && u.protocol === 'tus' && u.state === 'active';
   await deps.store.sync();
   if (!mine(deps.store.get(id))) throw invalidId();
-  await deps.locks.settled(id, false);
   const admit = (u: Upload | undefined): u is Upload => {
     if (!mine(u)) throw invalidId();
     return true;
   };
-  const lease = (await deps.locks.take(id, admit, { touch: false }))!;
+  const lease = (await deps.locks.takeWhenSettled(id, admit, { touch: false }))!;
   try {
     const removed = await deps.store.write((w) => {
       const current = w.get(id);

@@ -15,7 +15,7 @@ import type { RegistryCache } from '../../../lib/registry-cache.js';
 
 const options: UploadOptions = { fileType: ['txt', 'bin'], dest: '/dest', limitedSize: 1_000 };
 
-async function setup(t: { teardown: (fn: () => Promise<void>) => void }, maxUnfinished = 3) {
+async function setup(t: { teardown: (fn: () => Promise<void>) => void }, maxUnfinished = 3, settleWaitMs = 50) {
   const dir = mkdtempSync(join(tmpdir(), 'pier-handler-'));
   const root = new UploadRoot(join(dir, 'files'));
   mkdirSync(root.hostPath('alice', '/dest'), { recursive: true });
@@ -24,7 +24,7 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, maxUnfi
   const apps: Record<string, Partial<AppView>> = { 'alice/files': { upload: options }, 'alice/plain': { upload: null }, 'bob/files': { upload: options } };
   const cache = { app: (user: string, app: string) => apps[`${user}/${app}`] } as unknown as RegistryCache;
   const completed: UploadCompleted[] = [];
-  const locks = new UploadLocks({ store, busId: 'me', now: Date.now, leaseMs: 15_000, settleWaitMs: 50, replicaAlive: () => false, announce: () => undefined });
+  const locks = new UploadLocks({ store, busId: 'me', now: Date.now, leaseMs: 15_000, settleWaitMs, replicaAlive: () => false, announce: () => undefined });
   const deps: UploadDeps = { store, cache, root, busId: 'me', now: Date.now, chunkMaxBytes: 100, maxUnfinished, locks, completed: (ev) => completed.push(ev) };
   t.teardown(async () => {
     await store.close();
@@ -84,6 +84,21 @@ test("GET and a PATCH's begin: another user's or app's upload is an invalid id, 
     t.is((await refusal(t, lockForWrite(deps, { user, app, id: record!.id, offset: 0 }))).message, 'Invalid upload ID');
   }
   t.is((await refusal(t, getUpload(deps, 'alice', 'files', 'no-such-id'))).message, 'Invalid upload ID');
+});
+
+test("a PATCH's begin while another begin is still taking the lock waits for that one's session, not 409 (a cut PATCH's late begin)", async (t) => {
+  // The CI failure: a client cut its PATCH and re-POSTed; the edge sent the cut PATCH's begin late,
+  // in the same moment as the next PATCH's. The next one found no lock yet (the other's was being
+  // taken, not committed), did not wait, and its take then met the fresh lock: 409 upload busy,
+  // though the cut PATCH's session ended a few ms later.
+  const { deps } = await setup(t, 3, 2_000);
+  const { record } = await createUpload(deps, post());
+  const cut = lockForWrite(deps, { user: 'alice', app: 'files', id: record!.id, offset: null });
+  const next = lockForWrite(deps, { user: 'alice', app: 'files', id: record!.id, offset: 0 });
+  const first = await cut;
+  setTimeout(() => first.end(), 20); // the cut PATCH's abort
+  const second = await next;
+  t.not(second.session, first.session, 'the next PATCH got the lock once the cut one ended');
 });
 
 test("a PATCH's begin: a wrong offset is refused with the record; the lock is taken once; a second begin waits, then 409", async (t) => {
