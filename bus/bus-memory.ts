@@ -2,6 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { checkSubject, type Bus, type BusMessage, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type Subscription } from './bus.js';
 import { PierError } from './errors.js';
 
+/** Who hears one subject: the plain subscriptions, and the members of each queue group (one is picked per message). */
+interface Route {
+  readonly plain: MemorySubscription[];
+  readonly groups: MemorySubscription[][];
+}
+
+/** Subjects whose receivers are remembered at once (subjects are chosen by code, not by clients: a bound all the same). */
+const MAX_ROUTES = 10_000;
+
 interface MemorySubscription extends Subscription {
   readonly tokens: string[];
   readonly queue: string | undefined;
@@ -27,10 +36,19 @@ export function subjectMatches(pattern: string[], subject: string[]): boolean {
  */
 export class MemoryBus implements Bus {
   readonly kind = 'memory' as const;
-  /** Subscriptions with wildcards, scanned on each publish. */
+  /** Subscriptions with wildcards, scanned when a subject is first seen (then cached in `routes`). */
   private subscriptions: MemorySubscription[] = [];
-  /** Subscriptions to exact subjects (inboxes, most of them), found by lookup. */
+  /** Subscriptions to exact subjects, found by lookup. */
   private exact = new Map<string, MemorySubscription[]>();
+  /**
+   * Who hears each subject published so far, until a subscription changes (then rebuilt on demand).
+   * Inbox subjects are never kept here (each is used once); bounded, emptied when full.
+   */
+  private routes = new Map<string, Route>();
+  /** Wildcard subscriptions that can match an inbox subject (`*.…`, `>`, `_INBOX.…`): usually none. */
+  private wildcardsOnInboxes = 0;
+  /** One-shot waiters of `request`, by their inbox: no subscription made and removed per request. */
+  private replies = new Map<string, MessageHandler>();
   private pending: Array<() => void> = [];
   private draining = false;
   private closed = false;
@@ -42,8 +60,13 @@ export class MemoryBus implements Bus {
 
   publish(subject: string, data: Uint8Array, options: PublishOptions = {}): void {
     this.assertOpen();
-    checkSubject(subject, false);
+    if (!this.isOwnInbox(subject)) checkSubject(subject, false);
     const msg: BusMessage = { subject, data, headers: options.headers, reply: options.reply };
+    const waiter = this.replies.get(subject);
+    if (waiter) {
+      this.replies.delete(subject);
+      this.enqueue(() => waiter(msg));
+    }
     for (const sub of this.pickReceivers(subject)) {
       this.enqueue(() => {
         if (sub.active) sub.handler(msg);
@@ -63,6 +86,7 @@ export class MemoryBus implements Bus {
       unsubscribe: () => {
         if (!sub.active) return;
         sub.active = false;
+        this.changed(sub, wildcard, -1);
         if (wildcard) this.subscriptions = this.subscriptions.filter((s) => s !== sub);
         else {
           const list = this.exact.get(subject)!.filter((s) => s !== sub);
@@ -72,6 +96,7 @@ export class MemoryBus implements Bus {
       },
     };
     const wildcard = sub.tokens.some((t) => t === '*' || t === '>');
+    this.changed(sub, wildcard, 1);
     if (wildcard) this.subscriptions.push(sub);
     else this.exact.set(subject, [...(this.exact.get(subject) ?? []), sub]);
     return sub;
@@ -85,12 +110,12 @@ export class MemoryBus implements Bus {
     return new Promise((resolve, reject) => {
       const reply = this.inbox();
       const timer = setTimeout(() => {
-        sub.unsubscribe();
+        this.replies.delete(reply);
         reject(new PierError('TIMEOUT', `request to ${subject} timed out after ${options.timeoutMs} ms`));
       }, options.timeoutMs);
-      const sub = this.subscribe(reply, (msg) => {
+      // The first answer settles it; the waiter is gone with it (a second answer reaches nobody).
+      this.replies.set(reply, (msg) => {
         clearTimeout(timer);
-        sub.unsubscribe();
         resolve(msg);
       });
       this.publish(subject, data, { reply, headers: options.headers });
@@ -144,16 +169,49 @@ export class MemoryBus implements Bus {
     this.closed = true;
     this.subscriptions = [];
     this.exact.clear();
+    this.routes.clear();
+    this.replies.clear();
   }
 
-  /** Every plain subscription, plus one random member of each queue group. */
-  private pickReceivers(subject: string): MemorySubscription[] {
+  /** A subject this bus's `inbox()` made (`<prefix>.<n>`): valid by construction. */
+  private isOwnInbox(subject: string): boolean {
+    return subject.startsWith(this.prefix) && subject.charCodeAt(this.prefix.length) === 46 /* . */ && /^\d+$/.test(subject.slice(this.prefix.length + 1));
+  }
+
+  /** A subscription came or went: the cached routes that may include it are stale. */
+  private changed(sub: MemorySubscription, wildcard: boolean, delta: 1 | -1): void {
+    const first = sub.tokens[0];
+    const onInboxes = first === '*' || first === '>' || first === '_INBOX';
+    if (wildcard && onInboxes) this.wildcardsOnInboxes += delta;
+    // An exact subscription to an inbox is never in a cached route: the cache stays.
+    if (wildcard || !sub.subject.startsWith('_INBOX.')) this.routes.clear();
+  }
+
+  /** Every plain subscription, plus one random member of each queue group. The list is not to be changed. */
+  private pickReceivers(subject: string): readonly MemorySubscription[] {
+    const inbox = subject.startsWith('_INBOX.');
+    let route = inbox ? undefined : this.routes.get(subject);
+    if (!route) {
+      route = this.routeOf(subject, inbox && this.wildcardsOnInboxes === 0);
+      if (!inbox) {
+        if (this.routes.size >= MAX_ROUTES) this.routes.clear();
+        this.routes.set(subject, route);
+      }
+    }
+    if (route.groups.length === 0) return route.plain;
+    const picked = [...route.plain];
+    for (const members of route.groups) picked.push(members[Math.floor(Math.random() * members.length)]);
+    return picked;
+  }
+
+  /** Who hears `subject` now (`exactOnly`: no wildcard subscription can match it). */
+  private routeOf(subject: string, exactOnly: boolean): Route {
     const tokens = subject.split('.');
-    const plain: MemorySubscription[] = [];
-    const groups = new Map<string, MemorySubscription[]>();
-    const candidates = this.subscriptions.filter((sub) => subjectMatches(sub.tokens, tokens));
+    const candidates = exactOnly ? [] : this.subscriptions.filter((sub) => subjectMatches(sub.tokens, tokens));
     const exact = this.exact.get(subject);
     if (exact) candidates.push(...exact);
+    const plain: MemorySubscription[] = [];
+    const groups = new Map<string, MemorySubscription[]>();
     for (const sub of candidates) {
       if (sub.queue === undefined) plain.push(sub);
       else {
@@ -162,8 +220,7 @@ export class MemoryBus implements Bus {
         else groups.set(sub.queue, [sub]);
       }
     }
-    for (const members of groups.values()) plain.push(members[Math.floor(Math.random() * members.length)]);
-    return plain;
+    return { plain, groups: [...groups.values()] };
   }
 
   private enqueue(delivery: () => void): void {
