@@ -137,6 +137,16 @@ async function throttle(s: Session, bytesPerSecond: number): Promise<void> {
 }
 
 /** Picks files in the Dashboard's own file input, as the user would, then presses its Upload button. */
+/** Starts one large file through Uppy, throttled; its upload URL once Pier created it and acknowledged three chunks. */
+async function uploadPastThreeChunks(s: Session, name: string, path: string): Promise<string> {
+  await throttle(s, THROTTLE);
+  await pickAndUpload(s, [path]);
+  const post = await until('Pier to create the upload', () => s.log.sent.find((r) => r.method === 'POST' && r.status === 201 && metadataOf(r).filename === name), 15_000);
+  const url = uploadUrlOf(post);
+  await until('Pier to acknowledge three chunks', () => acknowledged(s.log.sent, url).length >= 3, 30_000);
+  return url;
+}
+
 async function pickAndUpload(s: Session, paths: string[]): Promise<void> {
   await s.page.setInputFiles(FILE_INPUT, paths, { timeout: 10_000 });
   await s.page.click(UPLOAD_BUTTON, { timeout: 10_000 });
@@ -270,11 +280,7 @@ maybe('Uppy resumes a large file after the page is reloaded mid-upload: HEAD on 
   const file = makeFile(name, BIG);
   const s = await openPage();
   try {
-    await throttle(s, THROTTLE);
-    await pickAndUpload(s, [file.path]);
-    const post = await until('Pier to create the upload', () => s.log.sent.find((r) => r.method === 'POST' && r.status === 201 && metadataOf(r).filename === name), 15_000);
-    const url = uploadUrlOf(post);
-    await until('Pier to acknowledge three chunks', () => acknowledged(s.log.sent, url).length >= 3, 30_000);
+    const url = await uploadPastThreeChunks(s, name, file.path);
     t.false(existsSync(join(uploadDir, name)), 'the upload is not complete when the page reloads');
     // tus-js-client (inside Uppy) stored the upload URL under the file's fingerprint.
     t.deepEqual(await storedUrls(s), [url], 'localStorage holds the upload URL before the reload');
@@ -309,11 +315,7 @@ maybe('Uppy resumes a large file after Pier is restarted mid-upload (same ports)
   const file = makeFile(name, BIG);
   const s = await openPage();
   try {
-    await throttle(s, THROTTLE);
-    await pickAndUpload(s, [file.path]);
-    const post = await until('Pier to create the upload', () => s.log.sent.find((r) => r.method === 'POST' && r.status === 201 && metadataOf(r).filename === name), 15_000);
-    const url = uploadUrlOf(post);
-    await until('Pier to acknowledge three chunks', () => acknowledged(s.log.sent, url).length >= 3, 30_000);
+    const url = await uploadPastThreeChunks(s, name, file.path);
 
     const mark = s.log.sent.length;
     s.log.phase = 'pier stopped';
