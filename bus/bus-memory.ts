@@ -8,7 +8,7 @@ interface Route {
   readonly groups: MemorySubscription[][];
 }
 
-/** Subjects whose receivers are remembered at once (subjects are chosen by code, not by clients: a bound all the same). */
+/** Subjects whose receivers are remembered at once: some name users or connections, so there is a bound (past it, all are forgotten). */
 const MAX_ROUTES = 10_000;
 
 interface MemorySubscription extends Subscription {
@@ -180,11 +180,14 @@ export class MemoryBus implements Bus {
 
   /** A subscription came or went: the cached routes that may include it are stale. */
   private changed(sub: MemorySubscription, wildcard: boolean, delta: 1 | -1): void {
+    if (!wildcard) {
+      // An exact subscription is in one route only: its subject's (a connection's, an inbox's).
+      this.routes.delete(sub.subject);
+      return;
+    }
     const first = sub.tokens[0];
-    const onInboxes = first === '*' || first === '>' || first === '_INBOX';
-    if (wildcard && onInboxes) this.wildcardsOnInboxes += delta;
-    // An exact subscription to an inbox is never in a cached route: the cache stays.
-    if (wildcard || !sub.subject.startsWith('_INBOX.')) this.routes.clear();
+    if (first === '*' || first === '>' || first === '_INBOX') this.wildcardsOnInboxes += delta;
+    this.routes.clear();
   }
 
   /** Every plain subscription, plus one random member of each queue group. The list is not to be changed. */

@@ -147,6 +147,7 @@ export class UploadLocks {
         return await this.take(id, admit, options);
       } catch (err) {
         if (!isBusy(err) || Date.now() >= deadline) throw err;
+        await this.deps.store.sync(); // the lock the take met may be newer than this replica's view
       }
     }
   }

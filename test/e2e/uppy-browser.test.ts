@@ -136,7 +136,6 @@ async function throttle(s: Session, bytesPerSecond: number): Promise<void> {
   await within('Network.emulateNetworkConditions', cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: bytesPerSecond }));
 }
 
-/** Picks files in the Dashboard's own file input, as the user would, then presses its Upload button. */
 /** Starts one large file through Uppy, throttled; its upload URL once Pier created it and acknowledged three chunks. */
 async function uploadPastThreeChunks(s: Session, name: string, path: string): Promise<string> {
   await throttle(s, THROTTLE);
@@ -147,6 +146,7 @@ async function uploadPastThreeChunks(s: Session, name: string, path: string): Pr
   return url;
 }
 
+/** Picks files in the Dashboard's own file input, as the user would, then presses its Upload button. */
 async function pickAndUpload(s: Session, paths: string[]): Promise<void> {
   await s.page.setInputFiles(FILE_INPUT, paths, { timeout: 10_000 });
   await s.page.click(UPLOAD_BUTTON, { timeout: 10_000 });
