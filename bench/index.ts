@@ -5,11 +5,13 @@ import { benchVault } from './vault.js';
 import { benchWs } from './ws.js';
 import { benchUpload } from './upload.js';
 import { benchC100k } from './c100k.js';
+import { benchBus } from './bus.js';
 import { pinLoad, pinning } from './pinning.js';
 import type { Goal } from './goals.js';
 
 /** `npm run bench [-- NAME...]`: runs the named benchmarks (all by default) and prints one JSON document. */
 const BENCHES: Record<string, () => Promise<Record<string, unknown>>> = {
+  bus: benchBus,
   registry: benchRegistry,
   provider: benchProvider,
   vault: benchVault,
