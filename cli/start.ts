@@ -1,4 +1,5 @@
 import type { Bus } from '../bus/bus.js';
+import { gcThreadsHint } from '../lib/gc-threads.js';
 import { MemoryBus } from '../bus/bus-memory.js';
 import { NatsBus } from '../bus/bus-nats.js';
 import { startAdmin, startEdge } from '../edge/server.js';
@@ -189,6 +190,8 @@ export async function startProcess(config: Config, options: { logDestination?: N
   const consoleUrl = ports?.admin ? `http://127.0.0.1:${ports.admin}/console/` : undefined;
   log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, ...(consoleUrl ? { console: consoleUrl } : {}), ...(probePort !== null ? { probePort } : {}), instance: config.instanceId }, 'pier ready');
   if (consoleUrl) log.info({ console: consoleUrl }, `operator console: ${consoleUrl} (sign in with the admin token)`);
+  const gcHint = gcThreadsHint();
+  if (gcHint) log.warn({ cpus: 1 }, gcHint);
 
   return {
     config,
