@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { SERVER_NODE_FLAGS, pinLoad, pinServer } from './pinning.js';
+import { pinLoad, pinServer } from './pinning.js';
 export { freeLoopbackPort as freePort } from '../test/helpers/nats-server.js';
 
 /** Starts a server-side bench helper (beside this file, on the servers' core) that prints its port on its first line. */
-export function startChild(script: string, args: string[] = []): Promise<{ port: number; proc: ChildProcess; stop(): void }> {
-  const proc = spawn(process.execPath, [...SERVER_NODE_FLAGS, fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+export function startChild(script: string, args: string[] = [], nodeFlags: readonly string[] = []): Promise<{ port: number; proc: ChildProcess; stop(): void }> {
+  const proc = spawn(process.execPath, [...nodeFlags, fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   pinServer(proc.pid);
   return new Promise((resolve) => proc.stdout!.once('data', (d) => resolve({ port: Number(String(d).trim()), proc, stop: () => proc.kill('SIGKILL') })));
 }

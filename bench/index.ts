@@ -6,7 +6,7 @@ import { benchWs } from './ws.js';
 import { benchUpload } from './upload.js';
 import { benchC100k } from './c100k.js';
 import { benchBus } from './bus.js';
-import { SERVER_NODE_FLAGS, pinLoad, pinning } from './pinning.js';
+import { pinLoad, pinning } from './pinning.js';
 import type { Goal } from './goals.js';
 
 /** `npm run bench [-- NAME...]`: runs the named benchmarks (all by default) and prints one JSON document. */
@@ -30,8 +30,6 @@ if (unknown.length > 0) {
 }
 // This process is the load generator: its core is the one the servers do not use.
 pinLoad(process.pid);
-// Pier processes (started by the test helper from PIER_NODE_FLAGS) get the servers' flags too.
-process.env.PIER_NODE_FLAGS = [...SERVER_NODE_FLAGS, process.env.PIER_NODE_FLAGS ?? ''].join(' ').trim();
 const results: Record<string, unknown> = {};
 for (const name of wanted.length > 0 ? wanted : Object.keys(BENCHES)) {
   // One benchmark that fails (a connection reset under load) is reported as such; the others still run.

@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
-import { SINGLE_THREADED_GC } from '../lib/gc-threads.js';
 
 /**
  * The fair method (issue #14): every server process of a measurement — Pier and its peer alike, and
@@ -29,15 +28,6 @@ function pin(pid: number | undefined, cpu: number): void {
   execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(pid)], { stdio: 'ignore' });
 }
 
-/**
- * Node flags of every Node process on the servers' core, Pier and its floors and peers alike. On
- * one core V8's parallel and concurrent GC helpers take the core from the main thread they help,
- * and a collection waits a whole scheduler slice for them (per-second p99 spikes of 30-60 ms in the
- * WebSocket round trips); a process confined to one core is run with the GC on its main thread, as
- * docs/operations.md tells operators to. Unpinned, nothing changes.
- */
-export const SERVER_NODE_FLAGS: readonly string[] = usable ? [SINGLE_THREADED_GC] : [];
-
 /** Puts a server-side process (Pier, a peer, NATS, the app) on the servers' core. */
 export const pinServer = (pid: number | undefined) => pin(pid, SERVER_CPU);
 
@@ -47,6 +37,6 @@ export const pinLoad = (pid: number | undefined) => pin(pid, LOAD_CPU);
 /** What the JSON says of the method. */
 export function pinning(): Record<string, unknown> {
   return usable
-    ? { method: 'taskset -a -p', server_processes_cpu: SERVER_CPU, load_generator_cpu: LOAD_CPU, server_node_flags: SERVER_NODE_FLAGS, note: 'Pier and its peer each measured alone on the server core' }
+    ? { method: 'taskset -a -p', server_processes_cpu: SERVER_CPU, load_generator_cpu: LOAD_CPU, load_generator_node_flags: process.execArgv, note: 'Pier and its peer each measured alone on the server core' }
     : { method: 'none', note: 'taskset or a second core is missing: server and load share the cores, figures are not comparable with pinned runs' };
 }

@@ -190,7 +190,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
   const consoleUrl = ports?.admin ? `http://127.0.0.1:${ports.admin}/console/` : undefined;
   log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, ...(consoleUrl ? { console: consoleUrl } : {}), ...(probePort !== null ? { probePort } : {}), instance: config.instanceId }, 'pier ready');
   if (consoleUrl) log.info({ console: consoleUrl }, `operator console: ${consoleUrl} (sign in with the admin token)`);
-  const gcHint = gcThreadsHint();
+  const gcHint = gcThreadsHint(config.roles);
   if (gcHint) log.warn({ cpus: 1 }, gcHint);
 
   return {

@@ -65,8 +65,9 @@ export class PierProcess {
   }
 
   static start(env: Record<string, string>, args: string[] = [], timeoutMs = 20_000): Promise<PierProcess> {
-    // PIER_NODE_FLAGS (profiling a benchmark: "--cpu-prof --cpu-prof-dir=/tmp/prof") go to node itself.
-    const nodeFlags = (process.env.PIER_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+    // PIER_NODE_FLAGS go to node itself: the child env's (a benchmark's choice) and this process's
+    // (profiling a benchmark: "--cpu-prof --cpu-prof-dir=/tmp/prof"), each flag once.
+    const nodeFlags = [...new Set([env.PIER_NODE_FLAGS, process.env.PIER_NODE_FLAGS].join(' ').split(' ').filter(Boolean))];
     const proc = spawn(process.execPath, [...nodeFlags, BIN, 'start', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     return new Promise((resolve, reject) => {
       let out = '';

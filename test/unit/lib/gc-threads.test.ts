@@ -1,14 +1,15 @@
 import test from 'ava';
 import { gcThreadsHint, SINGLE_THREADED_GC } from '../../../lib/gc-threads.js';
 
-test('one CPU and the default GC: the operator is told which flag to start node with', (t) => {
-  const hint = gcThreadsHint(1, []);
+test('an edge on one CPU with the default GC: the operator is told which flag to start node with', (t) => {
+  const hint = gcThreadsHint(['edge', 'vault'], 1, []);
   t.truthy(hint);
   t.true(hint!.includes(SINGLE_THREADED_GC), hint!);
 });
 
-test('one CPU with the flag already set, or more than one CPU: nothing to say', (t) => {
-  t.is(gcThreadsHint(1, ['--max-old-space-size=512', SINGLE_THREADED_GC]), null);
-  t.is(gcThreadsHint(2, []), null);
-  t.is(gcThreadsHint(8, []), null);
+test('nothing to say: the flag already set, more than one CPU, or no edge in the process', (t) => {
+  t.is(gcThreadsHint(['edge'], 1, ['--max-old-space-size=512', SINGLE_THREADED_GC]), null);
+  t.is(gcThreadsHint(['edge'], 2, []), null);
+  t.is(gcThreadsHint(['edge'], 8, []), null);
+  t.is(gcThreadsHint(['vault', 'upload'], 1, []), null);
 });
