@@ -8,6 +8,9 @@ interface Route {
   readonly groups: MemorySubscription[][];
 }
 
+/** The route of a subject nobody hears (shared: routes are never changed once made). */
+const NOBODY: Route = Object.freeze({ plain: Object.freeze([]) as unknown as MemorySubscription[], groups: Object.freeze([]) as unknown as MemorySubscription[][] });
+
 /** Subjects whose receivers are remembered at once: some name users or connections, so there is a bound (past it, all are forgotten). */
 const MAX_ROUTES = 10_000;
 
@@ -60,7 +63,7 @@ export class MemoryBus implements Bus {
 
   publish(subject: string, data: Uint8Array, options: PublishOptions = {}): void {
     this.assertOpen();
-    if (!this.isOwnInbox(subject)) checkSubject(subject, false);
+    this.checkPublished(subject);
     const msg: BusMessage = { subject, data, headers: options.headers, reply: options.reply };
     const waiter = this.replies.get(subject);
     if (waiter) {
@@ -104,6 +107,11 @@ export class MemoryBus implements Bus {
 
   request(subject: string, data: Uint8Array, options: RequestOptions): Promise<BusMessage> {
     this.assertOpen();
+    try {
+      this.checkPublished(subject);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     if (this.pickReceivers(subject).length === 0) {
       return Promise.reject(new PierError('UNAVAILABLE', `no responders for ${subject}`));
     }
@@ -124,6 +132,11 @@ export class MemoryBus implements Bus {
 
   requestMany(subject: string, data: Uint8Array, options: RequestManyOptions): Promise<BusMessage[]> {
     this.assertOpen();
+    try {
+      this.checkPublished(subject);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const receivers = this.pickReceivers(subject).length;
     if (receivers === 0) return Promise.resolve([]);
     const expected = Math.min(receivers, options.expected ?? receivers);
@@ -173,6 +186,15 @@ export class MemoryBus implements Bus {
     this.replies.clear();
   }
 
+  /**
+   * A subject may be published to: checked token by token the first time; a subject with a route
+   * kept (only checked subjects get one) or one of this bus's own inboxes is known to be valid.
+   */
+  private checkPublished(subject: string): void {
+    if (this.routes.has(subject) || this.isOwnInbox(subject)) return;
+    checkSubject(subject, false);
+  }
+
   /** A subject this bus's `inbox()` made (`<prefix>.<n>`): valid by construction. */
   private isOwnInbox(subject: string): boolean {
     return subject.startsWith(this.prefix) && subject.charCodeAt(this.prefix.length) === 46 /* . */ && /^\d+$/.test(subject.slice(this.prefix.length + 1));
@@ -207,23 +229,31 @@ export class MemoryBus implements Bus {
     return picked;
   }
 
-  /** Who hears `subject` now (`exactOnly`: no wildcard subscription can match it). */
+  /**
+   * Who hears `subject` now (`exactOnly`: no wildcard subscription can match it). A reply to one
+   * of this bus's inboxes usually has nobody (its waiter is in `replies`): that case allocates nothing.
+   */
   private routeOf(subject: string, exactOnly: boolean): Route {
-    const tokens = subject.split('.');
-    const candidates = exactOnly ? [] : this.subscriptions.filter((sub) => subjectMatches(sub.tokens, tokens));
     const exact = this.exact.get(subject);
+    if (exactOnly && !exact) return NOBODY;
+    let candidates: MemorySubscription[] = [];
+    if (!exactOnly) {
+      const tokens = subject.split('.');
+      candidates = this.subscriptions.filter((sub) => subjectMatches(sub.tokens, tokens));
+    }
     if (exact) candidates.push(...exact);
     const plain: MemorySubscription[] = [];
-    const groups = new Map<string, MemorySubscription[]>();
+    let groups: Map<string, MemorySubscription[]> | undefined;
     for (const sub of candidates) {
       if (sub.queue === undefined) plain.push(sub);
       else {
+        groups ??= new Map();
         const members = groups.get(sub.queue);
         if (members) members.push(sub);
         else groups.set(sub.queue, [sub]);
       }
     }
-    return { plain, groups: [...groups.values()] };
+    return { plain, groups: groups ? [...groups.values()] : [] };
   }
 
   private enqueue(delivery: () => void): void {

@@ -181,11 +181,23 @@ export const allowed = (list: readonly string[], subject: string) => list.some((
  */
 export function allowListMatcher(list: readonly string[]): (subject: string) => boolean {
   const patterns = list.map((p) => p.split('.'));
+  // The answer for a subject never changes (the list is fixed): remembered, so a role's hot
+  // subjects are not split on every message. Bounded, as subjects may name users and connections.
+  const known = new Map<string, boolean>();
   return (subject) => {
-    const s = subject.split('.');
-    return patterns.some((p) => coversSplit(p, s));
+    let may = known.get(subject);
+    if (may === undefined) {
+      const s = subject.split('.');
+      may = patterns.some((p) => coversSplit(p, s));
+      if (known.size >= MATCHER_MEMORY) known.clear();
+      known.set(subject, may);
+    }
+    return may;
   };
 }
+
+/** Subjects whose answer one matcher remembers at once (past it, all are forgotten). */
+const MATCHER_MEMORY = 4_096;
 
 function coversSplit(p: readonly string[], s: readonly string[]): boolean {
   for (let i = 0; i < p.length; i++) {

@@ -78,3 +78,16 @@ test("subjects are still checked: a forged inbox-like subject is refused, the bu
   t.throws(() => bus.publish(`${inbox}.*`, bytes('no')), { instanceOf: TypeError });
   t.throws(() => bus.publish('a..b', bytes('no')), { instanceOf: TypeError });
 });
+
+test('a subject is checked before any route is kept for it: requests to a malformed one are refused as such, every time', async (t) => {
+  const bus = new MemoryBus();
+  bus.subscribe('svc.>', () => undefined);
+  for (let i = 0; i < 2; i++) {
+    await t.throwsAsync(bus.request('svc..x', bytes('no'), { timeoutMs: 100 }), { instanceOf: TypeError }, `request ${i}`);
+    await t.throwsAsync(bus.requestMany('svc.*', bytes('no'), { timeoutMs: 100, stallMs: 10 }), { instanceOf: TypeError }, `requestMany ${i}`);
+    t.throws(() => bus.publish('svc.x y', bytes('no')), { instanceOf: TypeError }, `publish ${i}`);
+  }
+  // A good subject, once routed, keeps passing.
+  t.notThrows(() => bus.publish('svc.ok', bytes('a')));
+  t.notThrows(() => bus.publish('svc.ok', bytes('b')));
+});

@@ -71,6 +71,19 @@ test('the compiled allow-list answers exactly as checking each pattern does', (t
   t.false(allowListMatcher([])('pier.gw.list'), 'an empty list allows nothing');
 });
 
+test('an allow-list matcher remembers its answers, and stays right past its memory bound', (t) => {
+  const may = allowListMatcher(['pier.gw.*.send', 'pier.vault.>']);
+  for (let round = 0; round < 2; round++) {
+    t.true(may('pier.gw.edge1.send'), `round ${round}: allowed`);
+    t.false(may('pier.gw.edge1.close'), `round ${round}: refused`);
+    t.false(may('pier.vault'), `round ${round}: '>' needs a token`);
+  }
+  // Many distinct subjects (connections, users): the memory is emptied, the answers stay the same.
+  for (let i = 0; i < 10_000; i++) t.is(may(`pier.gw.e${i}.${i % 2 === 0 ? 'send' : 'drop'}`), i % 2 === 0);
+  t.true(may('pier.vault.op.x'));
+  t.false(may('pier.gw.edge1.close'));
+});
+
 test("a role's view of the bus refuses what the role did not declare, before anything leaves", async (t) => {
   const bus = new MemoryBus();
   const refusals: string[] = [];
