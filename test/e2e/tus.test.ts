@@ -40,6 +40,14 @@ test.after.always(async () => {
   cleanup(dir);
 });
 
+// Once in CI a PATCH here met a connection closed without an answer, and nothing said why: a
+// failing test shows what Pier logged above info since it started.
+test.afterEach.always((t) => {
+  if (t.passed || !pier) return;
+  const notable = pier.logs.split('\n').filter((line) => /"level":(40|50|60)/.test(line));
+  t.log(`pier's warnings and errors (${notable.length}, the last 30):\n${notable.slice(-30).join('\n')}`);
+});
+
 const idOf = (upload: tus.Upload) => upload.url!.replace(/^.*\/tus\//, '');
 
 /** One upload with tus-js-client in this process; resolves with the upload once it succeeded. */
