@@ -47,7 +47,7 @@ async function openMany(n: number, port: number, host: (i: number) => string, to
  * pinned to one core): V8's GC helper threads on the same core make a collection wait a scheduler
  * slice for them, per-second p99 spikes of 30-60 ms (docs/operations.md, "One CPU per process").
  */
-export const WS_SERVER_NODE_FLAGS = [SINGLE_THREADED_GC];
+const WS_SERVER_NODE_FLAGS = [SINGLE_THREADED_GC];
 
 /** One Pier with the bench's app installed (its own app process), plain or with TLS on the public listener. */
 async function pierWithApp(dir: string, extraEnv: Record<string, string>, children: ChildProcess[]) {
