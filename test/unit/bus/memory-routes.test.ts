@@ -91,3 +91,21 @@ test('a subject is checked before any route is kept for it: requests to a malfor
   t.notThrows(() => bus.publish('svc.ok', bytes('a')));
   t.notThrows(() => bus.publish('svc.ok', bytes('b')));
 });
+
+test('routes are bounded: subjects naming many connections never grow the memory past 10,000, and deliveries stay right', async (t) => {
+  const bus = new MemoryBus();
+  let heard = 0;
+  bus.subscribe('conn.*.send', () => heard++);
+  for (let i = 0; i < 25_000; i++) bus.publish(`conn.c${i}.send`, bytes('x'));
+  await bus.flush();
+  t.is(heard, 25_000);
+  const kept = (bus as unknown as { routes: Map<string, unknown> }).routes.size;
+  t.true(kept <= 10_000, `routes kept: ${kept}`);
+  // An early subject, forgotten or not, still reaches a subscription made after it.
+  const late: string[] = [];
+  bus.subscribe('conn.c0.send', (m) => late.push(text(m)));
+  bus.publish('conn.c0.send', bytes('again'));
+  await bus.flush();
+  t.deepEqual(late, ['again']);
+  await bus.close();
+});
