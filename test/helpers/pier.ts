@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { freeLoopbackPort } from './nats-server.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,8 +73,10 @@ export class PierProcess {
       let out = '';
       let err = '';
       const timer = setTimeout(() => {
+        // Starved or stuck? (A CI run once saw a start print nothing at all in 20 s.)
+        const where = processState(proc.pid);
         proc.kill('SIGKILL');
-        reject(new Error(`pier did not become ready in ${timeoutMs} ms:\n${out}\n${err}`));
+        reject(new Error(`pier did not become ready in ${timeoutMs} ms (${where}):\n${out}\n${err}`));
       }, timeoutMs);
       proc.stderr!.on('data', (d) => (err += d));
       proc.stdout!.on('data', (d) => {
@@ -157,4 +159,17 @@ export function failedStart(env: Record<string, string>, args: string[] = []): P
       resolve({ code, stderr });
     });
   });
+}
+
+/** A process's state, CPU time and kernel wait channel (Linux), for a start that never became ready. */
+function processState(pid: number | undefined): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    const wchan = readFileSync(`/proc/${pid}/wchan`, 'utf8');
+    return `state ${fields[0]}, ${ticks * 10} ms of CPU, waiting in ${wchan || '-'}`;
+  } catch {
+    return 'no process state';
+  }
 }
