@@ -125,5 +125,9 @@ export function bodyStream(res: HttpResponse, state: ResponseState): Readable {
     if (isLast) stream.push(null);
   });
   state.onAbort = () => stream.destroy(new PierError('BAD_REQUEST', 'request aborted'));
+  // A client may go away before the handler reads a byte (a tus PATCH waiting for its lock, say):
+  // the 'error' of that destroy must not find the stream without a listener, which would take the
+  // whole process down. The error stays on the stream (`errored`) for whoever reads it later.
+  stream.on('error', () => undefined);
   return stream;
 }

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { metadataOf, TusRaw } from '../helpers/tus-raw.js';
@@ -155,6 +156,61 @@ test('two PATCHes at once on one upload: one wins (204), the other 409 or 423, a
     const winner = ra.status === 204 ? a : b;
     t.deepEqual(readFileSync(join(destHost, `race-${round}.bin`)), winner, `round ${round}: the file is the winner's, whole`);
   }
+});
+
+/** A PATCH by hand on a raw socket: its head and the first `sent` bytes of a `length`-byte body, the rest left to the caller. */
+async function openPatch(c: TusRaw, id: string, length: number, first: Buffer): Promise<Socket> {
+  const socket = connect(c.port, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  const head = [`PATCH /tus/${id} HTTP/1.1`, `host: ${c.host}`, `x-authorization: ${c.token}`, 'tus-resumable: 1.0.0', 'upload-offset: 0', 'content-type: application/offset+octet-stream', `content-length: ${length}`, '', ''].join('\r\n');
+  socket.write(head);
+  socket.write(first);
+  return socket;
+}
+
+/** Everything a socket receives until it ends (or `ms` pass), as text. */
+function answerOf(socket: Socket, ms: number): Promise<string> {
+  return new Promise((resolve) => {
+    let got = '';
+    const done = () => (clearTimeout(timer), resolve(got));
+    const timer = setTimeout(done, ms);
+    socket.on('data', (d) => (got += d));
+    socket.once('end', done).once('close', done).once('error', done);
+  });
+}
+
+test('a PATCH whose client goes away while it waits for the upload\'s lock takes nothing down: Pier answers, the holder finishes', async (t) => {
+  // A CI run lost the whole process this way: the aborted body stream's error found no listener.
+  const size = 64 * 1024;
+  const data = randomBytes(size);
+  const u = await alice.create(size, { filename: 'abort-while-waiting.bin' });
+  const holder = await openPatch(alice, u.id, size, data.subarray(0, 1024));
+  // The holder keeps sending, slowly (a client silent for 10 s is closed by uWS).
+  let sent = 1024;
+  const trickle = setInterval(() => {
+    holder.write(data.subarray(sent, sent + 256));
+    sent += 256;
+  }, 250);
+  t.teardown(() => clearInterval(trickle));
+  await until('the holder\'s PATCH to hold the lock (another PATCH hears 409 upload busy)', async () => {
+    const probe = await alice.patch(u.id, 0, Buffer.from('x'));
+    return probe.status === 409 && /busy/.test(probe.text);
+  }, 15_000);
+  for (let i = 0; i < 5; i++) {
+    // Each waits for the lock (up to the settle wait), and its client leaves meanwhile.
+    const waiter = await openPatch(alice, u.id, size, data.subarray(0, 1024));
+    await new Promise((r) => setTimeout(r, 200));
+    waiter.destroy();
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  t.is((await alice.send('OPTIONS', '/tus/')).status, 204, 'Pier still answers');
+  clearInterval(trickle);
+  const answer = answerOf(holder, 15_000);
+  holder.write(data.subarray(sent)); // not end(): uWS closes a half-closed connection before it answers
+  t.regex(await answer, /^HTTP\/1\.1 204/, 'the holder\'s PATCH completes');
+  t.deepEqual(readFileSync(join(destHost, 'abort-while-waiting.bin')), data, 'the file is whole');
+  t.is(pier.proc.exitCode, null, 'the process is still running');
+  holder.destroy();
 });
 
 test('a checksum mismatch answers 460 and keeps nothing; the right checksum then passes', async (t) => {

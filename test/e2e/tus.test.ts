@@ -41,11 +41,9 @@ test.after.always(async () => {
 });
 
 // Once in CI a PATCH here met a connection closed without an answer, and nothing said why: a
-// failing test shows what Pier logged above info since it started.
+// failing test shows Pier's state, what it logged above info, and its stderr.
 test.afterEach.always((t) => {
-  if (t.passed || !pier) return;
-  const notable = pier.logs.split('\n').filter((line) => /"level":(40|50|60)/.test(line));
-  t.log(`pier's warnings and errors (${notable.length}, the last 30):\n${notable.slice(-30).join('\n')}`);
+  if (!t.passed && pier) t.log(pier.report());
 });
 
 const idOf = (upload: tus.Upload) => upload.url!.replace(/^.*\/tus\//, '');

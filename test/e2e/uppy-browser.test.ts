@@ -81,6 +81,12 @@ test.after.always(async () => {
   if (dir) cleanup(dir);
 });
 
+// A CI run saw Pier stop answering after the page reload aborted a PATCH: a failing test shows
+// Pier's state, what it logged above info, and its stderr.
+test.afterEach.always((t) => {
+  if (!t.passed && pier) t.log(pier.report());
+});
+
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
 /** The `Upload-Metadata` of a request, decoded. */

@@ -103,6 +103,13 @@ export class PierProcess {
     });
   }
 
+  /** What a failing test should show of this process: whether it is still running, its last warnings and errors, its stderr. */
+  report(): string {
+    const state = this.proc.exitCode !== null || this.proc.signalCode !== null ? `exited (code ${this.proc.exitCode}, signal ${this.proc.signalCode})` : 'running';
+    const notable = this.logs.split('\n').filter((line) => /"level":(40|50|60)/.test(line));
+    return `pier ${state}; warnings and errors (${notable.length}, the last 30):\n${notable.slice(-30).join('\n')}\nstderr (the last 4,000 characters):\n${this.stderr.slice(-4000)}`;
+  }
+
   /** Graceful stop (SIGTERM); resolves with the exit code. */
   stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
     if (this.proc.exitCode !== null || this.proc.signalCode !== null) return Promise.resolve(this.proc.exitCode);
