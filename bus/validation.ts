@@ -44,7 +44,10 @@ export interface FieldError {
   message: string;
 }
 
-export type Checker = (value: unknown) => FieldError[];
+export type Checker = (value: unknown) => readonly FieldError[];
+
+/** What every valid value gets: one shared empty list (a check runs on every bus message). */
+const VALID: readonly FieldError[] = Object.freeze([]);
 
 function formatExpected(err: ValidationError): string {
   const e = err.expected;
@@ -61,7 +64,7 @@ export function compile(schema: ValidationSchema, prefix = ''): Checker {
       return [{ field: prefix.replace(/\.$/, '') || 'body', message: 'must be an object' }];
     }
     const result = check(value as object);
-    if (result === true) return [];
+    if (result === true) return VALID;
     if (!Array.isArray(result)) throw new TypeError('async schemas are not supported');
     return result.map((err) => ({
       field: `${prefix}${err.field ?? ''}`.replace(/\.$/, '') || 'body',
@@ -70,13 +73,17 @@ export function compile(schema: ValidationSchema, prefix = ''): Checker {
   };
 }
 
-export function describe(errors: FieldError[]): string {
+export function describe(errors: readonly FieldError[]): string {
   const first = `${errors[0].field}: ${errors[0].message}`;
   return errors.length > 1 ? `${first} (and ${errors.length - 1} more)` : first;
 }
 
 /** Throws a 400 naming the first bad field; all of them are in `data.errors`. */
 export function assertValid(checker: Checker, value: unknown): void {
-  const errors = checker(value);
+  throwIfInvalid(checker(value));
+}
+
+/** Throws a 400 for `errors` of a check already made (none: nothing). */
+export function throwIfInvalid(errors: readonly FieldError[]): void {
   if (errors.length > 0) throw new PierError('BAD_REQUEST', describe(errors), { data: { errors } });
 }

@@ -62,7 +62,7 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
       state.aborted = true;
       state.onAbort?.();
     });
-    const data = copyRequest(res, req, names);
+    const data = copyRequest(res, req, names, state);
     const limit = route.bodyLimit ?? 0;
     const stream = route.streamBody ? bodyStream(res, state) : undefined;
     // The gate starts now, in the same tick as the body reader, which holds the body until it passes.
@@ -73,7 +73,12 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
       : null;
     const bodyPromise = !stream && limit > 0 ? readBody(res, data.headers['content-length'] ?? '', limit, state, gate) : (gate ?? Promise.resolve()).then(() => Buffer.alloc(0));
     void bodyPromise
-      .then((body) => route.handler({ ...data, body, stream }))
+      .then((body) => {
+        // Set, not spread: a spread would read the lazy remote address of every request.
+        data.body = body;
+        data.stream = stream;
+        return route.handler(data);
+      })
       .catch((err: unknown) => {
         if (err instanceof GateRefusal) return err.reply;
         const e = asPierError(err);

@@ -12,8 +12,15 @@ export function paramNamesOf(path: string): string[] {
   return path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
 }
 
-/** Everything a handler may read except the body, copied out of `req` now. */
-export function copyRequest(res: HttpResponse, req: HttpRequest, paramNames: string[]): Omit<HttpRequestData, 'body'> {
+const NO_BODY = Buffer.alloc(0);
+
+/**
+ * Everything a handler may read, copied out of `req` now; the body comes later (`body` is empty
+ * until the caller sets it). The remote address is asked of uWS only when read (a system call per
+ * request otherwise, and most routes never read it), and only while the response is alive: once it
+ * was aborted or ended uWS forbids touching it, and the address reads as empty.
+ */
+export function copyRequest(res: HttpResponse, req: HttpRequest, paramNames: string[], state: ResponseState): HttpRequestData {
   const headers: Record<string, string> = {};
   req.forEach((k, v) => {
     headers[k] = v;
@@ -27,14 +34,20 @@ export function copyRequest(res: HttpResponse, req: HttpRequest, paramNames: str
       params[name] = raw; // malformed %-escape: handlers validate the raw text
     }
   });
+  let remoteAddress: string | undefined;
+  const rawQuery = req.getQuery() ?? '';
   return {
     method: req.getMethod(),
     path: req.getUrl(),
-    query: new URLSearchParams(req.getQuery() ?? ''),
-    rawQuery: req.getQuery() ?? '',
+    query: new URLSearchParams(rawQuery),
+    rawQuery,
     headers,
     params,
-    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+    get remoteAddress() {
+      remoteAddress ??= state.aborted || state.finished ? '' : Buffer.from(res.getRemoteAddressAsText()).toString();
+      return remoteAddress;
+    },
+    body: NO_BODY,
   };
 }
 

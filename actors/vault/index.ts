@@ -5,6 +5,7 @@ import { stateEndpoints, vault, vaultEvents, vaultState } from '../../bus/subjec
 import { defineActor, hears, serves } from '../../lib/actor.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import { checkStoreKey } from '../../lib/master-key-check.js';
+import { seriesCounter } from '../../lib/metrics.js';
 import type { RoleContext } from '../../lib/runtime.js';
 import { AuditBatch } from './audit-batch.js';
 import { DataKeys } from './data-keys.js';
@@ -56,7 +57,7 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
   const batch = new AuditBatch((entries) => store.appendAudit(entries));
   const registers = [ctx.metrics.registry];
   const anonymous = new Counter({ name: 'pier_vault_anonymous_refusals_total', help: 'Vault requests refused before any app was authenticated (counted, not audited)', labelNames: ['op', 'outcome'], registers });
-  const outcomes = new Counter({ name: 'pier_vault_operations_total', help: 'Vault operations by op and outcome', labelNames: ['op', 'outcome'], registers });
+  const outcomes = seriesCounter(new Counter({ name: 'pier_vault_operations_total', help: 'Vault operations by op and outcome', labelNames: ['op', 'outcome'], registers }));
   const deps: VaultDeps = {
     store,
     keys,
@@ -65,12 +66,12 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
     vaultGroup: `secret.${ctx.config.vaultName}`,
     now: ctx.now,
     audit: (entry) => {
-      outcomes.inc({ op: entry.op, outcome: entry.outcome });
+      outcomes(entry.op, entry.outcome);
       batch.add(entry);
     },
     anonymous: (op, outcome) => anonymous.inc({ op, outcome }),
     auditInWrite: (w, entry) => {
-      outcomes.inc({ op: entry.op, outcome: entry.outcome });
+      outcomes(entry.op, entry.outcome);
       w.appendAudit(entry);
     },
   };

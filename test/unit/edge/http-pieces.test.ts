@@ -39,7 +39,10 @@ class FakeResponse {
   ended = false;
   paused = 0;
   resumed = 0;
+  addressAsked = 0;
+  gone = false;
   onDataHandler?: (chunk: ArrayBuffer, isLast: boolean) => void;
+  onAbortedHandler?: () => void;
   writeStatus(s: string) {
     this.status = s;
     return this;
@@ -65,8 +68,14 @@ class FakeResponse {
     this.onDataHandler = h;
     return this;
   }
-  onAborted() {
+  onAborted(h: () => void) {
+    this.onAbortedHandler = h;
     return this;
+  }
+  /** The client goes away: uWS calls the abort handler, and any later touch of `res` would throw. */
+  abort() {
+    this.gone = true;
+    this.onAbortedHandler?.();
   }
   pause() {
     this.paused++;
@@ -75,6 +84,8 @@ class FakeResponse {
     this.resumed++;
   }
   getRemoteAddressAsText() {
+    if (this.gone) throw new Error('uWS: the response was aborted');
+    this.addressAsked++;
     return new TextEncoder().encode('192.0.2.7').buffer;
   }
   feed(text: string, isLast: boolean) {
@@ -155,6 +166,34 @@ test('a handler gets the request copied out (params decoded, query, address, bod
   t.deepEqual(res.headers, [['x-made', '1']]);
   t.is(res.body, 'made');
   t.deepEqual(counted, ['201']);
+});
+
+test('the remote address is asked of uWS only when a handler reads it, and reads as empty once the client has gone', async (t) => {
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  let late: string | undefined;
+  const { hit } = mount([
+    { method: 'get', path: '/quiet', handler: () => ok() },
+    {
+      method: 'get',
+      path: '/late',
+      handler: async (req) => {
+        await held;
+        late = req.remoteAddress;
+        return ok();
+      },
+    },
+  ]);
+  const quiet = hit('get /quiet', fakeRequest('get', '/quiet'));
+  await answered(quiet);
+  t.is(quiet.addressAsked, 0, 'a handler that never reads the address costs no call into uWS');
+  const gone = hit('get /late', fakeRequest('get', '/late'));
+  await until('the handler to be waiting', () => gone.onAbortedHandler !== undefined, 2_000);
+  gone.abort();
+  release();
+  await until('the late handler to read the address', () => late !== undefined, 2_000);
+  t.is(late, '', 'read after the abort: empty, and uWS was not touched (it would throw)');
+  t.is(gone.addressAsked, 0);
 });
 
 test('a body over the limit is 413 naming body, by its declared length or as it arrives', async (t) => {
