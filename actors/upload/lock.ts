@@ -103,7 +103,9 @@ export class UploadLocks {
       const locked: Upload = { ...(options.change ? options.change(current) : current), lock: { owner: this.deps.busId, session, until: now + this.deps.leaseMs }, ...(options.touch ? { updatedAt: now } : {}) };
       w.put(locked);
       return locked;
-    });
+      // Visible is enough: the lock excludes other replicas once committed, and nothing is
+      // acknowledged before the session's offset record, whose durable write takes this one along.
+    }, { visibleOnly: true });
     this.taking.set(id, taken);
     try {
       const upload = await taken;
@@ -193,7 +195,7 @@ export class UploadLocks {
           if (u?.lock?.session !== session) return false;
           w.put({ ...u, lock: { ...u.lock, until } });
           return true;
-        });
+        }, { visibleOnly: true });
       },
       holds: (u) => u?.lock?.session === session,
       end: () => {

@@ -58,7 +58,14 @@ export interface UploadStore {
   all(): Upload[];
   /** The unfinished upload of (user, app) to `target`, if any. */
   unfinishedAt(user: string, app: string, target: string): Upload | undefined;
-  write<T>(fn: (w: UploadWriter) => T): Promise<T>;
+  /**
+   * `visibleOnly`: resolve once the write is committed and visible to every replica, without
+   * waiting for it to reach the disk. Only for writes no answer depends on surviving an OS crash
+   * (a lock taken or renewed: leases lapse, and the offset record that ends a PATCH is durable and
+   * carries every earlier commit to the disk with it). Stores whose commits are durable when they
+   * are visible (JetStream) ignore it.
+   */
+  write<T>(fn: (w: UploadWriter) => T, options?: { visibleOnly?: boolean }): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -106,7 +113,7 @@ export class LmdbUploadStore implements UploadStore {
     return id === undefined ? undefined : this.uploads.get(id);
   }
 
-  write<T>(fn: (w: UploadWriter) => T): Promise<T> {
+  write<T>(fn: (w: UploadWriter) => T, options: { visibleOnly?: boolean } = {}): Promise<T> {
     const w: UploadWriter = {
       get: (id) => this.get(id),
       unfinishedAt: (user, app, target) => this.unfinishedAt(user, app, target),
@@ -126,7 +133,8 @@ export class LmdbUploadStore implements UploadStore {
         if (this.byTarget.get(key) === u.id) this.byTarget.remove(key);
       },
     };
-    return durably(this.root, this.root.transaction(() => fn(w)));
+    const committed = this.root.transaction(() => fn(w));
+    return options.visibleOnly ? committed : durably(this.root, committed);
   }
 
   async close(): Promise<void> {
