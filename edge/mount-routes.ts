@@ -3,7 +3,7 @@ import { asPierError, PierError } from '../bus/errors.js';
 import { errorReply } from './envelope.js';
 import type { HttpDeps, HttpReply, Method, Route } from './http.js';
 import { isolated } from './isolate.js';
-import { bodyStream, copyRequest, paramNamesOf, readBody } from './uws-request.js';
+import { abortRelay, bodyStream, copyRequest, paramNamesOf, readBody } from './uws-request.js';
 import { send, type ResponseState } from './uws-response.js';
 
 /** A gate's refusal: answered as it is, the body never read. */
@@ -58,10 +58,7 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
   return (res, req) => {
     const started = process.hrtime.bigint();
     const state: ResponseState = { aborted: false };
-    res.onAborted(() => {
-      state.aborted = true;
-      state.onAbort?.();
-    });
+    res.onAborted(abortRelay(state));
     const data = copyRequest(res, req, names, state);
     const limit = route.bodyLimit ?? 0;
     const stream = route.streamBody ? bodyStream(res, state) : undefined;
@@ -87,6 +84,8 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
       })
       .then(async (reply) => {
         await send(res, reply, state);
+        // uWS keeps the abort relay, and so `state`, until the connection's next request: let go of the reader.
+        state.onAbort = undefined;
         observe(data.method, reply.status, Number(process.hrtime.bigint() - started) / 1e9);
       })
       .catch((err: unknown) => {

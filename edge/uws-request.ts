@@ -14,6 +14,27 @@ export function paramNamesOf(path: string): string[] {
 
 const NO_BODY = Buffer.alloc(0);
 
+type DataHandler = (chunk: ArrayBuffer, isLast: boolean) => void;
+
+/**
+ * What is given to uWS for a request's `onData` and `onAborted`. uWS keeps those functions, and so
+ * everything their closures capture, until the connection's next request or its close: on a
+ * keep-alive connection that can be seconds, so a request's whole context (its body chunks
+ * included) outlived it, was copied by every young-generation collection meanwhile and then
+ * promoted. These relays capture only a small slot, emptied when the request is over.
+ */
+function dataRelay(slot: { handler: DataHandler | null }): DataHandler {
+  return (chunk, isLast) => slot.handler?.(chunk, isLast);
+}
+
+/** The `onAborted` handler of a response: it captures only its state (see dataRelay). */
+export function abortRelay(state: ResponseState): () => void {
+  return () => {
+    state.aborted = true;
+    state.onAbort?.();
+  };
+}
+
 /**
  * Everything a handler may read, copied out of `req` now; the body comes later (`body` is empty
  * until the caller sets it). The remote address is asked of uWS only when read (a system call per
@@ -61,8 +82,17 @@ export function readBody(res: HttpResponse, declared: string, limit: number, sta
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    let done = declared !== '' && Number(declared) > limit;
-    if (done) reject(new PierError('PAYLOAD_TOO_LARGE', `body: must be at most ${limit} bytes`));
+    const slot: { handler: DataHandler | null } = { handler: null };
+    let done = false;
+    /** The body is read, refused or abandoned: nothing more is taken, and uWS's relay lets go of this reader. */
+    const finish = () => {
+      done = true;
+      slot.handler = null;
+    };
+    if (declared !== '' && Number(declared) > limit) {
+      finish();
+      reject(new PierError('PAYLOAD_TOO_LARGE', `body: must be at most ${limit} bytes`));
+    }
     let complete = false;
     let open = gate === null;
     let paused = false;
@@ -72,7 +102,7 @@ export function readBody(res: HttpResponse, declared: string, limit: number, sta
     };
     const settle = () => {
       if (done || !complete || !open) return;
-      done = true;
+      finish();
       resolve(Buffer.concat(chunks));
     };
     gate?.then(
@@ -83,17 +113,17 @@ export function readBody(res: HttpResponse, declared: string, limit: number, sta
       },
       (err: unknown) => {
         if (done) return;
-        done = true;
+        finish();
         chunks.length = 0;
         resume();
         reject(err);
       },
     );
-    res.onData((chunk, isLast) => {
+    slot.handler = done ? null : (chunk, isLast) => {
       if (done) return;
       size += chunk.byteLength;
       if (size > limit) {
-        done = true;
+        finish();
         reject(new PierError('PAYLOAD_TOO_LARGE', `body: must be at most ${limit} bytes`));
         return;
       }
@@ -104,11 +134,12 @@ export function readBody(res: HttpResponse, declared: string, limit: number, sta
         res.pause();
       }
       settle();
-    });
+    };
+    res.onData(dataRelay(slot));
     // An aborted request never calls onData again: settle so nothing waits forever.
     state.onAbort = () => {
       if (done) return;
-      done = true;
+      finish();
       reject(new PierError('BAD_REQUEST', 'request aborted'));
     };
   });
@@ -129,15 +160,24 @@ export function bodyStream(res: HttpResponse, state: ResponseState): Readable {
       }
     },
   });
-  res.onData((chunk, isLast) => {
-    if (state.finished) return;
-    if (!stream.push(Buffer.from(chunk.slice(0))) && !isLast) {
-      paused = true;
-      res.pause();
-    }
-    if (isLast) stream.push(null);
-  });
-  state.onAbort = () => stream.destroy(new PierError('BAD_REQUEST', 'request aborted'));
+  const slot: { handler: DataHandler | null } = {
+    handler: (chunk, isLast) => {
+      if (state.finished) return;
+      if (!stream.push(Buffer.from(chunk.slice(0))) && !isLast) {
+        paused = true;
+        res.pause();
+      }
+      if (isLast) {
+        stream.push(null);
+        slot.handler = null;
+      }
+    },
+  };
+  res.onData(dataRelay(slot));
+  state.onAbort = () => {
+    slot.handler = null;
+    stream.destroy(new PierError('BAD_REQUEST', 'request aborted'));
+  };
   // A client may go away before the handler reads a byte (a tus PATCH waiting for its lock, say):
   // the 'error' of that destroy must not find the stream without a listener, which would take the
   // whole process down. The error stays on the stream (`errored`) for whoever reads it later.

@@ -1,4 +1,6 @@
 import test from 'ava';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { PierError } from '../../../bus/errors.js';
 import { errorReply, ok } from '../../../edge/envelope.js';
@@ -194,6 +196,34 @@ test('the remote address is asked of uWS only when a handler reads it, and reads
   await until('the late handler to read the address', () => late !== undefined, 2_000);
   t.is(late, '', 'read after the abort: empty, and uWS was not touched (it would throw)');
   t.is(gone.addressAsked, 0);
+});
+
+test('once a request is answered, the handlers uWS keeps (until the connection is used again) no longer hold the request', async (t) => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  let seen: WeakRef<object> | undefined;
+  const { hit } = mount([
+    {
+      method: 'post',
+      path: '/kept',
+      bodyLimit: 100,
+      handler: (req) => {
+        seen = new WeakRef(req);
+        return ok();
+      },
+    },
+  ]);
+  const res = hit('post /kept', fakeRequest('post', '/kept'));
+  res.feed('hello', true);
+  await answered(res);
+  t.truthy(res.onAbortedHandler && res.onDataHandler, 'the fake keeps both handlers, as uWS does');
+  for (let i = 0; i < 10 && seen!.deref() !== undefined; i++) {
+    await new Promise((r) => setImmediate(r));
+    gc();
+  }
+  t.is(seen!.deref(), undefined, 'the request was collected while its handlers are still held');
+  res.onDataHandler!(new ArrayBuffer(3), true); // a late call into a held relay does nothing
+  res.onAbortedHandler!();
 });
 
 test('a body over the limit is 413 naming body, by its declared length or as it arrives', async (t) => {
