@@ -17,15 +17,6 @@ function pastSizeMessage(u: Upload): string {
 const MAX_PENDING_WRITES = 8;
 
 /**
- * Bytes written between two early flushes. A PATCH's bytes must all be on the disk before its
- * answer; flushed only at the end, the disk idles while they arrive and the client then waits for
- * all of them at once. Flushing along the way (one at a time, in the background) keeps the disk
- * busy while the rest arrives, so the final fsync has little left to do. The durability promise is
- * the final fsync's, as before: an early flush only moves work earlier.
- */
-const EARLY_FLUSH_BYTES = 2 * 1024 * 1024;
-
-/**
  * One PATCH's bytes: pieces pulled in order from the edge, written at their offsets, fsynced before
  * the offset is recorded and acknowledged. A chunk over the cap or past `file_size` is cut back to
  * where the PATCH started; so is one whose offset was never confirmed (`file` sent before
@@ -49,13 +40,10 @@ export class WriteSession {
    */
   private readonly writes = new Set<Promise<unknown>>();
   private writeError: unknown = null;
-  /** The early flush in progress, if any, and the bytes written since the last one started. */
-  private flushing: Promise<void> | null = null;
-  private unflushed = 0;
   private upload: Upload;
 
   constructor(
-    private readonly deps: UploadDeps & { bus: Bus; idleMs: number; wrote: (n: number) => void; failed: () => void; earlyFlushBytes?: number },
+    private readonly deps: UploadDeps & { bus: Bus; idleMs: number; wrote: (n: number) => void; failed: () => void },
     /** The upload's lock, held by this session until it ends (lock.ts). */
     private readonly lease: Lease,
     readonly maxBytes: number,
@@ -120,28 +108,12 @@ export class WriteSession {
       .finally(() => this.writes.delete(write));
     this.writes.add(write);
     this.written += data.byteLength;
-    this.flushEarly(data.byteLength);
     // Backpressure: the acknowledgement waits while too many writes are pending, so memory held
     // here stays at MAX_PENDING_WRITES pieces whatever the disk's speed.
     while (this.writes.size >= MAX_PENDING_WRITES) await Promise.race(this.writes);
     this.deps.wrote(data.byteLength);
     await this.renewLease();
     return { ok: true };
-  }
-
-  /** Starts an early flush once enough was written since the last, unless one is running (see EARLY_FLUSH_BYTES). */
-  private flushEarly(bytes: number): void {
-    this.unflushed += bytes;
-    if (this.unflushed < (this.deps.earlyFlushBytes ?? EARLY_FLUSH_BYTES) || this.flushing) return;
-    this.unflushed = 0;
-    const flush: Promise<void> = this.fd!.datasync()
-      .catch((err: unknown) => {
-        this.writeError ??= new PierError('INTERNAL', 'the upload could not be written to disk', { cause: err });
-      })
-      .finally(() => {
-        if (this.flushing === flush) this.flushing = null;
-      });
-    this.flushing = flush;
   }
 
   /** A session that ends without `end`: its bytes are worth keeping only if their offset was confirmed. */
@@ -172,7 +144,6 @@ export class WriteSession {
     this.sub?.unsubscribe();
     try {
       await Promise.all([...this.writes]);
-      await this.flushing; // never rejects; the file must not be closed under it
       if (this.writeError) mode = 'discard';
       // Discarded: the offset stays where the PATCH started; the bytes past it go when the next
       // session starts (or with recovery), under their own lock.

@@ -1,6 +1,5 @@
 import test, { type ExecutionContext } from 'ava';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPart, partPathFor } from '../../../actors/upload/files.js';
@@ -16,7 +15,7 @@ import type { UploadCompleted } from '../../../bus/subjects.js';
 
 // One PATCH's write session on its own: pieces in order, acknowledged once written, fsynced and
 // recorded at the end; out-of-order or oversized pieces refused without leaving bytes behind.
-async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSize: number, offset = 0, clock = { now: Date.now() }, earlyFlushBytes?: number) {
+async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSize: number, offset = 0, clock = { now: Date.now() }) {
   const dir = mkdtempSync(join(tmpdir(), 'pier-session-'));
   const root = new UploadRoot(join(dir, 'files'));
   const dest = root.hostPath('alice', '/dest');
@@ -36,7 +35,7 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSiz
   const locks = new UploadLocks({ store, busId: 'b1', now: () => clock.now, leaseMs: 15_000, settleWaitMs: 1_000, replicaAlive: () => false, announce: () => ended.push('end') });
   const lease = await locks.take('u1', (c): c is Upload => c !== undefined, { touch: false });
   const deps = { store, root, busId: 'b1', now: () => clock.now, chunkMaxBytes: 8, locks, completed: (e: UploadCompleted) => completed.push(e) } as unknown as UploadDeps;
-  const session = new WriteSession({ ...deps, bus, idleMs: 10_000, wrote: () => undefined, failed: () => undefined, earlyFlushBytes }, lease!, Math.min(8, fileSize - offset), true);
+  const session = new WriteSession({ ...deps, bus, idleMs: 10_000, wrote: () => undefined, failed: () => undefined }, lease!, Math.min(8, fileSize - offset), true);
   await session.start();
   /** The next PATCH's session (the lock taken again), started. */
   const nextSession = async () => {
@@ -65,52 +64,6 @@ test('pieces land at the offset; end records the offset; the last chunk publishe
   t.is(store.get('u1')!.state, 'done');
   t.deepEqual(completed, [{ user: 'alice', app: 'files', path: '/dest/x.bin', size: 6 }], 'the event names the path in the app view');
   t.deepEqual(ended, ['end']);
-});
-
-/** Replaces FileHandle's datasync for one test (the early flushes call it; the final flush is `sync`). */
-async function spyOnDatasync(t: ExecutionContext, fail: boolean): Promise<{ calls: number }> {
-  const dir = mkdtempSync(join(tmpdir(), 'pier-fh-'));
-  const probe = await open(join(dir, 'probe'), 'w');
-  const proto = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> };
-  await probe.close();
-  rmSync(dir, { recursive: true, force: true });
-  const original = proto.datasync;
-  const spy = { calls: 0 };
-  proto.datasync = function (this: unknown) {
-    spy.calls++;
-    return fail ? Promise.reject(new Error('EIO: injected')) : original.call(this);
-  };
-  t.teardown(() => {
-    proto.datasync = original;
-  });
-  return spy;
-}
-
-test.serial('bytes are flushed early while a PATCH goes on, and the file and offset come out the same', async (t) => {
-  const spy = await spyOnDatasync(t, false);
-  const { store, send, target } = await setup(t, 8, 0, { now: Date.now() }, 4);
-  t.deepEqual(await send('data', 'abc'), { ok: true });
-  t.deepEqual(await send('data', 'defg'), { ok: true });
-  t.deepEqual(await send('data', 'h'), { ok: true });
-  const done = await send('end');
-  t.true(done.ok && done.complete);
-  t.true(spy.calls >= 1, 'past 4 bytes written, an early flush ran');
-  t.is(readFileSync(target, 'utf8'), 'abcdefgh');
-  t.is(store.get('u1')!.offset, 8);
-});
-
-test.serial('an early flush that fails fails the PATCH: nothing of it is recorded, and the error is answered', async (t) => {
-  await spyOnDatasync(t, true);
-  const { store, send, nextSession } = await setup(t, 20, 0, { now: Date.now() }, 4);
-  t.deepEqual(await send('data', 'abcd'), { ok: true });
-  // The failed flush is seen by the next piece or by the end, whichever comes first.
-  const next = await send('data', 'ef');
-  const end = next.ok ? await send('end') : next;
-  t.false(end.ok);
-  t.is(end.error!.code, 'INTERNAL');
-  t.is(end.error!.message, 'the upload could not be written to disk');
-  t.is(store.get('u1')!.offset, 0, 'the offset stays where the PATCH started');
-  await t.notThrowsAsync(nextSession(), 'the lock no longer holds: the next PATCH may begin');
 });
 
 test('a piece out of order ends the session and keeps nothing of it', async (t) => {
