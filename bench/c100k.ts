@@ -256,6 +256,7 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
       bare.stop();
     }
     const perConnKiB = round((rssAfter - rssBefore) / TOTAL, 2);
+    const settledPerConnKiB = round((settled.kib - rssBefore) / TOTAL, 2);
     return {
       shape: 'npm start (one process: the edge with the callback actor inside); the app in its own process; 4 load-side processes of raw sockets from 8 source addresses',
       connections: TOTAL,
@@ -270,7 +271,7 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
         after_kib: rssAfter,
         per_connection_kib: perConnKiB,
         note: 'after_kib: 2 s after the open callbacks were delivered, with their garbage; settled: once V8 collected it (its memory reducer, some seconds after allocation stops)',
-        settled: { after_kib: settled.kib, per_connection_kib: round((settled.kib - rssBefore) / TOTAL, 2), waited_s: settled.waitedSeconds, collected: settled.collected },
+        settled: { after_kib: settled.kib, per_connection_kib: settledPerConnKiB, waited_s: settled.waitedSeconds, collected: settled.collected },
       },
       bare_uws_rss: { ...bareRss, note: 'the same connections held by a bare uWS server (1,000 subscribed to a topic): the runtime floor of a connection' },
       idle_ping: { ...ping, note: '1,000 pings a round, 5 rounds, random connections; uWS answers with a pong' },
@@ -278,7 +279,7 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
       broadcast_one_user_1000_conns: { pier_messages_per_s: Math.round(pierRate), bare_uws_messages_per_s: Math.round(bareRate), send_errors: sender.errors() },
       goals: [
         atLeast('c100k connections held by one edge', TOTAL, GOAL_TOTAL),
-        atMost('c100k RSS per connection, settled (KiB)', round((settled.kib - rssBefore) / TOTAL, 2), 8),
+        atMost('c100k RSS per connection, settled (KiB)', settledPerConnKiB, 8),
         atMost('c100k idle ping p99 (ms)', ping.p99_ms, 50),
         ratioAtLeast('c100k broadcast to one user vs bare uWS with 100,000 open', pierRate, bareRate, 0.5),
       ],
