@@ -14,8 +14,10 @@
  * - `requestMany` collects every answer that comes within the deadline, and stops early once answers
  *   stall for `stallMs` after the first; nobody subscribed is an empty list, at once.
  * - Headers are string to string, and arrive as sent.
- * - Payloads are opaque bytes: encoding is the caller's business (see codec.ts).
+ * - Payloads are opaque bytes: encoding is the caller's business (see codec.ts). The one exception
+ *   is `requestLocal`, the in-process bus's way to hand a `shared` endpoint a value (rpc.ts).
  */
+import type { WireError } from './errors.js';
 import type { KeyPair, Sealer } from './seal.js';
 
 export type Headers = Record<string, string>;
@@ -45,6 +47,21 @@ export interface BusMessage {
 
 export type MessageHandler = (msg: BusMessage) => void;
 
+/** What an endpoint answered: its value, or its error as it would cross a wire. */
+export type LocalReply = { ok: true; data: unknown } | { ok: false; error: WireError };
+
+/**
+ * How a subscriber of an endpoint declared `shared` (rpc.ts) takes a request from this same
+ * process as a value, without the codec: only the in-process bus uses it (bus-memory.ts).
+ */
+export type LocalServer = (value: unknown) => Promise<LocalReply>;
+
+export interface SubscribeOptions {
+  queue?: string;
+  /** The subscriber also takes requests as values from this process (ignored on a wire). */
+  local?: LocalServer;
+}
+
 export interface Subscription {
   readonly subject: string;
   unsubscribe(): void;
@@ -73,8 +90,14 @@ export interface Bus {
   /** Set on a bus whose messages cross a wire: endpoints declared sealed use it (rpc.ts). */
   readonly sealing?: BusSealing;
   publish(subject: string, data: Uint8Array, options?: PublishOptions): void;
-  subscribe(subject: string, handler: MessageHandler, options?: { queue?: string }): Subscription;
+  subscribe(subject: string, handler: MessageHandler, options?: SubscribeOptions): Subscription;
   request(subject: string, data: Uint8Array, options: RequestOptions): Promise<BusMessage>;
+  /**
+   * A request to a `shared` endpoint as a value, for the in-process bus only: the value and the
+   * answer are passed by reference, in the same queue as every other delivery. Undefined when it
+   * cannot go that way (a wire, or a receiver or listener that takes bytes only): send bytes then.
+   */
+  requestLocal?(subject: string, value: unknown, options: RequestOptions): Promise<LocalReply> | undefined;
   /** Scatter-gather: the answers of every subscriber (see the rules above). */
   requestMany(subject: string, data: Uint8Array, options: RequestManyOptions): Promise<BusMessage[]>;
   /** A fresh subject nobody else uses, for collecting replies. */

@@ -1,4 +1,4 @@
-import type { Bus, BusMessage, MessageHandler, PublishOptions, RequestManyOptions, RequestOptions, Subscription } from './bus.js';
+import type { Bus, BusMessage, LocalReply, MessageHandler, PublishOptions, RequestManyOptions, RequestOptions, SubscribeOptions, Subscription } from './bus.js';
 import { PierError } from './errors.js';
 import { allowListMatcher, type RolePermissions } from './permissions.js';
 
@@ -45,7 +45,7 @@ export class GuardedBus implements Bus {
     this.inner.publish(subject, data, options);
   }
 
-  subscribe(subject: string, handler: MessageHandler, options?: { queue?: string }): Subscription {
+  subscribe(subject: string, handler: MessageHandler, options?: SubscribeOptions): Subscription {
     this.check('subscribe', subject);
     return this.inner.subscribe(subject, handler, options);
   }
@@ -57,6 +57,16 @@ export class GuardedBus implements Bus {
       return Promise.reject(err);
     }
     return this.inner.request(subject, data, options);
+  }
+
+  requestLocal(subject: string, value: unknown, options: RequestOptions): Promise<LocalReply> | undefined {
+    if (!this.inner.requestLocal) return undefined;
+    try {
+      this.check('publish', subject);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.inner.requestLocal(subject, value, options);
   }
 
   requestMany(subject: string, data: Uint8Array, options: RequestManyOptions): Promise<BusMessage[]> {

@@ -1,4 +1,4 @@
-import type { Bus, BusMessage, Subscription } from './bus.js';
+import type { Bus, BusMessage, LocalReply, LocalServer, Subscription } from './bus.js';
 import { decode, encode } from './codec.js';
 import { asPierError, PierError, type WireError } from './errors.js';
 import { assertValid, compile, throwIfInvalid, type Checker } from './validation.js';
@@ -16,6 +16,13 @@ export interface Endpoint<Req, Res> {
   readonly check: Checker;
   /** What of the exchange carries a secret, and is sealed on a wire (bus/seal.ts, `sealed.ts`). */
   readonly seal?: SealSpec;
+  /**
+   * Within one process (the in-process bus), the request and the answer are passed by reference,
+   * not encoded (`requestLocal` in bus.ts). Declared only where the request is built afresh for
+   * each call and checked by the caller, and where the handler neither keeps nor changes it nor
+   * answers with anything it keeps (PIER_FREEZE_SHARED=1 in the tests makes a breach throw).
+   */
+  readonly shared?: true;
   /** Phantom fields that carry the request and reply types; never set. */
   readonly _req?: Req;
   readonly _res?: Res;
@@ -23,6 +30,11 @@ export interface Endpoint<Req, Res> {
 
 export function endpoint<Req, Res>(subject: string, queue: string, schema: ValidationSchema, timeoutMs = 5_000, seal?: SealSpec): Endpoint<Req, Res> {
   return { subject, queue, timeoutMs, check: compile(schema), ...(seal ? { seal } : {}) };
+}
+
+/** The endpoint, its request and answer passed by reference within one process (see `Endpoint.shared`). */
+export function shared<Req, Res>(ep: Endpoint<Req, Res>): Endpoint<Req, Res> {
+  return { ...ep, shared: true };
 }
 
 type Reply<Res> = { ok: true; data: Res } | { ok: false; error: WireError };
@@ -90,13 +102,29 @@ export function serve<Req, Res>(
   handler: (req: Req, msg: BusMessage) => Promise<Res> | Res,
   hooks: ServeHooks = {},
 ): Subscription {
+  /** Runs one request's work; never rejects: a failure is the answer's error, as it would cross a wire. */
+  const answer = (started: bigint, work: () => Promise<Res>): Promise<Reply<Res>> =>
+    work().then(
+      (data) => {
+        hooks.observe?.(ep.subject, secondsSince(started), undefined);
+        return { ok: true, data };
+      },
+      (err: unknown) => {
+        const error = asPierError(err);
+        hooks.observe?.(ep.subject, secondsSince(started), error);
+        return { ok: false, error: error.toWire() };
+      },
+    );
+  // A value from this process: `call` checked it against this same schema before it was handed over.
+  const asValue: BusMessage = Object.freeze({ subject: ep.subject, data: new Uint8Array(0), headers: undefined, reply: undefined });
+  const local: LocalServer | undefined = ep.shared ? (value) => answer(process.hrtime.bigint(), async () => handler(value as Req, asValue)) as Promise<LocalReply> : undefined;
   return bus.subscribe(
     ep.subject,
     (msg) => {
       if (!answerable(msg)) return;
       const started = process.hrtime.bigint();
       const replyKey = replyKeyOf(bus, ep, msg);
-      void (async (): Promise<Reply<Res>> => {
+      void answer(started, async () => {
         let req: Req;
         let bytes: Uint8Array;
         try {
@@ -114,23 +142,18 @@ export function serve<Req, Res>(
         const errors = ep.check(req);
         if (errors.length > 0) refusalListener(msg.subject, 'schema');
         throwIfInvalid(errors);
-        return { ok: true, data: await handler(req, msg) };
-      })()
-        .catch((err: unknown) => {
-          const error = asPierError(err);
-          hooks.observe?.(ep.subject, Number(process.hrtime.bigint() - started) / 1e9, error);
-          return { ok: false, error: error.toWire() } as Reply<Res>;
-        })
+        return handler(req, msg);
+      })
         .then((reply) => {
-          if (reply.ok) hooks.observe?.(ep.subject, Number(process.hrtime.bigint() - started) / 1e9, undefined);
           if (msg.reply) bus.publish(msg.reply, sealReply(bus, ep, replyKey, reply.ok, encodeReply(reply)));
         })
         .catch(() => undefined); // publishing to a closed bus at shutdown: nobody is left to answer
-
     },
-    { queue: ep.queue },
+    { queue: ep.queue, local },
   );
 }
+
+const secondsSince = (started: bigint) => Number(process.hrtime.bigint() - started) / 1e9;
 
 /** A reply that cannot be encoded (a handler's bug) still answers: a generic INTERNAL error, never a hang. */
 function encodeReply<Res>(reply: Reply<Res>): Uint8Array {
@@ -144,6 +167,8 @@ function encodeReply<Res>(reply: Reply<Res>): Uint8Array {
 /** Calls an endpoint. The request is checked before it leaves; an error reply is thrown as PierError. */
 export async function call<Req, Res>(bus: Bus, ep: Endpoint<Req, Res>, req: Req, timeoutMs = ep.timeoutMs): Promise<Res> {
   assertValid(ep.check, req);
+  const local = ep.shared ? bus.requestLocal?.(ep.subject, req, { timeoutMs }) : undefined;
+  if (local) return settled((await local) as Reply<Res>);
   // Only a sealed request needs a wait before it leaves (its recipient's key): the usual one goes now.
   const data = bus.sealing && ep.seal ? await sealRequest(bus, ep, encode(req)) : encode(req);
   const msg = await bus.request(ep.subject, data, { timeoutMs }).catch((err: unknown) => {
@@ -153,7 +178,10 @@ export async function call<Req, Res>(bus: Bus, ep: Endpoint<Req, Res>, req: Req,
     }
     throw err;
   });
-  const reply = decode<Reply<Res>>(openReply(bus, ep, msg));
+  return settled(decode<Reply<Res>>(openReply(bus, ep, msg)));
+}
+
+function settled<Res>(reply: Reply<Res>): Res {
   if (reply.ok) return reply.data;
   throw PierError.fromWire(reply.error);
 }

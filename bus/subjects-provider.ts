@@ -1,4 +1,4 @@
-import { endpoint } from './rpc.js';
+import { endpoint, shared } from './rpc.js';
 
 /** A call to `/system-server/v1alpha1/<dataType>/<group>/<version>/<op>`, as the edge received it. */
 export interface ProviderCall {
@@ -40,8 +40,12 @@ export type ProviderAuthorize = Pick<ProviderCall, 'dataType' | 'group' | 'versi
 const segment = { type: 'string', min: 1, max: 256 } as const;
 
 export const provider = {
-  /** Authorises the access token and op, finds the active provider, calls it (v2 forward or v1 envelope). */
-  call: endpoint<ProviderCall, ProviderAnswer>('pier.provider.call', 'provider', {
+  /**
+   * Authorises the access token and op, finds the active provider, calls it (v2 forward or v1
+   * envelope). Shared within one process: the request (its headers and body the edge's own copies)
+   * is only read, the answer is built afresh.
+   */
+  call: shared(endpoint<ProviderCall, ProviderAnswer>('pier.provider.call', 'provider', {
     dataType: segment,
     group: segment,
     version: segment,
@@ -53,13 +57,13 @@ export const provider = {
     client: { type: 'string', max: 64 },
     body: { type: 'any', nullable: true },
     bodyStream: { type: 'string', nullable: true },
-  }, undefined, { request: 'provider' }),
+  }, undefined, { request: 'provider' })),
   /** The checks of `call` (401, 403, 404) alone, asked by the edge before it reads the body. */
-  authorize: endpoint<ProviderAuthorize, CallGate>('pier.provider.authorize', 'provider', {
+  authorize: shared(endpoint<ProviderAuthorize, CallGate>('pier.provider.authorize', 'provider', {
     dataType: segment,
     group: segment,
     version: segment,
     op: segment,
     accessToken: { type: 'string', max: 64 * 1024 },
-  }, undefined, { request: 'provider' }),
+  }, undefined, { request: 'provider' })),
 };

@@ -1,4 +1,4 @@
-import { endpoint, event } from './rpc.js';
+import { endpoint, event, shared } from './rpc.js';
 import type { CallGate } from './subjects-provider.js';
 import { USER_NAME } from './subjects-registry.js';
 
@@ -59,9 +59,10 @@ export interface OperatorVaultRequest {
 }
 
 export const vault = {
-  op: endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }, undefined, { request: 'vault', reply: true }),
+  /** Shared within one process: the edge builds each request afresh, the handler answers with new objects. */
+  op: shared(endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }, undefined, { request: 'vault', reply: true })),
   /** The checks of `op` up to the body (404, 400 workspace, 401, 403; refusals audited as `op`'s are), before the edge reads the body. */
-  authorize: endpoint<Omit<VaultRequest, 'body'>, CallGate>('pier.vault.authorize', 'vault', vaultCaller, undefined, { request: 'vault' }),
+  authorize: shared(endpoint<Omit<VaultRequest, 'body'>, CallGate>('pier.vault.authorize', 'vault', vaultCaller, undefined, { request: 'vault' })),
   audit: endpoint<{ user?: string; limit: number }, AuditEntry[]>('pier.vault.audit', 'vault', {
     user: { type: 'string', optional: true, max: 64 },
     limit: { type: 'number', integer: true, min: 1, max: 100_000 },

@@ -27,6 +27,8 @@ export function pierEnv(dataDir: string, extra: Record<string, string> = {}): Re
     PIER_UPLOAD_PORT: '0',
     PIER_ADMIN_PORT: '0',
     PIER_LOG_LEVEL: 'info',
+    // What the in-process bus shares by reference is frozen in tests (bus/freeze.ts), not in benchmarks.
+    ...(process.env.PIER_FREEZE_SHARED ? { PIER_FREEZE_SHARED: process.env.PIER_FREEZE_SHARED } : {}),
     ...extra,
   };
 }

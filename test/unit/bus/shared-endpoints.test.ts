@@ -1,0 +1,128 @@
+import test from 'ava';
+import { MemoryBus } from '../../../bus/bus-memory.js';
+import { decode } from '../../../bus/codec.js';
+import { PierError } from '../../../bus/errors.js';
+import { GuardedBus } from '../../../bus/guarded.js';
+import { permissionsFor } from '../../../cli/roles.js';
+import { call, endpoint, publishEvent, event, onEvent, serve, shared } from '../../../bus/rpc.js';
+import { within } from '../../helpers/wait.js';
+
+// Endpoints declared `shared` take their request as a value within one process (bus.requestLocal):
+// the same answers, errors, rights, deadlines and order as bytes, without the codec.
+
+interface Req {
+  n: number;
+  tags: string[];
+}
+const sharedEp = shared(endpoint<Req, { n: number; seen: Req }>('x.shared', 'x', { n: 'number', tags: { type: 'array', items: 'string' } }, 1_000));
+const bytesEp = endpoint<Req, { n: number; seen: Req }>('x.bytes', 'x', { n: 'number', tags: { type: 'array', items: 'string' } }, 1_000);
+
+test('a shared endpoint in one process gets the very request and answers by reference; a plain one gets a copy', async (t) => {
+  const bus = new MemoryBus(undefined, false);
+  serve(bus, sharedEp, (req) => ({ n: req.n + 1, seen: req }));
+  serve(bus, bytesEp, (req) => ({ n: req.n + 1, seen: req }));
+  const req = { n: 1, tags: ['a'] };
+  const viaShared = await call(bus, sharedEp, req);
+  t.is(viaShared.n, 2);
+  t.is(viaShared.seen, req, 'no codec: the handler saw the caller\'s object');
+  const viaBytes = await call(bus, bytesEp, req);
+  t.is(viaBytes.n, 2);
+  t.not(viaBytes.seen, req);
+  t.deepEqual(viaBytes.seen, req);
+  await bus.close();
+});
+
+test('a shared endpoint\'s errors arrive as they would over a wire: typed ones as they are, unknown ones with nothing of themselves', async (t) => {
+  const bus = new MemoryBus(undefined, false);
+  serve(bus, sharedEp, (req) => {
+    if (req.n === 1) throw new PierError('CONFLICT', 'busy', { data: { version: 3 } });
+    throw new Error('a bug at /srv/secret/path');
+  });
+  const typed = await t.throwsAsync(call(bus, sharedEp, { n: 1, tags: [] }), { instanceOf: PierError });
+  t.is(typed!.code, 'CONFLICT');
+  t.is(typed!.message, 'busy');
+  t.deepEqual(typed!.data, { version: 3 });
+  const unknown = await t.throwsAsync(call(bus, sharedEp, { n: 2, tags: [] }), { instanceOf: PierError });
+  t.is(unknown!.code, 'INTERNAL');
+  t.false(unknown!.message.includes('/srv/secret'));
+  // The caller's check still comes first: an invalid request never reaches the handler.
+  const invalid = await t.throwsAsync(call(bus, sharedEp, { n: 'x', tags: [] } as unknown as Req), { instanceOf: PierError });
+  t.is(invalid!.code, 'BAD_REQUEST');
+  await bus.close();
+});
+
+test('a tap on the subject sees the request as bytes: a shared endpoint goes by value only when nobody else listens', async (t) => {
+  const bus = new MemoryBus(undefined, false);
+  serve(bus, sharedEp, (req) => ({ n: req.n + 1, seen: req }));
+  const tapped: unknown[] = [];
+  bus.subscribe('x.>', (msg) => tapped.push(decode(msg.data)));
+  const req = { n: 5, tags: ['t'] };
+  const answer = await call(bus, sharedEp, req);
+  t.is(answer.n, 6);
+  t.not(answer.seen, req, 'went as bytes');
+  t.deepEqual(tapped, [req]);
+  await bus.close();
+});
+
+test('a role without the right to call a shared endpoint is refused in-process as on a wire', async (t) => {
+  const bus = new MemoryBus(undefined, false);
+  const vaultView = new GuardedBus(bus, 'vault', permissionsFor(['vault'], '_INBOX'));
+  const vaultOp = shared(endpoint<Req, { n: number }>('pier.vault.op', 'vault', { n: 'number', tags: 'array' }, 1_000));
+  serve(vaultView, vaultOp, (req) => ({ n: req.n }));
+  const tokenView = new GuardedBus(bus, 'token', permissionsFor(['token'], '_INBOX'));
+  await t.throwsAsync(call(tokenView, vaultOp, { n: 1, tags: [] }), { message: /role token may not publish pier.vault.op/ });
+  const edgeView = new GuardedBus(bus, 'edge', permissionsFor(['edge'], '_INBOX'));
+  t.deepEqual(await call(edgeView, vaultOp, { n: 7, tags: [] }), { n: 7 });
+  await bus.close();
+});
+
+test('a shared endpoint that never answers times out at its deadline; one that is gone answers UNAVAILABLE', async (t) => {
+  const bus = new MemoryBus(undefined, false);
+  const slow = shared(endpoint<Req, { n: number }>('x.slow', 'x', { n: 'number', tags: 'array' }, 200));
+  const sub = serve(bus, slow, () => new Promise<never>(() => undefined));
+  const late = await t.throwsAsync(within('the deadline', call(bus, slow, { n: 1, tags: [] }), 5_000), { instanceOf: PierError });
+  t.is(late!.code, 'TIMEOUT');
+  sub.unsubscribe();
+  const gone = await t.throwsAsync(call(bus, slow, { n: 1, tags: [] }), { instanceOf: PierError });
+  t.is(gone!.code, 'UNAVAILABLE');
+  t.regex(gone!.message, /no x replica is running/);
+  await bus.close();
+});
+
+test('a shared request keeps its place in the one queue: an event published before it is heard before it is handled', async (t) => {
+  const bus = new MemoryBus(undefined, false);
+  const order: string[] = [];
+  const ev = event<{ n: number }>('x.ev', { n: 'number' });
+  onEvent(bus, ev, (v) => order.push(`event ${v.n}`));
+  serve(bus, sharedEp, (req) => {
+    order.push(`call ${req.n}`);
+    return { n: req.n, seen: req };
+  });
+  publishEvent(bus, ev, { n: 1 });
+  const answered = call(bus, sharedEp, { n: 2, tags: [] });
+  publishEvent(bus, ev, { n: 3 });
+  await answered;
+  await bus.flush();
+  t.deepEqual(order, ['event 1', 'call 2', 'event 3']);
+  await bus.close();
+});
+
+test('with PIER_FREEZE_SHARED a handler that changes the request it shares fails where it does so, and so does a caller changing the answer', async (t) => {
+  const bus = new MemoryBus(undefined, true);
+  serve(bus, sharedEp, (req) => {
+    if (req.n === 1) req.tags.push('changed');
+    return { n: req.n, seen: req };
+  });
+  const changed = await t.throwsAsync(call(bus, sharedEp, { n: 1, tags: [] }), { instanceOf: PierError });
+  t.is(changed!.code, 'INTERNAL');
+  const answer = await call(bus, sharedEp, { n: 2, tags: ['x'] });
+  t.throws(() => {
+    (answer as { n: number }).n = 3;
+  }, { instanceOf: TypeError });
+  // Bytes cannot be frozen and are passed as they are.
+  const bytes = shared(endpoint<{ b: Uint8Array }, { b: Uint8Array }>('x.b', 'x', { b: 'any' }, 1_000));
+  serve(bus, bytes, (req) => ({ b: req.b }));
+  const b = new Uint8Array([1, 2]);
+  t.is((await call(bus, bytes, { b })).b, b);
+  await bus.close();
+});
