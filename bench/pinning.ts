@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
+import { SINGLE_THREADED_GC } from '../lib/gc-threads.js';
 
 /**
  * The fair method (issue #14): every server process of a measurement — Pier and its peer alike, and
@@ -9,6 +10,13 @@ import { cpus } from 'node:os';
  * threads and processes started later inherit it.
  */
 export const SERVER_CPU = 0;
+
+/**
+ * Node flags of every server-side process of a measurement, Pier's and its floor's alike, each
+ * pinned to one core: V8's GC helper threads on that same core make a collection wait a scheduler
+ * slice for them (docs/operations.md, "One CPU per process", the advice Pier gives an operator).
+ */
+export const SERVER_NODE_FLAGS: readonly string[] = [SINGLE_THREADED_GC];
 export const LOAD_CPU = 1;
 
 function tasksetWorks(): boolean {

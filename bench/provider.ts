@@ -9,7 +9,7 @@ import type { ChildProcess } from 'node:child_process';
 import { fixedRate, maxRate, measureUtilisation, round, type LatencySummary, type Target } from './load.js';
 import { cpuPerOp, ratioAtLeast, ratioAtMost } from './goals.js';
 import { nginxMissing, startNginx } from './nginx.js';
-import { pinServer } from './pinning.js';
+import { pinServer, SERVER_NODE_FLAGS } from './pinning.js';
 
 const NOTES = { group: 'api.notes', dataType: 'legacy_notes', version: 'v2' };
 
@@ -58,8 +58,8 @@ async function passThrough(started: Promise<{ port: number; proc: ChildProcess; 
  */
 export async function benchProvider(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
-  const upstream = await startChild('./upstream.js');
-  const pier = await PierProcess.start(pierEnv(join(dir, 'data')));
+  const upstream = await startChild('./upstream.js', [], SERVER_NODE_FLAGS);
+  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_NODE_FLAGS: SERVER_NODE_FLAGS.join(' ') }));
   pinServer(pier.proc.pid);
   try {
     const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
@@ -85,7 +85,7 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
     const maxDirect = await maxRate(direct, 64, 5);
     const pierCpu = await cpuPerOp(pier.proc.pid!, () => measureUtilisation(() => maxRate(viaPier, 64, 5)), (r) => r.result.requests);
     const maxPier = pierCpu.result;
-    const floor = await passThrough(startChild('./floor-provider.js', [String(upstream.port)]), direct, d.result);
+    const floor = await passThrough(startChild('./floor-provider.js', [String(upstream.port)], SERVER_NODE_FLAGS), direct, d.result);
     const nginx = nginxMissing() ? { skipped: 'nginx is not installed (apt-get install -y nginx)' } : await passThrough(startNginx(join(dir, 'nginx'), upstream.port), direct, d.result);
 
     // Tokens: cold = every proof new (one bcrypt each, cost 10); warm = the same proof again (cache).

@@ -5,13 +5,12 @@ import { join } from 'node:path';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 import { freePort, rssKiB, startChild, startReceivers } from './children.js';
-import { SINGLE_THREADED_GC } from '../lib/gc-threads.js';
 import { ratioAtMost } from './goals.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { measureUtilisation, postLoop, round, summarise } from './load.js';
 import { makeCa, makeLeaf } from '../test/helpers/certs.js';
 import { localLookup } from '../test/helpers/ws-client.js';
-import { pinServer } from './pinning.js';
+import { pinServer, SERVER_NODE_FLAGS } from './pinning.js';
 
 
 
@@ -42,12 +41,8 @@ async function openMany(n: number, port: number, host: (i: number) => string, to
   return out;
 }
 
-/**
- * Node flags of every server-side process of the round trips, Pier's and the floor's alike (each
- * pinned to one core): V8's GC helper threads on the same core make a collection wait a scheduler
- * slice for them, per-second p99 spikes of 30-60 ms (docs/operations.md, "One CPU per process").
- */
-const WS_SERVER_NODE_FLAGS = [SINGLE_THREADED_GC];
+/** Per-second p99 spikes of 30-60 ms without these (pinning.ts). */
+const WS_SERVER_NODE_FLAGS = SERVER_NODE_FLAGS;
 
 /** One Pier with the bench's app installed (its own app process), plain or with TLS on the public listener. */
 async function pierWithApp(dir: string, extraEnv: Record<string, string>, children: ChildProcess[]) {

@@ -1,4 +1,4 @@
-import type { Bus, BusMessage, Subscription } from './bus.js';
+import type { Bus, BusMessage, LocalReply, LocalServer, Subscription } from './bus.js';
 import { encode } from './codec.js';
 import { asPierError, PierError, type WireError } from './errors.js';
 import { accept, answerable, refuse } from './rpc.js';
@@ -17,12 +17,18 @@ export interface Channel<Req, Res> {
   readonly timeoutMs: number;
   /** Requests carry a secret: on a wire they are sealed to the one process that answers (bus/seal.ts). */
   readonly sealed: boolean;
+  /**
+   * Within one process (the in-process bus) the request and the reply are passed by reference, not
+   * encoded; both are still checked against their schemas. Declared only where neither side changes
+   * what it sent or received (PIER_FREEZE_SHARED=1 in the tests makes a breach throw). See rpc.ts.
+   */
+  readonly shared: boolean;
   readonly _req?: Req;
   readonly _res?: Res;
 }
 
-export function channel<Req, Res>(schema: ValidationSchema, replySchema: ValidationSchema, timeoutMs = 2_000, options: { sealed?: boolean } = {}): Channel<Req, Res> {
-  return { check: compile(schema), replyCheck: compile(replySchema), timeoutMs, sealed: options.sealed ?? false };
+export function channel<Req, Res>(schema: ValidationSchema, replySchema: ValidationSchema, timeoutMs = 2_000, options: { sealed?: boolean; shared?: boolean } = {}): Channel<Req, Res> {
+  return { check: compile(schema), replyCheck: compile(replySchema), timeoutMs, sealed: options.sealed ?? false, shared: options.shared ?? false };
 }
 
 const sealedContext = (subject: string) => `${subject}|request|`;
@@ -57,24 +63,44 @@ const refusedReply = () => new PierError('BAD_GATEWAY', 'bus: a reply failed its
  * the requester hears it rather than waiting out its deadline (the reply convention of `serve`).
  */
 export function answerOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, handler: (req: Req, msg: BusMessage) => Res | Promise<Res>): Subscription {
-  return bus.subscribe(subject, (raw) => {
-    if (!answerable(raw)) return;
-    const msg = openSealed(bus, ch, raw);
-    if (msg === undefined) return;
-    const req = accept<Req>(msg, ch.check);
-    if (req === undefined) return;
-    void Promise.resolve()
-      .then(() => handler(req, msg))
-      .then(
-        (res) => {
-          if (msg.reply) bus.publish(msg.reply, encode(res));
-        },
-        (err: unknown) => {
-          if (msg.reply) bus.publish(msg.reply, encode(asPierError(err).toWire()), { headers: { [ERROR_HEADER]: '1' } });
-        },
-      )
-      .catch(() => undefined); // publishing to a closed bus at shutdown: nobody is left to answer
-  });
+  const asValue: BusMessage = Object.freeze({ subject, data: new Uint8Array(0), headers: undefined, reply: undefined });
+  // A value from this process is checked as bytes are; one that fails is refused and counted, never answered (as on a wire).
+  const local: LocalServer | undefined = ch.shared
+    ? (value) => {
+        if (ch.check(value).length > 0) {
+          refuse(subject, 'schema');
+          return new Promise<never>(() => undefined);
+        }
+        return Promise.resolve()
+          .then(() => handler(value as Req, asValue))
+          .then(
+            (data): LocalReply => ({ ok: true, data }),
+            (err: unknown): LocalReply => ({ ok: false, error: asPierError(err).toWire() }),
+          );
+      }
+    : undefined;
+  return bus.subscribe(
+    subject,
+    (raw) => {
+      if (!answerable(raw)) return;
+      const msg = openSealed(bus, ch, raw);
+      if (msg === undefined) return;
+      const req = accept<Req>(msg, ch.check);
+      if (req === undefined) return;
+      void Promise.resolve()
+        .then(() => handler(req, msg))
+        .then(
+          (res) => {
+            if (msg.reply) bus.publish(msg.reply, encode(res));
+          },
+          (err: unknown) => {
+            if (msg.reply) bus.publish(msg.reply, encode(asPierError(err).toWire()), { headers: { [ERROR_HEADER]: '1' } });
+          },
+        )
+        .catch(() => undefined); // publishing to a closed bus at shutdown: nobody is left to answer
+    },
+    { local },
+  );
 }
 
 /** Marks a channel reply that is a failure (`WireError`), not an answer. */
@@ -95,6 +121,13 @@ const unwrap = <Res>(ch: Channel<unknown, Res>, msg: BusMessage): Res | undefine
  * sealed channel's request is sealed to `recipient`, the answering process's public key.
  */
 export async function askOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, req: Req, timeoutMs = ch.timeoutMs, recipient?: string | null): Promise<Res> {
+  const local = ch.shared ? bus.requestLocal?.(subject, req, { timeoutMs }) : undefined;
+  if (local) {
+    const reply = await local;
+    if (!reply.ok) throw PierError.fromWire(reply.error);
+    if (ch.replyCheck(reply.data).length > 0) throw refusedReply();
+    return reply.data as Res;
+  }
   let data = encode(req);
   if (ch.sealed && bus.sealing) {
     if (!recipient) throw new PierError('UNAVAILABLE', `no key is known for the process answering ${subject}`);

@@ -141,6 +141,9 @@ export const gatewayChannels = {
       text: { type: 'string', optional: true, max: 16 * 1024 * 1024 },
     },
     { count: { type: 'number', integer: true, min: 0 } },
+    undefined,
+    // In one process the command is shared: built per call, only read by the gateway.
+    { shared: true },
   ),
   /** Scatter-gather to every edge: one app's connections. */
   list: channel<{ appId: string }, { conns: ListedConn[] }>(
@@ -174,7 +177,8 @@ export const gatewayChannels = {
     },
     5_000,
     // The browser's cookie (the platform's session among them) goes to the one replica that delivers it.
-    { sealed: true },
+    // In one process the event is shared: the edge keeps it unchanged until settled, the replica queues it unchanged.
+    { sealed: true, shared: true },
   ),
   /**
    * From the edge to the callback replica it stopped sending a connection's events to (it was

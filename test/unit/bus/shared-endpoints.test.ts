@@ -4,7 +4,8 @@ import { decode } from '../../../bus/codec.js';
 import { PierError } from '../../../bus/errors.js';
 import { GuardedBus } from '../../../bus/guarded.js';
 import { permissionsFor } from '../../../cli/roles.js';
-import { call, endpoint, publishEvent, event, onEvent, serve, shared } from '../../../bus/rpc.js';
+import { answerOn, askOn, channel } from '../../../bus/channel.js';
+import { call, endpoint, publishEvent, event, onEvent, onRefusal, serve, shared } from '../../../bus/rpc.js';
 import { within } from '../../helpers/wait.js';
 
 // Endpoints declared `shared` take their request as a value within one process (bus.requestLocal):
@@ -124,5 +125,31 @@ test('with PIER_FREEZE_SHARED a handler that changes the request it shares fails
   serve(bus, bytes, (req) => ({ b: req.b }));
   const b = new Uint8Array([1, 2]);
   t.is((await call(bus, bytes, { b })).b, b);
+  await bus.close();
+});
+
+test('a shared channel: by reference in one process, the request and the reply still checked against their schemas', async (t) => {
+  const bus = new MemoryBus(undefined, false);
+  const refusals: string[] = [];
+  onRefusal((subject, reason) => refusals.push(`${subject} ${reason}`));
+  const ch = channel<{ n: number }, { n: number }>({ n: 'number' }, { n: 'number' }, 300, { shared: true });
+  let seen: unknown;
+  answerOn(bus, ch, 'x.ch.good', (req) => ((seen = req), { n: req.n + 1 }));
+  answerOn(bus, ch, 'x.ch.bad', () => ({ n: 'not a number' }) as unknown as { n: number });
+  answerOn(bus, ch, 'x.ch.typed', () => {
+    throw new PierError('CONFLICT', 'busy');
+  });
+  const req = { n: 1 };
+  t.deepEqual(await askOn(bus, ch, 'x.ch.good', req), { n: 2 });
+  t.is(seen, req, 'no codec: the answerer saw the asker\'s object');
+  const bad = await t.throwsAsync(askOn(bus, ch, 'x.ch.bad', { n: 1 }), { instanceOf: PierError });
+  t.is(bad!.code, 'BAD_GATEWAY');
+  const typed = await t.throwsAsync(askOn(bus, ch, 'x.ch.typed', { n: 1 }), { instanceOf: PierError });
+  t.is(typed!.code, 'CONFLICT');
+  // A request failing its schema is refused and counted, never answered: the asker meets its deadline, as on a wire.
+  const refused = await t.throwsAsync(within('the deadline', askOn(bus, ch, 'x.ch.good', { n: 'x' } as unknown as { n: number }), 5_000), { instanceOf: PierError });
+  t.is(refused!.code, 'TIMEOUT');
+  t.deepEqual(refusals, ['x.ch.good schema']);
+  onRefusal(() => undefined);
   await bus.close();
 });

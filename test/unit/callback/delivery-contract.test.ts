@@ -1,6 +1,6 @@
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
-import type { Bus, BusMessage, RequestOptions } from '../../../bus/bus.js';
+import type { Bus, BusMessage, LocalReply, RequestOptions } from '../../../bus/bus.js';
 import { answerOn, hearOn, tellOn } from '../../../bus/channel.js';
 import { decode } from '../../../bus/codec.js';
 import { gatewayChannels, gatewaySubjects, type GatewayEvent, type ProcessInfo } from '../../../bus/subjects.js';
@@ -112,14 +112,18 @@ test('duplicates are taken once; a gap is refused with the seq expected', async 
 test('an event lost on the way: the gap is filled by a resend, in order, nothing lost', async (t) => {
   const inner = new MemoryBus();
   let dropped = false;
-  // The bus loses the request carrying seq 3, once.
+  // The bus loses the request carrying seq 3, once, whether it goes as bytes or (in one process) as a value.
+  const loses = (subject: string, ev: GatewayEvent) => !dropped && subject.startsWith('pier.cb.deliver.') && ev.seq === 3;
+  const lost = (options: RequestOptions) => {
+    dropped = true;
+    return new Promise<never>((_, reject) => setTimeout(() => reject(new Error('lost')), options.timeoutMs));
+  };
   const lossy: Bus = Object.assign(Object.create(inner), {
     request(subject: string, data: Uint8Array, options: RequestOptions): Promise<BusMessage> {
-      if (!dropped && subject.startsWith('pier.cb.deliver.') && decode<GatewayEvent>(data).seq === 3) {
-        dropped = true;
-        return new Promise((_, reject) => setTimeout(() => reject(new Error('lost')), options.timeoutMs));
-      }
-      return inner.request(subject, data, options);
+      return loses(subject, decode<GatewayEvent>(data)) ? lost(options) : inner.request(subject, data, options);
+    },
+    requestLocal(subject: string, value: unknown, options: RequestOptions): Promise<LocalReply> | undefined {
+      return loses(subject, value as GatewayEvent) ? lost(options) : inner.requestLocal(subject, value, options);
     },
   });
   const peers = new FakePeers();
