@@ -1,6 +1,7 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { durably } from '../../lib/lmdb-durable.js';
 import type { AuditEntry } from '../../bus/subjects.js';
+import { DecodedCache } from './decoded-cache.js';
 
 /** A data key, wrapped (sealed) by the master key. One per (user, workspace, env). */
 export interface DataKeyRecord {
@@ -41,6 +42,7 @@ export const nameOf = (key: string) => key.slice(key.lastIndexOf(SEP) + 1);
 export interface VaultStore {
   /** Catches up with writes made anywhere so far (another replica's just-answered create included). */
   sync(): Promise<void>;
+  /** The answers of `dataKey` and `secret` may be shared between reads: never changed (frozen). */
   dataKey(scope: string): DataKeyRecord | undefined;
   secret(key: string): SecretRecord | undefined;
   /** Secrets of one scope, sorted by name. */
@@ -79,6 +81,9 @@ export interface VaultWriter {
  */
 export class LmdbVaultStore implements VaultStore {
   private seq = 0;
+  /** Reads of data keys and secrets: decoded once while their stored bytes stay the same. */
+  private readonly dataKeyReads: DecodedCache<DataKeyRecord>;
+  private readonly secretReads: DecodedCache<SecretRecord>;
 
   private constructor(
     private readonly root: RootDatabase,
@@ -86,7 +91,10 @@ export class LmdbVaultStore implements VaultStore {
     private readonly secrets: Database<SecretRecord, string>,
     private readonly audit: Database<AuditEntry, [number, string, number]>,
     private readonly replica: string,
-  ) {}
+  ) {
+    this.dataKeyReads = new DecodedCache(dataKeys);
+    this.secretReads = new DecodedCache(secrets);
+  }
 
   static open(path: string, replica: string): LmdbVaultStore {
     const root = open({ path, compression: false });
@@ -108,11 +116,11 @@ export class LmdbVaultStore implements VaultStore {
   async sync(): Promise<void> {}
 
   dataKey(scope: string): DataKeyRecord | undefined {
-    return this.dataKeys.get(scope);
+    return this.dataKeyReads.get(scope);
   }
 
   secret(key: string): SecretRecord | undefined {
-    return this.secrets.get(key);
+    return this.secretReads.get(key);
   }
 
   listScope(scope: string): Array<{ key: string; value: SecretRecord }> {
