@@ -451,7 +451,12 @@ maybe('charts: once two samples exist, a chart per figure', async (t) => {
   await page.locator('figure[data-chart]').first().waitFor({ timeout: 20_000 });
   const keys = await page.locator('figure[data-chart]').evaluateAll((els) => els.map((e) => e.getAttribute('data-chart')));
   t.deepEqual(keys, CHARTS);
-  t.is(await page.locator('figure[data-chart] canvas').count(), CHARTS.length, 'each one drawn (uPlot canvas)');
+  // A figure is in the page before uPlot draws into it (the next sample): waited for, with a deadline.
+  const drawn = await until('a uPlot canvas in every chart', async () => {
+    const n = await page.locator('figure[data-chart] canvas').count();
+    return n === CHARTS.length ? n : undefined;
+  });
+  t.is(drawn, CHARTS.length, 'each one drawn (uPlot canvas)');
   const history = (await adminGet('/admin/v1/metrics/history')).json.data;
   t.true(history.samples.length >= 2);
   t.is(history.every_ms, 500);
