@@ -123,6 +123,7 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
     ];
     return {
       shape: 'npm start (one process, in-process bus); provider in its own process; load generator in this process',
+      server_node_flags: SERVER_NODE_FLAGS,
       fixed_rate_1000_rps_1KiB: {
         direct: d.result,
         via_pier: p.result,

@@ -6,7 +6,7 @@ import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pie
 import { startJetStreamCluster } from '../test/helpers/nats-server.js';
 import { startChild } from './children.js';
 import { maxRate, round, type Target } from './load.js';
-import { pinServer } from './pinning.js';
+import { pinServer, SERVER_NODE_FLAGS } from './pinning.js';
 import { atLeast, cpuPerOp, ratioAtLeast, ratioAtMost } from './goals.js';
 import { floorAccessToken } from './floor-token.js';
 
@@ -16,7 +16,7 @@ async function vaultFloor(dir: string, like: Target) {
   mkdirSync(dir, { recursive: true });
   const userToken = 'pier_floor-user-token';
   const macKey = randomBytes(32);
-  const floor = await startChild('./floor-vault.js', [dir, userToken, macKey.toString('hex')]);
+  const floor = await startChild('./floor-vault.js', [dir, userToken, macKey.toString('hex')], SERVER_NODE_FLAGS);
   try {
     const target: Target = { ...like, origin: `http://127.0.0.1:${floor.port}`, headers: { ...like.headers, 'x-authorization': userToken, 'x-access-token': floorAccessToken(macKey) } };
     await maxRate(target, 32, 2); // warm-up
@@ -62,8 +62,10 @@ async function measure(pier: PierProcess, dir: string): Promise<{ reads: Awaited
  */
 export async function benchVault(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
-  const bare = await startChild('./bare-uws.js');
-  const pier = await PierProcess.start(pierEnv(join(dir, 'data')));
+  // The reads' processes with the server flags (pinning.ts); the JetStream runs below without them:
+  // there the actors mostly wait on NATS, and V8's helper threads mark meanwhile (lib/gc-threads.ts).
+  const bare = await startChild('./bare-uws.js', [], SERVER_NODE_FLAGS);
+  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_NODE_FLAGS: SERVER_NODE_FLAGS.join(' ') }));
   pinServer(pier.proc.pid);
   try {
     const { reads, writes, retrieve } = await measure(pier, dir);
@@ -99,6 +101,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     }
     return {
       shape: 'npm start (one process, in-process bus); 32 clients back to back from this process; 1 KiB values',
+      server_node_flags: SERVER_NODE_FLAGS,
       bare_uws_constant: { rps: bareRun.rps, p50_ms: bareRun.p50_ms, p99_ms: bareRun.p99_ms },
       retrieve: { rps: reads.rps, p50_ms: reads.p50_ms, p99_ms: reads.p99_ms, errors: reads.errors, ratio_to_bare: round(reads.rps / bareRun.rps, 2), goal: 'ratio >= 0.3, p99 <= 5 ms' },
       floor_uws_lmdb_gcm: { ...floor.run, cpu_us_per_read: floor.cpu_us_per_op, note: 'uWS in, both tokens checked, LMDB get, AES-256-GCM open, JSON out: no bus, no actors' },
