@@ -159,7 +159,11 @@ export class MemoryBus implements Bus {
       const answer = (reply: LocalReply) =>
         this.enqueue(() => {
           clearTimeout(timer);
-          resolve(this.freezeShared ? freezeDeep(reply) : reply);
+          try {
+            if (this.freezeShared) freezeDeep(reply);
+          } finally {
+            resolve(reply);
+          }
         });
       this.enqueue(() => {
         // Gone since it was picked: as with bytes, the request is lost and times out.

@@ -18,9 +18,9 @@ export interface Endpoint<Req, Res> {
   readonly seal?: SealSpec;
   /**
    * Within one process (the in-process bus), the request and the answer are passed by reference,
-   * not encoded (`requestLocal` in bus.ts). Declared only where the request is built afresh for
-   * each call and checked by the caller, and where the handler neither keeps nor changes it nor
-   * answers with anything it keeps (PIER_FREEZE_SHARED=1 in the tests makes a breach throw).
+   * not encoded (`requestLocal` in bus.ts), and still checked on both sides. Declared only where
+   * the request is built afresh for each call, and where the handler neither keeps nor changes it
+   * nor answers with anything it keeps (PIER_FREEZE_SHARED=1 in the tests makes a breach throw).
    */
   readonly shared?: true;
   /** Phantom fields that carry the request and reply types; never set. */
@@ -94,7 +94,8 @@ export interface ServeHooks {
 /**
  * Serves an endpoint: decodes and validates each request (the actor's trust boundary), runs the
  * handler, and replies with `{ok, data}` or `{ok: false, error}`. A handler's exception never
- * escapes: unknown failures become a generic INTERNAL error on the wire.
+ * escapes: unknown failures become a generic INTERNAL error on the wire. A `shared` endpoint's
+ * request from this process arrives as a value instead of bytes, and is validated the same way.
  */
 export function serve<Req, Res>(
   bus: Bus,
@@ -115,9 +116,18 @@ export function serve<Req, Res>(
         return { ok: false, error: error.toWire() };
       },
     );
-  // A value from this process: `call` checked it against this same schema before it was handed over.
+  // A value from this process is checked here too, against this endpoint's own schema, in the turn
+  // the handler runs: whatever the caller declared or did with its object after sending it.
   const asValue: BusMessage = Object.freeze({ subject: ep.subject, data: new Uint8Array(0), headers: undefined, reply: undefined });
-  const local: LocalServer | undefined = ep.shared ? (value) => answer(process.hrtime.bigint(), async () => handler(value as Req, asValue)) as Promise<LocalReply> : undefined;
+  const local: LocalServer | undefined = ep.shared
+    ? (value) =>
+        answer(process.hrtime.bigint(), async () => {
+          const errors = ep.check(value);
+          if (errors.length > 0) refusalListener(ep.subject, 'schema');
+          throwIfInvalid(errors);
+          return handler(value as Req, asValue);
+        }) as Promise<LocalReply>
+    : undefined;
   return bus.subscribe(
     ep.subject,
     (msg) => {

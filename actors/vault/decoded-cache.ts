@@ -30,7 +30,9 @@ export class DecodedCache<T extends object> {
     const bytes = new Uint8Array(raw.buffer, raw.byteOffset, raw.length);
     const kept = this.entries.get(key);
     if (kept && kept.raw.equals(bytes)) return kept.value;
-    const copy = bytes.byteLength <= this.maxRecordBytes ? Buffer.from(bytes) : null;
+    // Its own memory, not a slice of Node's shared 8 KiB pool (which a kept slice would hold whole).
+    let copy: Buffer | null = null;
+    if (bytes.byteLength <= this.maxRecordBytes) (copy = Buffer.allocUnsafeSlow(bytes.byteLength)).set(bytes);
     // Same read snapshot as the bytes above (lmdb-js renews it on a later turn only).
     const value = this.db.get(key);
     if (value === undefined || copy === null) {

@@ -42,7 +42,7 @@ export const nameOf = (key: string) => key.slice(key.lastIndexOf(SEP) + 1);
 export interface VaultStore {
   /** Catches up with writes made anywhere so far (another replica's just-answered create included). */
   sync(): Promise<void>;
-  /** The answers of `dataKey` and `secret` may be shared between reads: never changed (frozen). */
+  /** The answers of `dataKey` and `secret` may be shared between reads (LMDB's are frozen): never change them. */
   dataKey(scope: string): DataKeyRecord | undefined;
   secret(key: string): SecretRecord | undefined;
   /** Secrets of one scope, sorted by name. */

@@ -128,7 +128,8 @@ test('with PIER_FREEZE_SHARED a handler that changes the request it shares fails
   await bus.close();
 });
 
-test('a shared channel: by reference in one process, the request and the reply still checked against their schemas', async (t) => {
+// The refusal listener is the process's one: the tests that set it run one at a time.
+test.serial('a shared channel: by reference in one process, the request and the reply still checked against their schemas', async (t) => {
   const bus = new MemoryBus(undefined, false);
   const refusals: string[] = [];
   onRefusal((subject, reason) => refusals.push(`${subject} ${reason}`));
@@ -150,6 +151,28 @@ test('a shared channel: by reference in one process, the request and the reply s
   const refused = await t.throwsAsync(within('the deadline', askOn(bus, ch, 'x.ch.good', { n: 'x' } as unknown as { n: number }), 5_000), { instanceOf: PierError });
   t.is(refused!.code, 'TIMEOUT');
   t.deepEqual(refusals, ['x.ch.good schema']);
+  onRefusal(() => undefined);
+  await bus.close();
+});
+
+test.serial('the serving side checks a shared request against its own schema, in the turn it handles it: a weaker declaration elsewhere or a change after sending gets nowhere', async (t) => {
+  const bus = new MemoryBus(undefined, false);
+  const refusals: string[] = [];
+  onRefusal((subject, reason) => refusals.push(`${subject} ${reason}`));
+  let handled = 0;
+  serve(bus, sharedEp, (req) => (handled++, { n: req.n, seen: req }));
+  // The same subject declared again with no schema: the caller's check passes, the server's does not.
+  const weaker = shared(endpoint<{ n: unknown }, unknown>('x.shared', 'x', {}, 1_000));
+  const refused = await t.throwsAsync(call(bus, weaker, { n: 'not a number' }), { instanceOf: PierError });
+  t.is(refused!.code, 'BAD_REQUEST');
+  // Changed by its caller after the check and before the handler's turn.
+  const req = { n: 1, tags: [] as string[] };
+  const pending = call(bus, sharedEp, req);
+  (req as { n: unknown }).n = 'changed';
+  const late = await t.throwsAsync(pending, { instanceOf: PierError });
+  t.is(late!.code, 'BAD_REQUEST');
+  t.is(handled, 0);
+  t.deepEqual(refusals, ['x.shared schema', 'x.shared schema']);
   onRefusal(() => undefined);
   await bus.close();
 });
