@@ -75,11 +75,21 @@ async function markPublished(deps: UploadDeps, seen: Upload): Promise<void> {
 /**
  * Unfinished uploads idle past `idleMs` go, with their bytes; one being written never does. The
  * record is removed only if it is still the one read (a PATCH in between makes it not idle).
+ *
+ * One whole but unpublished (a `finish` cut between recording the full size and the rename: a
+ * crash, or a pause that outlived its lease, after `recover`'s two runs) is published here
+ * instead: every byte of it was acknowledged, and a POST already answers it as whole.
  */
 export async function sweep(deps: UploadDeps, idleMs: number): Promise<void> {
   const now = deps.now();
   for (const u of deps.store.all()) {
     if (u.lock && deps.locks.alive(u.lock)) continue;
+    if (u.state === 'active' && completes(u, u.offset)) {
+      await recoverOne(deps, u).catch(() => undefined);
+      // Published (or taken up by a PATCH): done here. One that cannot land (conflict=fail and the
+      // target is there) is still swept once idle, as before.
+      if (deps.store.get(u.id)?.updatedAt !== u.updatedAt) continue;
+    }
     if (now - u.updatedAt <= idleMs) continue;
     const removed = await deps.store.write((w) => {
       const current = w.get(u.id);

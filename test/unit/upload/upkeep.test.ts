@@ -7,7 +7,7 @@ import type { UploadDeps } from '../../../actors/upload/handler.js';
 import { UploadLocks } from '../../../actors/upload/lock.js';
 import { UploadRoot } from '../../../actors/upload/root.js';
 import { LmdbUploadStore, type Upload } from '../../../actors/upload/store.js';
-import { recover } from '../../../actors/upload/upkeep.js';
+import { recover, sweep } from '../../../actors/upload/upkeep.js';
 import type { UploadCompleted } from '../../../bus/subjects.js';
 
 // Recovery after a kill -9 (actors/upload/upkeep.ts), from the states a crash can leave on disk.
@@ -63,4 +63,28 @@ test('a torn write past the recorded offset is cut back; a complete part is publ
   await recover(deps);
   t.is(store.get('u1')!.state, 'done');
   t.is(readFileSync(torn.target, 'utf8'), 'abcde');
+});
+
+test('a whole upload whose finish was cut before the rename, after recovery ran: the sweep publishes it, even idle, and never removes it', async (t) => {
+  const { deps, store, root, completed, upload } = await setup(t);
+  // finish() recorded the full size and its process stopped before the rename; its lock's lease is over.
+  const u = upload({ offset: 5, updatedAt: 0, lock: { owner: 'gone', session: 's1', until: Date.now() - 1 } });
+  await createPart(u.part, root.userFolder('alice'));
+  writeFileSync(u.part, 'hello');
+  await store.write((w) => w.put(u));
+  await sweep(deps, 1_000);
+  const after = store.get('u1')!;
+  t.is(after.state, 'done');
+  t.is(after.offset, 5);
+  t.is(readFileSync(u.target, 'utf8'), 'hello');
+  t.false(existsSync(u.part));
+  t.deepEqual(completed, [{ user: 'alice', app: 'files', path: '/dest/x.bin', size: 5 }]);
+  // An unfinished one, idle as long, is swept with its bytes as before.
+  const idle = upload({ id: 'u2', offset: 2, part: u.part.replace('u1', 'u2'), target: u.target.replace('x.bin', 'y.bin'), relativePath: 'y.bin' });
+  await createPart(idle.part, root.userFolder('alice'));
+  writeFileSync(idle.part, 'he');
+  await store.write((w) => w.put(idle));
+  await sweep(deps, 1_000);
+  t.is(store.get('u2'), undefined);
+  t.false(existsSync(idle.part));
 });
