@@ -41,19 +41,16 @@ async function openMany(n: number, port: number, host: (i: number) => string, to
   return out;
 }
 
-/** Per-second p99 spikes of 30-60 ms without these (pinning.ts). */
-const WS_SERVER_NODE_FLAGS = SERVER_NODE_FLAGS;
-
 /** One Pier with the bench's app installed (its own app process), plain or with TLS on the public listener. */
 async function pierWithApp(dir: string, extraEnv: Record<string, string>, children: ChildProcess[]) {
-  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_WS_IDLE_MS: '600000', PIER_WS_CONNS_PER_USER: '100000', PIER_NODE_FLAGS: WS_SERVER_NODE_FLAGS.join(' '), ...extraEnv }));
+  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_WS_IDLE_MS: '600000', PIER_WS_CONNS_PER_USER: '100000', PIER_NODE_FLAGS: SERVER_NODE_FLAGS.join(' '), ...extraEnv }));
   pinServer(pier.proc.pid);
   const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
   // The app must know its credentials before Pier knows its port: the bench makes them, and
   // installs the app with them (--credentials, as for an app moving in).
   const creds = { OS_APP_KEY: `ak_${randomBytes(12).toString('base64url')}`, OS_APP_SECRET: randomBytes(24).toString('base64url') };
-  const app = await startChild('./ws-app.js', [String(pier.ports!.local), creds.OS_APP_KEY, creds.OS_APP_SECRET], WS_SERVER_NODE_FLAGS);
+  const app = await startChild('./ws-app.js', [String(pier.ports!.local), creds.OS_APP_KEY, creds.OS_APP_SECRET], SERVER_NODE_FLAGS);
   children.push(app.proc);
   writeFileSync(join(dir, 'creds.json'), JSON.stringify(creds));
   writeFileSync(join(dir, 'chat.yaml'), `metadata: { name: chat }\noptions:\n  websocket: { url: /cb, port: ${app.port} }\n`);
@@ -121,8 +118,8 @@ async function roundTrips(conns: WebSocket[]) {
 /** The round trips of `roundTrips` against the floor (floor-ws.ts) and the same app, in its own process. */
 async function floorRoundTrips(creds: { OS_APP_KEY: string; OS_APP_SECRET: string }) {
   const port = await freePort();
-  const app = await startChild('./ws-app.js', [String(port), creds.OS_APP_KEY, creds.OS_APP_SECRET], WS_SERVER_NODE_FLAGS);
-  const floor = await startChild('./floor-ws.js', [String(port), String(app.port), creds.OS_APP_KEY, creds.OS_APP_SECRET], WS_SERVER_NODE_FLAGS);
+  const app = await startChild('./ws-app.js', [String(port), creds.OS_APP_KEY, creds.OS_APP_SECRET], SERVER_NODE_FLAGS);
+  const floor = await startChild('./floor-ws.js', [String(port), String(app.port), creds.OS_APP_KEY, creds.OS_APP_SECRET], SERVER_NODE_FLAGS);
   try {
     const conns = await openMany(1000, port, () => 'floor', () => '');
     const result = await roundTrips(conns);
@@ -184,7 +181,7 @@ export async function benchWs(): Promise<Record<string, unknown>> {
 
     // Bare uWS: the same 1,000 connections (the same receiver processes) subscribed to one topic,
     // published to in a loop from a connection that does not subscribe.
-    const bare = await startChild('./bare-publish.js', [], WS_SERVER_NODE_FLAGS);
+    const bare = await startChild('./bare-publish.js', [], SERVER_NODE_FLAGS);
     children.push(bare.proc);
     const bareReceivers = await startReceivers(RECEIVERS, 1000 / RECEIVERS, `ws://127.0.0.1:${bare.port}/ws`, {});
     const trigger = await new Promise<WebSocket>((res) => {
@@ -233,7 +230,7 @@ export async function benchWs(): Promise<Record<string, unknown>> {
 
     return {
       shape: 'npm start (one process, in-process bus, callback actor inside); the app in its own process; clients in this process',
-      server_node_flags: WS_SERVER_NODE_FLAGS,
+      server_node_flags: SERVER_NODE_FLAGS,
       round_trip_1000_conns_1_msg_per_s: roundTrip,
       floor_round_trip_1000_conns_1_msg_per_s: { ...floorRoundTrip, note: 'uWS WebSocket in, a signed POST to the same app, its send over HTTP, the frame out: no bus, no actors (floor-ws.ts)' },
       goals: [ratioAtMost('ws round trip p99 vs floor (ms, 1,000 conns x 1 msg/s)', roundTrip.p99_ms, floorRoundTrip.p99_ms, 1.5, 5)],

@@ -86,9 +86,9 @@ export async function sweep(deps: UploadDeps, idleMs: number): Promise<void> {
     if (u.lock && deps.locks.alive(u.lock)) continue;
     if (u.state === 'active' && completes(u, u.offset)) {
       await recoverOne(deps, u).catch(() => undefined);
-      // Published (or taken up by a PATCH): done here. One that cannot land (conflict=fail and the
-      // target is there) is still swept once idle, as before.
-      if (deps.store.get(u.id)?.updatedAt !== u.updatedAt) continue;
+      // Published: done here. One that cannot land (conflict=fail and the target is there) is
+      // still swept once idle, as before.
+      if (deps.store.get(u.id)?.state !== 'active') continue;
     }
     if (now - u.updatedAt <= idleMs) continue;
     const removed = await deps.store.write((w) => {

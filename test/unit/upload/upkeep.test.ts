@@ -88,3 +88,16 @@ test('a whole upload whose finish was cut before the rename, after recovery ran:
   t.is(store.get('u2'), undefined);
   t.false(existsSync(idle.part));
 });
+
+test('a whole upload that cannot land (conflict=fail, its target taken meanwhile) is not kept forever: swept once idle, the target untouched', async (t) => {
+  const { deps, store, root, upload } = await setup(t);
+  const u = upload({ offset: 5, conflict: 'fail', updatedAt: 0 });
+  await createPart(u.part, root.userFolder('alice'));
+  writeFileSync(u.part, 'hello');
+  writeFileSync(u.target, 'other');
+  await store.write((w) => w.put(u));
+  await sweep(deps, 1_000);
+  t.is(store.get('u1'), undefined);
+  t.false(existsSync(u.part));
+  t.is(readFileSync(u.target, 'utf8'), 'other');
+});
