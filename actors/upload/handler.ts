@@ -5,11 +5,13 @@ import { PierError } from '../../bus/errors.js';
 import type { BeginWrite, CreateUpload, Created, UploadCompleted, UploadRecord } from '../../bus/subjects.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
 import { typeRefusal } from './file-types.js';
-import { createPart, isFolderMoved, partPathFor, publish, removePart } from './files.js';
+import { createPart, partPathFor, removePart } from './files.js';
+import { finish } from './finish.js';
 import { assertReachable, checkStoragePath, resolveTarget } from './paths.js';
 import type { UploadRoot } from './root.js';
-import { lockLost, type Lease, type UploadLocks } from './lock.js';
-import { recordOf, type Upload, type UploadStore } from './store.js';
+import { uploadBusy, type Lease, type UploadLocks } from './lock.js';
+import { repair } from './repair.js';
+import { completes, recordOf, type Upload, type UploadStore } from './store.js';
 
 export interface UploadDeps {
   store: UploadStore;
@@ -35,38 +37,6 @@ function uploadOptions(deps: UploadDeps, user: string, appName: string) {
   if (!app) throw new PierError('NOT_FOUND', `app "${appName}" is not installed for "${user}"`);
   if (!app.upload) throw new PierError('BAD_REQUEST', `app "${appName}" has no upload option in its manifest`);
   return app.upload;
-}
-
-/** Forgets an upload and drops its partial data. */
-export async function removeUpload(store: UploadStore, u: Upload): Promise<void> {
-  await store.write((w) => w.remove(u));
-  await removePart(u.part);
-}
-
-/** Publishes a complete upload at its target and marks it done (inside the caller's error handling). */
-export async function finish(deps: UploadDeps, u: Upload, lease?: Lease): Promise<string> {
-  const top = deps.root.userFolder(u.user);
-  // The whole file's offset is recorded before the part is renamed away: a crash between the two
-  // leaves a record at the full size with its part gone, which recovery reads as published
-  // (upkeep.ts), not as a part of 0 bytes (which would take back every acknowledged byte).
-  // A write session's lease fences it (lock.ts): one that lost its lock publishes nothing.
-  if (lease || deps.store.get(u.id)?.offset !== u.fileSize) {
-    const recorded = await deps.store.write((w) => {
-      const current = w.get(u.id);
-      if (!current || current.state !== 'active' || (lease && !lease.holds(current))) return false;
-      w.put({ ...current, offset: u.fileSize });
-      return true;
-    });
-    if (lease && !recorded) throw lockLost();
-  }
-  const landed = await publish(u.part, u.target, u.conflict, top).catch(async (err: unknown) => {
-    // A folder on the way was swapped for a link: the file cannot land where it was meant to. The upload goes.
-    if (isFolderMoved(err)) await removeUpload(deps.store, u);
-    throw err;
-  });
-  await deps.store.write((w) => w.put({ ...(w.get(u.id) ?? u), offset: u.fileSize, state: 'done', lock: null, updatedAt: deps.now() }));
-  deps.completed({ user: u.user, app: u.app, path: deps.root.appPath(u.user, landed), size: u.fileSize }, u.id);
-  return landed;
 }
 
 /**
@@ -123,8 +93,11 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
 
   await deps.store.sync();
   const existingId = deps.store.unfinishedAt(req.user, req.app, target)?.id;
-  const existing = existingId ? await deps.locks.settled(existingId) : undefined;
-  if (existing && existing.state === 'active' && existing.fileSize === req.fileSize) return { record: recordOf(existing), complete: false };
+  const settled = existingId ? await deps.locks.settled(existingId) : undefined;
+  if (settled && settled.state === 'active' && settled.fileSize === req.fileSize) {
+    const existing = await publishedIfWhole(deps, settled);
+    return { record: recordOf(existing), complete: existing.state === 'done' };
+  }
   // lstat: a link at the target exists as a link, wherever it points (no oracle for its pointee).
   if (req.conflict === 'fail' && (await lstat(target).catch(() => null))) throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
 
@@ -165,7 +138,22 @@ export async function settledUpload(deps: UploadDeps, user: string, app: string,
   if (!owned(deps.store.get(id))) throw invalidId();
   const u = await deps.locks.settled(id);
   if (!owned(u)) throw invalidId();
-  return u;
+  return publishedIfWhole(deps, u);
+}
+
+/**
+ * An answer at the full size tells the client its file is at its target, so an upload found whole
+ * but not published (its finish was cut by a crash, or by a stall past the settle wait) is published
+ * before anyone is told its offset. One a live writer still holds: 409 `upload busy`, ask again;
+ * one that cannot land (conflict=fail, the target taken): that error.
+ */
+async function publishedIfWhole(deps: UploadDeps, u: Upload): Promise<Upload> {
+  if (u.state !== 'active' || !completes(u, u.offset)) return u;
+  if (u.lock && deps.locks.alive(u.lock)) throw uploadBusy();
+  await repair(deps, u);
+  const now = deps.store.get(u.id) ?? u;
+  if (now.state === 'active' && completes(now, now.offset)) throw uploadBusy();
+  return now;
 }
 
 export async function getUpload(deps: UploadDeps, user: string, app: string, id: string): Promise<UploadRecord> {

@@ -7,7 +7,8 @@ import { publishEvent } from '../../bus/rpc.js';
 import { upload, uploadEvents, uploadNotices, uploadState, uploadSubjects, type BeginWrite, type WriteSession as WriteSessionReply } from '../../bus/subjects.js';
 import { defineActor, hears, serves } from '../../lib/actor.js';
 import type { RoleContext } from '../../lib/runtime.js';
-import { createUpload, getUpload, lockForWrite, removeUpload, type UploadDeps } from './handler.js';
+import { removeUpload } from './finish.js';
+import { createUpload, getUpload, lockForWrite, type UploadDeps } from './handler.js';
 import { UploadLocks } from './lock.js';
 import { CompletedNotifier } from './notify.js';
 import { UploadRoot } from './root.js';
@@ -85,8 +86,14 @@ async function onStart(ctx: RoleContext): Promise<UploadActor> {
     },
   };
   await recover(deps);
-  // A replica known dead holds no lock: whoever waits on one of its locks looks again.
-  const stopWatchingPeers = ctx.peers.onDeath((peer) => peer.roles.includes('upload') && locks.wakeAll());
+  // A replica known dead holds no lock: whoever waits on one of its locks looks again, and what it
+  // left half done is repaired now (a whole upload whose publication it was cut in is published),
+  // not only when some replica starts. Replicas race for each upload's lock: one repairs it.
+  const stopWatchingPeers = ctx.peers.onDeath((peer) => {
+    if (!peer.roles.includes('upload')) return;
+    locks.wakeAll();
+    recover(deps).catch((err: unknown) => ctx.log.warn({ err }, 'upload repair after a replica died failed'));
+  });
   ctx.counters.set('uploads', () => store.all().filter((u) => u.state === 'active').length);
   ctx.log.info({ chunkBytes: deps.chunkMaxBytes }, 'upload actor started');
   return {

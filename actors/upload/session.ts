@@ -4,7 +4,8 @@ import { asPierError, PierError } from '../../bus/errors.js';
 import { receivePieces } from '../../bus/pieces.js';
 import { uploadSubjects, type Piece, type PieceAck } from '../../bus/subjects.js';
 import { openPart } from './files.js';
-import { finish, type UploadDeps } from './handler.js';
+import { finish } from './finish.js';
+import type { UploadDeps } from './handler.js';
 import { lockLost, type Lease } from './lock.js';
 import { completes, recordOf, type Upload } from './store.js';
 

@@ -1,6 +1,7 @@
 import { PierError } from '../../bus/errors.js';
 import type { CreateUpload, Created, TusUploadState } from '../../bus/subjects.js';
-import { checkCreation, finish, invalidId, newUpload, settledUpload, tooManyUnfinished, type UploadDeps } from './handler.js';
+import { finish } from './finish.js';
+import { checkCreation, invalidId, newUpload, settledUpload, tooManyUnfinished, type UploadDeps } from './handler.js';
 import { lockLost } from './lock.js';
 import { removePart } from './files.js';
 import { recordOf, type Upload } from './store.js';

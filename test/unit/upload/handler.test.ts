@@ -115,3 +115,56 @@ test("a PATCH's begin: a wrong offset is refused with the record; the lock is ta
   lease.end();
   t.truthy(await lockForWrite(deps, { user: 'alice', app: 'files', id: record!.id, offset: null }), 'free again once the session ended');
 });
+
+/** An upload whose finish was cut after it recorded the full size and before the rename: every byte on disk, not published. */
+async function wholeButUnpublished(deps: UploadDeps, store: LmdbUploadStore, over: Partial<CreateUpload> = {}) {
+  const { record } = await createUpload(deps, post(over));
+  const u = store.get(record!.id)!;
+  writeFileSync(u.part, '0123456789');
+  // Its writer's lock: a replica no longer alive (replicaAlive is false here), lease not yet over.
+  await store.write((w) => w.put({ ...u, offset: 10, lock: { owner: 'gone', session: 's-gone', until: Date.now() + 15_000 } }));
+  return u;
+}
+
+test('a POST or a GET that finds an upload whole but not published (its finish cut) publishes it before answering the full size', async (t) => {
+  // The chaos run's finding: a re-POST answered offset = file_size for such an upload (the client
+  // takes that as done), and nothing published it: the file was missing at the end.
+  const { deps, store, root, completed } = await setup(t);
+  const byPost = await wholeButUnpublished(deps, store, { relativePath: 'p.txt' });
+  const answer = await createUpload(deps, post({ relativePath: 'p.txt' }));
+  t.true(answer.complete, 'answered as complete');
+  t.like(answer.record, { id: byPost.id, offset: 10 });
+  t.is(readFileSync(root.hostPath('alice', '/dest/p.txt'), 'utf8'), '0123456789', 'and the file is at its target when answered');
+  t.is(store.get(byPost.id)!.state, 'done');
+
+  const byGet = await wholeButUnpublished(deps, store, { relativePath: 'g.txt' });
+  t.like(await getUpload(deps, 'alice', 'files', byGet.id), { offset: 10 });
+  t.is(readFileSync(root.hostPath('alice', '/dest/g.txt'), 'utf8'), '0123456789');
+  t.false(existsSync(byGet.part));
+  t.deepEqual(completed.map((c) => c.path), ['/dest/p.txt', '/dest/g.txt'], 'each completion announced once');
+});
+
+test('hostile: a whole upload a live writer still holds is 409 upload busy, not reported whole; one that cannot land (conflict=fail) is its 409, the file there kept', async (t) => {
+  const { deps, store, root } = await setup(t);
+  const { record } = await createUpload(deps, post());
+  const lease = (await deps.locks.take(record!.id, (u): u is NonNullable<typeof u> => u !== undefined, { touch: false }))!;
+  const u = store.get(record!.id)!;
+  writeFileSync(u.part, '0123456789');
+  await store.write((w) => w.put({ ...u, offset: 10 })); // the writer recorded the full size, and stalls
+  for (const asking of [getUpload(deps, 'alice', 'files', record!.id), createUpload(deps, post())]) {
+    const busy = await refusal(t, asking);
+    t.is(busy.code, 'CONFLICT');
+    t.is(busy.message, 'upload busy');
+  }
+  t.false(existsSync(root.hostPath('alice', '/dest/a.txt')), 'nothing published under a live lock');
+  lease.end();
+  t.true((await createUpload(deps, post())).complete, 'published once the writer is gone');
+
+  const blocked = await wholeButUnpublished(deps, store, { relativePath: 'taken.txt', conflict: 'fail' });
+  writeFileSync(root.hostPath('alice', '/dest/taken.txt'), 'old');
+  const refused = await refusal(t, getUpload(deps, 'alice', 'files', blocked.id));
+  t.is(refused.code, 'CONFLICT');
+  t.regex(refused.message, /conflict=fail/);
+  t.is(readFileSync(root.hostPath('alice', '/dest/taken.txt'), 'utf8'), 'old', 'the file there is kept');
+  t.is(store.get(blocked.id)!.state, 'active', 'and the upload stays unfinished');
+});
