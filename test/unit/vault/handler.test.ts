@@ -81,3 +81,19 @@ test('who may: the token app owner by default; another user 403; a bad user toke
     ['alice CreateSecret ok', 'bob RetrieveSecret FORBIDDEN', 'null RetrieveSecret UNAUTHORIZED', 'alice RetrieveSecret FORBIDDEN', 'bob RetrieveSecret FORBIDDEN'],
   );
 });
+
+test('a read opens the value again once the record changed, and never answers a kept value under another data key', async (t) => {
+  const { op, deps, store } = setup(t);
+  await op('CreateSecret', { name: 'hot', value: 'first' });
+  const key = store.listScope('alice\u0000w\u0000prod')[0].key;
+  t.is(store.secret(key), store.secret(key), 'reads share one record while its bytes stay the same (what the opened values are kept by)');
+  for (let i = 0; i < 3; i++) t.like(await op('RetrieveSecret', { name: 'hot' }), { data: { value: 'first' } });
+  await op('UpdateSecret', { name: 'hot', value: 'second' });
+  t.like(await op('RetrieveSecret', { name: 'hot' }), { data: { value: 'second' } }, 'the write is seen at the next read');
+  // The scope's data key is not the one the kept value was opened with: opened again, and that fails.
+  const realGet = deps.keys.get.bind(deps.keys);
+  deps.keys.get = () => randomBytes(32);
+  t.is(await op('RetrieveSecret', { name: 'hot' }), 'INTERNAL: secret could not be decrypted');
+  deps.keys.get = realGet;
+  t.like(await op('RetrieveSecret', { name: 'hot' }), { data: { value: 'second' } });
+});
