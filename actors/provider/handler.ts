@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { Bus } from '../../bus/bus.js';
 import { PierError } from '../../bus/errors.js';
 import { bufferSource, INLINE_BYTES, pullStream, serveStream } from '../../bus/stream.js';
@@ -78,6 +79,55 @@ function targetUrl(target: ProviderView, op: string, query: string): { origin: s
   return { origin: `http://${target.endpoint}`, path: `${uri}${query ? `${uri.includes('?') ? '&' : '?'}${query}` : ''}` };
 }
 
+/**
+ * An answer's first bytes, until it ends or passes `limit` (then paused, the rest left in the stream
+ * for an iterator), read by events: `for await` makes a generator, an end-of-stream watcher and a
+ * promise per chunk, for what is on most calls one small chunk. An error or a close before the end
+ * rejects. The stream keeps an error listener for good: an error after this (nobody reading yet)
+ * must not take the process down; an iterator made later sees errors through its own.
+ */
+function readHead(body: Readable, limit: number): Promise<{ chunks: Buffer[]; size: number; done: boolean }> {
+  body.on('error', ignore);
+  // Gone before anyone read it (its 'close' was before these listeners): said now, not waited for.
+  if (body.destroyed) return Promise.reject(body.errored ?? new Error('the answer was cut before its end'));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = () => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('error', onError);
+      body.off('close', onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      size += chunk.byteLength;
+      if (size <= limit) return;
+      body.pause();
+      stop();
+      resolve({ chunks, size, done: false });
+    };
+    const onEnd = () => {
+      stop();
+      resolve({ chunks, size, done: true });
+    };
+    const onError = (err: unknown) => {
+      stop();
+      reject(err);
+    };
+    const onClose = () => {
+      stop();
+      reject(new Error('the answer was cut before its end'));
+    };
+    body.on('data', onData);
+    body.once('end', onEnd);
+    body.once('error', onError);
+    body.once('close', onClose);
+  });
+}
+
+const ignore = () => undefined;
+
 /** v2: the request goes through as it is, and so does the answer (streamed when large). */
 async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<typeof authorise>, url: { origin: string; path: string }): Promise<ProviderAnswer> {
   const hasBody = req.body !== null ? req.body.byteLength > 0 : req.bodyStream !== null;
@@ -94,19 +144,15 @@ async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<
     throw tooLarge(`answer of provider "${ctx.target.name}"`, deps.bodyBytes);
   }
   const headers = responseHeaders(res.headers);
-  const it = res.body[Symbol.asyncIterator]();
-  const first: Uint8Array[] = [];
-  let size = 0;
+  let head: Awaited<ReturnType<typeof readHead>>;
   try {
-    while (size <= INLINE_BYTES) {
-      const r = await it.next();
-      if (r.done) return { status: res.status, headers, body: Buffer.concat(first), bodyStream: null };
-      first.push(r.value);
-      size += r.value.byteLength;
-    }
+    head = await readHead(res.body, INLINE_BYTES);
   } catch (err) {
     throw upstreamError(ctx.target.name, deps.timeoutMs, err);
   }
+  const { chunks: first, size } = head;
+  if (head.done) return { status: res.status, headers, body: Buffer.concat(first), bodyStream: null };
+  const it = res.body[Symbol.asyncIterator]();
   const { bodyBytes } = deps;
   const name = ctx.target.name;
   const rest = (async function* () {

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import { Agent, errors, type Dispatcher } from 'undici';
 import { PierError } from '../../bus/errors.js';
 import { isPolicyRefusal, type AddressPolicy } from '../../lib/address-policy.js';
@@ -6,7 +7,7 @@ import { policyConnector } from '../../lib/policy-connector.js';
 export interface UpstreamResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
-  body: AsyncIterable<Uint8Array> & { destroy(err?: Error): void };
+  body: Readable;
 }
 
 /**

@@ -52,6 +52,17 @@ export class ProviderServer {
             return;
           case '/slow':
             return; // never answers
+          case '/cut':
+            // Headers and the start of a small answer, then the connection dies.
+            res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+            res.write('{"partial":');
+            setTimeout(() => res.socket?.destroy(), 50);
+            return;
+          case '/stall':
+            // Headers and the start of a small answer, then silence.
+            res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+            res.write('{"partial":');
+            return;
           case '/v1/thing':
             res.writeHead(200, { 'content-type': 'application/json' });
             res.end(JSON.stringify({ thing: 42, got: JSON.parse(body.toString('utf8')) }));
