@@ -26,6 +26,12 @@ export async function finish(deps: UploadDeps, u: Upload, lease?: Lease): Promis
     if (lease && !recorded) throw lockLost();
   }
   const landed = await publish(u.part, u.target, u.conflict, top).catch(async (err: unknown) => {
+    // A writer that stalled past its lock while another replica took the upload over (and may
+    // have published it, its part gone): that is what it is told, never "upload the file again".
+    if (lease) {
+      await deps.store.sync();
+      if (!lease.holds(deps.store.get(u.id))) throw lockLost();
+    }
     // A folder on the way was swapped for a link: the file cannot land where it was meant to. The upload goes.
     if (isFolderMoved(err)) await removeUpload(deps.store, u);
     throw err;

@@ -6,7 +6,6 @@ import type { BeginWrite, CreateUpload, Created, UploadCompleted, UploadRecord }
 import type { RegistryCache } from '../../lib/registry-cache.js';
 import { typeRefusal } from './file-types.js';
 import { createPart, partPathFor, removePart } from './files.js';
-import { finish } from './finish.js';
 import { assertReachable, checkStoragePath, resolveTarget } from './paths.js';
 import type { UploadRoot } from './root.js';
 import { uploadBusy, type Lease, type UploadLocks } from './lock.js';
@@ -94,9 +93,14 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   await deps.store.sync();
   const existingId = deps.store.unfinishedAt(req.user, req.app, target)?.id;
   const settled = existingId ? await deps.locks.settled(existingId) : undefined;
-  if (settled && settled.state === 'active' && settled.fileSize === req.fileSize) {
-    const existing = await publishedIfWhole(deps, settled);
-    return { record: recordOf(existing), complete: existing.state === 'done' };
+  if (settled && settled.fileSize === req.fileSize) {
+    // Unfinished when this POST came, finished while it waited for the PATCH in progress: the
+    // resume's answer is that it is complete (not a new upload of the same file, nor a numbered copy).
+    if (settled.state === 'done') return { record: recordOf(settled), complete: true };
+    if (settled.state === 'active') {
+      const existing = await publishedIfWhole(deps, settled);
+      return { record: recordOf(existing), complete: existing.state === 'done' };
+    }
   }
   // lstat: a link at the target exists as a link, wherever it points (no oracle for its pointee).
   if (req.conflict === 'fail' && (await lstat(target).catch(() => null))) throw new PierError('CONFLICT', 'the target file exists (conflict=fail)');
@@ -122,7 +126,7 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   if (winner === null) throw tooManyUnfinished(deps);
   if (winner.id !== id) return { record: recordOf(winner), complete: false };
   if (req.fileSize === 0) {
-    await finish(deps, u);
+    await publishWhole(deps, u);
     return { record: recordOf(u), complete: true };
   }
   return { record: recordOf(u), complete: false };
@@ -140,6 +144,12 @@ export async function settledUpload(deps: UploadDeps, user: string, app: string,
   if (!owned(u)) throw invalidId();
   return publishedIfWhole(deps, u);
 }
+
+/**
+ * Publishes an upload whole at its creation (zero bytes), under a lock of its own as a repair
+ * does: a POST racing this one for the same target finds it locked, not free to publish it too.
+ */
+export const publishWhole = (deps: UploadDeps, u: Upload): Promise<void> => repair(deps, u);
 
 /**
  * An answer at the full size tells the client its file is at its target, so an upload found whole

@@ -24,14 +24,17 @@ export async function repair(deps: UploadDeps, seen: Upload): Promise<void> {
     if (size > offset) await cutBack(u.part, offset, deps.root.userFolder(u.user));
     if (size < offset) offset = size;
     if (size === 0 && offset === 0) await createPart(u.part, deps.root.userFolder(u.user)).catch(() => undefined);
+    const whole = completes(u, offset);
     const fixed = await deps.store.write((w) => {
       const current = w.get(u.id);
       if (current?.lock?.session !== lease.session) return null;
-      const next: Upload = { ...current, offset, lock: null };
+      // A whole one keeps this lock until it is published (finish's done record lets it go), so
+      // nobody else (another replica repairing it, an asker) publishes it at the same time.
+      const next: Upload = { ...current, offset, lock: whole ? current.lock : null };
       w.put(next);
       return next;
     });
-    if (fixed && completes(fixed, offset)) await finish(deps, fixed);
+    if (fixed && whole) await finish(deps, fixed, lease);
   } finally {
     lease.end();
   }

@@ -1,7 +1,6 @@
 import { PierError } from '../../bus/errors.js';
 import type { CreateUpload, Created, TusUploadState } from '../../bus/subjects.js';
-import { finish } from './finish.js';
-import { checkCreation, invalidId, newUpload, settledUpload, tooManyUnfinished, type UploadDeps } from './handler.js';
+import { checkCreation, invalidId, publishWhole, newUpload, settledUpload, tooManyUnfinished, type UploadDeps } from './handler.js';
 import { lockLost } from './lock.js';
 import { removePart } from './files.js';
 import { recordOf, type Upload } from './store.js';
@@ -31,7 +30,7 @@ export async function createTusUpload(deps: UploadDeps, req: CreateUpload, idleM
     throw tooManyUnfinished(deps);
   }
   if (!u.lengthDeferred && fileSize === 0) {
-    await finish(deps, u);
+    await publishWhole(deps, u);
     const done = { ...u, state: 'done' as const };
     return { record: recordOf(done), complete: true, tus: stateOf(done, idleMs) };
   }

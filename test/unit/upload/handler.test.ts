@@ -2,10 +2,11 @@ import test from 'ava';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { finish } from '../../../actors/upload/finish.js';
 import { createUpload, getUpload, lockForWrite, type UploadDeps } from '../../../actors/upload/handler.js';
 import { UploadLocks } from '../../../actors/upload/lock.js';
 import { UploadRoot } from '../../../actors/upload/root.js';
-import { LmdbUploadStore } from '../../../actors/upload/store.js';
+import { LmdbUploadStore, type UploadStore } from '../../../actors/upload/store.js';
 import { PierError } from '../../../bus/errors.js';
 import type { AppView, CreateUpload, UploadCompleted, UploadOptions } from '../../../bus/subjects.js';
 import type { RegistryCache } from '../../../lib/registry-cache.js';
@@ -167,4 +168,59 @@ test('hostile: a whole upload a live writer still holds is 409 upload busy, not 
   t.regex(refused.message, /conflict=fail/);
   t.is(readFileSync(root.hostPath('alice', '/dest/taken.txt'), 'utf8'), 'old', 'the file there is kept');
   t.is(store.get(blocked.id)!.state, 'active', 'and the upload stays unfinished');
+});
+
+test('hostile: askers at once on a whole unpublished upload (GETs, a re-POST): the file is published once, one event, no part left, nobody told to upload again', async (t) => {
+  // A stranger's review found the repair let its lock go before publishing: a second asker then
+  // published too, and heard 400 "upload the file again", or left an empty part behind.
+  const { deps: plain, store, root, completed } = await setup(t);
+  const u = await wholeButUnpublished(plain, store);
+  const said = (p: Promise<unknown>) => p.catch((e: PierError) => `${e.code} ${e.message}`);
+  // The others ask in the moment the first asker's repair has written its record, before it publishes.
+  const others: Promise<unknown>[] = [];
+  const watched: UploadStore = Object.create(store);
+  watched.write = async (fn, options) => {
+    const result = await store.write(fn, options);
+    const r = result as { state?: string; offset?: number } | null;
+    if (others.length === 0 && r?.state === 'active' && r.offset === 10) {
+      others.push(said(getUpload(deps, 'alice', 'files', u.id).then((x) => x.offset)));
+      others.push(said(createUpload(deps, post()).then((x) => (x.complete ? x.record!.offset : 'not complete'))));
+    }
+    return result;
+  };
+  const deps: UploadDeps = { ...plain, store: watched };
+  const first = await said(getUpload(deps, 'alice', 'files', u.id).then((x) => x.offset));
+  t.is(others.length, 2, 'the others asked while the first was publishing');
+  const answers = [first, ...(await Promise.all(others))];
+  for (const a of answers) t.true(a === 10 || a === 'CONFLICT upload busy', String(a));
+  t.is(readFileSync(root.hostPath('alice', '/dest/a.txt'), 'utf8'), '0123456789');
+  t.false(existsSync(u.part), 'no part left behind');
+  t.is(completed.length, 1, 'announced once');
+  t.like(store.get(u.id), { state: 'done', offset: 10 });
+});
+
+test('hostile: a writer that stalled past its lock while another replica published its upload is told it lost the lock (409), never "upload the file again"', async (t) => {
+  const { deps: a, store, root, completed } = await setup(t);
+  // Replica B over the same records, which takes A for dead (its heartbeats stopped: a pause).
+  const b: UploadDeps = { ...a, busId: 'b', locks: new UploadLocks({ store, busId: 'b', now: Date.now, leaseMs: 15_000, settleWaitMs: 50, replicaAlive: () => false, announce: () => undefined }) };
+  const { record } = await createUpload(a, post());
+  const lease = (await a.locks.take(record!.id, (u): u is NonNullable<typeof u> => u !== undefined, { touch: true }))!;
+  writeFileSync(lease.upload.part, '0123456789');
+  // A's finish records the full size, then stalls; a GET on B meanwhile publishes the file.
+  let bAnswered: unknown = null;
+  const stalling: UploadStore = Object.create(store);
+  stalling.write = async (fn, options) => {
+    const result = await store.write(fn, options);
+    bAnswered ??= await getUpload(b, 'alice', 'files', record!.id).then((r) => r.offset, (e: PierError) => e.message);
+    return result;
+  };
+  const resumed = await finish({ ...a, store: stalling }, { ...lease.upload, offset: 10 }, lease).then(
+    () => 'published',
+    (e: PierError) => `${e.code} ${e.message}`,
+  );
+  lease.end();
+  t.is(bAnswered, 10, 'B answered the full size once it had published');
+  t.regex(resumed, /^CONFLICT upload busy: this PATCH was silent past its lock/);
+  t.is(readFileSync(root.hostPath('alice', '/dest/a.txt'), 'utf8'), '0123456789');
+  t.is(completed.length, 1);
 });
