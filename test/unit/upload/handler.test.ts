@@ -224,3 +224,18 @@ test('hostile: a writer that stalled past its lock while another replica publish
   t.is(readFileSync(root.hostPath('alice', '/dest/a.txt'), 'utf8'), '0123456789');
   t.is(completed.length, 1);
 });
+
+test('a re-POST that waits for a PATCH finishing the file answers it complete, not a new upload of the same file', async (t) => {
+  const { deps, store, root } = await setup(t, 3, 2_000);
+  const { record } = await createUpload(deps, post());
+  const lease = await lockForWrite(deps, { user: 'alice', app: 'files', id: record!.id, offset: 0 });
+  writeFileSync(lease.upload.part, '0123456789');
+  const rePost = createUpload(deps, post()); // waits for the PATCH in progress to settle
+  await finish(deps, { ...lease.upload, offset: 10 }, lease);
+  lease.end();
+  const answer = await rePost;
+  t.true(answer.complete);
+  t.like(answer.record, { id: record!.id, offset: 10 });
+  t.is(store.all().length, 1, 'no second upload');
+  t.is(readFileSync(root.hostPath('alice', '/dest/a.txt'), 'utf8'), '0123456789');
+});
