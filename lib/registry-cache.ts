@@ -153,15 +153,18 @@ export class RegistryCache {
   }
 
   /**
-   * A token's SHA-256, remembered for the tokens seen last (a hash per call is a few per cent of a
-   * vault read). A pure function of the token: never stale, whatever the registry does. Bounded:
-   * past the bound it starts afresh, so tokens made up by the thousand cost what they did before.
+   * A token's SHA-256, remembered for users' live tokens (a hash per call is a few per cent of a
+   * vault read). A pure function of the token, so never wrong; only a token that names a user is
+   * kept, so made-up ones (of any length) keep nothing and cost what they did before, and the memo
+   * is emptied when a token is revoked, so no revoked token stays in memory. Bounded in entries.
    */
   private digestOf(token: string): string {
-    let digest = this.digests.get(token);
-    if (digest === undefined) {
+    const known = this.digests.get(token);
+    if (known !== undefined) return known;
+    const digest = sha256Hex(token);
+    if (this.tokens.has(digest)) {
       if (this.digests.size >= RegistryCache.MAX_DIGESTS) this.digests.clear();
-      this.digests.set(token, (digest = sha256Hex(token)));
+      this.digests.set(token, digest);
     }
     return digest;
   }
@@ -245,6 +248,7 @@ export class RegistryCache {
   private load(snap: Snapshot): void {
     this.options.metrics.registryResyncs.inc();
     this.tokens = new Map(snap.tokens.map((t) => [t.digest, t.user]));
+    this.digests.clear();
     this.users = new Set(snap.users.map((u) => u.name));
     this.apps = new Map(snap.apps.map((a) => [a.id, a]));
     this.appsByKey = new Map(snap.apps.map((a) => [a.appKey, a]));
@@ -260,7 +264,10 @@ export class RegistryCache {
     for (const c of ev.changes) {
       if (c.kind === 'user') this.users.add(c.value.name);
       else if (c.kind === 'token' && c.op === 'put') this.tokens.set(c.value.digest, c.value.user);
-      else if (c.kind === 'token' && c.op === 'delete') this.tokens.delete(c.key);
+      else if (c.kind === 'token' && c.op === 'delete') {
+        this.tokens.delete(c.key);
+        this.digests.clear();
+      }
       else if (c.kind === 'app' && c.op === 'put') {
         this.apps.set(c.value.id, c.value);
         this.appsByKey.set(c.value.appKey, c.value);
