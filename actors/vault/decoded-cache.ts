@@ -45,6 +45,11 @@ export class DecodedCache<T extends object> {
     return value;
   }
 
+  /** Drops what is kept of `key` (its record is being changed or removed by this process). */
+  forget(key: string): void {
+    this.entries.delete(key);
+  }
+
   get size(): number {
     return this.entries.size;
   }

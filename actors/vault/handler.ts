@@ -84,8 +84,9 @@ function authorise(deps: VaultDeps, req: VaultRequest, op: string, partial: Part
  * one frozen object per key for as long as the stored bytes stay the same, so a hot secret is
  * opened once per change, not once per read (AES-GCM's set-up is about a sixth of a read's CPU).
  * Each entry is checked against the data key it was opened with: a key that changed or went opens
- * again, and fails if it must. Weak: an entry lives as long as its record is kept (1,024 at most),
- * and holds nothing the process's data keys could not open again.
+ * again, and fails if it must. Weak: an entry lives as long as the cache keeps its record (1,024 at
+ * most; a record this process changes or removes is dropped at once, store.ts), until the next
+ * collection after that.
  */
 const opened = new WeakMap<SecretRecord, { dataKey: Buffer; value: string }>();
 

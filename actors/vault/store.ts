@@ -153,11 +153,26 @@ export class LmdbVaultStore implements VaultStore {
     const w: VaultWriter = {
       dataKey: (scope) => this.dataKeys.get(scope),
       dataKeys: () => [...this.dataKeys.getRange()].map(({ key, value }) => ({ scope: key, record: value })),
-      putDataKey: (scope, record) => void this.dataKeys.put(scope, record),
-      removeDataKey: (scope) => void this.dataKeys.remove(scope),
+      // What this process changes is forgotten by its read caches at once (with it the value opened
+      // from it, handler.ts): a deleted or purged secret's record, its opened value and its scope's
+      // data key are not kept until the key is read again. Another process's change is seen at the next read.
+      putDataKey: (scope, record) => {
+        this.dataKeyReads.forget(scope);
+        void this.dataKeys.put(scope, record);
+      },
+      removeDataKey: (scope) => {
+        this.dataKeyReads.forget(scope);
+        void this.dataKeys.remove(scope);
+      },
       secret: (key) => this.secrets.get(key),
-      putSecret: (key, record) => void this.secrets.put(key, record),
-      removeSecret: (key) => void this.secrets.remove(key),
+      putSecret: (key, record) => {
+        this.secretReads.forget(key);
+        void this.secrets.put(key, record);
+      },
+      removeSecret: (key) => {
+        this.secretReads.forget(key);
+        void this.secrets.remove(key);
+      },
       listScope: (scope) => this.listScope(scope),
       scopesOf: (user, workspace) => this.scopesOf(user, workspace),
       appendAudit: (entry) => void this.audit.put(this.auditKey(entry), entry),

@@ -96,4 +96,9 @@ test('a read opens the value again once the record changed, and never answers a 
   t.is(await op('RetrieveSecret', { name: 'hot' }), 'INTERNAL: secret could not be decrypted');
   deps.keys.get = realGet;
   t.like(await op('RetrieveSecret', { name: 'hot' }), { data: { value: 'second' } });
+  // Deleted: its record (and with it the value opened from it) is not kept until someone reads the key again.
+  const kept = () => (store as unknown as { secretReads: { size: number } }).secretReads.size;
+  t.is(kept(), 1);
+  await op('DeleteSecret', { name: 'hot' });
+  t.is(kept(), 0, 'forgotten at the delete');
 });
