@@ -54,10 +54,10 @@ test.before(async () => {
   pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_PROVIDER_TIMEOUT_MS: '1500', PIER_TOKEN_FAILURES_PER_KEY: '5' }));
   env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   await cli(['user', 'add', 'alice'], env);
-  await install('notes', manifest('notes'), [providerDoc('alice', 'provider-notes-alice', upstream.port, { ...NOTES, version: 'v2', ops: { echo: '/echo', bytes: '/bytes', big: '/big', slow: '/slow', cut: '/cut', stall: '/stall' } })]);
+  await install('notes', manifest('notes'), [providerDoc('alice', 'provider-notes-alice', upstream.port, { ...NOTES, version: 'v2', ops: { echo: '/echo', bytes: '/bytes', big: '/big', slow: '/slow', cut: '/cut', cutBig: '/cut-big', stall: '/stall' } })]);
   await install('old', manifest('old'), [providerDoc('alice', 'provider-old-alice', upstream.port, { ...OLD, version: 'v1', ops: { getThing: '/v1/thing', bad: '/v1/bad', fail: '/v1/fail' } })]);
   await install('down', manifest('down'), [providerDoc('alice', 'provider-down-alice', await closedPort(), { ...DOWN, version: 'v2', ops: { ping: '/ping' } })]);
-  apps.chat = await install('chat', manifest('chat', grant(NOTES, 'notes', ['echo', 'bytes', 'big', 'slow', 'cut', 'stall', 'ghost']) + grant(OLD, 'old', ['getThing', 'bad', 'fail']) + grant(DOWN, 'down', ['ping'])));
+  apps.chat = await install('chat', manifest('chat', grant(NOTES, 'notes', ['echo', 'bytes', 'big', 'slow', 'cut', 'cutBig', 'stall', 'ghost']) + grant(OLD, 'old', ['getThing', 'bad', 'fail']) + grant(DOWN, 'down', ['ping'])));
   apps.temp = await install('temp', manifest('temp', grant(NOTES, 'notes', ['echo'])));
   apps.locked = await install('locked', manifest('locked', grant(NOTES, 'notes', ['echo'])));
   apps.victim = await install('victim', manifest('victim', grant(NOTES, 'notes', ['echo'])));
@@ -300,15 +300,19 @@ test('unreachable provider 502; slow provider 504; other providers unaffected me
   t.deepEqual(await r2.json(), { code: 504, message: 'provider "provider-notes-alice" did not answer within 1500 ms' });
 });
 
-test('hostile: a provider that dies or falls silent in the middle of a small answer: 502 or 504, never a hang, and Pier serves on', async (t) => {
+test('hostile: a provider that dies or falls silent in the middle of an answer: 502 or 504 (a large one cut), never a hang, and Pier serves on', async (t) => {
   const sys = apps.chat.OS_SYSTEM_SERVER;
-  const token = await notesToken(['cut', 'stall', 'echo']);
+  const token = await notesToken(['cut', 'cutBig', 'stall', 'echo']);
   const cut = await callProvider(sys, 'legacy_notes/api.notes/v2/cut', token);
   t.is(cut.status, 502);
   t.regex(((await cut.json()) as { message: string }).message, /provider "provider-notes-alice"/);
   const stalled = await callProvider(sys, 'legacy_notes/api.notes/v2/stall', token);
   t.is(stalled.status, 504);
   t.deepEqual(await stalled.json(), { code: 504, message: 'provider "provider-notes-alice" did not answer within 1500 ms' });
+  // Past the first piece, the status is already sent: the cut reaches the caller as a cut answer.
+  const big = await callProvider(sys, 'legacy_notes/api.notes/v2/cutBig', token);
+  const got = await big.arrayBuffer().then((b) => b.byteLength, () => -1);
+  t.true(got < 4 * 1024 * 1024, `the caller did not get a whole answer (${got} bytes)`);
   t.is((await callProvider(sys, 'legacy_notes/api.notes/v2/echo', token)).status, 201, 'the next call is served');
   t.is(pier.proc.exitCode, null);
 });

@@ -58,6 +58,12 @@ export class ProviderServer {
             res.write('{"partial":');
             setTimeout(() => res.socket?.destroy(), 50);
             return;
+          case '/cut-big':
+            // A large answer (past what Pier holds in one piece) cut in its middle.
+            res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(4 * 1024 * 1024) });
+            res.write(Buffer.alloc(1024 * 1024, 1));
+            setTimeout(() => res.socket?.destroy(), 50);
+            return;
           case '/stall':
             // Headers and the start of a small answer, then silence.
             res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
