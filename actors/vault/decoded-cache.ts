@@ -45,9 +45,19 @@ export class DecodedCache<T extends object> {
     return value;
   }
 
-  /** Drops what is kept of `key` (its record is being changed or removed by this process). */
-  forget(key: string): void {
+  /**
+   * A change this process makes, through the cache: what is kept of the key goes at once (and with
+   * it whatever was derived from the kept record, such as a value opened from it), not at the key's
+   * next read. Another process's change is seen at the next read.
+   */
+  put(key: string, value: T): void {
     this.entries.delete(key);
+    void this.db.put(key, value);
+  }
+
+  remove(key: string): void {
+    this.entries.delete(key);
+    void this.db.remove(key);
   }
 
   get size(): number {

@@ -153,26 +153,13 @@ export class LmdbVaultStore implements VaultStore {
     const w: VaultWriter = {
       dataKey: (scope) => this.dataKeys.get(scope),
       dataKeys: () => [...this.dataKeys.getRange()].map(({ key, value }) => ({ scope: key, record: value })),
-      // What this process changes is forgotten by its read caches at once (with it the value opened
-      // from it, handler.ts): a deleted or purged secret's record, its opened value and its scope's
-      // data key are not kept until the key is read again. Another process's change is seen at the next read.
-      putDataKey: (scope, record) => {
-        this.dataKeyReads.forget(scope);
-        void this.dataKeys.put(scope, record);
-      },
-      removeDataKey: (scope) => {
-        this.dataKeyReads.forget(scope);
-        void this.dataKeys.remove(scope);
-      },
+      // Changes go through the read caches, which let go of the key at once (a deleted or purged
+      // secret's record, the value opened from it and its scope's data key are not kept on).
+      putDataKey: (scope, record) => this.dataKeyReads.put(scope, record),
+      removeDataKey: (scope) => this.dataKeyReads.remove(scope),
       secret: (key) => this.secrets.get(key),
-      putSecret: (key, record) => {
-        this.secretReads.forget(key);
-        void this.secrets.put(key, record);
-      },
-      removeSecret: (key) => {
-        this.secretReads.forget(key);
-        void this.secrets.remove(key);
-      },
+      putSecret: (key, record) => this.secretReads.put(key, record),
+      removeSecret: (key) => this.secretReads.remove(key),
       listScope: (scope) => this.listScope(scope),
       scopesOf: (user, workspace) => this.scopesOf(user, workspace),
       appendAudit: (entry) => void this.audit.put(this.auditKey(entry), entry),
