@@ -29,12 +29,16 @@ export type Headers = Record<string, string>;
 export interface BusSealing {
   /** This process's own key pair, and its boxes. */
   readonly sealer: Sealer;
-  /** The key pairs this process opens requests sealed to `role` with (empty: it does not run the role). */
+  /** The key pairs of `role` this process holds: what is sealed to the role opens with them, the role's grants are made with them (empty: it does not hold the role's keys). */
   roleKeys(role: string): readonly KeyPair[];
-  /** The public key a request to `role` is sealed to (announced by its replicas); null when none is known in time. */
+  /** The anchored key a request to `role` is sealed to (never one only announced); null when the role has no anchor here. */
   recipientFor(role: string): Promise<string | null>;
-  /** A live process's own public key (for a message to one replica); null when it is not known. */
-  keyOf(busId: string, role: string): string | null;
+  /** Whether `key` is an anchored key of `role` (a grant's box must come from one). */
+  isAnchored(role: string, key: string): boolean;
+  /** `data` signed with `role`'s anchored key (null: this process does not hold it). */
+  signAs(role: string, data: Uint8Array): Uint8Array | null;
+  /** Whether `sig` over `data` is by an anchored key of `role`. */
+  signedAs(role: string, data: Uint8Array, sig: Uint8Array): boolean;
 }
 
 export interface BusMessage {

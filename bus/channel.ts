@@ -15,8 +15,11 @@ export interface Channel<Req, Res> {
   readonly check: Checker;
   readonly replyCheck: Checker;
   readonly timeoutMs: number;
-  /** Requests carry a secret: on a wire they are sealed to the one process that answers (bus/seal.ts). */
-  readonly sealed: boolean;
+  /**
+   * Requests carry a secret: on a wire they are sealed to this role's anchored key (bus/seal.ts,
+   * docs/security.md "Keys with an anchor"), never to a key a replica only announced.
+   */
+  readonly sealed: string | null;
   /**
    * Within one process (the in-process bus) the request and the reply are passed by reference, not
    * encoded; both are still checked against their schemas. Declared only where neither side changes
@@ -27,17 +30,17 @@ export interface Channel<Req, Res> {
   readonly _res?: Res;
 }
 
-export function channel<Req, Res>(schema: ValidationSchema, replySchema: ValidationSchema, timeoutMs = 2_000, options: { sealed?: boolean; shared?: boolean } = {}): Channel<Req, Res> {
-  return { check: compile(schema), replyCheck: compile(replySchema), timeoutMs, sealed: options.sealed ?? false, shared: options.shared ?? false };
+export function channel<Req, Res>(schema: ValidationSchema, replySchema: ValidationSchema, timeoutMs = 2_000, options: { sealed?: string; shared?: boolean } = {}): Channel<Req, Res> {
+  return { check: compile(schema), replyCheck: compile(replySchema), timeoutMs, sealed: options.sealed ?? null, shared: options.shared ?? false };
 }
 
 const sealedContext = (subject: string) => `${subject}|request|`;
 
-/** A sealed channel's request, opened with this process's own key; undefined (refused, counted) when it does not open. */
+/** A sealed channel's request, opened with this process's key of the role; undefined (refused, counted) when it does not open. */
 function openSealed(bus: Bus, ch: Channel<unknown, unknown>, msg: BusMessage): BusMessage | undefined {
   if (!ch.sealed || !bus.sealing) return msg;
   try {
-    return { ...msg, data: bus.sealing.sealer.open(msg.data, sealedContext(msg.subject)).plain };
+    return { ...msg, data: bus.sealing.sealer.open(msg.data, sealedContext(msg.subject), bus.sealing.roleKeys(ch.sealed)).plain };
   } catch {
     refuse(msg.subject, 'sealed');
     return undefined;
@@ -118,9 +121,9 @@ const unwrap = <Res>(ch: Channel<unknown, Res>, msg: BusMessage): Res | undefine
 
 /**
  * One request to whoever answers `subject`; the reply checked (502 when it fails its schema). A
- * sealed channel's request is sealed to `recipient`, the answering process's public key.
+ * sealed channel's request is sealed to its role's anchored key.
  */
-export async function askOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, req: Req, timeoutMs = ch.timeoutMs, recipient?: string | null): Promise<Res> {
+export async function askOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: string, req: Req, timeoutMs = ch.timeoutMs): Promise<Res> {
   const local = ch.shared ? bus.requestLocal?.(subject, req, { timeoutMs }) : undefined;
   if (local) {
     const reply = await local;
@@ -130,7 +133,8 @@ export async function askOn<Req, Res>(bus: Bus, ch: Channel<Req, Res>, subject: 
   }
   let data = encode(req);
   if (ch.sealed && bus.sealing) {
-    if (!recipient) throw new PierError('UNAVAILABLE', `no key is known for the process answering ${subject}`);
+    const recipient = await bus.sealing.recipientFor(ch.sealed);
+    if (!recipient) throw new PierError('UNAVAILABLE', `no anchored ${ch.sealed} key to seal to: give this process the master key or the bus anchors (PIER_BUS_ANCHORS)`);
     data = bus.sealing.sealer.seal(data, recipient, sealedContext(subject));
   }
   const msg = await bus.request(subject, data, { timeoutMs });

@@ -180,15 +180,15 @@ export async function call<Req, Res>(bus: Bus, ep: Endpoint<Req, Res>, req: Req,
   const local = ep.shared ? bus.requestLocal?.(ep.subject, req, { timeoutMs }) : undefined;
   if (local) return settled((await local) as Reply<Res>);
   // Only a sealed request needs a wait before it leaves (its recipient's key): the usual one goes now.
-  const data = bus.sealing && ep.seal ? await sealRequest(bus, ep, encode(req)) : encode(req);
-  const msg = await bus.request(ep.subject, data, { timeoutMs }).catch((err: unknown) => {
+  const sealed = bus.sealing && ep.seal ? await sealRequest(bus, ep, encode(req)) : { data: encode(req) };
+  const msg = await bus.request(ep.subject, sealed.data, { timeoutMs }).catch((err: unknown) => {
     // Said in words an operator acts on: which role has no process running, not a subject.
     if (err instanceof PierError && err.code === 'UNAVAILABLE' && err.message.startsWith('no responders')) {
       throw new PierError('UNAVAILABLE', `no ${ep.queue} replica is running (nothing answers ${ep.subject})`, { cause: err });
     }
     throw err;
   });
-  return settled(decode<Reply<Res>>(openReply(bus, ep, msg)));
+  return settled(decode<Reply<Res>>(openReply(bus, ep, msg, sealed)));
 }
 
 function settled<Res>(reply: Reply<Res>): Res {
@@ -200,20 +200,45 @@ function settled<Res>(reply: Reply<Res>): Res {
 export interface EventSubject<T> {
   readonly subject: string;
   readonly check: Checker;
+  /**
+   * The role whose anchored key signs the event on a wire (docs/security.md, "Keys with an
+   * anchor"): receivers refuse it unsigned or signed by any other key. For what every process
+   * believes (the registry's changes), which only that role may say.
+   */
+  readonly signedBy?: string;
   readonly _type?: T;
 }
 
-export function event<T>(subject: string, schema: ValidationSchema): EventSubject<T> {
-  return { subject, check: compile(schema) };
+export function event<T>(subject: string, schema: ValidationSchema, options: { signedBy?: string } = {}): EventSubject<T> {
+  return { subject, check: compile(schema), ...(options.signedBy ? { signedBy: options.signedBy } : {}) };
 }
+
+/** An Ed25519 signature, then the event: what a signed event is on a wire. */
+const SIGNATURE_BYTES = 64;
+const signedPart = (subject: string, payload: Uint8Array) => Buffer.concat([Buffer.from(`${subject}|`), payload]);
 
 export function publishEvent<T>(bus: Bus, ev: EventSubject<T>, value: T): void {
-  bus.publish(ev.subject, encode(value));
+  const payload = encode(value);
+  if (!ev.signedBy || !bus.sealing) return bus.publish(ev.subject, payload);
+  const sig = bus.sealing.signAs(ev.signedBy, signedPart(ev.subject, payload));
+  if (!sig) throw new PierError('INTERNAL', `${ev.subject}: this process does not hold the ${ev.signedBy} key to sign with`);
+  bus.publish(ev.subject, Buffer.concat([sig, payload]));
 }
 
-/** Hears an event: what fails its schema is refused and counted (`accept`), never handled. */
+/** A signed event's payload, when its signature is by the role's anchored key; undefined (refused, counted) otherwise. */
+function verified(bus: Bus, ev: EventSubject<unknown>, msg: BusMessage): BusMessage | undefined {
+  if (!ev.signedBy || !bus.sealing) return msg;
+  const payload = msg.data.subarray(SIGNATURE_BYTES);
+  if (msg.data.byteLength > SIGNATURE_BYTES && bus.sealing.signedAs(ev.signedBy, signedPart(msg.subject, payload), msg.data.subarray(0, SIGNATURE_BYTES))) return { ...msg, data: payload };
+  refusalListener(msg.subject, 'sealed');
+  return undefined;
+}
+
+/** Hears an event: what fails its schema, or its signature, is refused and counted (`accept`), never handled. */
 export function onEvent<T>(bus: Bus, ev: EventSubject<T>, handler: (value: T) => void): Subscription {
-  return bus.subscribe(ev.subject, (msg) => {
+  return bus.subscribe(ev.subject, (raw) => {
+    const msg = verified(bus, ev as EventSubject<unknown>, raw);
+    if (msg === undefined) return;
     const value = accept<T>(msg, ev.check);
     if (value !== undefined) handler(value);
   });

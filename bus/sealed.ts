@@ -2,81 +2,131 @@ import type { Bus, BusMessage } from './bus.js';
 import { decode, encode } from './codec.js';
 import { PierError } from './errors.js';
 import { isPublicKey } from './seal.js';
+import { randomFillSync } from 'node:crypto';
 
 /**
- * Which part of an endpoint's exchange is sealed on a wire (CONTRACT.md section 9): `request` names
- * the role whose key opens the request (every replica of that role holds it, so the queue group
- * may pick any), `reply` seals the answer to the key the caller sends along. On the in-process
- * bus (`bus.sealing` absent) both travel as they are: nothing crosses a wire there.
+ * Which part of an endpoint's exchange is sealed on a wire, and to which key (docs/security.md,
+ * "Keys with an anchor"). On the in-process bus (`bus.sealing` absent) everything travels as it
+ * is: nothing crosses a wire there.
  */
 export interface SealSpec {
+  /** The role whose anchored key opens the request (every replica of that role holds it, so the queue group may pick any). */
   request?: string;
+  /** The answer is sealed to the caller's own key, sent along with the request. */
   reply?: boolean;
+  /**
+   * The answer is sealed to this role's anchored key, whoever asked: a secret only that role may
+   * hold (an app secret for `token`). The caller sends its role key; any other key is refused.
+   */
+  replyTo?: string;
+  /**
+   * The answer grants something (a pass, credentials, a snapshot): it is sealed *from* this role's
+   * anchored key and bound to the request, and the caller refuses an answer made with any other
+   * key. Only a refusal may come in clear: it grants nothing.
+   */
+  grant?: string;
 }
 
 /**
- * A request whose answer is sealed starts with the caller's public key (32 raw bytes), which the
- * answer is sealed to; the request itself follows (sealed or not). Not a header: NATS headers cost
- * an encoding and a parse on every request, and this is the hot path of every vault read.
+ * A request whose answer is sealed starts with the key the answer is sealed to (32 raw bytes) and
+ * a fresh nonce (16) the answer is bound to, so an answer cannot be replayed to another request;
+ * the request itself follows (sealed or not). Not a header: NATS headers cost an encoding and a
+ * parse on every request, and this is the hot path of every vault read.
  */
 const KEY_BYTES = 32;
+const NONCE_BYTES = 16;
+const PREFIX_BYTES = KEY_BYTES + NONCE_BYTES;
 
 interface Sealable {
   readonly subject: string;
   readonly seal?: SealSpec;
 }
 
-// The additional data of each box: a box opens only as what it was made for. A sealed request
-// binds the reply key too, so nobody can replay it with a key of their own.
-const requestContext = (subject: string, replyKey: string | undefined) => `${subject}|request|${replyKey ?? ''}`;
-const replyContext = (subject: string) => `${subject}|reply`;
+const answerSealed = (spec: SealSpec | undefined) => spec !== undefined && (spec.reply === true || spec.replyTo !== undefined || spec.grant !== undefined);
 
-/** The caller's side: the request's bytes, sealed to the role when declared so, after the reply key when the answer is sealed. */
-export async function sealRequest(bus: Bus, ep: Sealable, plain: Uint8Array): Promise<Uint8Array> {
-  const sealing = bus.sealing;
-  if (!sealing || !ep.seal) return plain;
-  const replyKey = ep.seal.reply ? sealing.sealer.self : undefined;
-  let body = plain;
-  if (ep.seal.request) {
-    const to = await sealing.recipientFor(ep.seal.request);
-    if (!to) throw new PierError('UNAVAILABLE', `no key to seal to: no ${ep.seal.request} replica has announced itself yet, or they announce no key in common`);
-    body = sealing.sealer.seal(plain, to, requestContext(ep.subject, replyKey?.publicKey));
-  }
-  return replyKey ? Buffer.concat([replyKey.raw, body]) : body;
+// The additional data of each box: a box opens only as what it was made for. A sealed request
+// binds the reply key and the nonce too, so nobody can replay it with a key of their own.
+const requestContext = (subject: string, prefix: Uint8Array | undefined) => `${subject}|request|${prefix ? Buffer.from(prefix.buffer, prefix.byteOffset, prefix.byteLength).toString('base64url') : ''}`;
+const replyContext = (subject: string, nonce: Uint8Array) => `${subject}|reply|${Buffer.from(nonce.buffer, nonce.byteOffset, nonce.byteLength).toString('base64url')}`;
+
+/** What a caller keeps of its sealed request to open the answer with. */
+export interface SealedCall {
+  data: Uint8Array;
+  nonce?: Uint8Array;
 }
 
-/** The reply key a responder must seal its answer to, when the endpoint says so (undefined otherwise, or when absent). */
-export function replyKeyOf(bus: Bus, ep: Sealable, msg: BusMessage): string | undefined {
-  if (!bus.sealing || !ep.seal?.reply || msg.data.byteLength < KEY_BYTES) return undefined;
-  return Buffer.from(msg.data.buffer, msg.data.byteOffset, KEY_BYTES).toString('base64url');
+/** The caller's side: the request's bytes, sealed to the role when declared so, after the reply key and nonce when the answer is sealed. */
+export async function sealRequest(bus: Bus, ep: Sealable, plain: Uint8Array): Promise<SealedCall> {
+  const sealing = bus.sealing;
+  const spec = ep.seal;
+  if (!sealing || !spec) return { data: plain };
+  let prefix: Buffer | undefined;
+  if (answerSealed(spec)) {
+    const replyKey = spec.replyTo ? sealing.roleKeys(spec.replyTo)[0] : sealing.sealer.self;
+    if (!replyKey) throw new PierError('INTERNAL', `${ep.subject}: this process does not hold the ${spec.replyTo} key its answer is sealed to`);
+    prefix = Buffer.allocUnsafe(PREFIX_BYTES);
+    replyKey.raw.copy(prefix, 0);
+    randomFillSync(prefix, KEY_BYTES, NONCE_BYTES);
+  }
+  let body = plain;
+  if (spec.request) {
+    const to = await sealing.recipientFor(spec.request);
+    if (!to) throw new PierError('UNAVAILABLE', `no anchored ${spec.request} key to seal to: give this process the master key or the bus anchors (PIER_BUS_ANCHORS)`);
+    body = sealing.sealer.seal(plain, to, requestContext(ep.subject, prefix));
+  }
+  return prefix ? { data: Buffer.concat([prefix, body]), nonce: prefix.subarray(KEY_BYTES) } : { data: body };
+}
+
+/** The reply key and nonce a responder must seal its answer to, when the endpoint says so (undefined otherwise, or when absent). */
+export function replyKeyOf(bus: Bus, ep: Sealable, msg: BusMessage): Uint8Array | undefined {
+  if (!bus.sealing || !answerSealed(ep.seal) || msg.data.byteLength < PREFIX_BYTES) return undefined;
+  return msg.data.subarray(0, PREFIX_BYTES);
 }
 
 /** The responder's side: the request's plain bytes. Throws BAD_REQUEST for what must be sealed and is not, or does not open. */
-export function openRequest(bus: Bus, ep: Sealable, msg: BusMessage, replyKey: string | undefined): Uint8Array {
+export function openRequest(bus: Bus, ep: Sealable, msg: BusMessage, prefix: Uint8Array | undefined): Uint8Array {
   const sealing = bus.sealing;
-  if (!sealing || !ep.seal) return msg.data;
-  if (ep.seal.reply && !isPublicKey(replyKey)) throw new PierError('BAD_REQUEST', `sealed message: ${ep.subject} needs the caller's key first`);
-  const body = ep.seal.reply ? msg.data.subarray(KEY_BYTES) : msg.data;
-  if (!ep.seal.request) return body;
-  return sealing.sealer.open(body, requestContext(ep.subject, replyKey), sealing.roleKeys(ep.seal.request)).plain;
+  const spec = ep.seal;
+  if (!sealing || !spec) return msg.data;
+  if (answerSealed(spec) && prefix === undefined) throw new PierError('BAD_REQUEST', `sealed message: ${ep.subject} needs the caller's key first`);
+  const body = prefix ? msg.data.subarray(PREFIX_BYTES) : msg.data;
+  if (!spec.request) return body;
+  return sealing.sealer.open(body, requestContext(ep.subject, prefix), sealing.roleKeys(spec.request)).plain;
 }
 
 /**
- * The responder's answer, sealed to the caller's key when declared so. Without a valid key only a
- * refusal goes back (in clear: it carries no secret), never an answer.
+ * The responder's answer, sealed when declared so: to the caller's key (or, for `replyTo`, only to
+ * an anchored key of that role), from the role's anchored key for a grant. Without a key it may
+ * seal to, only a refusal goes back (in clear: it carries no secret), never an answer.
  */
-export function sealReply(bus: Bus, ep: Sealable, replyKey: string | undefined, ok: boolean, plain: Uint8Array): Uint8Array {
+export function sealReply(bus: Bus, ep: Sealable, prefix: Uint8Array | undefined, ok: boolean, plain: Uint8Array): Uint8Array {
   const sealing = bus.sealing;
-  if (!sealing || !ep.seal?.reply) return plain;
-  if (isPublicKey(replyKey)) return sealing.sealer.seal(plain, replyKey, replyContext(ep.subject));
-  return ok ? encode({ ok: false, error: new PierError('BAD_REQUEST', 'sealed message: no reply key').toWire() }) : plain;
+  const spec = ep.seal;
+  if (!sealing || !answerSealed(spec)) return plain;
+  const refusal = (message: string) => encode({ ok: false, error: new PierError('BAD_REQUEST', `sealed message: ${message}`).toWire() });
+  if (prefix === undefined) return ok ? refusal('no reply key') : plain;
+  const key = Buffer.from(prefix.buffer, prefix.byteOffset, KEY_BYTES).toString('base64url');
+  if (!isPublicKey(key)) return ok ? refusal('no reply key') : plain;
+  if (spec!.replyTo && !sealing.isAnchored(spec!.replyTo, key)) return refusal(`the answer on ${ep.subject} is sealed only to an anchored ${spec!.replyTo} key`);
+  const from = spec!.grant ? sealing.roleKeys(spec!.grant)[0] : sealing.sealer.self;
+  if (!from) return encode({ ok: false, error: new PierError('UNAVAILABLE', `this process does not hold the ${spec!.grant} key`).toWire() });
+  return sealing.sealer.seal(plain, key, replyContext(ep.subject, prefix.subarray(KEY_BYTES)), from);
 }
 
-/** The caller's side: the reply's plain bytes. A sealed endpoint's answer in clear is refused (only a refusal may be). */
-export function openReply(bus: Bus, ep: Sealable, msg: BusMessage): Uint8Array {
+/**
+ * The caller's side: the reply's plain bytes. A sealed endpoint's answer in clear is refused (only
+ * a refusal may be), and a grant made with a key that is not the role's anchored one too.
+ */
+export function openReply(bus: Bus, ep: Sealable, msg: BusMessage, call: SealedCall): Uint8Array {
   const sealing = bus.sealing;
-  if (!sealing || !ep.seal?.reply) return msg.data;
-  if (msg.data[0] === 1) return sealing.sealer.open(msg.data, replyContext(ep.subject)).plain;
+  const spec = ep.seal;
+  if (!sealing || !answerSealed(spec) || !call.nonce) return msg.data;
+  if (msg.data[0] === 1) {
+    const own = spec!.replyTo ? sealing.roleKeys(spec!.replyTo) : [sealing.sealer.self];
+    const { plain, sender } = sealing.sealer.open(msg.data, replyContext(ep.subject, call.nonce), own);
+    if (spec!.grant && !sealing.isAnchored(spec!.grant, sender)) throw new PierError('BAD_GATEWAY', `sealed message: the answer on ${ep.subject} is not from an anchored ${spec!.grant} key`);
+    return plain;
+  }
   let plain: { ok?: unknown } | undefined;
   try {
     plain = decode<{ ok?: unknown }>(msg.data);

@@ -110,6 +110,22 @@ export const CLOSE_CODES = {
   BACKLOG: 4009,
 } as const;
 
+/**
+ * An edge's word that a connection's events now go to another callback replica. Signed by the edge
+ * process (its heartbeat key), over `movedSigned`: edges share one bus identity, so a notice names
+ * the process that holds the connection and proves it; the replica forgets only connections of
+ * that edge, and only a notice made within the last `MOVED_FRESH_MS`.
+ */
+export interface MovedNotice {
+  connId: string;
+  /** The bus id of the edge that sends it (and holds the connection). */
+  edge: string;
+  at: number;
+  sig: string;
+}
+export const movedSigned = (replica: string, n: Pick<MovedNotice, 'connId' | 'edge' | 'at'>) => Buffer.from(`pier moved|${replica}|${n.connId}|${n.edge}|${n.at}`);
+export const MOVED_FRESH_MS = 30_000;
+
 /** Subjects of the gateway. Per-connection and per-user subjects carry interest: only holders subscribe. */
 export const gatewaySubjects = {
   /** Commands for connections held by one edge. */
@@ -176,16 +192,17 @@ export const gatewayChannels = {
       ],
     },
     5_000,
-    // The browser's cookie (the platform's session among them) goes to the one replica that delivers it.
+    // The browser's cookie (the platform's session among them) is sealed to the callback role's
+    // anchored key: only a real callback replica opens it, not one a stolen identity started.
     // In one process the event is shared: the edge keeps it unchanged until settled, the replica queues it unchanged.
-    { sealed: true, shared: true },
+    { sealed: 'callback', shared: true },
   ),
   /**
    * From the edge to the callback replica it stopped sending a connection's events to (it was
    * paused, cut off, or left): sent on that replica's own subject after the events it had, so the
    * replica reads it before anything of the connection that may come back to it later.
    */
-  moved: signal<{ connId: string }>({ connId: id }),
+  moved: signal<MovedNotice>({ connId: id, edge: id, at: { type: 'number', integer: true, min: 0 }, sig: { type: 'string', max: 128 } }),
   /** From a callback replica to the edge holding a connection: its events up to `seq` are done with. */
   settled: signal<{ connId: string; seq: number }>({ connId: id, seq: { type: 'number', integer: true, min: 0 } }),
 };

@@ -65,5 +65,5 @@ export const provider = {
     version: segment,
     op: segment,
     accessToken: { type: 'string', max: 64 * 1024 },
-  }, undefined, { request: 'provider' })),
+  }, undefined, { request: 'provider', grant: 'provider' })),
 };

@@ -156,6 +156,13 @@ export const credentialsSchema = {
   OS_APP_SECRET: { type: 'string', pattern: /^[A-Za-z0-9_-]{22,54}$/, messages: { stringPattern: 'must be 22-54 characters of [A-Za-z0-9_-] (at least 128 bits)' } },
 } as const;
 
+export interface AppCallbackKey {
+  user: string;
+  app: string;
+  appKey: string;
+  callbackKey: string;
+}
+
 export interface AppCredentials {
   user: string;
   app: string;
@@ -175,9 +182,9 @@ const Q = 'registry';
  */
 export const registry = {
   /** {name} → {name, token}: creates a user and its first auth token. 409 when the user exists. */
-  userAdd: endpoint<{ name: string }, IssuedToken>('pier.registry.user.add', Q, { name: userName }, undefined, { reply: true }),
+  userAdd: endpoint<{ name: string }, IssuedToken>('pier.registry.user.add', Q, { name: userName }, undefined, { reply: true, grant: 'registry' }),
   /** {name} → {name, token}: issues one more auth token. 404 for an unknown user. */
-  userToken: endpoint<{ name: string }, IssuedToken>('pier.registry.user.token', Q, { name: userName }, undefined, { reply: true }),
+  userToken: endpoint<{ name: string }, IssuedToken>('pier.registry.user.token', Q, { name: userName }, undefined, { reply: true, grant: 'registry' }),
   /** {name} → {name, revoked}: revokes every auth token of the user. */
   userRevoke: endpoint<{ name: string }, { name: string; revoked: number }>('pier.registry.user.revoke', Q, { name: userName }),
   userList: endpoint<Record<string, never>, UserSummary[]>('pier.registry.user.list', Q, {}),
@@ -195,7 +202,7 @@ export const registry = {
     host: { type: 'string', min: 1, max: 253, pattern: /^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$/ },
     credentials: { type: 'object', optional: true, strict: true, props: credentialsSchema },
     sharedDest: { type: 'boolean', optional: true },
-  }, undefined, { request: 'registry', reply: true }),
+  }, undefined, { request: 'registry', reply: true, grant: 'registry' }),
   appList: endpoint<{ user?: string }, AppSummary[]>('pier.registry.app.list', Q, { user: { ...userName, optional: true } }),
   /** Removes the app and its key at once; its providers become `suspended`. 404 when not installed. */
   appUninstall: endpoint<{ user: string; app: string; purge: boolean }, { app: string; user: string; purged: boolean }>('pier.registry.app.uninstall', Q, {
@@ -203,8 +210,16 @@ export const registry = {
     app: appName,
     purge: 'boolean',
   }),
-  /** The app secret in clear, for the actors that must prove or check it (token, callback). */
-  appCredentials: endpoint<{ appKey: string }, AppCredentials>('pier.registry.app.credentials', Q, { appKey: { type: 'string', min: 1, max: 128 } }, undefined, { reply: true }),
+  /**
+   * The app secret in clear, for the one role that must check proofs with it (token): the answer is
+   * sealed to the token role's anchored key whoever asks, and made with the registry's.
+   */
+  appCredentials: endpoint<{ appKey: string }, AppCredentials>('pier.registry.app.credentials', Q, { appKey: { type: 'string', min: 1, max: 128 } }, undefined, { replyTo: 'token', grant: 'registry' }),
+  /**
+   * The app's callback key (`HMAC-SHA256(app secret, "pier callback key v1")`), for the callback
+   * role that signs callbacks with it: sealed to the callback role's anchored key, made with the registry's.
+   */
+  appCallbackKey: endpoint<{ appKey: string }, AppCallbackKey>('pier.registry.app.callbackkey', Q, { appKey: { type: 'string', min: 1, max: 128 } }, undefined, { replyTo: 'callback', grant: 'registry' }),
   /**
    * Whether `secret` is the app's, compared in constant time by the registry: how the edge checks
    * `X-App-Key`/`X-App-Secret` without ever holding secrets. Answers the app's id, or 401.
@@ -212,7 +227,7 @@ export const registry = {
   appVerify: endpoint<{ appKey: string; secret: string }, { app: string }>('pier.registry.app.verify', Q, {
     appKey: { type: 'string', min: 1, max: 128 },
     secret: { type: 'string', max: 256 },
-  }, undefined, { request: 'registry' }),
+  }, undefined, { request: 'registry', grant: 'registry' }),
 
   providerList: endpoint<Record<string, never>, ProviderView[]>('pier.registry.provider.list', Q, {}),
   providerSetState: endpoint<{ name: string; state: ProviderState }, ProviderView>('pier.registry.provider.state', Q, {
@@ -223,8 +238,11 @@ export const registry = {
   /** Re-seals app secrets under the current master key (part of `pier vault rotate-master-key`). */
   appReseal: endpoint<Record<string, never>, { resealed: number }>('pier.registry.app.reseal', Q, {}, 60_000),
 
-  /** The whole registry as the caches see it, with its revision. */
-  snapshot: endpoint<Record<string, never>, Snapshot>('pier.registry.snapshot', Q, {}),
+  /**
+   * The whole registry as the caches see it, with its revision: every process believes what it
+   * says of users, tokens, apps and grants, so it is a grant made with the registry's anchored key.
+   */
+  snapshot: endpoint<Record<string, never>, Snapshot>('pier.registry.snapshot', Q, {}, undefined, { grant: 'registry' }),
 };
 
 export const registryEvents = {
@@ -245,9 +263,9 @@ export const registryEvents = {
         },
       },
     },
-  }),
+  }, { signedBy: 'registry' }),
   /** Published every `heartbeatMs` by each registry replica: caches that are behind resync. */
-  heartbeat: event<{ revision: number }>('pier.registry.heartbeat', { revision: { type: 'number', integer: true, min: 0 } }),
+  heartbeat: event<{ revision: number }>('pier.registry.heartbeat', { revision: { type: 'number', integer: true, min: 0 } }, { signedBy: 'registry' }),
 };
 
 /** The registry's state on JetStream (PIER_STATE=jetstream): one replicated log of its writes, compacted by snapshots. */

@@ -55,7 +55,7 @@ export const accessRequestSchema = {
 
 export const token = {
   /** Verifies the app's bcrypt proof and issues a 5-minute access token for the granted ops. */
-  issue: endpoint<IssueRequest, IssuedAccess>('pier.token.issue', 'token', { ...accessRequestSchema, client: { type: 'string', max: 64 } }, 10_000, { request: 'token', reply: true }),
+  issue: endpoint<IssueRequest, IssuedAccess>('pier.token.issue', 'token', { ...accessRequestSchema, client: { type: 'string', max: 64 } }, 10_000, { request: 'token', reply: true, grant: 'token' }),
 };
 
 /**

@@ -60,9 +60,9 @@ export interface OperatorVaultRequest {
 
 export const vault = {
   /** Shared within one process: the edge builds each request afresh, the handler answers with new objects. */
-  op: shared(endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }, undefined, { request: 'vault', reply: true })),
+  op: shared(endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }, undefined, { request: 'vault', reply: true, grant: 'vault' })),
   /** The checks of `op` up to the body (404, 400 workspace, 401, 403; refusals audited as `op`'s are), before the edge reads the body. */
-  authorize: shared(endpoint<Omit<VaultRequest, 'body'>, CallGate>('pier.vault.authorize', 'vault', vaultCaller, undefined, { request: 'vault' })),
+  authorize: shared(endpoint<Omit<VaultRequest, 'body'>, CallGate>('pier.vault.authorize', 'vault', vaultCaller, undefined, { request: 'vault', grant: 'vault' })),
   audit: endpoint<{ user?: string; limit: number }, AuditEntry[]>('pier.vault.audit', 'vault', {
     user: { type: 'string', optional: true, max: 64 },
     limit: { type: 'number', integer: true, min: 1, max: 100_000 },
@@ -84,7 +84,7 @@ export const vault = {
       value: { type: 'string', optional: true, max: SECRET_VALUE_MAX_BYTES * 4 },
     },
     undefined,
-    { request: 'vault', reply: true },
+    { request: 'vault', reply: true, grant: 'vault' },
   ),
   /** Re-wraps every data key not wrapped under the current master key. */
   rotate: endpoint<Record<string, never>, { rewrapped: number }>('pier.vault.rotate', 'vault', {}, 60_000),

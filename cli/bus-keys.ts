@@ -1,32 +1,26 @@
-import { hkdfSync } from 'node:crypto';
 import type { BusSealing } from '../bus/bus.js';
 import { KeyPair, Sealer } from '../bus/seal.js';
-import { KEYRING_ROLES } from '../lib/config.js';
-import type { Keyring } from '../lib/keyring.js';
+import { importSignKey, isAnchoredRole, verifiedBy } from '../lib/bus-anchors.js';
+import type { BusTrust } from '../lib/config-trust.js';
 import type { Peers } from '../lib/peers.js';
-
-/** Requests to the roles that hold the master key (KEYRING_ROLES) are sealed to the role: any replica opens them. */
-
-/**
- * A role's key pairs, derived from the master key (and the previous one during a rotation), so every
- * replica of the role holds the same ones without any exchange. The current key's pair comes first.
- */
-export function roleKeyPairs(keyring: Keyring, role: string): KeyPair[] {
-  const derive = (master: Buffer) => KeyPair.fromSeed(Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), `pier bus role key|${role}`, 32)));
-  return [keyring.current, ...(keyring.previous ? [keyring.previous] : [])].map(derive);
-}
+import type { KeyObject } from 'node:crypto';
 
 /** How long a request waits for a first heartbeat of the role it is sealed to (a cluster just starting). */
 const FIRST_KEY_WAIT_MS = 3_000;
 
-/** The process's sealing: its own key pair, the role keys of the roles it runs, the keys peers announced. */
+/**
+ * The process's sealing (docs/security.md, "Keys with an anchor"): its own key pair, the keys of the
+ * anchored roles it runs, and the anchors every other role's keys are checked against. Heartbeats
+ * say which anchored key a role's live replicas hold (during a master key rotation, the old or the
+ * new); a key a heartbeat announces that is not anchored is never sealed to.
+ */
 export class BusKeys implements BusSealing {
   readonly sealer = new Sealer(KeyPair.generate());
-  private readonly own = new Map<string, KeyPair[]>();
   private peers: Peers | null = null;
+  private readonly signKeys = new Map<string, KeyObject[]>();
 
-  constructor(keyring: Keyring | null, roles: readonly string[]) {
-    for (const role of roles) if (keyring && (KEYRING_ROLES as readonly string[]).includes(role)) this.own.set(role, roleKeyPairs(keyring, role));
+  constructor(private readonly trust: BusTrust) {
+    for (const [role, anchors] of Object.entries(trust.anchors)) this.signKeys.set(role, anchors.map((a) => importSignKey(a.sign)));
   }
 
   /** Peers learn keys from heartbeats, which carry this process's keys: the two meet once. */
@@ -35,7 +29,7 @@ export class BusKeys implements BusSealing {
   }
 
   roleKeys(role: string): readonly KeyPair[] {
-    return this.own.get(role) ?? [];
+    return isAnchoredRole(role) ? (this.trust.own.get(role)?.map((k) => k.seal) ?? []) : [];
   }
 
   /** What this process announces for `role`: the public halves, the preferred one first. */
@@ -43,11 +37,29 @@ export class BusKeys implements BusSealing {
     return this.roleKeys(role).map((k) => k.publicKey);
   }
 
-  recipientFor(role: string): Promise<string | null> {
-    return this.peers ? this.peers.recipientWithin(role, FIRST_KEY_WAIT_MS) : Promise.resolve(null);
+  anchored(role: string): readonly string[] {
+    return isAnchoredRole(role) ? (this.trust.anchors[role]?.map((a) => a.seal) ?? []) : [];
   }
 
-  keyOf(busId: string, role: string): string | null {
-    return this.peers?.keyOf(busId, role) ?? null;
+  isAnchored(role: string, key: string): boolean {
+    return this.anchored(role).includes(key);
+  }
+
+  async recipientFor(role: string): Promise<string | null> {
+    const anchored = this.anchored(role);
+    if (anchored.length === 0) return null;
+    const heard = this.peers ? await this.peers.recipientWithin(role, anchored, FIRST_KEY_WAIT_MS) : null;
+    // No replica heard in time: the preferred anchored key (whoever answers must hold it).
+    return heard ?? anchored[0];
+  }
+
+  signAs(role: string, data: Uint8Array): Uint8Array | null {
+    const own = isAnchoredRole(role) ? this.trust.own.get(role) : undefined;
+    return own ? own[0].sign(data) : null;
+  }
+
+  signedAs(role: string, data: Uint8Array, sig: Uint8Array): boolean {
+    const keys = this.signKeys.get(role);
+    return keys !== undefined && verifiedBy(keys, data, sig);
   }
 }

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { busInitOut } from './bus-init-out.js';
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 import { planIdentities, writeBusInit } from './bus-init.js';
+import { writeBusAnchors } from './bus-anchors.js';
 import { adminCall, adminTarget, CliError, exportState, importState } from './admin-client.js';
 
 export interface Invocation {
@@ -238,6 +239,23 @@ export const COMMANDS: Record<string, Command> = {
         `nats-server accounts: ${d.server} (include it from nats-server.conf): PIER for the services, PIER_STATE_<ROLE> for each role's JetStream state`,
         ...d.identities.map((i: any) => `  ${i.user.padEnd(18)} ${i.creds}  (${i.roles.join(',')})`),
         'Start each Pier process with NATS_CREDS=<its .nats.env file> (it carries the role\'s state logins too).',
+      ].join('\n'),
+  },
+  'bus anchors': {
+    usage: 'pier bus anchors [--out DIR (default ~/.pier/bus)] [--force (a folder inside a git work tree)]   (reads PIER_MASTER_KEY, or master.key in PIER_DATA_DIR)',
+    run: async (inv) => {
+      try {
+        return writeBusAnchors(busInitOut(inv.values.out as string | undefined, inv.values.force === true, inv.env), inv.env);
+      } catch (err) {
+        if (err instanceof CliError) throw err;
+        throw new CliError(`bus anchors: ${(err as Error).message}`);
+      }
+    },
+    text: (d) =>
+      [
+        `bus anchors: ${d.anchors} (public: PIER_BUS_ANCHORS=<it> for every process without the master key)`,
+        `callback key: ${d.callbackKey} (secret, 0600: PIER_CALLBACK_KEY=<it> for callback replicas only)`,
+        ...(d.masterKeys > 1 ? ['Both the current and the previous master key are pinned: write them again once the rotation is done.'] : []),
       ].join('\n'),
   },
   'state export': {

@@ -114,7 +114,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
   const cache = new RegistryCache(shared, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics, now });
   const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString(), version: pierVersion() };
   // Secrets on a wire are sealed (bus/seal.ts): this process's keys, announced with its heartbeats.
-  const keys = new BusKeys(config.keyring, config.roles);
+  const keys = new BusKeys(config.busTrust);
   const peers = new Peers(viewFor(config.roles, 'presence'), self, {
     intervalMs: config.heartbeatMs,
     deadAfterMs: config.peerDeadMs,

@@ -1,6 +1,6 @@
 import type { Bus } from '../bus/bus.js';
 import { askOn, tellOn } from '../bus/channel.js';
-import { gatewayChannels, gatewaySubjects, type GatewayEvent } from '../bus/subjects.js';
+import { gatewayChannels, gatewaySubjects, movedSigned, type GatewayEvent } from '../bus/subjects.js';
 import type { Logger } from '../lib/log.js';
 import type { Peers } from '../lib/peers.js';
 
@@ -168,7 +168,7 @@ export class EventForwarder {
   private send(box: Outbox, ev: GatewayEvent): void {
     if (!box.replica) return this.retryLater(box, ev.connId);
     const sent = { ...ev, oldest: box.events[0]?.seq ?? ev.seq };
-    askOn(this.bus, gatewayChannels.deliver, gatewaySubjects.deliver(box.replica), sent, this.options.ackTimeoutMs, this.peers.keyOf(box.replica, 'callback'))
+    askOn(this.bus, gatewayChannels.deliver, gatewaySubjects.deliver(box.replica), sent, this.options.ackTimeoutMs)
       .then((ack) => {
         // Refused: the replica's registry view does not know the app (yet: it may lag this edge's
         // view, or any more). Sent again like a failure, and given up on after the retry period.
@@ -195,7 +195,8 @@ export class EventForwarder {
    */
   private tellMoved(replica: string, connId: string): void {
     try {
-      tellOn(this.bus, gatewayChannels.moved, gatewaySubjects.moved(replica), { connId });
+      const notice = { connId, edge: this.peers.self.busId, at: Date.now() };
+      tellOn(this.bus, gatewayChannels.moved, gatewaySubjects.moved(replica), { ...notice, sig: this.peers.sign(movedSigned(replica, notice)) });
     } catch {
       // Disconnected: the replica, cut off too, is told nothing; see docs/operations.md ("Chaos").
     }

@@ -1,21 +1,26 @@
-import type { Bus } from '../bus/bus.js';
-import { call } from '../bus/rpc.js';
-import { registry } from '../bus/subjects.js';
+import { createHmac } from 'node:crypto';
 
 /** Apps whose secrets one process keeps at most (the oldest is dropped past it, fetched again when needed). */
 const MAX_KEPT = 10_000;
 
 /**
- * App secrets, fetched from the registry on first use (`registry.appCredentials`, sealed on a
- * wire) and kept in memory: the token actor bcrypts proofs with them, the callback actor signs
- * with them. A failed fetch is not kept. Each actor says when to forget (its own rule: the token
+ * An app's callback key: what gateway and upload callbacks are signed with (docs/gateway.md,
+ * "Verifying a callback"). Derived from the app secret, so the callback role never holds the secret
+ * itself and an app derives the same key from what it has.
+ */
+export const callbackKeyOf = (appSecret: string): string => createHmac('sha256', appSecret).update('pier callback key v1').digest('hex');
+
+/**
+ * App secrets (or keys derived from them), fetched from the registry on first use (sealed on a
+ * wire to the asking role's anchored key) and kept in memory: the token actor bcrypts proofs with
+ * app secrets, the callback actor signs with callback keys. A failed fetch is not kept. Each actor says when to forget (its own rule: the token
  * actor on any app change, the callback actor on a reinstall only, so a close after an uninstall
  * is still signed).
  */
 export class AppSecrets {
   private readonly kept = new Map<string, Promise<string>>();
 
-  constructor(private readonly bus: Bus) {}
+  constructor(private readonly fetch: (appKey: string) => Promise<string>) {}
 
   /**
    * The secret kept under `key`, or else fetched for the app `appKey` names now (undefined: an
@@ -26,7 +31,7 @@ export class AppSecrets {
     if (!s) {
       const current = appKey();
       if (current === undefined) return Promise.reject(new Error(`app ${key} is not installed`));
-      s = call(this.bus, registry.appCredentials, { appKey: current }).then((c) => c.appSecret);
+      s = this.fetch(current);
       const fetched = s;
       fetched.catch(() => this.kept.get(key) === fetched && this.kept.delete(key));
       if (this.kept.size >= MAX_KEPT) this.kept.delete(this.kept.keys().next().value!);

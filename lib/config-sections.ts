@@ -99,3 +99,11 @@ export function parseTls(env: Env, roles: Role[]): TlsSettings | null {
   }
   return settings;
 }
+
+/** `PIER_ADMIN_HOSTS`: host names (no port) the admin listener answers besides loopback names and IP addresses. */
+export function parseAdminHosts(text: string | undefined): string[] {
+  const names = (text ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+  if (names.length > 64) throw new ConfigError(`${ENV.adminHosts}: at most 64 names`);
+  for (const n of names) if (!/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/.test(n)) throw new ConfigError(`${ENV.adminHosts}: "${n}" is not a host name`);
+  return names;
+}

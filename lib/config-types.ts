@@ -1,5 +1,6 @@
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 import type { Keyring } from './keyring.js';
+import type { BusTrust } from './config-trust.js';
 import type { NatsAuth } from './nats-auth.js';
 import type { TlsSettings } from './tls-files.js';
 
@@ -39,6 +40,10 @@ export interface Config {
   adminToken: string;
   /** The master key (and, during a rotation, the previous one). */
   keyring: Keyring;
+  /** The bus's trust anchors and this process's role keys (lib/config-trust.ts). */
+  busTrust: BusTrust;
+  /** Host names the admin listener answers besides loopback names and IP addresses (`PIER_ADMIN_HOSTS`). */
+  adminHosts: string[];
   logLevel: string;
   /** `PIER_LOG_FORMAT`: `json` (one object per line, the default) or `pretty` (for a terminal). */
   logFormat: 'json' | 'pretty';

@@ -2,11 +2,12 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { availableParallelism, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ENV, integer, type Env } from './config-env.js';
-import { checkStateLogins, normaliseSystemServer, parseCidrs, parseLogFormat, parseRoles, parseState, parseTls } from './config-sections.js';
+import { checkStateLogins, normaliseSystemServer, parseAdminHosts, parseCidrs, parseLogFormat, parseRoles, parseState, parseTls } from './config-sections.js';
 import { ensureWritableDir, parseMasterKey, secretFile } from './config-secrets.js';
 import { ConfigError, DEFAULT_PORTS, KEYRING_ROLES, ROLES, type Config, type Ports, type Role, type StartFlags } from './config-types.js';
 import { Keyring } from './keyring.js';
 import { natsAuthFrom, type NatsAuth } from './nats-auth.js';
+import { busTrustFrom } from './config-trust.js';
 
 // The configuration's one entry point: `loadConfig` builds the Config from the environment and the
 // flags. The pieces live beside it (types, the env map, section readers, secrets); what other code
@@ -61,6 +62,9 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     env[ENV.masterKey] || (uses(KEYRING_ROLES) ? secretFile(join(dataDir, 'master.key'), () => randomBytes(32).toString('base64')) : randomBytes(32).toString('base64'));
   const masterKey = parseMasterKey(masterKeyText, env[ENV.masterKey] ? ENV.masterKey : join(dataDir, 'master.key'));
   const previousKey = env[ENV.previousMasterKey] ? parseMasterKey(env[ENV.previousMasterKey]!, ENV.previousMasterKey) : null;
+  const keyring = new Keyring(masterKey, previousKey);
+  // The throwaway key of a process without one is no anchor: only a given or kept master key is.
+  const busTrust = busTrustFrom(env, roles, keyring, Boolean(env[ENV.masterKey]) || uses(KEYRING_ROLES), natsUrl !== null);
 
   const heartbeatMs = integer(env, ENV.registryHeartbeatMs, 500, 50, 60_000);
   return {
@@ -74,7 +78,9 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     ports,
     systemServer: env[ENV.systemServerUrl] ? normaliseSystemServer(env[ENV.systemServerUrl]!) : null,
     adminToken,
-    keyring: new Keyring(masterKey, previousKey),
+    keyring,
+    busTrust,
+    adminHosts: parseAdminHosts(env[ENV.adminHosts]),
     logLevel: env[ENV.logLevel] || 'info',
     logFormat: parseLogFormat(env[ENV.logFormat]),
     limits: { adminBodyBytes: integer(env, ENV.adminBodyBytes, 1024 * 1024, 1024, 64 * 1024 * 1024) },

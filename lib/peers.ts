@@ -114,21 +114,22 @@ export class Peers {
   }
 
   /**
-   * The key to seal a request to `role` with: one every live replica announced (so whichever the
-   * queue group picks opens it; during a master key rotation the old one, until every replica has
-   * the new), the most recent announcement's preference first. Null when no replica was heard.
+   * Which of the role's `anchored` keys to seal a request to `role` with: one every live replica
+   * announces (so whichever the queue group picks opens it; during a master key rotation the old
+   * one, until every replica has the new), in the anchors' order of preference. A key a heartbeat
+   * announces that is not anchored counts for nothing (docs/security.md, "Keys with an anchor").
+   * Null when no replica announcing an anchored key was heard, or they hold none in common.
    */
-  recipientFor(role: string): string | null {
+  recipientFor(role: string, anchored: readonly string[]): string | null {
     // A process running the role holds the real key (derived from the master key): its own.
-    if (this.self.roles.includes(role)) return this.options.roleKeys?.(role)[0] ?? null;
-    const beats = this.aliveBeats(role).filter((b) => b.roleKeys.length > 0);
-    if (beats.length === 0) return null;
-    const everywhere = beats.slice(1).reduce((keys, b) => keys.filter((k) => b.roleKeys.includes(k)), beats[0].roleKeys);
-    // Replicas that share no key: one of them is not what it says (an identity of the role without
-    // the master key announcing a key of its own), or the master keys differ. Sealing to either
-    // could hand the secret to the wrong one: refuse, and say so.
+    if (this.self.roles.includes(role)) return this.options.roleKeys?.(role).find((k) => anchored.includes(k)) ?? null;
+    const held = this.aliveBeats(role)
+      .map((b) => b.roleKeys.filter((k) => anchored.includes(k)))
+      .filter((keys) => keys.length > 0);
+    if (held.length === 0) return null;
+    const everywhere = anchored.filter((k) => held.every((keys) => keys.includes(k)));
     if (everywhere.length === 0) {
-      if (!this.disagreeing.has(role)) this.options.onRefused?.(`the ${role} replicas announce no key in common: nothing is sealed to ${role} until they agree`);
+      if (!this.disagreeing.has(role)) this.options.onRefused?.(`the ${role} replicas hold no anchored key in common (a master key rotation half done?): nothing is sealed to ${role} until they agree`);
       this.disagreeing.add(role);
       return null;
     }
@@ -137,10 +138,10 @@ export class Peers {
   }
 
   /** `recipientFor`, waiting up to `timeoutMs` for a first heartbeat of the role (a process that just started). */
-  async recipientWithin(role: string, timeoutMs: number): Promise<string | null> {
+  async recipientWithin(role: string, anchored: readonly string[], timeoutMs: number): Promise<string | null> {
     const end = this.now() + timeoutMs;
-    for (let key = this.recipientFor(role); ; key = this.recipientFor(role)) {
-      if (key !== null || this.now() >= end) return key;
+    for (let key = this.recipientFor(role, anchored); ; key = this.recipientFor(role, anchored)) {
+      if (key !== null || this.now() >= end || this.disagreeing.has(role)) return key;
       await new Promise<void>((resolve) => {
         const wake = () => {
           clearTimeout(timer);
@@ -169,9 +170,16 @@ export class Peers {
     }
   }
 
-  /** A live process's own key, by bus id (for messages sealed to one replica). */
-  keyOf(busId: string, role: string): string | null {
-    return this.aliveBeats(role).find((b) => b.busId === busId)?.key ?? null;
+  /** Whether `sig` over `data` is by the live `role` process with bus id `busId` (its heartbeat key). */
+  signedByBus(busId: string, role: string, data: Buffer, sig: string): boolean {
+    const entry = busId === this.self.busId && this.self.roles.includes(role) ? null : [...this.seen.values()].find((e) => !e.dead && e.role === role && e.beat.busId === busId);
+    const key = entry === null ? this.signing.publicKey : entry?.signKey;
+    if (!key) return false;
+    try {
+      return verify(null, data, key, Buffer.from(sig, 'base64url'));
+    } catch {
+      return false;
+    }
   }
 
   /** This process's heartbeat for `role`, signed once per beat (reads of the directory use it too). */

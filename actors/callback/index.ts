@@ -1,7 +1,8 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { tellOn } from '../../bus/channel.js';
 import { appId } from '../../bus/ids.js';
-import { gatewayChannels, gatewaySubjects, registry, uploadNotices } from '../../bus/subjects.js';
+import { gatewayChannels, gatewaySubjects, movedSigned, MOVED_FRESH_MS, registry, uploadNotices } from '../../bus/subjects.js';
+import { call } from '../../bus/rpc.js';
 import { answers, defineActor, listens, serves } from '../../lib/actor.js';
 import { AddressPolicy, networksList } from '../../lib/address-policy.js';
 import { AppSecrets } from '../../lib/app-secrets.js';
@@ -43,8 +44,8 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
 
   const policy = new AddressPolicy(() => ctx.ownPorts, networksList(ctx.config.provider.networks));
   const deliverer = new Deliverer({ timeoutMs: ctx.config.gateway.callbackTimeoutMs, retryMs: ctx.config.gateway.callbackRetryMs, now: ctx.now }, { retried: () => retried.inc() }, policy);
-  // Kept per app until it is reinstalled: a close after an uninstall is still signed.
-  const secrets = new AppSecrets(ctx.bus);
+  // Callback keys (never app secrets), kept per app until it is reinstalled: a close after an uninstall is still signed.
+  const secrets = new AppSecrets((appKey) => call(ctx.bus, registry.appCallbackKey, { appKey }).then((k) => k.callbackKey));
   const secretOf = (conn: Pick<ConnState, 'user' | 'app'>) => () => secrets.of(appId(conn.user, conn.app), () => ctx.cache.app(conn.user, conn.app)?.appKey);
 
   const queues = new ConnQueues(
@@ -114,10 +115,16 @@ export const callbackActor = defineActor<CallbackActor>({
   },
   listens: {
     // An edge sends a connection's events elsewhere now (this replica was paused or cut off).
-    moved: listens(gatewayChannels.moved, gatewaySubjects.moved, (a: CallbackActor, m) => a.queues.forget(m.connId)),
+    // Only from the edge process holding the connection, signed by it, and recent (docs/security.md).
+    moved: listens(gatewayChannels.moved, gatewaySubjects.moved, (a: CallbackActor, m) => {
+      const peers = a.ctx.peers;
+      const fresh = Math.abs(a.ctx.now() - m.at) <= MOVED_FRESH_MS;
+      if (fresh && peers.signedByBus(m.edge, 'edge', movedSigned(peers.self.busId, m), m.sig)) a.queues.forget(m.connId, m.edge);
+      else a.refusals.forged('moved', `a moved notice for ${m.connId} not signed by a live edge ${m.edge}, or stale`);
+    }),
   },
-  // Signs callbacks with app secrets: the other role that may obtain them.
-  calls: [registry.appCredentials],
+  // Signs callbacks with app callback keys (derived from app secrets; never the secrets themselves).
+  calls: [registry.appCallbackKey],
   emits: [gatewaySubjects.settled('*')],
   onRegistryChange: (a, c) => {
     if (c.kind === 'app' && c.op === 'put') a.secrets.forget(c.value.id);

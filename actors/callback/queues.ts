@@ -59,9 +59,10 @@ export class ConnQueues {
    * on; an event being delivered right now finishes), and its edge's death raises no close here.
    * If the connection comes back, its next event starts it again.
    */
-  forget(connId: string): void {
+  /** The edge `edge` sends the connection's events elsewhere now: forgotten here, if that edge holds it. */
+  forget(connId: string, edge: string): void {
     const conn = this.table.get(connId);
-    if (!conn) return;
+    if (!conn || conn.edge !== edge) return;
     conn.queue.splice(conn.running ? 1 : 0);
     this.table.drop(connId);
   }

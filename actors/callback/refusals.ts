@@ -7,7 +7,7 @@ import type { Logger } from '../../lib/log.js';
  * to say), `mismatched_app` (the event names another app than the connection it belongs to) or
  * `address_policy` (the app's target resolves only to addresses the policy forbids).
  */
-export type RefusalReason = 'unknown_app' | 'registry_unavailable' | 'mismatched_app' | 'address_policy';
+export type RefusalReason = 'unknown_app' | 'registry_unavailable' | 'mismatched_app' | 'address_policy' | 'forged_moved';
 
 /** The reason of an event refused with error `code` (EventAck `ok: false`). */
 export function reasonOf(code: string): RefusalReason {
@@ -30,6 +30,15 @@ export class Refusals {
     /** Connections remembered as warned about; past it the memory starts again (bounded by outside input). */
     private readonly maxRemembered = 10_000,
   ) {}
+
+  /** A notice that could not be believed (not signed by the process it names): counted, one warn line per kind. */
+  forged(kind: string, why: string): void {
+    this.count(`forged_${kind}` as RefusalReason);
+    if (this.warned.has(kind)) return;
+    if (this.warned.size >= this.maxRemembered) this.warned.clear();
+    this.warned.add(kind);
+    this.log.warn({ reason: `forged_${kind}`, why }, 'gateway notice refused');
+  }
 
   refused(reason: RefusalReason, ev: GatewayEvent, why: string): void {
     this.count(reason);

@@ -72,6 +72,7 @@ export const registryActor = defineActor<RegistryActor>({
     appList: serves(registry.appList, (a: RegistryActor, r) => current(a, () => h.appList(a.deps, r.user))),
     appUninstall: serves(registry.appUninstall, (a: RegistryActor, r) => h.appUninstall(a.deps, r.user, r.app, r.purge)),
     appCredentials: serves(registry.appCredentials, (a: RegistryActor, r) => current(a, () => h.appCredentials(a.deps, r.appKey))),
+    appCallbackKey: serves(registry.appCallbackKey, (a: RegistryActor, r) => current(a, () => h.appCallbackKey(a.deps, r.appKey))),
     appVerify: serves(registry.appVerify, (a: RegistryActor, r) => current(a, () => h.appVerify(a.deps, r.appKey, r.secret))),
     providerList: serves(registry.providerList, (a: RegistryActor) => current(a, () => a.store.listProviders())),
     providerSetState: serves(registry.providerSetState, (a: RegistryActor, r) => h.providerSetState(a.deps, r.name, r.state)),

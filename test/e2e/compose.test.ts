@@ -18,7 +18,7 @@ const scratch = tempDir();
 
 test.before(async () => {
   // The operator's files, made as the README says; then the topology, authenticated and on TLS.
-  topo = await LocalTopology.start(secrets, prepareOperatorFiles(join(scratch, 'operator')));
+  topo = await LocalTopology.start(secrets, prepareOperatorFiles(join(scratch, 'operator'), secrets.PIER_MASTER_KEY));
 });
 
 test.after.always(async () => {
@@ -44,9 +44,21 @@ test.serial('the compose file describes a 3-node NATS cluster, every role, two e
   for (const [name, svc] of Object.entries(services)) {
     if (svc.build === undefined) continue;
     const role = roles(name)!;
-    // Each service mounts its own role's credentials, and no other's.
-    t.deepEqual(svc.volumes?.filter((v) => v.includes('/bus/')), [`./deploy/nats/bus/${role}.nats.env:/run/pier/nats.env:ro`], name);
-    t.is('PIER_MASTER_KEY' in (svc.environment ?? {}), KEYRING_ROLES.includes(role as Role), `${name}: the master key only where it is used`);
+    // Each service mounts its own role's credentials, and no other's; without the master key, the
+    // bus anchors (public) and, for the callback role only, its role key.
+    const keyring = KEYRING_ROLES.includes(role as Role);
+    t.deepEqual(
+      svc.volumes?.filter((v) => v.includes('/bus/')),
+      [
+        `./deploy/nats/bus/${role}.nats.env:/run/pier/nats.env:ro`,
+        ...(keyring ? [] : ['./deploy/nats/bus/anchors:/run/pier/anchors:ro']),
+        ...(role === 'callback' ? ['./deploy/nats/bus/callback.key:/run/pier/callback.key:ro'] : []),
+      ],
+      name,
+    );
+    t.is('PIER_MASTER_KEY' in (svc.environment ?? {}), keyring, `${name}: the master key only where it is used`);
+    t.is(svc.environment?.PIER_BUS_ANCHORS, keyring ? undefined : '/run/pier/anchors', `${name}: the bus anchors where the master key is not`);
+    t.is(svc.environment?.PIER_CALLBACK_KEY, role === 'callback' ? '/run/pier/callback.key' : undefined, `${name}: the callback key only for the callback role`);
     t.is('PIER_ADMIN_TOKEN' in (svc.environment ?? {}), role === 'admin', `${name}: the admin token only for the admin process`);
     // The vault keeps its state in JetStream: no volume of its own, any number of replicas.
     if (role === 'vault' || role === 'registry') {

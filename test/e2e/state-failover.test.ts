@@ -60,7 +60,7 @@ test.before(async () => {
     vaults[h] = await startVault(h);
     up.add(h);
   }
-  operator = await operatorBus(all);
+  operator = await operatorBus(all, masterKey.toString('hex'));
   bus = operator.bus;
   await call(bus, registry.userAdd, { name: 'alice' });
   const manifest = 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [CreateSecret?workspace=w, RetrieveSecret?workspace=w] }\n';

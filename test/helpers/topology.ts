@@ -1,6 +1,7 @@
 import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { writeBusAnchors } from '../../cli/bus-anchors.js';
 import { planIdentities, writeBusInit } from '../../cli/bus-init.js';
 import { makeCa, makeLeaf } from './certs.js';
 import { freeLoopbackPort as freePort, NatsServer } from './nats-server.js';
@@ -18,18 +19,19 @@ interface ComposeService {
 
 /**
  * The files an operator prepares before `docker compose up` (README "Scaling out"), made in `dir`
- * the way the README says: `pier bus init --out deploy/nats/bus`, a CA and a certificate for the
+ * the way the README says: `pier bus init --out deploy/nats/bus` and `pier bus anchors` into the same folder, a CA and a certificate for the
  * NATS nodes in deploy/nats/tls, the repository's deploy/nats/nats.conf, and the browsers'
  * certificates in deploy/tls (signed by the same test CA).
  */
 /** Users the compose test's browser certificates cover (`*.<user>.localhost`). */
 export const TLS_USERS = ['alice', 'carol'];
 
-export function prepareOperatorFiles(dir: string): string {
+export function prepareOperatorFiles(dir: string, masterKey: string): string {
   const nats = join(dir, 'deploy', 'nats');
   const tls = join(nats, 'tls');
   mkdirSync(tls, { recursive: true });
   writeBusInit(join(nats, 'bus'), planIdentities());
+  writeBusAnchors(join(nats, 'bus'), { PIER_MASTER_KEY: masterKey });
   const ca = makeCa(tls, 'ca');
   makeLeaf(tls, ca, 'nats', ['nats-1', 'nats-2', 'nats-3', 'localhost', 'IP:127.0.0.1']);
   copyFileSync(join(ROOT, 'deploy', 'nats', 'nats.conf'), join(nats, 'nats.conf'));

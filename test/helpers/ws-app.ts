@@ -73,13 +73,15 @@ export class WsApp {
 }
 
 /**
- * What an app does with `X-Pier-Signature: t=<seconds>,v1=<hex>`: recompute the HMAC over
- * `<t>.<event id>.<raw body>` and refuse it when it differs or `t` is outside its window.
+ * What an app does with `X-Pier-Signature: t=<seconds>,v1=<hex>`, by hand (docs/gateway.md): derive
+ * its callback key `HMAC-SHA256(app secret, "pier callback key v1")` (hex), recompute the HMAC over
+ * `<t>.<event id>.<raw body>` with it, and refuse it when it differs or `t` is outside its window.
  */
 export function verifySignature(c: Callback, secret: string, windowSeconds = 300, nowSeconds = Math.floor(Date.now() / 1000)): boolean {
   const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(c.headers['x-pier-signature'] ?? ''));
   if (!m) return false;
-  const expected = createHmac('sha256', secret).update(`${m[1]}.${c.headers['x-pier-event-id']}.${c.raw}`).digest('hex');
+  const callbackKey = createHmac('sha256', secret).update('pier callback key v1').digest('hex');
+  const expected = createHmac('sha256', callbackKey).update(`${m[1]}.${c.headers['x-pier-event-id']}.${c.raw}`).digest('hex');
   return timingSafeEqual(Buffer.from(expected), Buffer.from(m[2])) && Math.abs(nowSeconds - Number(m[1])) <= windowSeconds;
 }
 

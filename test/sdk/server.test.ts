@@ -5,6 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   CallbackReceiver,
+  callbackKey,
   ConflictError,
   ForbiddenError,
   NotFoundError,
@@ -258,7 +259,7 @@ test.serial('forged, stale, replayed and oversized callbacks are refused or abso
   const secret = 'app-secret-for-this-test';
   const receiver = new CallbackReceiver(secret, (ev) => void seen.push(ev), { maxBodyBytes: 1024 });
   const body = JSON.stringify({ data: {}, action: 'open', user_name: 'alice', conn_id: 'c1' });
-  const signed = (t0: number, id: string, b: string, key = secret) => ({
+  const signed = (t0: number, id: string, b: string, key = callbackKey(secret)) => ({
     'x-pier-event-id': id,
     'x-pier-seq': '1',
     'x-pier-signature': `t=${t0},v1=${createHmac('sha256', key).update(`${t0}.${id}.${b}`).digest('hex')}`,
@@ -268,6 +269,7 @@ test.serial('forged, stale, replayed and oversized callbacks are refused or abso
   t.is(await receiver.receive(signed(now, 'e1', body), body), 200, 'a retry (or replay) of a handled event is acknowledged');
   t.is(seen.length, 1, '... and not handed on twice');
   t.is(await receiver.receive(signed(now, 'e2', body, 'another-secret'), body), 401, 'signed with another key');
+  t.is(await receiver.receive(signed(now, 'e2', body, secret), body), 401, 'signed with the app secret itself (before the callback key): refused');
   t.is(await receiver.receive(signed(now, 'e3', body), body.replace('alice', 'mallory')), 401, 'body changed after signing');
   t.is(await receiver.receive({ ...signed(now, 'e4', body), 'x-pier-event-id': 'e5' }, body), 401, 'signature moved to another event id');
   t.is(await receiver.receive(signed(now - 3600, 'e6', body), body), 401, 'an hour old');

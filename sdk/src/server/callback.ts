@@ -44,8 +44,17 @@ function header(headers: Headers, name: string): string | undefined {
 }
 
 /**
- * Checks a callback's `X-Pier-Signature` (HMAC-SHA256 keyed by the app secret over
- * `<t>.<event id>.<raw body>`, compared in constant time) and its age, then parses it. Anything
+ * The app's callback key: `HMAC-SHA256(app secret, "pier callback key v1")` in hex. Pier signs
+ * callbacks with it, so the part of Pier that signs them never holds the app secret itself.
+ */
+export function callbackKey(appSecret: string): string {
+  return createHmac('sha256', appSecret).update('pier callback key v1').digest('hex');
+}
+
+/**
+ * Checks a callback's `X-Pier-Signature` (HMAC-SHA256 keyed by the app's callback key, derived
+ * from the app secret here, over `<t>.<event id>.<raw body>`, compared in constant time) and its
+ * age, then parses it. Anything
  * else — a bad or missing signature, a stamp outside the window, a body that is not an event — is
  * an UnauthorizedError or BadRequestError; nothing of a refused body is parsed first.
  */
@@ -55,7 +64,7 @@ export function verifyCallback(headers: Headers, rawBody: Uint8Array | string, a
   const m = stamp ? /^t=(\d{1,12}),v1=([0-9a-f]{64})$/.exec(stamp) : null;
   if (!eventId || !m) throw new UnauthorizedError(401, 401, 'callback: X-Pier-Signature or X-Pier-Event-Id missing or malformed');
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody) : Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
-  const expected = createHmac('sha256', appSecret).update(`${m[1]}.${eventId}.`).update(body).digest();
+  const expected = createHmac('sha256', callbackKey(appSecret)).update(`${m[1]}.${eventId}.`).update(body).digest();
   if (!timingSafeEqual(expected, Buffer.from(m[2], 'hex'))) throw new UnauthorizedError(401, 401, 'callback: signature does not match');
   const ageSec = Math.abs((options.now ?? Date.now)() / 1000 - Number(m[1]));
   if (ageSec > (options.toleranceSec ?? 300)) throw new UnauthorizedError(401, 401, `callback: signed ${Math.round(ageSec)} s away from now, outside the window`);

@@ -4,5 +4,5 @@ export { AccessTokens, type AccessRequestBody, type AccessToken, type IssuedAcce
 export { ProviderClient, type CallOptions, type ProviderSpec } from './provider.js';
 export { VaultClient, type Secret, type SecretEnv, type VaultOptions } from './vault.js';
 export { GatewayClient, type ConnectionInfo, type ConnectionList, type ListedUser, type SendTarget } from './gateway.js';
-export { CallbackReceiver, callbackHandler, verifyCallback, type CallbackBody, type CallbackEvent, type ReceiverOptions, type VerifyOptions } from './callback.js';
+export { CallbackReceiver, callbackHandler, callbackKey, verifyCallback, type CallbackBody, type CallbackEvent, type ReceiverOptions, type VerifyOptions } from './callback.js';
 export * from '../errors.js';

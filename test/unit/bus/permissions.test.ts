@@ -43,8 +43,9 @@ test('least privilege: the edge cannot reach secrets, mint tokens, write the reg
     t.false(allowed(edge.publish, s), `edge may publish ${s}`);
   }
   for (const s of ['>', 'pier.>', 'pier.vault.op', 'pier.token.issue', 'pier.registry.app.verify', 'pier.cb.deliver.c1', '_INBOX.>', '_INBOX.pier-token.x']) t.false(allowed(edge.subscribe, s), `edge may subscribe ${s}`);
-  // Only the two roles that bcrypt or sign with app secrets may ask for them.
-  t.deepEqual(BUS_ROLES.filter((r) => allowed(declaredBy(r).publish, 'pier.registry.app.credentials')), ['token', 'callback']);
+  // Only the role that bcrypts with app secrets may ask for them; the callback role asks for callback keys.
+  t.deepEqual(BUS_ROLES.filter((r) => allowed(declaredBy(r).publish, 'pier.registry.app.credentials')), ['token']);
+  t.deepEqual(BUS_ROLES.filter((r) => allowed(declaredBy(r).publish, 'pier.registry.app.callbackkey')), ['callback']);
   // User tokens come only from the admin path.
   t.deepEqual(BUS_ROLES.filter((r) => allowed(declaredBy(r).publish, 'pier.registry.user.token')), ['admin']);
 });

@@ -5,8 +5,7 @@ import type { Bus, BusMessage, BusSealing } from '../../../bus/bus.js';
 import { call, endpoint, serve } from '../../../bus/rpc.js';
 import { KeyPair, Sealer } from '../../../bus/seal.js';
 import { PierError } from '../../../bus/errors.js';
-import { roleKeyPairs } from '../../../cli/bus-keys.js';
-import { Keyring } from '../../../lib/keyring.js';
+import { roleSeed, RoleKeys } from '../../../lib/bus-anchors.js';
 
 test('a box opens only with the recipient\'s key and only as what it was made for', (t) => {
   const a = new Sealer(KeyPair.generate());
@@ -26,11 +25,12 @@ test('a box opens only with the recipient\'s key and only as what it was made fo
 
 test('role keys come from the master key: the same in every replica, one per role, the previous key\'s during a rotation', (t) => {
   const master = randomBytes(32);
-  const one = roleKeyPairs(new Keyring(master), 'vault');
-  const two = roleKeyPairs(new Keyring(master), 'vault');
+  const roleKeyPairs = (masters: Buffer[], role: 'vault' | 'registry') => masters.map((m) => new RoleKeys(roleSeed(m, role)).seal);
+  const one = roleKeyPairs([master], 'vault');
+  const two = roleKeyPairs([master], 'vault');
   t.is(one[0].publicKey, two[0].publicKey);
-  t.not(roleKeyPairs(new Keyring(master), 'registry')[0].publicKey, one[0].publicKey);
-  const rotated = roleKeyPairs(new Keyring(randomBytes(32), master), 'vault');
+  t.not(roleKeyPairs([master], 'registry')[0].publicKey, one[0].publicKey);
+  const rotated = roleKeyPairs([randomBytes(32), master], 'vault');
   t.is(rotated.length, 2);
   t.is(rotated[1].publicKey, one[0].publicKey);
   // A box sealed to the old role key opens in a replica that has moved on to the new master key.
@@ -78,9 +78,17 @@ class WireBus implements Bus {
   async close() {}
 }
 
+/** A process's sealing: the role keys it holds, and the anchored key of each role (`directory`). */
 function sealingOf(roles: Record<string, KeyPair[]>, directory: () => Record<string, string>): BusSealing {
   const sealer = new Sealer(KeyPair.generate());
-  return { sealer, roleKeys: (r) => roles[r] ?? [], recipientFor: async (r) => directory()[r] ?? null, keyOf: () => null };
+  return {
+    sealer,
+    roleKeys: (r) => roles[r] ?? [],
+    recipientFor: async (r) => directory()[r] ?? null,
+    isAnchored: (r, key) => directory()[r] === key,
+    signAs: () => null,
+    signedAs: () => false,
+  };
 }
 
 const secretOp = endpoint<{ token: string }, { value: string }>('pier.test.secret', 'test', { token: 'string' }, 2_000, { request: 'vault', reply: true });
@@ -121,4 +129,56 @@ test('on the in-process bus nothing is sealed: the same endpoint works as it alw
   const mem = new MemoryBus();
   serve(mem, secretOp, (req) => ({ value: req.token }));
   t.deepEqual(await call(mem, secretOp, { token: 'abc' }), { value: 'abc' });
+});
+
+const credentials = endpoint<{ appKey: string }, { secret: string }>('pier.test.credentials', 'test', { appKey: 'string' }, 2_000, { replyTo: 'token', grant: 'registry' });
+const pass = endpoint<{ token: string }, { ok: boolean }>('pier.test.pass', 'test', { token: 'string' }, 2_000, { request: 'vault', grant: 'vault' });
+
+test('a secret meant for a role is sealed to its anchored key, whoever asks: a caller announcing a key of its own gets a refusal, one without the role key cannot open it', async (t) => {
+  const mem = new MemoryBus();
+  const registryRole = KeyPair.generate();
+  const tokenRole = KeyPair.generate();
+  const anchors = () => ({ registry: registryRole.publicKey, token: tokenRole.publicKey });
+  const registryBus = new WireBus(mem, sealingOf({ registry: [registryRole] }, anchors));
+  serve(registryBus, credentials, () => ({ secret: 'the-app-secret' }));
+  // The real token replica: holds the token role key.
+  const tokenBus = new WireBus(mem, sealingOf({ token: [tokenRole] }, anchors));
+  t.deepEqual(await call(tokenBus, credentials, { appKey: 'k' }), { secret: 'the-app-secret' });
+  // A thief with the token identity but no master key: it may only send a key of its own, and is refused.
+  const thief = new WireBus(mem, sealingOf({ token: [KeyPair.generate()] }, anchors));
+  const refused = await call(thief, credentials, { appKey: 'k' }).catch((e: PierError) => e);
+  t.true(refused instanceof PierError && /sealed only to an anchored token key/.test(refused.message), String(refused));
+  // Sending the anchored token key itself: the answer comes sealed to it, and the thief cannot open it.
+  const lying = new WireBus(mem, { ...sealingOf({ token: [{ ...KeyPair.generate(), raw: tokenRole.raw, publicKey: tokenRole.publicKey } as KeyPair] }, anchors) });
+  const unopened = await call(lying, credentials, { appKey: 'k' }).catch((e: PierError) => e);
+  t.true(unopened instanceof PierError && /does not open/.test(unopened.message), String(unopened));
+  t.false([...registryBus.wire, ...tokenBus.wire, ...thief.wire, ...lying.wire].some((d) => Buffer.from(d).includes(Buffer.from('the-app-secret'))));
+});
+
+test('a grant is believed only when made with the role\'s anchored key and bound to the request it answers', async (t) => {
+  const mem = new MemoryBus();
+  const vaultRole = KeyPair.generate();
+  const anchors = () => ({ vault: vaultRole.publicKey });
+  const edge = new WireBus(mem, sealingOf({}, anchors));
+  // A forger in the vault's queue group, without the vault key: it cannot even open the request,
+  // and a pass it makes with a key of its own is refused by the edge.
+  const forgerKey = KeyPair.generate();
+  const forger = new WireBus(mem, sealingOf({ vault: [forgerKey] }, () => ({ vault: forgerKey.publicKey })));
+  const sub = serve(forger, { ...pass, seal: { grant: 'vault' } }, () => ({ ok: true }));
+  const forged = await call(edge, { ...pass, seal: { grant: 'vault' } }, { token: 't' }).catch((e: PierError) => e);
+  t.true(forged instanceof PierError && forged.code === 'BAD_GATEWAY' && /not from an anchored vault key/.test(forged.message), String(forged));
+  sub.unsubscribe();
+  // The real vault: its pass is believed.
+  const vault = new WireBus(mem, sealingOf({ vault: [vaultRole] }, anchors));
+  let replies: Uint8Array[] = [];
+  const real = serve(vault, pass, () => ({ ok: true }));
+  t.deepEqual(await call(edge, pass, { token: 't' }), { ok: true });
+  replies = vault.wire.slice(-1);
+  real.unsubscribe();
+  // A real pass replayed as the answer to a later request (a fresh nonce) does not open.
+  const replayer = new WireBus(mem, undefined);
+  const replay = mem.subscribe('pier.test.pass', (m) => m.reply && replayer.publish(m.reply, replies[0]));
+  const replayed = await call(edge, pass, { token: 't' }).catch((e: PierError) => e);
+  t.true(replayed instanceof PierError && /does not open/.test(replayed.message), String(replayed));
+  replay.unsubscribe();
 });

@@ -24,7 +24,7 @@ test('told the connection moved, a replica drops it (queued events too) and rais
   // It took the open and two messages, and hangs delivering the open (it is paused).
   const old = replica((ev) => (ev.seq === 1 ? stuck : Promise.resolve('delivered')));
   for (const ev of [event(1, 'open'), event(2), event(3)]) old.q.accept(ev);
-  old.q.forget(connId);
+  old.q.forget(connId, 'e00000000001');
   release();
   await until('the delivery it had begun to finish', () => old.delivered.includes(1), 5_000);
   t.deepEqual(old.delivered, [1], 'its queued events 2 and 3 were dropped: the new holder has them from the edge');
@@ -35,7 +35,7 @@ test('told the connection moved, a replica drops it (queued events too) and rais
 test('a connection that comes back after it moved away starts again from its next event, and gets its close here', (t) => {
   const r = replica();
   for (const ev of [event(1, 'open'), event(2), event(3)]) r.q.accept(ev);
-  r.q.forget(connId);
+  r.q.forget(connId, 'e00000000001');
   t.like(r.q.accept(event(7, 'message', 7)), { ok: true });
   t.is(r.q.size(), 1);
   const closes = r.q.edgeLost('e00000000001');
@@ -45,9 +45,12 @@ test('a connection that comes back after it moved away starts again from its nex
 
 test('a moved notice for a connection it does not hold changes nothing (a forged or late one)', (t) => {
   const r = replica();
-  r.q.forget(connId);
+  r.q.forget(connId, 'e00000000001');
   r.q.accept(event(1, 'open'));
-  r.q.forget('e00000000001.CCCCCCCCCCCCCCCCCCCCCC');
+  r.q.forget('e00000000001.CCCCCCCCCCCCCCCCCCCCCC', 'e00000000001');
+  t.is(r.q.size(), 1);
+  // Named by another edge (all edges share one identity): not that edge's connection, kept.
+  r.q.forget(connId, 'e00000000002');
   t.is(r.q.size(), 1);
 });
 

@@ -1,3 +1,5 @@
+import { anchorsFromMasterKeys, formatAnchors, formatSeeds, roleSeed } from '../../../lib/bus-anchors.js';
+import { randomBytes } from 'node:crypto';
 import test from 'ava';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -47,7 +49,9 @@ function load(env: Record<string, string>, roles?: string): string | ReturnType<
 test('secrets are kept only by the roles that use them: an edge generates no master key and no admin token file', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'pier-config-'));
   try {
-    loadConfig({ PIER_DATA_DIR: dir, NATS_URL: 'nats://127.0.0.1:4222' }, { roles: 'edge' });
+    const anchors = join(dir, 'anchors');
+    writeFileSync(anchors, formatAnchors(anchorsFromMasterKeys([randomBytes(32)])));
+    loadConfig({ PIER_DATA_DIR: dir, NATS_URL: 'nats://127.0.0.1:4222', PIER_BUS_ANCHORS: anchors }, { roles: 'edge' });
     t.false(existsSync(join(dir, 'master.key')));
     t.false(existsSync(join(dir, 'admin.token')));
     loadConfig({ PIER_DATA_DIR: dir, NATS_URL: 'nats://127.0.0.1:4222' }, { roles: 'vault,admin' });
@@ -86,4 +90,42 @@ test('TLS settings: off by default, listeners checked, half-set refused', (t) =>
   // Only a process that listens reads the files: an actor-only process starts without them.
   const actor = load({ PIER_TLS_CERT: '/no/such.pem', PIER_TLS_KEY: '/no/such.key', NATS_URL: 'nats://127.0.0.1:4222' }, 'vault');
   t.deepEqual(typeof actor === 'string' ? actor : actor.tls?.listeners, ['public', 'upload']);
+});
+
+test('bus anchors: a process on NATS without the master key needs them, a callback replica its role key too; a bad or foreign file is refused by name', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-anchors-'));
+  try {
+    const master = randomBytes(32);
+    const anchors = join(dir, 'anchors');
+    writeFileSync(anchors, formatAnchors(anchorsFromMasterKeys([master])));
+    const nats = { PIER_DATA_DIR: dir, NATS_URL: 'nats://127.0.0.1:4222' };
+    const refused = (env: Record<string, string>, roles: string) => {
+      try {
+        loadConfig({ ...nats, ...env }, { roles });
+        return 'started';
+      } catch (err) {
+        return (err as Error).message;
+      }
+    };
+    t.regex(refused({}, 'edge'), /^PIER_BUS_ANCHORS: a process on NATS without PIER_MASTER_KEY needs the bus anchors/);
+    t.regex(refused({ PIER_BUS_ANCHORS: anchors }, 'callback'), /^PIER_CALLBACK_KEY: a callback replica without PIER_MASTER_KEY needs its role key/);
+    // The callback key of another master key: refused, not silently useless.
+    const seeds = join(dir, 'callback.key');
+    writeFileSync(seeds, formatSeeds([roleSeed(randomBytes(32), 'callback')], 'callback'));
+    t.regex(refused({ PIER_BUS_ANCHORS: anchors, PIER_CALLBACK_KEY: seeds }, 'callback'), /^PIER_CALLBACK_KEY: this key is not the callback role's/);
+    writeFileSync(seeds, formatSeeds([roleSeed(master, 'callback')], 'callback'));
+    const callback = loadConfig({ ...nats, PIER_BUS_ANCHORS: anchors, PIER_CALLBACK_KEY: seeds }, { roles: 'callback' });
+    t.is(callback.busTrust.own.get('callback')?.[0].seal.publicKey, callback.busTrust.anchors.callback?.[0].seal);
+    t.is(callback.busTrust.source, 'anchors file');
+    // The master key and an anchors file of another master key disagree: said at start.
+    t.regex(refused({ PIER_MASTER_KEY: randomBytes(32).toString('hex'), PIER_BUS_ANCHORS: anchors }, 'edge'), /^PIER_BUS_ANCHORS: its keys are not those of this master key/);
+    t.is(loadConfig({ ...nats, PIER_MASTER_KEY: master.toString('hex'), PIER_BUS_ANCHORS: anchors }, { roles: 'edge' }).busTrust.source, 'master key');
+    writeFileSync(anchors, 'vault=not-a-key\n');
+    t.regex(refused({ PIER_BUS_ANCHORS: anchors }, 'edge'), /^PIER_BUS_ANCHORS, line 1: expected <role>=<seal key>.<sign key>/);
+    t.regex(refused({ PIER_BUS_ANCHORS: join(dir, 'missing') }, 'edge'), /^PIER_BUS_ANCHORS: cannot read .*missing \(ENOENT\)/);
+    // On the in-process bus nothing crosses a wire: no anchors needed.
+    t.is(loadConfig({ PIER_DATA_DIR: dir }).busTrust.source, 'master key');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

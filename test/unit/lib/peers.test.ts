@@ -76,23 +76,36 @@ test('the key a request is sealed to is one every live replica announced (a mast
   bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [oldKey] })));
   bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [newKey, oldKey] })));
   await until('two vault replicas', () => w.alive('vault').length === 2);
-  t.is(w.recipientFor('vault'), oldKey);
-  t.is(w.recipientFor('registry'), null);
-  t.is(await w.recipientWithin('registry', 50), null);
+  t.is(w.recipientFor('vault', [newKey, oldKey]), oldKey);
+  t.is(w.recipientFor('registry', [KeyPair.generate().publicKey]), null);
+  t.is(await w.recipientWithin('registry', [KeyPair.generate().publicKey], 50), null);
 });
 
-test('replicas announcing no key in common: nothing is sealed to the role (one of them is not what it says), and it is said once', async (t) => {
+test('a key announced but not anchored is never sealed to, even when it is the only one announced (a thief of the role\'s identity)', async (t) => {
+  const bus = new MemoryBus();
+  const w = watcher(bus);
+  t.teardown(() => w.stop());
+  const [anchored, thief] = [KeyPair.generate().publicKey, KeyPair.generate().publicKey];
+  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [thief] })));
+  await until('the thief\'s heartbeat heard', () => w.alive('vault').length === 1);
+  t.is(w.recipientFor('vault', [anchored]), null);
+  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [anchored] })));
+  await until('the real replica heard', () => w.alive('vault').length === 2);
+  t.is(w.recipientFor('vault', [anchored]), anchored, 'the thief\'s beat counts for nothing beside the real replica');
+});
+
+test('replicas holding no anchored key in common (a rotation half done): nothing is sealed by the directory, and it is said once', async (t) => {
   const bus = new MemoryBus();
   const refused: string[] = [];
   const w = watcher(bus, refused);
   t.teardown(() => w.stop());
-  const [real, attacker] = [KeyPair.generate().publicKey, KeyPair.generate().publicKey];
-  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [real] })));
-  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [attacker] })));
+  const [oldKey, newKey] = [KeyPair.generate().publicKey, KeyPair.generate().publicKey];
+  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [oldKey] })));
+  bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [newKey] })));
   await until('two vault replicas', () => w.alive('vault').length === 2);
-  t.is(w.recipientFor('vault'), null);
-  t.is(w.recipientFor('vault'), null);
-  t.is(refused.filter((r) => /no key in common/.test(r)).length, 1);
+  t.is(w.recipientFor('vault', [newKey, oldKey]), null);
+  t.is(w.recipientFor('vault', [newKey, oldKey]), null);
+  t.is(refused.filter((r) => /no anchored key in common/.test(r)).length, 1);
 });
 
 test('a process running the role seals to its own role key, whatever others announce', async (t) => {
@@ -103,7 +116,7 @@ test('a process running the role seals to its own role key, whatever others anno
   t.teardown(() => p.stop());
   bus.publish('pier.process.heartbeat.vault', encode(forged('vault', { roleKeys: [KeyPair.generate().publicKey] })));
   await until('the other vault replica heard', () => p.alive('vault').length === 2);
-  t.is(p.recipientFor('vault'), own);
+  t.is(p.recipientFor('vault', [own]), own);
 });
 
 test('one role announcing more than its share cannot crowd out another role', async (t) => {
