@@ -93,8 +93,9 @@ export async function issueAccessToken(deps: TokenDeps, req: IssueRequest): Prom
     refuse(deps, 'timestamp', new PierError('UNAUTHORIZED', 'timestamp outside the accepted window'));
   }
   const pair = `${req.app_key}\u0000${req.client}`;
-  const limited = () => deps.failuresByClient.blocked(req.client) || deps.failuresByKey.blocked(pair);
-  if (limited()) refuse(deps, 'rate_limited', new PierError('RATE_LIMITED', 'too many failed token requests; retry later'));
+  // Over a failure limit a proof is slowed, never refused for it (check-gate.ts): on one host the
+  // failures under an app's key may be another app's, which learnt the key as a provider.
+  const slowed = () => deps.failuresByClient.blocked(req.client) || deps.failuresByKey.blocked(pair);
   const app = deps.cache.appByKey(req.app_key);
   if (!app) {
     deps.failuresByClient.fail(req.client);
@@ -104,9 +105,13 @@ export async function issueAccessToken(deps: TokenDeps, req: IssueRequest): Prom
   const proofKey = sha256Hex(`${req.app_key}\0${req.timestamp}\0${req.token}`);
   const plain = `${req.app_key}${req.timestamp}`;
   // bcrypt runs only when admitted: per (key, address), failures plus checks running stay under the
-  // limit, so concurrent bad proofs get at most the limit's worth of work (check-gate.ts).
+  // limit, so concurrent bad proofs get at most the limit's worth of work; past it, one at a time,
+  // spaced (check-gate.ts).
   const verify = async (): Promise<boolean> => {
-    const release = await deps.gate.admit(pair, req.client, deps.failuresPerPair, () => deps.failuresByKey.count(pair), limited);
+    const release = await deps.gate.admit(pair, req.client, deps.failuresPerPair, () => deps.failuresByKey.count(pair), slowed).catch((err: unknown) => {
+      if (err instanceof PierError && err.code === 'RATE_LIMITED') deps.refused('rate_limited');
+      throw err;
+    });
     try {
       const ok = await deps.compare(plain + (await deps.secretOf(req.app_key)), req.token);
       if (!ok) {

@@ -11,7 +11,7 @@ import { BcryptPool } from './bcrypt-pool.js';
 import { CheckGate } from './check-gate.js';
 import { issueAccessToken, VerifiedProofs, type RefusalReason, type TokenDeps } from './handler.js';
 
-/** Proof checks one client address may have running or waiting at once (429 above). */
+/** bcrypt checks one client address may have running at once (the rest wait: never refused for it). */
 const MAX_CHECKS_PER_CLIENT = 32;
 
 interface TokenActor {
@@ -50,7 +50,8 @@ async function onStart(ctx: RoleContext): Promise<TokenActor> {
     failuresByKey,
     failuresByClient,
     failuresPerPair: config.token.failuresPerKey,
-    gate: new CheckGate(MAX_CHECKS_PER_CLIENT),
+    // Past its failure limit a pair is checked at most once a second (slowed, not refused).
+    gate: new CheckGate({ maxRunningPerClient: MAX_CHECKS_PER_CLIENT, slowMs: Math.min(1_000, Math.ceil(config.token.failureWindowMs / config.token.failuresPerKey)) }),
     verified: new VerifiedProofs(),
     refused: (reason: RefusalReason) => refused.inc({ reason }),
   };

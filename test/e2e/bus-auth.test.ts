@@ -101,11 +101,11 @@ test('the roles that need an app secret can ask for it; user tokens come only fr
 test('a process whose credentials are refused, or readable by others, stops at start with one line', async (t) => {
   const wrong = join(dir, 'wrong.nats.env');
   writeFileSync(wrong, readFileSync(join(bus.dir, 'edge.nats.env'), 'utf8').replace(/NATS_PASSWORD=.*/, 'NATS_PASSWORD=wrong'), { mode: 0o600 });
-  const refused = await failedStart(pierEnv(join(dir, 'e1'), { ...bus.envFor('edge'), NATS_CREDS: wrong }), ['--roles', 'edge']);
+  const refused = await failedStart(pierEnv(join(dir, 'e1'), { ...bus.envFor('edge'), ...bus.anchorEnv(masterKey), NATS_CREDS: wrong }), ['--roles', 'edge']);
   t.is(refused.code, 1);
   t.regex(refused.stderr, /^pier: NATS at nats:\/\/127\.0\.0\.1:\d+ refused the credentials of "pier-edge"\n$/);
   chmodSync(wrong, 0o644);
-  const open = await failedStart(pierEnv(join(dir, 'e2'), { ...bus.envFor('edge'), NATS_CREDS: wrong }), ['--roles', 'edge']);
+  const open = await failedStart(pierEnv(join(dir, 'e2'), { ...bus.envFor('edge'), ...bus.anchorEnv(masterKey), NATS_CREDS: wrong }), ['--roles', 'edge']);
   t.is(open.code, 1);
   t.regex(open.stderr, /^pier: NATS_CREDS: .*wrong\.nats.env is readable by others \(mode 644\): chmod 600 it\n$/);
 });

@@ -1,4 +1,6 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeBusAnchors } from '../../cli/bus-anchors.js';
 import { join } from 'node:path';
 import type { BusRole } from '../../bus/permissions.js';
 import { planIdentities, writeBusInit } from '../../cli/bus-init.js';
@@ -43,6 +45,16 @@ export class SecureBus {
 
   get url(): string {
     return this.nodes.map((n) => n.url).join(',');
+  }
+
+  /**
+   * What a process without the master key trusts the bus with (`pier bus anchors`): the anchors of
+   * `masterKey` and the callback role's key, written once per master key into this bus's folder.
+   */
+  anchorEnv(masterKey: string): Record<string, string> {
+    const dir = join(this.dir, `anchors-${createHash('sha256').update(masterKey).digest('hex').slice(0, 12)}`);
+    if (!existsSync(dir)) writeBusAnchors(dir, { PIER_MASTER_KEY: masterKey });
+    return { PIER_BUS_ANCHORS: join(dir, 'anchors'), PIER_CALLBACK_KEY: join(dir, 'callback.key') };
   }
 
   /** The environment of a Pier process running with identity `name` (`edge`, `all`, a combo…). */

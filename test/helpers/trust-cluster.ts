@@ -14,7 +14,7 @@ import { WsApp, wsManifest } from './ws-app.js';
  * The production shape of CONTRACT.md section 9 on one machine: a 3-node JetStream cluster where
  * every client authenticates with an identity of `pier bus init` (TLS on), `PIER_STATE=jetstream`
  * with three copies, one process for every actor role and the admin (identity `all`), and two
- * edges (identity `edge`). alice has an app `chat` whose gateway callbacks reach a real HTTP app.
+ * edges (identity `edge`) without the master key (they trust the bus anchors of `pier bus anchors`). alice has an app `chat` whose gateway callbacks reach a real HTTP app.
  * A `sniffer` may hear every subject of the service account: the test's eyes on the wire.
  */
 export interface TrustCluster {
@@ -48,8 +48,10 @@ export async function trustCluster(): Promise<TrustCluster> {
   const bus = await SecureBus.start(dir, {}, { nodes: 3, sniffer: true });
   const tls = { caFile: bus.ca.cert };
   const processes: PierProcess[] = [];
+  // Edges as in production: no master key, the bus anchors instead (`pier bus anchors`).
+  const { PIER_MASTER_KEY: masterKey, ...withoutMasterKey } = SHARED;
   const startEdge = async (name: string) => {
-    const p = await PierProcess.start(pierEnv(join(dir, name), { ...SHARED, ...bus.envFor('edge') }), ['--roles', 'edge']);
+    const p = await PierProcess.start(pierEnv(join(dir, name), { ...withoutMasterKey, ...bus.envFor('edge'), ...bus.anchorEnv(masterKey) }), ['--roles', 'edge']);
     processes.push(p);
     return p;
   };

@@ -4,35 +4,58 @@ import { CheckGate } from '../../../actors/token/check-gate.js';
 /** A pair's failure count and limit, as the token actor keeps them. */
 function pairState(limit: number) {
   let failures = 0;
-  return { limit, fail: () => failures++, failures: () => failures, limited: () => failures >= limit };
+  return { limit, fail: () => failures++, failures: () => failures, slowed: () => failures >= limit };
 }
 
-test('concurrent bad proofs: at most the limit run; the rest wait, then get 429', async (t) => {
-  const gate = new CheckGate(100);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+test('concurrent bad proofs: at most the limit run at once; past it they are slowed (one at a time, spaced), not refused', async (t) => {
+  const gate = new CheckGate({ maxRunningPerClient: 100, slowMs: 20 });
   const p = pairState(3);
-  let ran = 0;
+  const starts: number[] = [];
+  let running = 0;
+  let most = 0;
   const attempt = async () => {
-    const release = await gate.admit('k|a', 'a', p.limit, p.failures, p.limited);
-    ran++;
-    await new Promise((r) => setTimeout(r, 5));
+    const release = await gate.admit('k|a', 'a', p.limit, p.failures, p.slowed);
+    starts.push(Date.now());
+    most = Math.max(most, ++running);
+    await sleep(2);
+    running--;
     p.fail();
     release();
   };
-  const results = await Promise.allSettled(Array.from({ length: 20 }, attempt));
-  t.is(ran, 3);
-  t.is(results.filter((r) => r.status === 'rejected').length, 17);
-  t.true(results.every((r) => r.status === 'fulfilled' || /too many failed/.test((r.reason as Error).message)));
+  const results = await Promise.allSettled(Array.from({ length: 10 }, attempt));
+  t.true(results.every((r) => r.status === 'fulfilled'));
+  t.is(most, 3, 'never more running than the limit');
+  // The seven past the limit each waited for the slow lane: their starts are at least slowMs apart.
+  const slowed = starts.slice(3);
+  for (let i = 1; i < slowed.length; i++) t.true(slowed[i] - slowed[i - 1] >= 18, `check ${i + 3} started ${slowed[i] - slowed[i - 1]} ms after the one before`);
+});
+
+test('S-4: bad proofs sent under an app\'s key from its own address slow its correct proof down, never refuse it', async (t) => {
+  const gate = new CheckGate({ maxRunningPerClient: 32, slowMs: 10 });
+  const p = pairState(10);
+  // A provider that learnt the caller's key sends ten bad proofs (and more) from 127.0.0.1.
+  for (let i = 0; i < 15; i++) {
+    const release = await gate.admit('victim|127.0.0.1', '127.0.0.1', p.limit, p.failures, p.slowed);
+    p.fail();
+    release();
+  }
+  t.true(p.slowed());
+  const release = await gate.admit('victim|127.0.0.1', '127.0.0.1', p.limit, p.failures, p.slowed);
+  t.pass('the holder\'s check was admitted');
+  release();
 });
 
 test('concurrent good proofs are queued, never refused', async (t) => {
-  const gate = new CheckGate(100);
+  const gate = new CheckGate({ maxRunningPerClient: 100, slowMs: 10 });
   const p = pairState(2);
   let running = 0;
   let most = 0;
   const attempt = async () => {
-    const release = await gate.admit('k|a', 'a', p.limit, p.failures, p.limited);
+    const release = await gate.admit('k|a', 'a', p.limit, p.failures, p.slowed);
     most = Math.max(most, ++running);
-    await new Promise((r) => setTimeout(r, 2));
+    await sleep(2);
     running--;
     release();
   };
@@ -41,19 +64,30 @@ test('concurrent good proofs are queued, never refused', async (t) => {
   t.is(most, 2, 'never more running than the limit');
 });
 
-test('per client address, checks running or waiting are bounded', async (t) => {
-  const gate = new CheckGate(4);
-  const p = pairState(1);
-  const held = await gate.admit('k|a', 'a', p.limit, p.failures, p.limited);
-  const waiting = [1, 2, 3].map(() => gate.admit('k|a', 'a', p.limit, p.failures, p.limited));
-  await t.throwsAsync(gate.admit('k2|a', 'a', p.limit, p.failures, p.limited), { message: /too many proofs being checked/ });
-  t.truthy(await gate.admit('k|b', 'b', 10, () => 0, () => false), 'another address is not affected');
-  held();
-  for (const w of waiting) (await w)();
+test('per client address, checks running are bounded (the rest wait); waiting ones per pair are bounded (429)', async (t) => {
+  const gate = new CheckGate({ maxRunningPerClient: 2, maxWaitingPerPair: 3, slowMs: 10 });
+  const free = () => 0;
+  const open = () => false;
+  const held = [await gate.admit('k|a', 'a', 10, free, open), await gate.admit('k2|a', 'a', 10, free, open)];
+  let third = false;
+  const waiting = gate.admit('k3|a', 'a', 10, free, open).then((r) => ((third = true), r));
+  await sleep(20);
+  t.false(third, 'a third check of the address waits while two run');
+  t.truthy(await gate.admit('k|b', 'b', 10, free, open), 'another address is not affected');
+  held[0]();
+  (await waiting)();
+  held[1]();
+  // Waiting per pair: three may wait, the fourth is refused; another pair is not affected.
+  const slow = new CheckGate({ maxRunningPerClient: 1, maxWaitingPerPair: 3, slowMs: 10 });
+  const running = await slow.admit('p|x', 'x', 10, free, open);
+  const queued = [1, 2, 3].map(() => slow.admit('p|x', 'x', 10, free, open));
+  await t.throwsAsync(slow.admit('p|x', 'x', 10, free, open), { message: /too many proofs waiting for this app key/ });
+  running();
+  for (const q of queued) (await q)();
 });
 
-test('over all addresses, checks running or waiting are bounded too', async (t) => {
-  const gate = new CheckGate(4, 3);
+test('over all pairs, checks running or waiting are bounded too', async (t) => {
+  const gate = new CheckGate({ maxRunningPerClient: 4, maxInFlight: 3, slowMs: 10 });
   const free = () => gate.admit(`k|${Math.random()}`, `addr-${Math.random()}`, 10, () => 0, () => false);
   const held = await Promise.all([free(), free(), free()]);
   await t.throwsAsync(free(), { message: 'too many proofs being checked; retry later' });

@@ -1,0 +1,110 @@
+import test from 'ava';
+import { createHmac, randomBytes } from 'node:crypto';
+import type { NatsConnection } from 'nats';
+import { decode, encode } from '../../bus/codec.js';
+import { KeyPair, Sealer } from '../../bus/seal.js';
+import { anchorsFromMasterKeys } from '../../lib/bus-anchors.js';
+import { parseMasterKey } from '../../lib/config-secrets.js';
+import { SHARED, trustCluster, type TrustCluster } from '../helpers/trust-cluster.js';
+import { until } from '../helpers/wait.js';
+import { verifySignature, type Callback } from '../helpers/ws-app.js';
+import { connect as wsConnect } from '../helpers/ws-client.js';
+
+// Finding S-2 (docs/security.md, "Keys with an anchor"), replayed on the production shape (3-node
+// authenticated JetStream cluster, `pier bus init` identities, edges without the master key): a
+// thief holding one role's whole `.nats.env` file, and nothing else, asks the registry for an app's
+// secret the way a process of that role would, in every wire format a Pier process has spoken.
+// Before anchors, the registry sealed the secret to whatever key the asker sent, and the thief
+// bought an access token with it; now the answer is sealed only to the token role's anchored key.
+let c: TrustCluster;
+
+test.before(async () => {
+  c = await trustCluster();
+});
+
+test.after.always(async () => {
+  await c?.stop();
+});
+
+interface Attempt {
+  /** The secret, when the thief could open an answer. */
+  opened?: string;
+  /** What the cluster said instead. */
+  said: string[];
+}
+
+/**
+ * Asks `subject` for what belongs to `appKey` as a Pier process would, with the thief's own key
+ * (the request layout before anchors: key; and after: key and nonce), and with the role's anchored
+ * public key (public, so a thief has it too): whatever it can open comes back.
+ */
+async function steal(nc: NatsConnection, subject: string, appKey: string, anchoredKey: string): Promise<Attempt> {
+  const thief = new Sealer(KeyPair.generate());
+  const said: string[] = [];
+  const layouts: Array<{ key: Buffer; nonce: Buffer | null }> = [
+    { key: thief.self.raw, nonce: null },
+    { key: thief.self.raw, nonce: randomBytes(16) },
+    { key: Buffer.from(anchoredKey, 'base64url'), nonce: randomBytes(16) },
+  ];
+  for (const { key, nonce } of layouts) {
+    let data: Uint8Array;
+    try {
+      data = (await nc.request(subject, Buffer.concat([key, ...(nonce ? [nonce] : []), encode({ appKey })]), { timeout: 3_000 })).data;
+    } catch (err) {
+      said.push(`no answer: ${(err as { code?: string }).code ?? (err as Error).message}`);
+      continue;
+    }
+    if (data[0] === 1) {
+      try {
+        const plain = thief.open(data, nonce ? `${subject}|reply|${nonce.toString('base64url')}` : `${subject}|reply`).plain;
+        const answer = decode<{ ok: boolean; data?: { appSecret?: string; callbackKey?: string } }>(plain);
+        const opened = answer.data?.appSecret ?? answer.data?.callbackKey;
+        if (opened) return { opened, said };
+      } catch {
+        said.push('a sealed answer the thief cannot open');
+      }
+      continue;
+    }
+    said.push(String(decode<{ error?: { message?: string } }>(data).error?.message));
+  }
+  return { said };
+}
+
+const anchors = () => anchorsFromMasterKeys([parseMasterKey(SHARED.PIER_MASTER_KEY, 'PIER_MASTER_KEY')]);
+
+test.serial('S-2: a thief holding only token.nats.env gets no app secret from the registry', async (t) => {
+  const nc = await c.client('token');
+  const attempt = await steal(nc, 'pier.registry.app.credentials', c.chat.OS_APP_KEY, anchors().token![0].seal);
+  if (attempt.opened) {
+    // What the secret buys: the app's own local API (and an access token, and the user's vault).
+    const r = await fetch(`http://127.0.0.1:${c.edges[0].ports!.local}/runtime/ws/conn/list`, { headers: { 'x-app-key': c.chat.OS_APP_KEY, 'x-app-secret': attempt.opened } });
+    t.fail(`the thief opened chat's app secret (the local API answers it ${r.status})`);
+    return;
+  }
+  t.true(attempt.said.some((s) => /sealed only to an anchored token key/.test(s)), attempt.said.join('; '));
+  t.true(attempt.said.includes('a sealed answer the thief cannot open'), attempt.said.join('; '));
+  // The real token role still gets it: an access token is bought with the app's proof.
+  t.is((await fetch(`http://127.0.0.1:${c.edges[0].ports!.local}/runtime/ws/conn/list`, { headers: { 'x-app-key': c.chat.OS_APP_KEY, 'x-app-secret': c.chat.OS_APP_SECRET } })).status, 200);
+});
+
+test.serial('S-2: a thief holding only callback.nats.env may not ask for app secrets at all, and gets no callback key', async (t) => {
+  const nc = await c.client('callback');
+  const secrets = await steal(nc, 'pier.registry.app.credentials', c.chat.OS_APP_KEY, anchors().token![0].seal);
+  t.is(secrets.opened, undefined, 'the thief opened chat\'s app secret');
+  t.true(secrets.said.every((s) => /PERMISSIONS_VIOLATION|no answer/.test(s)), secrets.said.join('; '));
+  const keys = await steal(nc, 'pier.registry.app.callbackkey', c.chat.OS_APP_KEY, anchors().callback![0].seal);
+  t.is(keys.opened, undefined, 'the thief opened chat\'s callback key');
+  t.true(keys.said.some((s) => /sealed only to an anchored callback key/.test(s)), keys.said.join('; '));
+  // The real callback role signs with the callback key: alice's app verifies the open by deriving it from its secret.
+  const before = c.app.accepted.length;
+  const ws = await wsConnect(c.edges[0].ports!.public, 'chat.alice.localhost', { 'x-authorization': c.token, 'user-agent': 'stolen-role' });
+  const open = await until('the open of the new connection at the app', () => c.app.accepted.slice(before).find((k) => k.body.action === 'open'));
+  t.true(verifySignature(open, c.chat.OS_APP_SECRET), 'the open verifies with the callback key derived from the app secret');
+  t.false(verifyWithSecretItself(open, c.chat.OS_APP_SECRET), 'and not with the app secret itself: the callback role never held it');
+  ws.ws.close();
+});
+
+function verifyWithSecretItself(cb: Callback, secret: string): boolean {
+  const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(cb.headers['x-pier-signature'] ?? ''));
+  return m !== null && createHmac('sha256', secret).update(`${m[1]}.${cb.headers['x-pier-event-id']}.${cb.raw}`).digest('hex') === m[2];
+}
