@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Bus } from '../bus/bus.js';
 import type { Metrics } from '../lib/metrics.js';
+import { adminHostAllowed } from '../edge/admin-host.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
 
 /**
@@ -8,7 +9,7 @@ import type { RegistryCache } from '../lib/registry-cache.js';
  * (the edge's listeners answer probes already; a vault or upload replica has none). Plain
  * node:http: three fixed answers, no body read, nothing else served.
  */
-export async function startProbeServer(options: { host: string; port: number; bus: Bus; cache: RegistryCache; metrics: Metrics }): Promise<{ port: number; stop(): Promise<void> }> {
+export async function startProbeServer(options: { host: string; port: number; bus: Bus; cache: RegistryCache; metrics: Metrics; adminHosts: readonly string[] }): Promise<{ port: number; stop(): Promise<void> }> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const json = (status: number, body: unknown) => {
@@ -22,6 +23,8 @@ export async function startProbeServer(options: { host: string; port: number; bu
       return problems.length === 0 ? json(200, { code: 0, message: 'ready' }) : json(503, { code: 503, message: `not ready: ${problems.join(', ')}` });
     }
     if (path === '/metrics') {
+      // Scraped by address: a page re-bound by DNS to this host names itself, and reads nothing.
+      if (!adminHostAllowed(req.headers.host, options.adminHosts)) return json(403, { code: 403, message: 'Host: this listener answers only loopback names, IP addresses and the names in PIER_ADMIN_HOSTS' });
       void options.metrics.registry.metrics().then(
         (text) => {
           res.writeHead(200, { 'content-type': options.metrics.registry.contentType });

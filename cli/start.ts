@@ -167,7 +167,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
     if (config.roles.includes('edge')) running.push(named('edge', await startEdge(as('edge'))));
     if (config.roles.includes('admin')) running.push(named('admin', await startAdmin(as('admin'))));
     if (config.probePort !== null) {
-      const probe = await startProbeServer({ host: config.bindHost, port: config.probePort, bus, cache, metrics });
+      const probe = await startProbeServer({ host: config.bindHost, port: config.probePort, bus, cache, metrics, adminHosts: config.adminHosts });
       running.push(named('probe listener', probe));
       probePort = probe.port;
     }

@@ -8,7 +8,7 @@ import { assertValid, compile } from '../bus/validation.js';
 import type { AdminDeps } from './admin-api.js';
 import { requireAdmin } from './admin-api.js';
 import { loadConsoleFiles } from './console-assets.js';
-import { ConsoleSessions, sessionCookie } from './console-session.js';
+import { ConsoleSessions, sessionCookie, signInOriginOk } from './console-session.js';
 import { ok } from './envelope.js';
 import type { HttpReply, HttpRequestData, Route } from './http.js';
 import { parseJsonBody } from './json-body.js';
@@ -63,6 +63,7 @@ export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Rou
       path: '/console/session',
       bodyLimit: 4096,
       handler: (req) => {
+        if (!signInOriginOk(req)) throw new PierError('FORBIDDEN', 'Origin: a sign-in must come from the console itself');
         const token = tokenOf(req);
         const opened = sessions.signIn(token, deps.adminToken);
         sampler.wake();

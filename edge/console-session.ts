@@ -43,14 +43,19 @@ export class ConsoleSessions {
 
   constructor(private readonly o: ConsoleSessionOptions) {}
 
-  /** Opens a session for whoever knows the admin token; 401 otherwise, 429 after 20 failures in a minute. */
+  /**
+   * Opens a session for whoever knows the admin token, whatever others tried before: the right
+   * token is compared first (in constant time, no slow hash), so failures from elsewhere (they all
+   * come from 127.0.0.1) never lock the operator out. A wrong one is 401, and 429 past 20 failures
+   * in a minute (docs/security.md: what bounds guessing is the token's strength).
+   */
   signIn(token: string, adminToken: string): { id: string; csrf: string; expiresAt: number } {
     const now = this.o.now();
     const minute = Math.floor(now / 60_000);
     if (this.failures.minute !== minute) this.failures = { minute, count: 0 };
-    if (this.failures.count >= 20) throw new PierError('RATE_LIMITED', 'too many failed sign-ins: wait a minute');
     if (token === '' || !safeEqual(token, adminToken)) {
       this.failures.count++;
+      if (this.failures.count > 20) throw new PierError('RATE_LIMITED', 'too many failed sign-ins: wait a minute');
       throw new PierError('UNAUTHORIZED', 'token: not the admin token');
     }
     this.sweep(now);
@@ -106,6 +111,17 @@ export class ConsoleSessions {
   private sweep(now: number): void {
     for (const [id, s] of this.sessions) if (s.expiresAt <= now) this.sessions.delete(id);
   }
+}
+
+/**
+ * Whether a sign-in may be tried: an `Origin`, when sent, must be the admin listener's own, and a
+ * form body (which any web page can post across sites without asking) must carry one. A JSON body
+ * from another site needs a CORS preflight, which the admin listener never grants.
+ */
+export function signInOriginOk(req: HttpRequestData): boolean {
+  const origin = req.headers.origin;
+  if (origin !== undefined) return origin !== 'null' && sameOrigin(origin, req.headers.host ?? '');
+  return !(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
 }
 
 function sameOrigin(origin: string, host: string): boolean {

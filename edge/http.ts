@@ -59,4 +59,6 @@ export interface HttpDeps {
   listener: string;
   log: Logger;
   metrics: Metrics;
+  /** Whether the listener answers a request with this `Host` (the admin listener's: edge/admin-host.ts); absent: any. */
+  hostAllowed?: (host: string | undefined) => boolean;
 }

@@ -60,6 +60,11 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
     const state: ResponseState = { aborted: false };
     res.onAborted(abortRelay(state));
     const data = copyRequest(res, req, names, state);
+    if (deps.hostAllowed && !deps.hostAllowed(data.headers.host)) {
+      answer(res, errorReply(new PierError('FORBIDDEN', 'Host: this listener answers only loopback names, IP addresses and the names in PIER_ADMIN_HOSTS')));
+      observe(data.method, 403, Number(process.hrtime.bigint() - started) / 1e9);
+      return;
+    }
     const limit = route.bodyLimit ?? 0;
     const stream = route.streamBody ? bodyStream(res, state) : undefined;
     // The gate starts now, in the same tick as the body reader, which holds the body until it passes.

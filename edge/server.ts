@@ -4,6 +4,7 @@ import uWS from 'uWebSockets.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { ConfigError, type Config, type Ports } from '../lib/config.js';
 import { mountRoutes } from './mount-routes.js';
+import { adminHostAllowed } from './admin-host.js';
 import { Gateway } from './gateway.js';
 import { routeTable, type ListenerName } from './routes.js';
 import { PassedGates } from './call-gate.js';
@@ -113,7 +114,8 @@ async function bindListeners(
       const app = secure ? tls!.createApp() : uWS.App();
       const routes = (a: uWS.TemplatedApp) => {
         setUp(name, a);
-        mountRoutes(a, table[name], { listener: name, log: ctx.log, metrics: ctx.metrics });
+        const hostAllowed = name === 'admin' ? (host: string | undefined) => adminHostAllowed(host, ctx.config.adminHosts) : undefined;
+        mountRoutes(a, table[name], { listener: name, log: ctx.log, metrics: ctx.metrics, ...(hostAllowed ? { hostAllowed } : {}) });
       };
       routes(app);
       // With TLS, every SNI name gets the same routes (uWS routes per SNI domain).

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { ConsoleSessions, cookieOf, CSRF_HEADER, SESSION_COOKIE, sessionCookie } from '../../../edge/console-session.js';
+import { ConsoleSessions, cookieOf, CSRF_HEADER, SESSION_COOKIE, sessionCookie, signInOriginOk } from '../../../edge/console-session.js';
 import { request } from '../../helpers/edge-stubs.js';
 
 const ADMIN = 'admin-token-0123456789';
@@ -37,17 +37,28 @@ test('hostile: a wrong token, an expired or unknown session, a change without or
   t.throws(() => s.authorize(withCookie(a.id)), { message: /expired/ });
 });
 
-test('hostile: guessing is bounded (429 after 20 failures in a minute, even with the right token), and sessions are bounded (the oldest goes)', (t) => {
-  const { s, now } = sessions();
-  for (let i = 0; i < 20; i++) t.throws(() => s.signIn(`guess-${i}`, ADMIN));
-  t.throws(() => s.signIn(ADMIN, ADMIN), { message: /too many failed sign-ins/ });
-  now.t += 60_000;
+test('S-3: failed sign-ins from anyone (all from 127.0.0.1) never lock out the right token: guesses past 20 a minute are 429, the operator signs in; sessions are bounded (the oldest goes)', (t) => {
+  const { s } = sessions();
+  for (let i = 0; i < 20; i++) t.throws(() => s.signIn(`guess-${i}`, ADMIN), { message: /not the admin token/ });
+  t.throws(() => s.signIn('guess-21', ADMIN), { message: /too many failed sign-ins/ });
+  t.truthy(s.signIn(ADMIN, ADMIN).id, 'the right token, in the middle of the flood');
+  t.throws(() => s.signIn('guess-22', ADMIN), { message: /too many failed sign-ins/ });
   const first = s.signIn(ADMIN, ADMIN);
   s.signIn(ADMIN, ADMIN);
   s.signIn(ADMIN, ADMIN);
   s.signIn(ADMIN, ADMIN);
   t.is(s.size, 3);
   t.throws(() => s.authorize(withCookie(first.id)), undefined, 'the oldest session was dropped');
+});
+
+test('S-3: a sign-in from another origin, or a form posted without an Origin, is refused before any token is compared', (t) => {
+  const signIn = (headers: Record<string, string>) => signInOriginOk(request({ method: 'POST', headers: { host: '127.0.0.1:40090', ...headers } }));
+  t.true(signIn({ origin: 'http://127.0.0.1:40090', 'content-type': 'application/x-www-form-urlencoded' }), 'the console\'s own form');
+  t.true(signIn({ 'content-type': 'application/json' }), 'JSON without an Origin (a script of the same origin, or a tool): another site would need a preflight');
+  t.false(signIn({ origin: 'http://evil.example', 'content-type': 'application/x-www-form-urlencoded' }));
+  t.false(signIn({ origin: 'http://evil.example', 'content-type': 'application/json' }));
+  t.false(signIn({ origin: 'null', 'content-type': 'application/x-www-form-urlencoded' }), 'a sandboxed frame');
+  t.false(signIn({ 'content-type': 'application/x-www-form-urlencoded' }), 'a form without an Origin');
 });
 
 test('signing out ends the session', (t) => {
