@@ -44,9 +44,11 @@ export function cpuSeconds(pid: number): number {
 }
 
 /** Runs `fn` and returns its result with the CPU µs that `pid` spent per `count(result)` operations. */
-export async function cpuPerOp<T>(pid: number, fn: () => Promise<T>, count: (r: T) => number): Promise<{ result: T; cpu_us_per_op: number }> {
-  const before = cpuSeconds(pid);
+export async function cpuPerOp<T>(pid: number | number[], fn: () => Promise<T>, count: (r: T) => number): Promise<{ result: T; cpu_us_per_op: number }> {
+  const pids = Array.isArray(pid) ? pid : [pid];
+  const cpu = () => pids.reduce((sum, p) => sum + cpuSeconds(p), 0);
+  const before = cpu();
   const result = await fn();
-  const used = cpuSeconds(pid) - before;
+  const used = cpu() - before;
   return { result, cpu_us_per_op: round((used * 1e6) / Math.max(1, count(result)), 1) };
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
-import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
+import { cleanup, cli, fixedPorts, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { startJetStreamCluster } from '../test/helpers/nats-server.js';
 import { startChild } from './children.js';
 import { maxRate, round, type Target } from './load.js';
@@ -29,7 +29,7 @@ async function vaultFloor(dir: string, like: Target, mode: 'plain' | 'cached' = 
 }
 
 /** Reads and durable creates through the whole stack of `pier` (its system listener), 32 clients, 1 KiB values. */
-async function measure(pier: PierProcess, dir: string): Promise<{ reads: Awaited<ReturnType<typeof maxRate>> & { cpu_us_per_op: number }; writes: Awaited<ReturnType<typeof maxRate>>; retrieve: Target }> {
+async function measure(pier: PierProcess, dir: string, measured: PierProcess[] = [pier]): Promise<{ reads: Awaited<ReturnType<typeof maxRate>> & { cpu_us_per_op: number }; writes: Awaited<ReturnType<typeof maxRate>>; retrieve: Target }> {
   const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   const user = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=chat, CreateSecret?workspace=chat] }\n');
@@ -49,10 +49,37 @@ async function measure(pier: PierProcess, dir: string): Promise<{ reads: Awaited
   const retrieve: Target = { origin: `http://${app.OS_SYSTEM_SERVER}`, path: path('RetrieveSecret'), method: 'POST', headers, body: Buffer.from(JSON.stringify({ name: 'read-me' })) };
   const create: Target = { ...retrieve, path: path('CreateSecret') };
   await maxRate(retrieve, 32, 2); // warm-up
-  const measured = await cpuPerOp(pier.proc.pid!, () => maxRate(retrieve, 32, 5), (r) => r.requests);
-  const reads = { ...measured.result, cpu_us_per_op: measured.cpu_us_per_op };
+  const run = await cpuPerOp(measured.map((p) => p.proc.pid!), () => maxRate(retrieve, 32, 5), (r) => r.requests);
+  const reads = { ...run.result, cpu_us_per_op: run.cpu_us_per_op };
   const writes = await maxRate(create, 32, 5, (i) => Buffer.from(JSON.stringify({ name: `w-${i}`, value })));
   return { reads, writes, retrieve };
+}
+
+/**
+ * Reads through an edge that runs apart from the actors and holds no master key (docs/security.md,
+ * "Keys with an anchor"): what sealing to anchored keys costs where it happens. CPU is summed over
+ * both processes, both pinned to the server core.
+ */
+async function measureEdgeApart(dir: string, natsUrl: string) {
+  const masterKey = randomBytes(32).toString('hex');
+  mkdirSync(dir, { recursive: true });
+  const anchors = await cli(['bus', 'anchors', '--out', join(dir, 'bus'), '--force', '--json'], { ...pierEnv(dir), PIER_MASTER_KEY: masterKey });
+  if (anchors.code !== 0) throw new Error(`pier bus anchors: ${anchors.stderr}`);
+  const edgePorts = await fixedPorts();
+  const actors = await PierProcess.start(
+    pierEnv(join(dir, 'actors'), { NATS_URL: natsUrl, PIER_MASTER_KEY: masterKey, PIER_SYSTEM_URL: `127.0.0.1:${edgePorts.PIER_SYSTEM_PORT}`, PIER_NODE_FLAGS: SERVER_NODE_FLAGS.join(' ') }),
+    ['--roles', 'registry,token,provider,vault,callback,upload,admin'],
+    60_000,
+  );
+  const edge = await PierProcess.start(pierEnv(join(dir, 'edge'), { ...edgePorts, NATS_URL: natsUrl, PIER_BUS_ANCHORS: anchors.json.anchors, PIER_NODE_FLAGS: SERVER_NODE_FLAGS.join(' ') }), ['--roles', 'edge'], 60_000);
+  pinServer(actors.proc.pid);
+  pinServer(edge.proc.pid);
+  try {
+    return await measure(actors, dir, [actors, edge]);
+  } finally {
+    await edge.stop();
+    await actors.stop();
+  }
 }
 
 /**
@@ -82,6 +109,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     for (const n of nodes) pinServer(n.pid);
     let r3;
     let lmdbNats;
+    let edgeApart;
     try {
       const overNats = await PierProcess.start(pierEnv(join(dir, 'data-nats'), { NATS_URL: nodes.map((n) => n.url).join(',') }), [], 60_000);
       pinServer(overNats.proc.pid);
@@ -90,6 +118,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
       } finally {
         await overNats.stop();
       }
+      edgeApart = await measureEdgeApart(join(dir, 'apart'), nodes.map((n) => n.url).join(','));
       const replicated = await PierProcess.start(pierEnv(join(dir, 'data-js'), { NATS_URL: nodes.map((n) => n.url).join(','), PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '3' }), [], 60_000);
       pinServer(replicated.proc.pid);
       try {
@@ -131,6 +160,10 @@ export async function benchVault(): Promise<Record<string, unknown>> {
           goal: 'ratio >= 0.8 (reads stay local)',
         },
         lmdb_over_nats: { retrieve_rps: lmdbNats.reads.rps, create_durable_rps: lmdbNats.writes.rps, note: 'LMDB state, the bus over the same NATS cluster: the like-for-like comparison' },
+        edge_apart: {
+          shape: 'LMDB state; the edge in a process of its own without the master key (the bus anchors), the actors in another; the bus over the same NATS cluster',
+          retrieve: { rps: edgeApart.reads.rps, p50_ms: edgeApart.reads.p50_ms, p99_ms: edgeApart.reads.p99_ms, errors: edgeApart.reads.errors, cpu_us_per_read: edgeApart.reads.cpu_us_per_op, ratio_to_floor: round(edgeApart.reads.rps / floor.run.rps, 2) },
+        },
         create_durable: { rps: r3.writes.rps, p50_ms: r3.writes.p50_ms, p99_ms: r3.writes.p99_ms, errors: r3.writes.errors, goal: '>= 1000/s' },
       },
     };
