@@ -53,14 +53,14 @@ function mustSucceed(r: { code: number | null; stderr: string }): void {
 }
 
 /** The callback replica's bus id and public key, from a heartbeat the edge identity may hear. */
-function callbackReplica(nc: NatsConnection): Promise<{ busId: string; key: string }> {
+function callbackReplica(nc: NatsConnection): Promise<{ busId: string; key: string; roleKeys: string[] }> {
   return within(
     'a heartbeat of the callback replica',
-    new Promise<{ busId: string; key: string }>((resolve) => {
+    new Promise<{ busId: string; key: string; roleKeys: string[] }>((resolve) => {
       const sub = nc.subscribe('pier.process.heartbeat.callback', {
         callback: (_err, m) => {
           sub.unsubscribe();
-          resolve(decode<{ busId: string; key: string }>(m.data));
+          resolve(decode<{ busId: string; key: string; roleKeys: string[] }>(m.data));
         },
       });
     }),
@@ -68,11 +68,12 @@ function callbackReplica(nc: NatsConnection): Promise<{ busId: string; key: stri
 }
 
 /**
- * An event as an edge sends it: sealed to the replica's key (the cookie it may carry crosses the
- * bus sealed). Sealing is not a credential: whoever holds the edge identity can seal.
+ * An event as an edge sends it: sealed to the callback role's anchored key (the cookie it may carry
+ * crosses the bus sealed; the key is public, in the anchors and in every callback heartbeat).
+ * Sealing is not a credential: whoever holds the edge identity can seal.
  */
 const sealer = new Sealer(KeyPair.generate());
-const sealedEvent = (replica: { busId: string; key: string }, ev: Record<string, unknown>) => sealer.seal(encode(ev), replica.key, `${gatewaySubjects.deliver(replica.busId)}|request|`);
+const sealedEvent = (replica: { busId: string; roleKeys: string[] }, ev: Record<string, unknown>) => sealer.seal(encode(ev), replica.roleKeys[0], `${gatewaySubjects.deliver(replica.busId)}|request|`);
 
 /** A forged `open` whose `target` is the attacker's server (the field the old event carried). */
 function forged(user: string, app: string): Record<string, unknown> {
