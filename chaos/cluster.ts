@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { freeLoopbackPort } from '../test/helpers/nats-server.js';
 import { pierEnv } from '../test/helpers/pier.js';
 import { SecureBus } from '../test/helpers/secure-bus.js';
+import { KEYRING_ROLES } from '../lib/config.js';
 import { until } from '../test/helpers/wait.js';
 import { ChaosProcess } from './processes.js';
 
@@ -65,7 +66,10 @@ export class ChaosCluster {
       const add = async (name: string, roles: string, identity: string, listeners: string[]) => {
         const ports: Record<string, string> = {};
         for (const l of listeners) ports[`PIER_${l.toUpperCase()}_PORT`] = String(await freeLoopbackPort());
-        const env = pierEnv(join(dir, name), { ...shared, ...bus.envFor(identity), ...ports });
+        // As in production: the master key only where a role uses it; the bus anchors elsewhere.
+        const keyring = roles.split(',').some((r) => (KEYRING_ROLES as readonly string[]).includes(r));
+        const trust = keyring ? {} : { PIER_MASTER_KEY: '', ...bus.anchorEnv(cluster.secrets.PIER_MASTER_KEY) };
+        const env = pierEnv(join(dir, name), { ...shared, ...bus.envFor(identity), ...ports, ...trust });
         const p = new ChaosProcess(name, roles, env, (proc, code, signal, tail) => {
           cluster.unexpectedExits.push({ name: proc.name, code, signal, tail: tail.slice(-4000) });
           onUnexpectedExit(proc.name, code, signal);

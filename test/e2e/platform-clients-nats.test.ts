@@ -10,7 +10,7 @@ import { platformClientsSuite } from './platform-clients-suite.js';
 // The same clients against Pier as CONTRACT.md section 9 runs it: one process per role, each with
 // its own NATS identity (`pier bus init`), over TLS, on a nats-server that enforces every role's
 // allow-lists. Every request crosses the bus; a subject a role did not declare would fail here.
-// Only the roles that use them get the master key and the admin token.
+// Only the roles that use them get the master key and the admin token; the others the bus anchors.
 platformClientsSuite(test, async (dir) => {
   const bus = await SecureBus.start(dir);
   const adminToken = randomBytes(24).toString('hex');
@@ -20,7 +20,7 @@ platformClientsSuite(test, async (dir) => {
       pierEnv(join(dir, role), {
         ...bus.envFor(role),
         PIER_HEARTBEAT_MS: '250',
-        ...(KEYRING_ROLES.includes(role) ? { PIER_MASTER_KEY: masterKey } : {}),
+        ...(KEYRING_ROLES.includes(role) ? { PIER_MASTER_KEY: masterKey } : bus.anchorEnv(masterKey)),
         ...(role === 'admin' ? { PIER_ADMIN_TOKEN: adminToken } : {}),
         ...extra,
       }),

@@ -30,7 +30,7 @@ test('two upload replicas sharing an upload root, records on JetStream: kill -9 
         PIER_STATE: 'jetstream',
         PIER_JS_REPLICAS: '1',
         PIER_UPLOAD_ROOT: uploadRoot,
-        ...(role === 'registry' ? { PIER_MASTER_KEY: masterKey } : {}),
+        ...(role === 'registry' ? { PIER_MASTER_KEY: masterKey } : bus.anchorEnv(masterKey)),
         ...(role === 'admin' ? { PIER_ADMIN_TOKEN: adminToken } : {}),
         ...extra,
       }),

@@ -24,7 +24,7 @@ const start = (role: string, name = role, extra: Record<string, string> = {}) =>
     pierEnv(join(dir, name), {
       ...bus.envFor(role),
       PIER_HEARTBEAT_MS: '250',
-      ...(['registry', 'token', 'provider', 'vault'].includes(role) ? { PIER_MASTER_KEY: masterKey } : {}),
+      ...(['registry', 'token', 'provider', 'vault'].includes(role) ? { PIER_MASTER_KEY: masterKey } : bus.anchorEnv(masterKey)),
       ...(role === 'admin' ? { PIER_ADMIN_TOKEN: adminToken } : {}),
       ...(role === 'vault' ? { PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '1' } : {}),
       ...extra,
