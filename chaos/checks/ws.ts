@@ -313,7 +313,7 @@ export function checkWs(lines: readonly HistoryLine[]): Verdict[] {
     { check: `ws: a dead edge's connections close within peerDeadMs + ${CLOSE_SLACK_MS / 1000} s`, checked: killed, anomalies: late },
     { check: 'ws: every connection a client saw open reaches the app', checked: opened.length, anomalies: reached },
     { check: 'ws: sent messages arrive (a killed, drained or paused edge loses a tail only)', checked: sentTotal, anomalies: lost },
-    { check: 'ws: every callback is signed with the app secret', checked: conns.reduce((n, c) => n + c.all.length, 0), anomalies: signed },
+    { check: 'ws: every callback is signed with the app\'s callback key (derived from its secret)', checked: conns.reduce((n, c) => n + c.all.length, 0), anomalies: signed },
     // Not a property: the counts a reader needs to judge how much the run exercised.
     { check: `ws: (info) lost to edge faults: ${excused} clients; unnamed conns: ${unnamed}; redelivered after close: ${redeliveredAfterClose}`, checked: opened.length, anomalies: [] },
   ];
