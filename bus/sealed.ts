@@ -12,6 +12,12 @@ import { randomFillSync } from 'node:crypto';
 export interface SealSpec {
   /** The role whose anchored key opens the request (every replica of that role holds it, so the queue group may pick any). */
   request?: string;
+  /**
+   * Only this role may ask: the request is sealed *from* its anchored key (with `request`), and a
+   * request made with any other key is refused before its handler runs. For what only the operator
+   * may do (`admin`): holding the admin identity's `.nats.env` is not enough.
+   */
+  from?: string;
   /** The answer is sealed to the caller's own key, sent along with the request. */
   reply?: boolean;
   /**
@@ -72,7 +78,9 @@ export async function sealRequest(bus: Bus, ep: Sealable, plain: Uint8Array): Pr
   if (spec.request) {
     const to = await sealing.recipientFor(spec.request);
     if (!to) throw new PierError('UNAVAILABLE', `no anchored ${spec.request} key to seal to: give this process the master key or the bus anchors (PIER_BUS_ANCHORS)`);
-    body = sealing.sealer.seal(plain, to, requestContext(ep.subject, prefix));
+    const from = spec.from ? sealing.roleKeys(spec.from)[0] : sealing.sealer.self;
+    if (!from) throw new PierError('UNAVAILABLE', `${ep.subject}: only the ${spec.from} role may ask, with its key, which this process does not hold (the master key, or PIER_${(spec.from ?? '').toUpperCase()}_KEY)`);
+    body = sealing.sealer.seal(plain, to, requestContext(ep.subject, prefix), from);
   }
   return prefix ? { data: Buffer.concat([prefix, body]), nonce: prefix.subarray(KEY_BYTES) } : { data: body };
 }
@@ -91,7 +99,9 @@ export function openRequest(bus: Bus, ep: Sealable, msg: BusMessage, prefix: Uin
   if (answerSealed(spec) && prefix === undefined) throw new PierError('BAD_REQUEST', `sealed message: ${ep.subject} needs the caller's key first`);
   const body = prefix ? msg.data.subarray(PREFIX_BYTES) : msg.data;
   if (!spec.request) return body;
-  return sealing.sealer.open(body, requestContext(ep.subject, prefix), sealing.roleKeys(spec.request)).plain;
+  const { plain, sender } = sealing.sealer.open(body, requestContext(ep.subject, prefix), sealing.roleKeys(spec.request));
+  if (spec.from && !sealing.isAnchored(spec.from, sender)) throw new PierError('FORBIDDEN', `sealed message: ${ep.subject} takes requests only made with an anchored ${spec.from} key`);
+  return plain;
 }
 
 /**

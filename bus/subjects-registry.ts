@@ -182,12 +182,12 @@ const Q = 'registry';
  */
 export const registry = {
   /** {name} → {name, token}: creates a user and its first auth token. 409 when the user exists. */
-  userAdd: endpoint<{ name: string }, IssuedToken>('pier.registry.user.add', Q, { name: userName }, undefined, { reply: true, grant: 'registry' }),
+  userAdd: endpoint<{ name: string }, IssuedToken>('pier.registry.user.add', Q, { name: userName }, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
   /** {name} → {name, token}: issues one more auth token. 404 for an unknown user. */
-  userToken: endpoint<{ name: string }, IssuedToken>('pier.registry.user.token', Q, { name: userName }, undefined, { reply: true, grant: 'registry' }),
+  userToken: endpoint<{ name: string }, IssuedToken>('pier.registry.user.token', Q, { name: userName }, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
   /** {name} → {name, revoked}: revokes every auth token of the user. */
-  userRevoke: endpoint<{ name: string }, { name: string; revoked: number }>('pier.registry.user.revoke', Q, { name: userName }),
-  userList: endpoint<Record<string, never>, UserSummary[]>('pier.registry.user.list', Q, {}),
+  userRevoke: endpoint<{ name: string }, { name: string; revoked: number }>('pier.registry.user.revoke', Q, { name: userName }, undefined, { request: 'registry', from: 'admin' }),
+  userList: endpoint<Record<string, never>, UserSummary[]>('pier.registry.user.list', Q, {}, undefined, { request: 'registry', from: 'admin' }),
 
   /**
    * Installs an app from manifest text (YAML) plus ProviderRegistry documents. 409 when installed.
@@ -202,14 +202,14 @@ export const registry = {
     host: { type: 'string', min: 1, max: 253, pattern: /^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$/ },
     credentials: { type: 'object', optional: true, strict: true, props: credentialsSchema },
     sharedDest: { type: 'boolean', optional: true },
-  }, undefined, { request: 'registry', reply: true, grant: 'registry' }),
-  appList: endpoint<{ user?: string }, AppSummary[]>('pier.registry.app.list', Q, { user: { ...userName, optional: true } }),
+  }, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
+  appList: endpoint<{ user?: string }, AppSummary[]>('pier.registry.app.list', Q, { user: { ...userName, optional: true } }, undefined, { request: 'registry', from: 'admin' }),
   /** Removes the app and its key at once; its providers become `suspended`. 404 when not installed. */
   appUninstall: endpoint<{ user: string; app: string; purge: boolean }, { app: string; user: string; purged: boolean }>('pier.registry.app.uninstall', Q, {
     user: userName,
     app: appName,
     purge: 'boolean',
-  }),
+  }, undefined, { request: 'registry', from: 'admin' }),
   /**
    * The app secret in clear, for the one role that must check proofs with it (token): the answer is
    * sealed to the token role's anchored key whoever asks, and made with the registry's.
@@ -229,14 +229,14 @@ export const registry = {
     secret: { type: 'string', max: 256 },
   }, undefined, { request: 'registry', grant: 'registry' }),
 
-  providerList: endpoint<Record<string, never>, ProviderView[]>('pier.registry.provider.list', Q, {}),
+  providerList: endpoint<Record<string, never>, ProviderView[]>('pier.registry.provider.list', Q, {}, undefined, { request: 'registry', from: 'admin' }),
   providerSetState: endpoint<{ name: string; state: ProviderState }, ProviderView>('pier.registry.provider.state', Q, {
     name: { type: 'string', min: 1, max: 253 },
     state: { type: 'enum', values: [...PROVIDER_STATES] },
-  }),
+  }, undefined, { request: 'registry', from: 'admin' }),
 
   /** Re-seals app secrets under the current master key (part of `pier vault rotate-master-key`). */
-  appReseal: endpoint<Record<string, never>, { resealed: number }>('pier.registry.app.reseal', Q, {}, 60_000),
+  appReseal: endpoint<Record<string, never>, { resealed: number }>('pier.registry.app.reseal', Q, {}, 60_000, { request: 'registry', from: 'admin' }),
 
   /**
    * The whole registry as the caches see it, with its revision: every process believes what it

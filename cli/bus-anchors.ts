@@ -8,19 +8,21 @@ import { CliError } from './admin-client.js';
 /**
  * `pier bus anchors`: the files a process without the master key trusts the bus with
  * (docs/security.md, "Keys with an anchor"): `anchors` (public: every process without the master
- * key) and `callback.key` (secret: callback replicas only). Both derive from the master key, read
+ * key), `callback.key` (secret: callback replicas only) and `admin.key` (secret: the admin process only). Both derive from the master key, read
  * where Pier reads it (`PIER_MASTER_KEY`, else `<data dir>/master.key`), with the previous one
  * during a rotation (`PIER_MASTER_KEY_PREVIOUS`: both are pinned until the rotation is done).
  * Running it again writes the same files for the same keys.
  */
-export function writeBusAnchors(dir: string, env: Record<string, string | undefined>): { dir: string; anchors: string; callbackKey: string; masterKeys: number } {
+export function writeBusAnchors(dir: string, env: Record<string, string | undefined>): { dir: string; anchors: string; callbackKey: string; adminKey: string; masterKeys: number } {
   const masters = masterKeys(env);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const anchors = join(dir, 'anchors');
   const callbackKey = join(dir, 'callback.key');
+  const adminKey = join(dir, 'admin.key');
   replace(anchors, formatAnchors(anchorsFromMasterKeys(masters)), 0o644);
   replace(callbackKey, formatSeeds(masters.map((m) => roleSeed(m, 'callback')), 'callback'), 0o600);
-  return { dir, anchors, callbackKey, masterKeys: masters.length };
+  replace(adminKey, formatSeeds(masters.map((m) => roleSeed(m, 'admin')), 'admin'), 0o600);
+  return { dir, anchors, callbackKey, adminKey, masterKeys: masters.length };
 }
 
 function masterKeys(env: Record<string, string | undefined>): Buffer[] {

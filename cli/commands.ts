@@ -255,6 +255,7 @@ export const COMMANDS: Record<string, Command> = {
       [
         `bus anchors: ${d.anchors} (public: PIER_BUS_ANCHORS=<it> for every process without the master key)`,
         `callback key: ${d.callbackKey} (secret, 0600: PIER_CALLBACK_KEY=<it> for callback replicas only)`,
+        `admin key: ${d.adminKey} (secret, 0600: PIER_ADMIN_KEY=<it> for the admin process only)`,
         ...(d.masterKeys > 1 ? ['Both the current and the previous master key are pinned: write them again once the rotation is done.'] : []),
       ].join('\n'),
   },

@@ -12,15 +12,21 @@ import type { Keyring } from './keyring.js';
  *   the registry's changes and heartbeats), both derived from the master key by HKDF;
  * - a process holding the master key derives every role's keys itself; a process without it (an
  *   edge, the admin, the upload actor) reads the public halves from the anchors file
- *   (`PIER_BUS_ANCHORS`, written by `pier bus anchors`), and a callback replica its own role's
- *   private seed from `PIER_CALLBACK_KEY` (the callback role holds app callback keys, never the
+ *   (`PIER_BUS_ANCHORS`, written by `pier bus anchors`), and a callback or admin process its own
+ *   role's private seed from `PIER_CALLBACK_KEY` / `PIER_ADMIN_KEY` (those roles never hold the
  *   master key).
  *
  * Heartbeats still announce keys, but an announced key is only used when it is one of these.
  */
 
-/** Roles with anchored keys: the ones a secret is sealed to or a grant comes from. */
-export const ANCHORED_ROLES = ['registry', 'token', 'provider', 'vault', 'callback'] as const;
+/** Roles with anchored keys: the ones a secret is sealed to, a grant comes from, or (admin) the only one that may ask. */
+export const ANCHORED_ROLES = ['registry', 'token', 'provider', 'vault', 'callback', 'admin'] as const;
+/**
+ * Anchored roles that do not hold the master key: each process of theirs reads its role's private
+ * key from a file `pier bus anchors` writes (`<role>.key`), named by this variable.
+ */
+export const ROLE_KEY_VARIABLES = { callback: 'PIER_CALLBACK_KEY', admin: 'PIER_ADMIN_KEY' } as const;
+export type KeyFileRole = keyof typeof ROLE_KEY_VARIABLES;
 export type AnchoredRole = (typeof ANCHORED_ROLES)[number];
 export const isAnchoredRole = (role: string): role is AnchoredRole => (ANCHORED_ROLES as readonly string[]).includes(role);
 
@@ -97,9 +103,9 @@ export function parseAnchors(text: string, source: string): Anchors {
   return out;
 }
 
-/** The seed file a callback replica reads (`PIER_CALLBACK_KEY`): base64url seeds, the current first, one per line. */
-export function formatSeeds(seeds: readonly Buffer[], role: AnchoredRole): string {
-  return `# The private key of Pier's ${role} role (PIER_CALLBACK_KEY=<this file>). Secret: keep it 0600, apart from the .nats.env files.\n${seeds.map((s) => s.toString('base64url')).join('\n')}\n`;
+/** The seed file a callback or admin process reads (`PIER_CALLBACK_KEY`, `PIER_ADMIN_KEY`): base64url seeds, the current first, one per line. */
+export function formatSeeds(seeds: readonly Buffer[], role: KeyFileRole): string {
+  return `# The private key of Pier's ${role} role (${ROLE_KEY_VARIABLES[role]}=<this file>). Secret: keep it 0600, apart from the .nats.env files.\n${seeds.map((s) => s.toString('base64url')).join('\n')}\n`;
 }
 
 export function parseSeeds(text: string, source: string): Buffer[] {

@@ -19,6 +19,7 @@ export const ENV = {
   previousMasterKey: 'PIER_MASTER_KEY_PREVIOUS',
   busAnchors: 'PIER_BUS_ANCHORS',
   callbackKey: 'PIER_CALLBACK_KEY',
+  adminKey: 'PIER_ADMIN_KEY',
   adminHosts: 'PIER_ADMIN_HOSTS',
   logLevel: 'PIER_LOG_LEVEL',
   logFormat: 'PIER_LOG_FORMAT',

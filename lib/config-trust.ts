@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { anchorsOfKeyring, isAnchoredRole, parseAnchors, parseSeeds, roleSeed, RoleKeys, ANCHORED_ROLES, type AnchoredRole, type Anchors } from './bus-anchors.js';
+import { anchorsOfKeyring, isAnchoredRole, parseAnchors, parseSeeds, roleSeed, RoleKeys, ANCHORED_ROLES, ROLE_KEY_VARIABLES, type AnchoredRole, type Anchors, type KeyFileRole } from './bus-anchors.js';
 import { ENV, type Env } from './config-env.js';
 import { ConfigError, type Role } from './config-types.js';
 import type { Keyring } from './keyring.js';
@@ -27,8 +27,10 @@ const sameAnchors = (a: Anchors, b: Anchors) => ANCHORED_ROLES.every((r) => (a[r
 /**
  * The bus trust of a process: from the master key when it holds one (`masterKeyGiven`: set in the
  * environment or kept by a keyring role), else from `PIER_BUS_ANCHORS`. A callback replica without
- * the master key reads its role's private seed from `PIER_CALLBACK_KEY`. On NATS a process must
- * have one of the two: without an anchor it could neither seal a secret nor believe a grant.
+ * the master key reads its role's private seed from its key file. On NATS a process must
+ * have one of the two: without an anchor it could neither seal a secret nor believe a grant. A
+ * callback or admin process without the master key reads its role key (`PIER_CALLBACK_KEY`,
+ * `PIER_ADMIN_KEY`) besides.
  */
 export function busTrustFrom(env: Env, roles: readonly Role[], keyring: Keyring, masterKeyGiven: boolean, onNats: boolean): BusTrust {
   let pinned: Anchors | null = null;
@@ -47,22 +49,24 @@ export function busTrustFrom(env: Env, roles: readonly Role[], keyring: Keyring,
     for (const role of roles) if (isAnchoredRole(role)) own.set(role, masters.map((m) => new RoleKeys(roleSeed(m, role))));
     return { anchors: derived, own, source: 'master key' };
   }
-  if (roles.includes('callback') && env[ENV.callbackKey]) {
+  for (const [role, variable] of Object.entries(ROLE_KEY_VARIABLES) as Array<[KeyFileRole, string]>) {
+    if (!roles.includes(role)) continue;
+    if (!env[variable]) {
+      if (onNats) throw new ConfigError(`${variable}: a process running ${role} without ${ENV.masterKey} needs the role's key (\`pier bus anchors --out DIR\` writes ${role}.key)`);
+      continue;
+    }
     let seeds: Buffer[];
     try {
-      seeds = parseSeeds(readFile(env, ENV.callbackKey), ENV.callbackKey);
+      seeds = parseSeeds(readFile(env, variable), variable);
     } catch (err) {
       throw err instanceof ConfigError ? err : new ConfigError((err as Error).message);
     }
     const keys = seeds.map((s) => new RoleKeys(s));
-    if (pinned && !keys.some((k) => pinned!.callback?.some((a) => a.seal === k.seal.publicKey))) throw new ConfigError(`${ENV.callbackKey}: this key is not the callback role's in ${ENV.busAnchors} (write both again with \`pier bus anchors\`)`);
-    own.set('callback', keys);
+    if (pinned && !keys.some((k) => pinned![role]?.some((a) => a.seal === k.seal.publicKey))) throw new ConfigError(`${variable}: this key is not the ${role} role's in ${ENV.busAnchors} (write both again with \`pier bus anchors\`)`);
+    own.set(role, keys);
   }
   if (onNats && !pinned) {
     throw new ConfigError(`${ENV.busAnchors}: a process on NATS without ${ENV.masterKey} needs the bus anchors (\`pier bus anchors --out DIR\` writes them; docs/operations.md)`);
-  }
-  if (onNats && roles.includes('callback') && !own.has('callback')) {
-    throw new ConfigError(`${ENV.callbackKey}: a callback replica without ${ENV.masterKey} needs its role key (\`pier bus anchors --out DIR\` writes callback.key)`);
   }
   return { anchors: pinned ?? {}, own, source: pinned ? 'anchors file' : 'none' };
 }

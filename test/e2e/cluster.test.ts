@@ -8,7 +8,8 @@ import { Metrics } from '../../lib/metrics.js';
 import { RegistryCache } from '../../lib/registry-cache.js';
 import { NatsServer } from '../helpers/nats-server.js';
 import { cleanup, cli, pierEnv, PierProcess, ROOT, tempDir } from '../helpers/pier.js';
-import { until } from '../helpers/wait.js';
+import { until, within } from '../helpers/wait.js';
+import { sealingFor } from '../helpers/operator-bus.js';
 
 /**
  * The registry actor and two edges as three processes over a real nats-server, each with its own
@@ -61,6 +62,8 @@ test.serial('install through the CLI on one edge; the other edge and status see 
 
 test.serial('a token revocation reaches a cache in another process', async (t) => {
   const bus = await NatsBus.connect({ url: nats.url, name: 'test-cache' });
+  // As a Pier process without a role: it believes only snapshots and changes made with the registry's anchored keys.
+  bus.sealing = sealingFor(shared.PIER_MASTER_KEY, []);
   const log = createLogger({ level: 'silent', name: 't', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
   const cache = new RegistryCache(bus, { maxStalenessMs: 5_000, log, metrics: new Metrics('t') });
   t.teardown(async () => {
@@ -68,7 +71,7 @@ test.serial('a token revocation reaches a cache in another process', async (t) =
     await bus.close();
   });
   cache.start();
-  await cache.ready();
+  await within('the cache to load the registry', cache.ready());
   const issued = await cli(['user', 'token', 'alice', '--json'], cliOn(edges[0]));
   await until('the new token in the cache', () => cache.userForToken(issued.json.token) === 'alice');
   const revoked = await cli(['user', 'revoke', 'alice', '--json'], cliOn(edges[1]));

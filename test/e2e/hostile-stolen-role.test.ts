@@ -108,3 +108,56 @@ function verifyWithSecretItself(cb: Callback, secret: string): boolean {
   const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(cb.headers['x-pier-signature'] ?? ''));
   return m !== null && createHmac('sha256', secret).update(`${m[1]}.${cb.headers['x-pier-event-id']}.${cb.raw}`).digest('hex') === m[2];
 }
+
+/**
+ * A request sealed to `role`'s key as a Pier process makes it, in both layouts a Pier process has
+ * spoken (the answer's key first; and key and nonce), from the thief's own key. What the thief can
+ * open of the answer comes back, or what the cluster said.
+ */
+async function askSealed(nc: NatsConnection, subject: string, roleKey: string, body: unknown): Promise<Attempt & { answer?: unknown }> {
+  const thief = new Sealer(KeyPair.generate());
+  const said: string[] = [];
+  for (const nonce of [null, randomBytes(16)]) {
+    const prefix = Buffer.concat([thief.self.raw, ...(nonce ? [nonce] : [])]);
+    const box = thief.seal(encode(body), roleKey, `${subject}|request|${nonce ? prefix.toString('base64url') : thief.self.publicKey}`);
+    let data: Uint8Array;
+    try {
+      data = (await nc.request(subject, Buffer.concat([prefix, box]), { timeout: 3_000 })).data;
+    } catch (err) {
+      said.push(`no answer: ${(err as { code?: string }).code ?? (err as Error).message}`);
+      continue;
+    }
+    if (data[0] === 1) {
+      try {
+        const answer = decode<{ ok: boolean; data?: unknown; error?: { message?: string } }>(thief.open(data, nonce ? `${subject}|reply|${nonce.toString('base64url')}` : `${subject}|reply`).plain);
+        if (answer.ok) return { said, answer: answer.data };
+        said.push(String(answer.error?.message));
+      } catch {
+        said.push('a sealed answer the thief cannot open');
+      }
+      continue;
+    }
+    said.push(String(decode<{ error?: { message?: string } }>(data).error?.message));
+  }
+  return { said };
+}
+
+test.serial('a thief holding only admin.nats.env reads no secret and mints no user token: what only the operator may do needs the admin key', async (t) => {
+  // A secret for the thief to want, set by the operator through the admin API (with the admin token).
+  const set = await fetch(`${c.actors.adminUrl}/admin/v1/vault/secret?user=alice&workspace=chat&name=db-password`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${SHARED.PIER_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ value: 'hunter2-the-db-password' }),
+  });
+  t.is(set.status, 200, await set.text());
+  const nc = await c.client('admin');
+  const read = await askSealed(nc, 'pier.vault.operator', anchors().vault![0].seal, { op: 'get', user: 'alice', workspace: 'chat', name: 'db-password' });
+  t.is(read.answer, undefined, `the thief read the secret: ${JSON.stringify(read.answer)}`);
+  t.true(read.said.some((s) => /takes requests only made with an anchored admin key/.test(s)), read.said.join('; '));
+  const minted = await askSealed(nc, 'pier.registry.user.token', anchors().registry![0].seal, { name: 'alice' });
+  t.is(minted.answer, undefined, `the thief minted a user token: ${JSON.stringify(minted.answer)}`);
+  t.true(minted.said.some((s) => /takes requests only made with an anchored admin key/.test(s)), minted.said.join('; '));
+  // The operator, through the admin process (which holds the admin key), still can.
+  const got = await fetch(`${c.actors.adminUrl}/admin/v1/vault/secret?user=alice&workspace=chat&name=db-password`, { headers: { authorization: `Bearer ${SHARED.PIER_ADMIN_TOKEN}` } });
+  t.is(got.status, 200);
+});

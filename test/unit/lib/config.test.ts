@@ -108,7 +108,12 @@ test('bus anchors: a process on NATS without the master key needs them, a callba
       }
     };
     t.regex(refused({}, 'edge'), /^PIER_BUS_ANCHORS: a process on NATS without PIER_MASTER_KEY needs the bus anchors/);
-    t.regex(refused({ PIER_BUS_ANCHORS: anchors }, 'callback'), /^PIER_CALLBACK_KEY: a callback replica without PIER_MASTER_KEY needs its role key/);
+    t.regex(refused({ PIER_BUS_ANCHORS: anchors }, 'callback'), /^PIER_CALLBACK_KEY: a process running callback without PIER_MASTER_KEY needs the role's key/);
+    t.regex(refused({ PIER_BUS_ANCHORS: anchors }, 'admin'), /^PIER_ADMIN_KEY: a process running admin without PIER_MASTER_KEY needs the role's key/);
+    const adminKey = join(dir, 'admin.key');
+    writeFileSync(adminKey, formatSeeds([roleSeed(master, 'admin')], 'admin'));
+    const admin = loadConfig({ ...nats, PIER_BUS_ANCHORS: anchors, PIER_ADMIN_KEY: adminKey }, { roles: 'admin' });
+    t.is(admin.busTrust.own.get('admin')?.[0].seal.publicKey, admin.busTrust.anchors.admin?.[0].seal);
     // The callback key of another master key: refused, not silently useless.
     const seeds = join(dir, 'callback.key');
     writeFileSync(seeds, formatSeeds([roleSeed(randomBytes(32), 'callback')], 'callback'));
