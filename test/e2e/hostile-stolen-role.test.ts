@@ -7,6 +7,10 @@ import { anchorsFromMasterKeys } from '../../lib/bus-anchors.js';
 import { parseMasterKey } from '../../lib/config-secrets.js';
 import { SHARED, trustCluster, type TrustCluster } from '../helpers/trust-cluster.js';
 import { until } from '../helpers/wait.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { accessToken, vaultCall, vaultPerm, type AppEnv } from '../helpers/app-client.js';
+import { cli } from '../helpers/pier.js';
 import { verifySignature, type Callback } from '../helpers/ws-app.js';
 import { connect as wsConnect } from '../helpers/ws-client.js';
 
@@ -160,4 +164,40 @@ test.serial('a thief holding only admin.nats.env reads no secret and mints no us
   // The operator, through the admin process (which holds the admin key), still can.
   const got = await fetch(`${c.actors.adminUrl}/admin/v1/vault/secret?user=alice&workspace=chat&name=db-password`, { headers: { authorization: `Bearer ${SHARED.PIER_ADMIN_TOKEN}` } });
   t.is(got.status, 200);
+});
+
+test.serial('a thief holding only vault.nats.env joins the vault\'s queue group and answers reads with a value of its own: the edge never hands it to an app', async (t) => {
+  const dir = c.dir;
+  writeFileSync(join(dir, 'keeper.yaml'), 'metadata: { name: keeper }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=keeper, CreateSecret?workspace=keeper] }\n');
+  const installed = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'keeper.yaml'), '--json'], c.cliEnv);
+  t.is(installed.code, 0, installed.stderr);
+  const system = `127.0.0.1:${c.edges[0].ports!.system}`;
+  const app = { ...(installed.json.env as AppEnv), OS_SYSTEM_SERVER: system };
+  const access = await accessToken(app, vaultPerm('keeper', ['RetrieveSecret', 'CreateSecret']));
+  const auth = { user: c.token, access };
+  t.is((await vaultCall(system, 'CreateSecret', 'keeper', auth, { name: 'motto', value: 'the-real-value' })).status, 200);
+
+  // The thief answers what the queue group hands it: in clear, and sealed to the asker from a key of its own.
+  const nc = await c.client('vault');
+  const forger = new Sealer(KeyPair.generate());
+  let answered = 0;
+  const forged = { ok: true, data: { code: 200, message: 'success', data: { name: 'motto', value: 'the-thiefs-value' } } };
+  nc.subscribe('pier.vault.op', {
+    queue: 'vault',
+    callback: (_err, m) => {
+      if (!m.reply) return;
+      answered++;
+      const key = Buffer.from(m.data.subarray(0, 32)).toString('base64url');
+      const nonce = Buffer.from(m.data.subarray(32, 48)).toString('base64url');
+      // In clear; sealed to the asker as the layout with a nonce wants; and as the layout before it.
+      const variants = [() => encode(forged), () => forger.seal(encode(forged), key, `pier.vault.op|reply|${nonce}`), () => forger.seal(encode(forged), key, 'pier.vault.op|reply')];
+      m.respond(variants[answered % 3]());
+    },
+  });
+  await nc.flush();
+  const bodies: string[] = [];
+  for (let i = 0; i < 30; i++) bodies.push((await vaultCall(system, 'RetrieveSecret', 'keeper', auth, { name: 'motto' })).text);
+  t.true(answered > 0, 'the thief was handed some of the reads');
+  t.false(bodies.some((b) => b.includes('the-thiefs-value')), 'a forged value reached the app');
+  t.true(bodies.some((b) => b.includes('the-real-value')), 'the real vault still answers');
 });
