@@ -6,7 +6,8 @@ import { KeyPair, Sealer } from '../../bus/seal.js';
 import { anchorsFromMasterKeys } from '../../lib/bus-anchors.js';
 import { parseMasterKey } from '../../lib/config-secrets.js';
 import { SHARED, trustCluster, type TrustCluster } from '../helpers/trust-cluster.js';
-import { until } from '../helpers/wait.js';
+import { sleep, until } from '../helpers/wait.js';
+import { sha256Hex } from '../../lib/tokens.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { accessToken, vaultCall, vaultPerm, type AppEnv } from '../helpers/app-client.js';
@@ -200,4 +201,39 @@ test.serial('a thief holding only vault.nats.env joins the vault\'s queue group 
   t.true(answered > 0, 'the thief was handed some of the reads');
   t.false(bodies.some((b) => b.includes('the-thiefs-value')), 'a forged value reached the app');
   t.true(bodies.some((b) => b.includes('the-real-value')), 'the real vault still answers');
+});
+
+test.serial('a thief holding only registry.nats.env publishes a change giving alice a token of its own: no cache believes it', async (t) => {
+  const nc = await c.client('registry');
+  // The registry's revision, from its heartbeats (signed now; before anchors, plain).
+  const revision = await new Promise<number>((resolve) => {
+    const sub = nc.subscribe('pier.registry.heartbeat', {
+      callback: (_err, m) => {
+        for (const at of [0, 64]) {
+          try {
+            const beat = decode<{ revision?: number }>(m.data.subarray(at));
+            if (typeof beat.revision === 'number') {
+              sub.unsubscribe();
+              return resolve(beat.revision);
+            }
+          } catch {
+            // the other layout
+          }
+        }
+      },
+    });
+  });
+  const forgedToken = `forged-${randomBytes(16).toString('hex')}`;
+  const change = encode({ revision: revision + 1, changes: [{ kind: 'token', op: 'put', value: { digest: sha256Hex(forgedToken), user: 'alice' } }] });
+  // As a registry before anchors sent it, and with a signature of a key of the thief's own.
+  nc.publish('pier.registry.changes', change);
+  nc.publish('pier.registry.changes', Buffer.concat([randomBytes(64), change]));
+  await nc.flush();
+  await sleep(1_000);
+  const upgrade = await wsConnect(c.edges[0].ports!.public, 'chat.alice.localhost', { 'x-authorization': forgedToken, 'user-agent': 'forged-token' }).then(
+    (client) => (client.ws.close(), 'opened'),
+    (err: Error) => err.message,
+  );
+  t.not(upgrade, 'opened', 'a WebSocket opened with the forged token');
+  t.regex(upgrade, /401/);
 });
