@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { checkSubject, type Bus, type BusMessage, type LocalReply, type LocalServer, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type SubscribeOptions, type Subscription } from './bus.js';
-import { PierError } from './errors.js';
+import { ErrorReasons, PierError } from './errors.js';
 import { freezeDeep } from './freeze.js';
 
 /** Who hears one subject: the plain subscriptions, and the members of each queue group (one is picked per message). */
@@ -122,7 +122,7 @@ export class MemoryBus implements Bus {
       return Promise.reject(err);
     }
     if (this.pickReceivers(subject).length === 0) {
-      return Promise.reject(new PierError('UNAVAILABLE', `no responders for ${subject}`));
+      return Promise.reject(new PierError('UNAVAILABLE', `no responders for ${subject}`, { reason: ErrorReasons.NO_RESPONDERS }));
     }
     return new Promise((resolve, reject) => {
       const reply = this.inbox();

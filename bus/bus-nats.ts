@@ -1,6 +1,6 @@
 import { connect, Events, ErrorCode, headers as natsHeaders, createInbox, RequestStrategy, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection, type Msg } from 'nats';
 import { checkSubject, type Bus, type BusSealing, type BusMessage, type Headers, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type Subscription } from './bus.js';
-import { PierError } from './errors.js';
+import { ErrorReasons, PierError } from './errors.js';
 
 export interface NatsBusOptions {
   url: string;
@@ -106,7 +106,7 @@ export class NatsBus implements Bus {
       return toBusMessage(m);
     } catch (err) {
       const code = (err as { code?: string }).code;
-      if (code === ErrorCode.NoResponders) throw new PierError('UNAVAILABLE', `no responders for ${subject}`, { cause: err });
+      if (code === ErrorCode.NoResponders) throw new PierError('UNAVAILABLE', `no responders for ${subject}`, { cause: err, reason: ErrorReasons.NO_RESPONDERS });
       if (code === ErrorCode.Timeout) throw new PierError('TIMEOUT', `request to ${subject} timed out after ${options.timeoutMs} ms`, { cause: err });
       if (code === ErrorCode.PermissionsViolation) throw new PierError('FORBIDDEN', `bus: this identity may not publish to ${subject}`, { cause: err });
       throw new PierError('UNAVAILABLE', `request to ${subject} failed: ${(err as Error).message}`, { cause: err });

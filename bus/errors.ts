@@ -22,22 +22,53 @@ export const ErrorTable = {
 
 export type ErrorCode = keyof typeof ErrorTable;
 
+/**
+ * Sub-codes, for the failures code must tell apart within one class: code decides on these,
+ * never on a message's text, so a message can be reworded (the wire texts stay as the platform
+ * defines them). They travel on the bus only; HTTP bodies keep the contract's `{code, message, data}`.
+ * A reader that does not know a reason (an older or newer process) keeps the class alone.
+ */
+export const ErrorReasons = {
+  /** A live writer holds the upload (409). */
+  UPLOAD_BUSY: 'upload_busy',
+  /** No upload of this user, app and protocol by that id (400 on the platform's protocol, 404 on tus). */
+  UPLOAD_UNKNOWN: 'upload_unknown',
+  /** The offset sent is not the upload's (400 on the platform's protocol, 409 on tus). */
+  OFFSET_MISMATCH: 'offset_mismatch',
+  /** A tus chunk did not match its `Upload-Checksum` (460). */
+  CHECKSUM_MISMATCH: 'checksum_mismatch',
+  /** Nothing answers the subject (no replica of the role runs). */
+  NO_RESPONDERS: 'no_responders',
+} as const;
+
+export type ErrorReason = (typeof ErrorReasons)[keyof typeof ErrorReasons];
+const REASONS = new Set<string>(Object.values(ErrorReasons));
+
 /** The wire form of an error, on the bus and (with a numeric code) in HTTP bodies. */
 export interface WireError {
   code: ErrorCode;
   message: string;
   data?: unknown;
+  reason?: ErrorReason;
 }
 
 export class PierError extends Error {
   override readonly name = 'PierError';
   readonly code: ErrorCode;
   readonly data: unknown;
+  /** What code decides on within the class (ErrorReasons); undefined for most errors. */
+  readonly reason: ErrorReason | undefined;
 
-  constructor(code: ErrorCode, message: string, options: { data?: unknown; cause?: unknown } = {}) {
+  constructor(code: ErrorCode, message: string, options: { data?: unknown; cause?: unknown; reason?: ErrorReason } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.data = options.data;
+    this.reason = options.reason;
+  }
+
+  /** Whether this is the failure `reason` names. */
+  is(reason: ErrorReason): boolean {
+    return this.reason === reason;
   }
 
   get status(): number {
@@ -45,14 +76,17 @@ export class PierError extends Error {
   }
 
   toWire(): WireError {
-    return this.data === undefined
-      ? { code: this.code, message: this.message }
-      : { code: this.code, message: this.message, data: this.data };
+    const wire: WireError = { code: this.code, message: this.message };
+    if (this.data !== undefined) wire.data = this.data;
+    if (this.reason !== undefined) wire.reason = this.reason;
+    return wire;
   }
 
   static fromWire(wire: WireError): PierError {
     const code = wire.code in ErrorTable ? wire.code : 'INTERNAL';
-    return new PierError(code, String(wire.message), { data: wire.data });
+    // A reason this process does not know is dropped: the class still holds.
+    const reason = typeof wire.reason === 'string' && REASONS.has(wire.reason) ? wire.reason : undefined;
+    return new PierError(code, String(wire.message), { data: wire.data, ...(reason ? { reason } : {}) });
   }
 }
 

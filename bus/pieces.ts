@@ -46,8 +46,9 @@ export function receivePieces(bus: Bus, subject: string, handle: (piece: Piece) 
       .then(
         (ack) => ack,
         (err: unknown): PieceAck => {
-          const e = asPierError(err);
-          return { ok: false, error: { code: e.code, message: e.message } };
+          // Its reason too: the edge decides on it (an upload busy, an offset that does not match).
+          const { code, message, reason } = asPierError(err).toWire();
+          return { ok: false, error: { code, message, ...(reason ? { reason } : {}) } };
         },
       )
       .then((ack) => {

@@ -1,6 +1,6 @@
 import type { Bus, BusMessage, LocalReply, LocalServer, Subscription } from './bus.js';
 import { decode, encode } from './codec.js';
-import { asPierError, PierError, type WireError } from './errors.js';
+import { asPierError, ErrorReasons, PierError, type WireError } from './errors.js';
 import { assertValid, compile, throwIfInvalid, type Checker } from './validation.js';
 import { openReply, openRequest, sealReply, sealRequest, replyKeyOf, type SealSpec } from './sealed.js';
 import type { ValidationSchema } from 'fastest-validator';
@@ -183,7 +183,7 @@ export async function call<Req, Res>(bus: Bus, ep: Endpoint<Req, Res>, req: Req,
   const sealed = bus.sealing && ep.seal ? await sealRequest(bus, ep, encode(req)) : { data: encode(req) };
   const msg = await bus.request(ep.subject, sealed.data, { timeoutMs }).catch((err: unknown) => {
     // Said in words an operator acts on: which role has no process running, not a subject.
-    if (err instanceof PierError && err.code === 'UNAVAILABLE' && err.message.startsWith('no responders')) {
+    if (err instanceof PierError && err.is(ErrorReasons.NO_RESPONDERS)) {
       throw new PierError('UNAVAILABLE', `no ${ep.queue} replica is running (nothing answers ${ep.subject})`, { cause: err });
     }
     throw err;

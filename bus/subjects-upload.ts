@@ -114,7 +114,7 @@ export const PIECE_HEADERS = { seq: 'pier-seq', kind: 'pier-kind' } as const;
 
 export interface PieceAck {
   ok: boolean;
-  error?: { code: string; message: string; data?: unknown };
+  error?: { code: string; message: string; data?: unknown; reason?: string };
   /** On `end` and `abort`: the record after the write, fsynced. */
   record?: UploadRecord;
   complete?: boolean;

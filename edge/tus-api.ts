@@ -1,6 +1,6 @@
 import { createHash, type Hash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { asPierError, PierError } from '../bus/errors.js';
+import { asPierError, ErrorReasons, PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
 import { CONFLICT_POLICIES, upload, type ConflictPolicy, type TusUploadState, type UploadRecord } from '../bus/subjects.js';
 import { identifyBrowserCaller, type BrowserCaller } from './app-identity.js';
@@ -47,12 +47,12 @@ function failure(req: HttpRequestData, err: unknown): HttpReply {
   if (err instanceof TusRefusal) return { status: err.status, text: err.message, headers: headersFor(req, err.headers) };
   const e = asPierError(err);
   // Another user's, another app's, the other protocol's, or a finished upload: none is there for tus.
-  if (e.message === 'Invalid upload ID') return { status: 404, text: 'upload not found', headers: headersFor(req) };
-  if (e.message === 'Invalid offset') {
+  if (e.is(ErrorReasons.UPLOAD_UNKNOWN)) return { status: 404, text: 'upload not found', headers: headersFor(req) };
+  if (e.is(ErrorReasons.OFFSET_MISMATCH)) {
     const current = (e.data as UploadRecord | undefined)?.offset;
     return { status: 409, text: 'Upload-Offset: does not match the upload\'s offset', headers: headersFor(req, current === undefined ? {} : { 'upload-offset': String(current) }) };
   }
-  if (e.message === CHECKSUM_MISMATCH) return { status: 460, text: CHECKSUM_MISMATCH, headers: headersFor(req) };
+  if (e.is(ErrorReasons.CHECKSUM_MISMATCH)) return { status: 460, text: CHECKSUM_MISMATCH, headers: headersFor(req) };
   return { status: e.status, text: tusWords(e.message), headers: headersFor(req) };
 }
 
@@ -79,7 +79,7 @@ export function tusApi(deps: UploadApiDeps) {
     if (checksum) hash = createHash(checksum.algorithm);
     const confirm = checksum
       ? async () => {
-          if (!hash!.digest().equals(checksum.digest)) throw new PierError('BAD_REQUEST', CHECKSUM_MISMATCH);
+          if (!hash!.digest().equals(checksum.digest)) throw new PierError('BAD_REQUEST', CHECKSUM_MISMATCH, { reason: ErrorReasons.CHECKSUM_MISMATCH });
         }
       : undefined;
     return streamToSession(deps.bus, session, stream, 30_000, confirm, hash ? (c) => hash!.update(c) : undefined);

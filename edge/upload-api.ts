@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import busboy from 'busboy';
 import type { Bus } from '../bus/bus.js';
-import { asPierError, PierError } from '../bus/errors.js';
+import { asPierError, ErrorReasons, PierError } from '../bus/errors.js';
 import { call } from '../bus/rpc.js';
 import { CONFLICT_POLICIES, upload, type ConflictPolicy, type WriteSession } from '../bus/subjects.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
@@ -31,7 +31,7 @@ export function cors(req: HttpRequestData): Record<string, string> {
 function failure(req: HttpRequestData, err: unknown): HttpReply {
   const e = asPierError(err);
   const json: Record<string, unknown> = { code: 1, message: e.message };
-  if (e.data !== undefined && e.message === 'Invalid offset') json.data = e.data;
+  if (e.data !== undefined && e.is(ErrorReasons.OFFSET_MISMATCH)) json.data = e.data;
   return { status: e.status, json, headers: cors(req) };
 }
 
@@ -218,7 +218,7 @@ function appendChunk(deps: UploadApiDeps, target: { user: string; app: string; i
       const confirm = offset !== null ? undefined : async () => {
         await parsed;
         const sent = parseOffset(offsetField);
-        if (sent !== session!.offset) throw new PierError('BAD_REQUEST', 'Invalid offset');
+        if (sent !== session!.offset) throw new PierError('BAD_REQUEST', 'Invalid offset', { reason: ErrorReasons.OFFSET_MISMATCH });
       };
       let session: WriteSession | undefined;
       call(deps.bus, upload.begin, { ...target, offset })

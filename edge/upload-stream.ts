@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { Bus } from '../bus/bus.js';
-import { asPierError, PierError, type ErrorCode } from '../bus/errors.js';
+import { asPierError, PierError, type WireError } from '../bus/errors.js';
 import { sendPiece } from '../bus/pieces.js';
 import { CHUNK_BYTES } from '../bus/stream.js';
 import { chunksOf } from './stream-chunks.js';
@@ -12,7 +12,7 @@ const EMPTY = new Uint8Array(0);
 const WINDOW = 8;
 
 function ackError(ack: PieceAck): PierError {
-  return new PierError((ack.error?.code ?? 'INTERNAL') as ErrorCode, ack.error?.message ?? 'upload failed', { data: ack.error?.data });
+  return ack.error ? PierError.fromWire(ack.error as WireError) : new PierError('INTERNAL', 'upload failed');
 }
 
 /**
@@ -65,7 +65,7 @@ export async function streamToSession(
     } catch (err) {
       const ack = await send('discard');
       const e = asPierError(err);
-      throw e.data === undefined && ack.record ? new PierError(e.code, e.message, { data: ack.record, cause: e }) : e;
+      throw e.data === undefined && ack.record ? new PierError(e.code, e.message, { data: ack.record, cause: e, ...(e.reason ? { reason: e.reason } : {}) }) : e;
     }
   }
   const end = await send('end');

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { lstat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { PierError } from '../../bus/errors.js';
+import { ErrorReasons, PierError } from '../../bus/errors.js';
 import type { BeginWrite, CreateUpload, Created, UploadCompleted, UploadRecord } from '../../bus/subjects.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
 import { typeRefusal } from './file-types.js';
@@ -28,8 +28,8 @@ export interface UploadDeps {
   completed: (ev: UploadCompleted, id: string) => void;
 }
 
-export const invalidId = () => new PierError('BAD_REQUEST', 'Invalid upload ID');
-export const invalidOffset = (u: Upload) => new PierError('BAD_REQUEST', 'Invalid offset', { data: recordOf(u) });
+export const invalidId = () => new PierError('BAD_REQUEST', 'Invalid upload ID', { reason: ErrorReasons.UPLOAD_UNKNOWN });
+export const invalidOffset = (u: Upload) => new PierError('BAD_REQUEST', 'Invalid offset', { data: recordOf(u), reason: ErrorReasons.OFFSET_MISMATCH });
 
 function uploadOptions(deps: UploadDeps, user: string, appName: string) {
   const app = deps.cache.app(user, appName);

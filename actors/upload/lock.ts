@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { PierError } from '../../bus/errors.js';
+import { ErrorReasons, PierError } from '../../bus/errors.js';
 import type { Upload, UploadLock, UploadStore } from './store.js';
 
 /**
@@ -50,8 +50,8 @@ export interface Lease {
   end(): void;
 }
 
-export const uploadBusy = () => new PierError('CONFLICT', 'upload busy');
-const isBusy = (err: unknown) => err instanceof PierError && err.code === 'CONFLICT' && err.message === 'upload busy';
+export const uploadBusy = () => new PierError('CONFLICT', 'upload busy', { reason: ErrorReasons.UPLOAD_BUSY });
+const isBusy = (err: unknown) => err instanceof PierError && err.is(ErrorReasons.UPLOAD_BUSY);
 
 /**
  * A session silent past its lease (its replica paused, starved, or judged dead) may find its lock
