@@ -70,7 +70,7 @@ export class Sealer {
     private readonly maxCached = 4_096,
   ) {}
 
-  seal(plain: Uint8Array, recipient: string, context: string, from: KeyPair = this.self): Uint8Array {
+  seal(plain: Uint8Array, recipient: string, context: string | Buffer, from: KeyPair = this.self): Uint8Array {
     if (!isPublicKey(recipient)) throw sealError('no valid recipient key');
     const out = Buffer.allocUnsafe(HEADER_BYTES + plain.byteLength + TAG_BYTES);
     out[0] = VERSION;
@@ -90,7 +90,7 @@ export class Sealer {
   }
 
   /** Opens `box` with the first of `own` it was sealed to; the sender's public key comes back too. */
-  open(box: Uint8Array, context: string, own: readonly KeyPair[] = [this.self]): { plain: Buffer; sender: string } {
+  open(box: Uint8Array, context: string | Buffer, own: readonly KeyPair[] = [this.self]): { plain: Buffer; sender: string } {
     if (!(box instanceof Uint8Array) || box.byteLength < HEADER_BYTES + TAG_BYTES || box[0] !== VERSION) throw sealError('not a sealed box');
     const bytes = Buffer.from(box.buffer, box.byteOffset, box.byteLength);
     const sender = bytes.subarray(1, 1 + KEY_BYTES).toString('base64url');
@@ -110,8 +110,12 @@ export class Sealer {
     throw sealError('it does not open with the keys of this process (altered, or sealed to another key)');
   }
 
-  /** Contexts are a handful of strings (a subject and a direction, a reply key): kept as bytes. */
-  private aad(context: string): Buffer {
+  /**
+   * Contexts named by a string are a handful (a subject and a direction): kept as bytes. One bound
+   * to a request (its nonce) is unique: given as bytes, used once, never kept.
+   */
+  private aad(context: string | Buffer): Buffer {
+    if (typeof context !== 'string') return context;
     let b = this.contexts.get(context);
     if (!b) {
       b = Buffer.from(context);

@@ -52,8 +52,19 @@ const answerSealed = (spec: SealSpec | undefined) => spec !== undefined && (spec
 
 // The additional data of each box: a box opens only as what it was made for. A sealed request
 // binds the reply key and the nonce too, so nobody can replay it with a key of their own.
-const requestContext = (subject: string, prefix: Uint8Array | undefined) => `${subject}|request|${prefix ? Buffer.from(prefix.buffer, prefix.byteOffset, prefix.byteLength).toString('base64url') : ''}`;
-const replyContext = (subject: string, nonce: Uint8Array) => `${subject}|reply|${Buffer.from(nonce.buffer, nonce.byteOffset, nonce.byteLength).toString('base64url')}`;
+// A context bound to one request is bytes (the subject's part, then the request's own bytes): unique, never cached.
+const heads = new Map<string, Buffer>();
+const head = (text: string) => {
+  let b = heads.get(text);
+  if (!b) {
+    // Endpoint subjects are declared, a bounded few; the bound only guards against a bug.
+    if (heads.size >= 1_024) heads.clear();
+    heads.set(text, (b = Buffer.from(text)));
+  }
+  return b;
+};
+const requestContext = (subject: string, prefix: Uint8Array | undefined): string | Buffer => (prefix ? Buffer.concat([head(`${subject}|request|`), prefix]) : `${subject}|request|`);
+const replyContext = (subject: string, nonce: Uint8Array): Buffer => Buffer.concat([head(`${subject}|reply|`), nonce]);
 
 /** What a caller keeps of its sealed request to open the answer with. */
 export interface SealedCall {

@@ -61,7 +61,7 @@ async function steal(nc: NatsConnection, subject: string, appKey: string, anchor
     }
     if (data[0] === 1) {
       try {
-        const plain = thief.open(data, nonce ? `${subject}|reply|${nonce.toString('base64url')}` : `${subject}|reply`).plain;
+        const plain = thief.open(data, nonce ? Buffer.concat([Buffer.from(`${subject}|reply|`), nonce]) : `${subject}|reply`).plain;
         const answer = decode<{ ok: boolean; data?: { appSecret?: string; callbackKey?: string } }>(plain);
         const opened = answer.data?.appSecret ?? answer.data?.callbackKey;
         if (opened) return { opened, said };
@@ -124,7 +124,7 @@ async function askSealed(nc: NatsConnection, subject: string, roleKey: string, b
   const said: string[] = [];
   for (const nonce of [null, randomBytes(16)]) {
     const prefix = Buffer.concat([thief.self.raw, ...(nonce ? [nonce] : [])]);
-    const box = thief.seal(encode(body), roleKey, `${subject}|request|${nonce ? prefix.toString('base64url') : thief.self.publicKey}`);
+    const box = thief.seal(encode(body), roleKey, nonce ? Buffer.concat([Buffer.from(`${subject}|request|`), prefix]) : `${subject}|request|${thief.self.publicKey}`);
     let data: Uint8Array;
     try {
       data = (await nc.request(subject, Buffer.concat([prefix, box]), { timeout: 3_000 })).data;
@@ -134,7 +134,7 @@ async function askSealed(nc: NatsConnection, subject: string, roleKey: string, b
     }
     if (data[0] === 1) {
       try {
-        const answer = decode<{ ok: boolean; data?: unknown; error?: { message?: string } }>(thief.open(data, nonce ? `${subject}|reply|${nonce.toString('base64url')}` : `${subject}|reply`).plain);
+        const answer = decode<{ ok: boolean; data?: unknown; error?: { message?: string } }>(thief.open(data, nonce ? Buffer.concat([Buffer.from(`${subject}|reply|`), nonce]) : `${subject}|reply`).plain);
         if (answer.ok) return { said, answer: answer.data };
         said.push(String(answer.error?.message));
       } catch {
@@ -189,9 +189,9 @@ test.serial('a thief holding only vault.nats.env joins the vault\'s queue group 
       if (!m.reply) return;
       answered++;
       const key = Buffer.from(m.data.subarray(0, 32)).toString('base64url');
-      const nonce = Buffer.from(m.data.subarray(32, 48)).toString('base64url');
+      const nonce = Buffer.from(m.data.subarray(32, 48));
       // In clear; sealed to the asker as the layout with a nonce wants; and as the layout before it.
-      const variants = [() => encode(forged), () => forger.seal(encode(forged), key, `pier.vault.op|reply|${nonce}`), () => forger.seal(encode(forged), key, 'pier.vault.op|reply')];
+      const variants = [() => encode(forged), () => forger.seal(encode(forged), key, Buffer.concat([Buffer.from('pier.vault.op|reply|'), nonce])), () => forger.seal(encode(forged), key, 'pier.vault.op|reply')];
       m.respond(variants[answered % 3]());
     },
   });
