@@ -18,9 +18,20 @@ export class BusKeys implements BusSealing {
   readonly sealer = new Sealer(KeyPair.generate());
   private peers: Peers | null = null;
   private readonly signKeys = new Map<string, KeyObject[]>();
+  private readonly sealKeys = new Map<string, string[]>();
+  private readonly ownSeal = new Map<string, KeyPair[]>();
+  /**
+   * The key last chosen per role, for a quarter of a second: the choice follows heartbeats (one a
+   * second), and working it out again on every vault read cost more than the read's seal.
+   */
+  private readonly chosen = new Map<string, { key: string; until: number }>();
 
   constructor(private readonly trust: BusTrust) {
-    for (const [role, anchors] of Object.entries(trust.anchors)) this.signKeys.set(role, anchors.map((a) => importSignKey(a.sign)));
+    for (const [role, anchors] of Object.entries(trust.anchors)) {
+      this.signKeys.set(role, anchors.map((a) => importSignKey(a.sign)));
+      this.sealKeys.set(role, anchors.map((a) => a.seal));
+    }
+    for (const [role, keys] of trust.own) this.ownSeal.set(role, keys.map((k) => k.seal));
   }
 
   /** Peers learn keys from heartbeats, which carry this process's keys: the two meet once. */
@@ -29,7 +40,7 @@ export class BusKeys implements BusSealing {
   }
 
   roleKeys(role: string): readonly KeyPair[] {
-    return isAnchoredRole(role) ? (this.trust.own.get(role)?.map((k) => k.seal) ?? []) : [];
+    return this.ownSeal.get(role) ?? [];
   }
 
   /** What this process announces for `role`: the public halves, the preferred one first. */
@@ -38,7 +49,7 @@ export class BusKeys implements BusSealing {
   }
 
   anchored(role: string): readonly string[] {
-    return isAnchoredRole(role) ? (this.trust.anchors[role]?.map((a) => a.seal) ?? []) : [];
+    return this.sealKeys.get(role) ?? [];
   }
 
   isAnchored(role: string, key: string): boolean {
@@ -46,11 +57,16 @@ export class BusKeys implements BusSealing {
   }
 
   async recipientFor(role: string): Promise<string | null> {
+    const now = Date.now();
+    const memo = this.chosen.get(role);
+    if (memo && memo.until > now) return memo.key;
     const anchored = this.anchored(role);
     if (anchored.length === 0) return null;
     const heard = this.peers ? await this.peers.recipientWithin(role, anchored, FIRST_KEY_WAIT_MS) : null;
     // No replica heard in time: the preferred anchored key (whoever answers must hold it).
-    return heard ?? anchored[0];
+    if (heard === null) return anchored[0];
+    this.chosen.set(role, { key: heard, until: now + 250 });
+    return heard;
   }
 
   signAs(role: string, data: Uint8Array): Uint8Array | null {
