@@ -62,11 +62,12 @@ export class MemoryBus implements Bus {
 
   /**
    * `onHandlerError` hears a subscriber's exception; it never stops other deliveries.
-   * `freezeShared`: what `requestLocal` passes by reference is deep-frozen (the tests turn it on).
+   * `freezeShared`: what `requestLocal` passes by reference is deep-frozen (the tests turn it on,
+   * through the config's `PIER_FREEZE_SHARED`: this module reads no environment of its own).
    */
   constructor(
     private readonly onHandlerError: (err: unknown) => void = (err) => console.error(err),
-    private readonly freezeShared = process.env.PIER_FREEZE_SHARED === '1',
+    private readonly freezeShared = false,
   ) {}
 
   publish(subject: string, data: Uint8Array, options: PublishOptions = {}): void {

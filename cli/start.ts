@@ -54,7 +54,7 @@ async function stopWithin(r: NamedRunning, ms: number, log: ReturnType<typeof cr
 
 async function connectBus(config: Config, log: ReturnType<typeof createLogger>, metrics: Metrics, login?: { role: Role; user: string; password: string }): Promise<Bus> {
   const onHandlerError = (err: unknown) => log.error({ err }, 'bus subscriber failed');
-  if (!config.natsUrl) return new MemoryBus(onHandlerError);
+  if (!config.natsUrl) return new MemoryBus(onHandlerError, config.freezeShared);
   const { tls } = config.natsAuth;
   const { user, password } = login ?? config.natsAuth;
   return NatsBus.connect({

@@ -62,6 +62,7 @@ export const ENV = {
   tlsListeners: 'PIER_TLS_LISTENERS',
   consoleSessionMs: 'PIER_CONSOLE_SESSION_MS',
   consoleSampleMs: 'PIER_CONSOLE_SAMPLE_MS',
+  freezeShared: 'PIER_FREEZE_SHARED',
 } as const;
 
 /** The environment as read: any variable may be absent. */

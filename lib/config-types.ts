@@ -40,6 +40,8 @@ export interface Config {
   adminToken: string;
   /** The master key (and, during a rotation, the previous one). */
   keyring: Keyring;
+  /** `PIER_FREEZE_SHARED=1`: values the in-process bus shares by reference are deep-frozen, so a breach throws (the tests set it). */
+  freezeShared: boolean;
   /** The bus's trust anchors and this process's role keys (lib/config-trust.ts). */
   busTrust: BusTrust;
   /** Host names the admin listener answers besides loopback names and IP addresses (`PIER_ADMIN_HOSTS`). */

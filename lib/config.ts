@@ -80,6 +80,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     adminToken,
     keyring,
     busTrust,
+    freezeShared: env[ENV.freezeShared] === '1',
     adminHosts: parseAdminHosts(env[ENV.adminHosts]),
     logLevel: env[ENV.logLevel] || 'info',
     logFormat: parseLogFormat(env[ENV.logFormat]),

@@ -12,7 +12,7 @@ import type { HttpReply, HttpRequestData } from '../../edge/http.js';
 
 /** An in-process bus, closed when the test ends. */
 export function stubBus(t: ExecutionContext): MemoryBus {
-  const bus = new MemoryBus();
+  const bus = new MemoryBus(undefined, true);
   t.teardown(() => bus.close());
   return bus;
 }
