@@ -49,17 +49,21 @@ interface Sealable {
 }
 
 /**
- * A request's nonce: a random prefix per process and a counter, so no two requests of a process
- * share one (that is all an answer's binding needs: it is not a secret). Not `randomFillSync` per
- * request: a call into OpenSSL that cost tens of microseconds on every vault read.
+ * A request's nonce: random, so nobody can ask ahead of time for the answer to a request a process
+ * has not made yet (a thief that sees a counter could have a real grant made for the next one, and
+ * play it back later). Taken from a pool filled 256 at a time: `randomFillSync` per request was a
+ * call into OpenSSL costing tens of microseconds on every vault read.
  */
-const noncePrefix = randomBytes(8);
-let nonceCounter = 0;
+const NONCE_POOL = NONCE_BYTES * 256;
+let noncePool = randomBytes(NONCE_POOL);
+let nonceAt = 0;
 function nextNonce(into: Buffer, at: number): void {
-  noncePrefix.copy(into, at);
-  nonceCounter++;
-  into.writeUInt32BE(Math.floor(nonceCounter / 0x1_0000_0000) >>> 0, at + 8);
-  into.writeUInt32BE(nonceCounter >>> 0, at + 12);
+  if (nonceAt + NONCE_BYTES > NONCE_POOL) {
+    noncePool = randomBytes(NONCE_POOL);
+    nonceAt = 0;
+  }
+  noncePool.copy(into, at, nonceAt, nonceAt + NONCE_BYTES);
+  nonceAt += NONCE_BYTES;
 }
 
 const answerSealed = (spec: SealSpec | undefined) => spec !== undefined && (spec.reply === true || spec.replyTo !== undefined || spec.grant !== undefined);

@@ -186,8 +186,8 @@ export const registry = {
   /** {name} → {name, token}: issues one more auth token. 404 for an unknown user. */
   userToken: endpoint<{ name: string }, IssuedToken>('pier.registry.user.token', Q, { name: userName }, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
   /** {name} → {name, revoked}: revokes every auth token of the user. */
-  userRevoke: endpoint<{ name: string }, { name: string; revoked: number }>('pier.registry.user.revoke', Q, { name: userName }, undefined, { request: 'registry', from: 'admin' }),
-  userList: endpoint<Record<string, never>, UserSummary[]>('pier.registry.user.list', Q, {}, undefined, { request: 'registry', from: 'admin' }),
+  userRevoke: endpoint<{ name: string }, { name: string; revoked: number }>('pier.registry.user.revoke', Q, { name: userName }, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
+  userList: endpoint<Record<string, never>, UserSummary[]>('pier.registry.user.list', Q, {}, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
 
   /**
    * Installs an app from manifest text (YAML) plus ProviderRegistry documents. 409 when installed.
@@ -203,13 +203,13 @@ export const registry = {
     credentials: { type: 'object', optional: true, strict: true, props: credentialsSchema },
     sharedDest: { type: 'boolean', optional: true },
   }, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
-  appList: endpoint<{ user?: string }, AppSummary[]>('pier.registry.app.list', Q, { user: { ...userName, optional: true } }, undefined, { request: 'registry', from: 'admin' }),
+  appList: endpoint<{ user?: string }, AppSummary[]>('pier.registry.app.list', Q, { user: { ...userName, optional: true } }, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
   /** Removes the app and its key at once; its providers become `suspended`. 404 when not installed. */
   appUninstall: endpoint<{ user: string; app: string; purge: boolean }, { app: string; user: string; purged: boolean }>('pier.registry.app.uninstall', Q, {
     user: userName,
     app: appName,
     purge: 'boolean',
-  }, undefined, { request: 'registry', from: 'admin' }),
+  }, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
   /**
    * The app secret in clear, for the one role that must check proofs with it (token): the answer is
    * sealed to the token role's anchored key whoever asks, and made with the registry's.
@@ -229,14 +229,14 @@ export const registry = {
     secret: { type: 'string', max: 256 },
   }, undefined, { request: 'registry', grant: 'registry' }),
 
-  providerList: endpoint<Record<string, never>, ProviderView[]>('pier.registry.provider.list', Q, {}, undefined, { request: 'registry', from: 'admin' }),
+  providerList: endpoint<Record<string, never>, ProviderView[]>('pier.registry.provider.list', Q, {}, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
   providerSetState: endpoint<{ name: string; state: ProviderState }, ProviderView>('pier.registry.provider.state', Q, {
     name: { type: 'string', min: 1, max: 253 },
     state: { type: 'enum', values: [...PROVIDER_STATES] },
-  }, undefined, { request: 'registry', from: 'admin' }),
+  }, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
 
   /** Re-seals app secrets under the current master key (part of `pier vault rotate-master-key`). */
-  appReseal: endpoint<Record<string, never>, { resealed: number }>('pier.registry.app.reseal', Q, {}, 60_000, { request: 'registry', from: 'admin' }),
+  appReseal: endpoint<Record<string, never>, { resealed: number }>('pier.registry.app.reseal', Q, {}, 60_000, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
 
   /**
    * The whole registry as the caches see it, with its revision: every process believes what it
@@ -244,6 +244,16 @@ export const registry = {
    */
   snapshot: endpoint<Record<string, never>, Snapshot>('pier.registry.snapshot', Q, {}, undefined, { grant: 'registry' }),
 };
+
+/**
+ * A registry replica's heartbeat: its revision, and (signed with it) the replica's random id and a
+ * count, so a heartbeat recorded and played back later is not taken for the registry being alive.
+ */
+export interface RegistryHeartbeat {
+  revision: number;
+  instance: string;
+  seq: number;
+}
 
 export const registryEvents = {
   /** Published after each committed write, in revision order per registry replica. */
@@ -265,7 +275,11 @@ export const registryEvents = {
     },
   }, { signedBy: 'registry' }),
   /** Published every `heartbeatMs` by each registry replica: caches that are behind resync. */
-  heartbeat: event<{ revision: number }>('pier.registry.heartbeat', { revision: { type: 'number', integer: true, min: 0 } }, { signedBy: 'registry' }),
+  heartbeat: event<RegistryHeartbeat>(
+    'pier.registry.heartbeat',
+    { revision: { type: 'number', integer: true, min: 0 }, instance: { type: 'string', min: 1, max: 32 }, seq: { type: 'number', integer: true, min: 1 } },
+    { signedBy: 'registry' },
+  ),
 };
 
 /** The registry's state on JetStream (PIER_STATE=jetstream): one replicated log of its writes, compacted by snapshots. */

@@ -27,10 +27,10 @@ const batch = { records: { type: 'array', max: 5_000, items: { type: 'object', p
 /** Export in pages (a bus message stays far below NATS's max payload), import in batches. */
 export const stateEndpoints = {
   registryExport: endpoint<{ offset: number; limit: number }, StatePage>('pier.registry.state.export', 'registry', page, 30_000, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
-  registryImport: endpoint<{ records: StateRecord[] }, { imported: number }>('pier.registry.state.import', 'registry', batch, 30_000, { request: 'registry', from: 'admin' }),
+  registryImport: endpoint<{ records: StateRecord[] }, { imported: number }>('pier.registry.state.import', 'registry', batch, 30_000, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
   vaultExport: endpoint<{ offset: number; limit: number }, StatePage>('pier.vault.state.export', 'vault', page, 30_000, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
-  vaultImport: endpoint<{ records: StateRecord[] }, { imported: number }>('pier.vault.state.import', 'vault', batch, 30_000, { request: 'vault', from: 'admin' }),
+  vaultImport: endpoint<{ records: StateRecord[] }, { imported: number }>('pier.vault.state.import', 'vault', batch, 30_000, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
   /** Whether the registry and the vault hold anything yet (an import goes into empty stores only). */
-  registryEmpty: endpoint<Record<string, never>, { empty: boolean }>('pier.registry.state.empty', 'registry', {}, undefined, { request: 'registry', from: 'admin' }),
-  vaultEmpty: endpoint<Record<string, never>, { empty: boolean }>('pier.vault.state.empty', 'vault', {}, undefined, { request: 'vault', from: 'admin' }),
+  registryEmpty: endpoint<Record<string, never>, { empty: boolean }>('pier.registry.state.empty', 'registry', {}, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
+  vaultEmpty: endpoint<Record<string, never>, { empty: boolean }>('pier.vault.state.empty', 'vault', {}, undefined, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
 };

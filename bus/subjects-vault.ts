@@ -66,7 +66,7 @@ export const vault = {
   audit: endpoint<{ user?: string; limit: number }, AuditEntry[]>('pier.vault.audit', 'vault', {
     user: { type: 'string', optional: true, max: 64 },
     limit: { type: 'number', integer: true, min: 1, max: 100_000 },
-  }, undefined, { request: 'vault', from: 'admin' }),
+  }, undefined, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
   /**
    * The operator's access to one user's workspace (admin role only), audited as `(operator)`. The
    * value travels sealed both ways; `list` answers names and versions, never values.
@@ -87,7 +87,7 @@ export const vault = {
     { request: 'vault', from: 'admin', reply: true, grant: 'vault' },
   ),
   /** Re-wraps every data key not wrapped under the current master key. */
-  rotate: endpoint<Record<string, never>, { rewrapped: number }>('pier.vault.rotate', 'vault', {}, 60_000, { request: 'vault', from: 'admin' }),
+  rotate: endpoint<Record<string, never>, { rewrapped: number }>('pier.vault.rotate', 'vault', {}, 60_000, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
 };
 
 /** The vault's state on JetStream (PIER_STATE=jetstream): two key-value buckets and the audit stream. */

@@ -114,14 +114,15 @@ export class ConsoleSessions {
 }
 
 /**
- * Whether a sign-in may be tried: an `Origin`, when sent, must be the admin listener's own, and a
- * form body (which any web page can post across sites without asking) must carry one. A JSON body
- * from another site needs a CORS preflight, which the admin listener never grants.
+ * Whether a sign-in may be tried: an `Origin`, when sent, must be the admin listener's own. Without
+ * one the body must be declared `application/json`: a web page can post a form or `text/plain`
+ * across sites without asking, but a JSON body from another site needs a CORS preflight, which
+ * the admin listener never grants.
  */
 export function signInOriginOk(req: HttpRequestData): boolean {
   const origin = req.headers.origin;
   if (origin !== undefined) return origin !== 'null' && sameOrigin(origin, req.headers.host ?? '');
-  return !(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
+  return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
 }
 
 function sameOrigin(origin: string, host: string): boolean {

@@ -211,6 +211,12 @@ export class Peers {
       this.options.onRefused?.(`a second claimant of the live ${role} process ${beat.id}`);
       return;
     }
+    // A bus id names one process: another id claiming a live one's is not believed (an identity of
+    // the role announcing itself under a real edge's bus id, to sign its notices or fake its death).
+    if (!live && [...this.seen.values()].some((e) => !e.dead && e.beat.busId === beat.busId && e.beat.id !== beat.id)) {
+      this.options.onRefused?.(`a second claimant of the live bus id ${beat.busId}`);
+      return;
+    }
     if (live && beat.seq <= live.beat.seq) {
       this.options.onRefused?.(`a replayed heartbeat of ${role} process ${beat.id}`);
       return;

@@ -44,6 +44,8 @@ export class RegistryCache {
   private announced = -1;
   private behindSince: number | null = null;
   private tokens = new Map<string, string>();
+  /** The last heartbeat count heard from each registry replica (at most 64 replicas remembered). */
+  private readonly beats = new Map<string, number>();
   private static readonly MAX_DIGESTS = 4_096;
   private readonly digests = new Map<string, string>();
   private users = new Set<string>();
@@ -76,6 +78,8 @@ export class RegistryCache {
     this.subs.push(
       onEvent(this.bus, registryEvents.changes, (ev) => this.onChange(ev)),
       onEvent(this.bus, registryEvents.heartbeat, (hb) => {
+        // A copy of an earlier heartbeat (played back by whoever recorded it) says nothing of now.
+        if (!this.newBeat(hb.instance, hb.seq)) return;
         this.lastHeard = this.now();
         this.heardOf(hb.revision);
         if (hb.revision > this.revision) this.reload();
@@ -198,6 +202,16 @@ export class RegistryCache {
     return this.activeByTarget.get(`${user}\0${dataType}\0${group}\0${version}`);
   }
 
+  /** Whether a heartbeat is newer than any heard from its replica (bounded: the oldest replicas are forgotten first). */
+  private newBeat(instance: string, seq: number): boolean {
+    const last = this.beats.get(instance);
+    if (last !== undefined && seq <= last) return false;
+    this.beats.delete(instance);
+    if (this.beats.size >= 64) this.beats.delete(this.beats.keys().next().value!);
+    this.beats.set(instance, seq);
+    return true;
+  }
+
   private indexProviders(): void {
     this.activeByTarget = new Map();
     for (const p of this.providers.values()) {
@@ -210,7 +224,8 @@ export class RegistryCache {
   }
 
   private onChange(ev: ChangeEvent): void {
-    this.lastHeard = this.now();
+    // Only news counts as hearing the registry: an old change played back again does not.
+    if (ev.revision > this.revision) this.lastHeard = this.now();
     this.heardOf(ev.revision);
     if (this.loading) {
       this.buffered.push(ev);

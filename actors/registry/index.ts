@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { publishEvent } from '../../bus/rpc.js';
 import { registry, registryEvents, registryState, stateEndpoints } from '../../bus/subjects.js';
@@ -22,6 +23,8 @@ interface RegistryActor {
   ctx: RoleContext;
   store: RegistryStore;
   deps: h.RegistryDeps;
+  /** This replica's heartbeats: a random id and a count, so a copy played back later is no news. */
+  beats: { instance: string; seq: number };
 }
 
 async function onStart(ctx: RoleContext): Promise<RegistryActor> {
@@ -38,7 +41,7 @@ async function onStart(ctx: RoleContext): Promise<RegistryActor> {
     now: () => new Date(ctx.now()),
     publish: (event) => publishEvent(ctx.bus, registryEvents.changes, event),
   };
-  const actor = { ctx, store, deps };
+  const actor = { ctx, store, deps, beats: { instance: randomBytes(8).toString('hex'), seq: 0 } };
   beat(actor);
   ctx.log.info({ revision: store.revision() }, 'registry actor started');
   return actor;
@@ -47,7 +50,7 @@ async function onStart(ctx: RoleContext): Promise<RegistryActor> {
 /** The current revision, for caches that missed a change event to catch up within one beat. */
 function beat(a: RegistryActor): void {
   try {
-    publishEvent(a.ctx.bus, registryEvents.heartbeat, { revision: a.store.revision() });
+    publishEvent(a.ctx.bus, registryEvents.heartbeat, { revision: a.store.revision(), instance: a.beats.instance, seq: ++a.beats.seq });
   } catch (err) {
     a.ctx.log.warn({ err: (err as Error).message }, 'registry heartbeat not sent');
   }

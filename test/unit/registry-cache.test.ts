@@ -117,7 +117,7 @@ test('a cache that knows it is behind the registry (a change event lost, the sna
   t.true(cache.isFresh());
   answering = false;
   // The registry moved to revision 3 (the change event never came); its heartbeat says so.
-  publishEvent(bus, registryEvents.heartbeat, { revision: 3 });
+  publishEvent(bus, registryEvents.heartbeat, { revision: 3, instance: 'r1', seq: 1 });
   await bus.flush();
   t.true(cache.isFresh(), 'a moment behind is normal: the snapshot is on its way');
   clock += 600;
@@ -140,4 +140,32 @@ test('hostile: made-up tokens (by the thousand, 8 KiB long) are not remembered; 
   await call(bus, registry.userRevoke, { name: 'erin' });
   await until('the revoked token refused', () => cache.userForToken(token) === undefined);
   t.deepEqual(remembered(), [], 'and no revoked token stays in memory');
+});
+
+test('hostile: a heartbeat played back (the same replica, a count not newer) does not keep a cache fresh; an old change played back does not either', async (t) => {
+  let clock = 1_000_000;
+  const bus = new MemoryBus();
+  bus.subscribe(registry.snapshot.subject, (m) => m.reply && bus.publish(m.reply, encode({ ok: true, data: { revision: 1, users: [], tokens: [], apps: [], providers: [] } })));
+  const cache = new RegistryCache(bus, { maxStalenessMs: 5_000, log: silent, metrics: new Metrics('test'), now: () => clock });
+  cache.start();
+  t.teardown(async () => {
+    cache.stop();
+    await bus.close();
+  });
+  await cache.ready();
+  publishEvent(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 7 });
+  await bus.flush();
+  // The registry falls silent; a thief plays its last heartbeat and an old change back, again and again.
+  for (let i = 0; i < 6; i++) {
+    clock += 1_000;
+    publishEvent(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 7 });
+    publishEvent(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 3 });
+    publishEvent(bus, registryEvents.changes, { revision: 1, changes: [] });
+    await bus.flush();
+  }
+  t.false(cache.isFresh(), 'six seconds of played-back beats past a 5 s staleness bound: 503');
+  // A newer beat of the replica is news.
+  publishEvent(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 8 });
+  await bus.flush();
+  t.true(cache.isFresh());
 });

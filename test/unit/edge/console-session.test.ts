@@ -59,6 +59,8 @@ test('S-3: a sign-in from another origin, or a form posted without an Origin, is
   t.false(signIn({ origin: 'http://evil.example', 'content-type': 'application/json' }));
   t.false(signIn({ origin: 'null', 'content-type': 'application/x-www-form-urlencoded' }), 'a sandboxed frame');
   t.false(signIn({ 'content-type': 'application/x-www-form-urlencoded' }), 'a form without an Origin');
+  t.false(signIn({ 'content-type': 'text/plain' }), 'JSON text declared text/plain (no preflight) without an Origin');
+  t.false(signIn({}), 'no type, no Origin');
 });
 
 test('signing out ends the session', (t) => {

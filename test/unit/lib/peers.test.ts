@@ -206,3 +206,21 @@ test('a process that has not heard itself for nearly the death bound knows it ma
   await until('it hears itself again', () => beats >= at + 2 && !edge.mayBeDeclaredDead(), 5_000);
   t.false(edge.mayBeDeclaredDead());
 });
+
+test('hostile: another id announcing a live process\'s bus id is refused; notices are believed only from the live one', async (t) => {
+  const bus = new MemoryBus();
+  const refused: string[] = [];
+  const w = watcher(bus, refused);
+  t.teardown(() => w.stop());
+  const realSigning = generateKeyPairSync('ed25519');
+  const real = forged('edge', { busId: 'b00000000001' }, realSigning);
+  bus.publish('pier.process.heartbeat.edge', encode(real));
+  await until('the real edge heard', () => w.alive('edge').length === 1);
+  const thiefSigning = generateKeyPairSync('ed25519');
+  bus.publish('pier.process.heartbeat.edge', encode(forged('edge', { busId: 'b00000000001' }, thiefSigning)));
+  await until('the claim refused', () => refused.some((r) => /second claimant of the live bus id b00000000001/.test(r)));
+  t.is(w.alive('edge').length, 1);
+  const notice = Buffer.from('moved');
+  t.true(w.signedByBus('b00000000001', 'edge', notice, sign(null, notice, realSigning.privateKey).toString('base64url')));
+  t.false(w.signedByBus('b00000000001', 'edge', notice, sign(null, notice, thiefSigning.privateKey).toString('base64url')));
+});
