@@ -105,7 +105,7 @@ export function parseAnchors(text: string, source: string): Anchors {
 
 /** The seed file a callback or admin process reads (`PIER_CALLBACK_KEY`, `PIER_ADMIN_KEY`): base64url seeds, the current first, one per line. */
 export function formatSeeds(seeds: readonly Buffer[], role: KeyFileRole): string {
-  return `# The private key of Pier's ${role} role (${ROLE_KEY_VARIABLES[role]}=<this file>). Secret: keep it 0600, apart from the .nats.env files.\n${seeds.map((s) => s.toString('base64url')).join('\n')}\n`;
+  return `# The private key of Pier's ${role} role (${ROLE_KEY_VARIABLES[role]}=<this file>). Secret: keep it 0600, and give it only to processes of this role.\n${seeds.map((s) => s.toString('base64url')).join('\n')}\n`;
 }
 
 export function parseSeeds(text: string, source: string): Buffer[] {

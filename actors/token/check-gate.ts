@@ -44,7 +44,7 @@ export class CheckGate {
    * gives it back. `failures()` is the pair's count in the current window, `slowed()` whether the
    * pair or the client is over its failure limit (then the slow lane).
    */
-  async admit(pair: string, client: string, limit: number, failures: () => number, slowed: () => boolean): Promise<() => void> {
+  async admit(pair: string, client: string, limit: number, failures: () => number, slowed: () => boolean, deadline = Infinity): Promise<() => void> {
     if (this.inFlight >= (this.o.maxInFlight ?? 4_096)) throw new PierError('RATE_LIMITED', 'too many proofs being checked; retry later');
     if ((this.waitingPerPair.get(pair) ?? 0) >= (this.o.maxWaitingPerPair ?? 64)) throw new PierError('RATE_LIMITED', 'too many proofs waiting for this app key; retry later');
     increment(this.waitingPerPair, pair);
@@ -52,7 +52,10 @@ export class CheckGate {
     let admitted = false;
     try {
       for (;;) {
-        const wait = this.waitFor(pair, client, limit, failures, slowed);
+        // Nobody waits for the answer any more (the caller's deadline passed): no bcrypt for it, and
+        // its place goes to one that is still awaited.
+        if (this.now() >= deadline) throw new PierError('TIMEOUT', 'the proof waited past its deadline; retry later');
+        const wait = Math.min(this.waitFor(pair, client, limit, failures, slowed), Math.max(1, deadline - this.now()));
         if (wait === 0) {
           increment(this.running, pair);
           increment(this.runningPerClient, client);

@@ -22,6 +22,8 @@ export interface TokenDeps {
   failuresByClient: FailureLimiter;
   /** The failure limit of `failuresByKey`, which the gate keeps failures plus running checks under. */
   failuresPerPair: number;
+  /** How long the caller waits for an answer (the endpoint's deadline): a proof still waiting past it is dropped unchecked. */
+  answerWithinMs: number;
   gate: CheckGate;
   verified: VerifiedProofs;
   refused: (reason: RefusalReason) => void;
@@ -108,7 +110,7 @@ export async function issueAccessToken(deps: TokenDeps, req: IssueRequest): Prom
   // limit, so concurrent bad proofs get at most the limit's worth of work; past it, one at a time,
   // spaced (check-gate.ts).
   const verify = async (): Promise<boolean> => {
-    const release = await deps.gate.admit(pair, req.client, deps.failuresPerPair, () => deps.failuresByKey.count(pair), slowed).catch((err: unknown) => {
+    const release = await deps.gate.admit(pair, req.client, deps.failuresPerPair, () => deps.failuresByKey.count(pair), slowed, now + deps.answerWithinMs).catch((err: unknown) => {
       if (err instanceof PierError && err.code === 'RATE_LIMITED') deps.refused('rate_limited');
       throw err;
     });

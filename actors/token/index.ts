@@ -50,8 +50,9 @@ async function onStart(ctx: RoleContext): Promise<TokenActor> {
     failuresByKey,
     failuresByClient,
     failuresPerPair: config.token.failuresPerKey,
+    answerWithinMs: token.issue.timeoutMs,
     // Past its failure limit a pair is checked at most once a second (slowed, not refused).
-    gate: new CheckGate({ maxRunningPerClient: MAX_CHECKS_PER_CLIENT, slowMs: Math.min(1_000, Math.ceil(config.token.failureWindowMs / config.token.failuresPerKey)) }),
+    gate: new CheckGate({ now: ctx.now, maxRunningPerClient: MAX_CHECKS_PER_CLIENT, slowMs: Math.min(1_000, Math.ceil(config.token.failureWindowMs / config.token.failuresPerKey)) }),
     verified: new VerifiedProofs(),
     refused: (reason: RefusalReason) => refused.inc({ reason }),
   };

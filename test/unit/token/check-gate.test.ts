@@ -95,3 +95,17 @@ test('over all pairs, checks running or waiting are bounded too', async (t) => {
   (await free())();
   for (const release of held.slice(1)) release();
 });
+
+test('a proof still waiting past its caller\'s deadline is dropped unchecked (TIMEOUT): a burst leaves no backlog behind it', async (t) => {
+  const gate = new CheckGate({ maxRunningPerClient: 32, slowMs: 1_000 });
+  const p = pairState(1);
+  p.fail();
+  // The pair is slowed: one check a second. The first takes the slot, the next ones wait.
+  const first = await gate.admit('k|a', 'a', p.limit, p.failures, p.slowed, Date.now() + 5_000);
+  const late = gate.admit('k|a', 'a', p.limit, p.failures, p.slowed, Date.now() + 30);
+  await t.throwsAsync(late, { message: /waited past its deadline/ });
+  first();
+  // Its place was given back: a later one, still awaited, gets the next slot.
+  const next = await gate.admit('k|a', 'a', p.limit, p.failures, p.slowed, Date.now() + 5_000);
+  next();
+});

@@ -35,6 +35,7 @@ function setup() {
     failuresByKey: new FailureLimiter(3, 60_000, () => NOW),
     failuresByClient: new FailureLimiter(50, 60_000, () => NOW),
     failuresPerPair: 3,
+    answerWithinMs: 10_000,
     gate: new CheckGate({ maxRunningPerClient: 32, slowMs: 5 }),
     verified: new VerifiedProofs(),
     refused: (r) => refusals.push(r),
