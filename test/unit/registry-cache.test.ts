@@ -1,4 +1,4 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { MemoryBus } from '../../bus/bus-memory.js';
@@ -97,6 +97,18 @@ test('the registry going stale and coming back is logged, once each', async (t) 
   t.is(said('registry heard again'), 1);
 });
 
+/** A cache on `bus` with a clock of the test's, loaded; stopped (and the bus closed) when the test ends. */
+async function startedCache(t: ExecutionContext, bus: MemoryBus, now: () => number): Promise<RegistryCache> {
+  const cache = new RegistryCache(bus, { maxStalenessMs: 5_000, log: silent, metrics: new Metrics('test'), now });
+  cache.start();
+  t.teardown(async () => {
+    cache.stop();
+    await bus.close();
+  });
+  await cache.ready();
+  return cache;
+}
+
 test('a cache that knows it is behind the registry (a change event lost, the snapshot that would repair it not answered) stops answering within the revocation bound', async (t) => {
   const bus = new MemoryBus();
   let clock = 1_000_000;
@@ -107,13 +119,7 @@ test('a cache that knows it is behind the registry (a change event lost, the sna
   bus.subscribe(registry.snapshot.subject, (m) => {
     if (answering && m.reply) bus.publish(m.reply, encode({ ok: true, data: snapshot(revision) }));
   });
-  const cache = new RegistryCache(bus, { maxStalenessMs: 5_000, log: silent, metrics: new Metrics('test'), now: () => clock });
-  cache.start();
-  t.teardown(async () => {
-    cache.stop();
-    await bus.close();
-  });
-  await cache.ready();
+  const cache = await startedCache(t, bus, () => clock);
   t.true(cache.isFresh());
   answering = false;
   // The registry moved to revision 3 (the change event never came); its heartbeat says so.
@@ -146,13 +152,7 @@ test('hostile: a heartbeat played back (the same replica, a count not newer) doe
   let clock = 1_000_000;
   const bus = new MemoryBus();
   bus.subscribe(registry.snapshot.subject, (m) => m.reply && bus.publish(m.reply, encode({ ok: true, data: { revision: 1, users: [], tokens: [], apps: [], providers: [] } })));
-  const cache = new RegistryCache(bus, { maxStalenessMs: 5_000, log: silent, metrics: new Metrics('test'), now: () => clock });
-  cache.start();
-  t.teardown(async () => {
-    cache.stop();
-    await bus.close();
-  });
-  await cache.ready();
+  const cache = await startedCache(t, bus, () => clock);
   publishEvent(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 7 });
   await bus.flush();
   // The registry falls silent; a thief plays its last heartbeat and an old change back, again and again.
