@@ -100,16 +100,18 @@ export class LocalTopology {
     const natsNames = Object.keys(services).filter((n) => services[n].image?.startsWith('nats'));
     const client = new Map<string, number>();
     const cluster = new Map<string, number>();
-    for (const n of natsNames) {
-      client.set(n, await freePort());
-      cluster.set(n, await freePort());
-    }
+    const pickPorts = async () => {
+      for (const n of natsNames) {
+        client.set(n, await freePort());
+        cluster.set(n, await freePort());
+      }
+    };
     const mapUrl = (text: string) =>
       text.replace(/nats:\/\/([a-z0-9-]+):(\d+)/g, (_m, host: string, port: string) => {
         if (host === '0.0.0.0') return `nats://127.0.0.1:${port === '6222' ? '' : port}`;
         return `nats://127.0.0.1:${port === '6222' ? cluster.get(host) : client.get(host)}`;
       });
-    for (const n of natsNames) {
+    const startNode = async (n: string) => {
       const cmd = [...(services[n].command ?? [])];
       const args: string[] = [];
       for (let i = 0; i < cmd.length; i++) {
@@ -134,6 +136,23 @@ export class LocalTopology {
       }
       const workingDir = services[n].working_dir;
       topo.nats.set(n, await NatsServer.start(args, client.get(n), workingDir ? hostPathOf(bindsOf(services[n]), workingDir) : undefined));
+    };
+    // A port found free can be taken by a concurrent test before nats-server binds it (seen in CI:
+    // "address already in use"): the nodes started so far are stopped, and the cluster starts again
+    // on fresh ports, a few times at most. Any other failure stops what started and is thrown.
+    for (let attempt = 1; ; attempt++) {
+      await pickPorts();
+      try {
+        for (const n of natsNames) await startNode(n);
+        break;
+      } catch (err) {
+        await Promise.all([...topo.nats.values()].map((node) => node.stop()));
+        topo.nats.clear();
+        if (attempt >= 3 || !/address already in use/.test(String((err as Error).message))) {
+          await topo.stop();
+          throw err;
+        }
+      }
     }
     try {
       const instances = Object.entries(services).flatMap(([name, svc]) => {
