@@ -1,5 +1,5 @@
+import { ask, serve } from '../bus/verbs.js';
 import { MemoryBus } from '../bus/bus-memory.js';
-import { call, serve } from '../bus/rpc.js';
 import { vault } from '../bus/subjects.js';
 
 /** Wildcard subscriptions beside the endpoint, as a process running every role holds a few dozen. */
@@ -12,7 +12,7 @@ async function cpuPerCall(bus: MemoryBus, calls: number, callers: number): Promi
   const before = process.cpuUsage();
   await Promise.all(
     Array.from({ length: callers }, async () => {
-      while (left-- > 0) await call(bus, vault.authorize, req);
+      while (left-- > 0) await ask(bus, vault.authorize, req);
     }),
   );
   const used = process.cpuUsage(before);

@@ -1,7 +1,7 @@
+import { ask } from '../bus/verbs.js';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { NatsBus } from '../bus/bus-nats.js';
-import { call } from '../bus/rpc.js';
 import { registry } from '../bus/subjects.js';
 import { startRegistry } from '../actors/registry/index.js';
 import { loadConfig } from '../lib/config.js';
@@ -43,13 +43,13 @@ export async function benchRegistry(): Promise<Record<string, unknown>> {
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: 16 }, async () => {
-        while (next < writes) await call(client, registry.userAdd, { name: `u${next++}` });
+        while (next < writes) await ask(client, registry.userAdd, { name: `u${next++}` });
       }),
     );
     const writeSeconds = (performance.now() - t0) / 1000;
 
     // 2. Token checks against a warm cache (the edge's hot path: one SHA-256 and two map lookups).
-    const { token } = await call(client, registry.userToken, { name: 'u1' });
+    const { token } = await ask(client, registry.userToken, { name: 'u1' });
     while (caches[0].userForToken(token) === undefined) await new Promise((r) => setTimeout(r, 1));
     const checks = 500_000;
     const t1 = performance.now();
@@ -60,10 +60,10 @@ export async function benchRegistry(): Promise<Record<string, unknown>> {
     const delays: number[] = [];
     for (let i = 0; i < 50; i++) {
       const name = `u${i + 100}`;
-      const issued = await call(client, registry.userToken, { name });
+      const issued = await ask(client, registry.userToken, { name });
       while (caches.some((c) => c.userForToken(issued.token) === undefined)) await new Promise((r) => setImmediate(r));
       const start = performance.now();
-      await call(client, registry.userRevoke, { name });
+      await ask(client, registry.userRevoke, { name });
       while (caches.some((c) => c.userForToken(issued.token) !== undefined)) await new Promise((r) => setImmediate(r));
       delays.push(performance.now() - start);
     }

@@ -39,6 +39,8 @@ export const ErrorReasons = {
   CHECKSUM_MISMATCH: 'checksum_mismatch',
   /** Nothing answers the subject (no replica of the role runs). */
   NO_RESPONDERS: 'no_responders',
+  /** The receiver does not speak the message's wire format (bus/envelope.ts): the sender may fall back. */
+  UNSUPPORTED_VERSION: 'unsupported_version',
 } as const;
 
 export type ErrorReason = (typeof ErrorReasons)[keyof typeof ErrorReasons];

@@ -1,4 +1,5 @@
 import type { Bus, BusMessage } from './bus.js';
+import { refuse } from './envelope.js';
 import { decode, encode } from './codec.js';
 import { PierError } from './errors.js';
 import { isPublicKey } from './seal.js';
@@ -31,6 +32,12 @@ export interface SealSpec {
    * key. Only a refusal may come in clear: it grants nothing.
    */
   grant?: string;
+  /**
+   * One-way messages only: signed with this role's anchored Ed25519 key, and refused unsigned or
+   * signed by any other key. For what every process believes (the registry's changes), which only
+   * that role may say.
+   */
+  signedBy?: string;
 }
 
 /**
@@ -43,9 +50,10 @@ const KEY_BYTES = 32;
 const NONCE_BYTES = 16;
 const PREFIX_BYTES = KEY_BYTES + NONCE_BYTES;
 
+/** What sealing needs to know of an exchange: its spec and the concrete subject a message goes on. */
 interface Sealable {
   readonly subject: string;
-  readonly seal?: SealSpec;
+  readonly seal: SealSpec | undefined;
 }
 
 /**
@@ -156,7 +164,7 @@ export function sealReply(bus: Bus, ep: Sealable, prefix: Uint8Array | undefined
  * The caller's side: the reply's plain bytes. A sealed endpoint's answer in clear is refused (only
  * a refusal may be), and a grant made with a key that is not the role's anchored one too.
  */
-export function openReply(bus: Bus, ep: Sealable, msg: BusMessage, call: SealedCall): Uint8Array {
+export function openSealedReply(bus: Bus, ep: Sealable, msg: BusMessage, call: SealedCall): Uint8Array {
   const sealing = bus.sealing;
   const spec = ep.seal;
   if (!sealing || !answerSealed(spec) || !call.nonce) return msg.data;
@@ -174,4 +182,27 @@ export function openReply(bus: Bus, ep: Sealable, msg: BusMessage, call: SealedC
   }
   if (plain?.ok === false) return msg.data;
   throw new PierError('BAD_GATEWAY', `sealed message: the answer on ${ep.subject} came in clear`);
+}
+
+/** An Ed25519 signature, then the message: what a signed one-way message is on a wire. */
+const SIGNATURE_BYTES = 64;
+const signedPart = (subject: string, payload: Uint8Array) => Buffer.concat([head(`${subject}|`), payload]);
+
+/** A one-way message's bytes as they leave: signed when its exchange says so. */
+export function signMessage(bus: Bus, ex: Sealable, payload: Uint8Array): Uint8Array {
+  const by = ex.seal?.signedBy;
+  if (!by || !bus.sealing) return payload;
+  const sig = bus.sealing.signAs(by, signedPart(ex.subject, payload));
+  if (!sig) throw new PierError('INTERNAL', `${ex.subject}: this process does not hold the ${by} key to sign with`);
+  return Buffer.concat([sig, payload]);
+}
+
+/** A signed one-way message's payload, when its signature is by the role's anchored key; undefined (refused, counted) otherwise. */
+export function verifiedMessage(bus: Bus, seal: SealSpec | undefined, msg: BusMessage): Uint8Array | undefined {
+  const by = seal?.signedBy;
+  if (!by || !bus.sealing) return msg.data;
+  const payload = msg.data.subarray(SIGNATURE_BYTES);
+  if (msg.data.byteLength > SIGNATURE_BYTES && bus.sealing.signedAs(by, signedPart(msg.subject, payload), msg.data.subarray(0, SIGNATURE_BYTES))) return payload;
+  refuse(msg.subject, 'sealed');
+  return undefined;
 }

@@ -1,4 +1,4 @@
-import { channel, signal } from './channel.js';
+import { channel, signal } from './exchange.js';
 import type { WireError } from './errors.js';
 
 /**

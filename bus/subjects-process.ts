@@ -1,4 +1,3 @@
-import { channel, signal } from './channel.js';
 
 /** What every Pier process (whatever its roles) says about itself. */
 export interface ProcessInfo {
@@ -82,4 +81,5 @@ export const processSubjects = {
    */
   heartbeat: (role: string) => `pier.process.heartbeat.${role}`,
   heartbeats: 'pier.process.heartbeat.*',
-};
+};import { channel, signal } from './exchange.js';
+

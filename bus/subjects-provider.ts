@@ -1,4 +1,3 @@
-import { endpoint, shared } from './rpc.js';
 
 /** A call to `/system-server/v1alpha1/<dataType>/<group>/<version>/<op>`, as the edge received it. */
 export interface ProviderCall {
@@ -14,7 +13,7 @@ export interface ProviderCall {
   accessToken: string;
   /** The caller's address as the edge saw it: the provider gets it as `X-Forwarded-For`. */
   client: string;
-  /** The body when small (bus/stream.ts INLINE_BYTES), else null and `bodyStream` names where to pull it. */
+  /** The body when small (bus/byte-stream.ts INLINE_BYTES), else null and `bodyStream` names where it is offered. */
   body: Uint8Array | null;
   bodyStream: string | null;
 }
@@ -23,7 +22,7 @@ export interface ProviderAnswer {
   status: number;
   headers: Record<string, string>;
   body: Uint8Array | null;
-  /** Where the edge pulls the rest of a large answer; the actor reads the provider as it is pulled. */
+  /** Where the rest of a large answer is offered (bus/byte-stream.ts); the actor reads the provider as the edge takes it. */
   bodyStream: string | null;
 }
 
@@ -56,7 +55,7 @@ export const provider = {
     accessToken: { type: 'string', max: 64 * 1024 },
     client: { type: 'string', max: 64 },
     body: { type: 'any', nullable: true },
-    bodyStream: { type: 'string', nullable: true },
+    bodyStream: { type: 'string', nullable: true, pattern: /^pier\.stream\.edge\.[0-9a-f]{24}$/ },
   }, undefined, { request: 'provider' })),
   /** The checks of `call` (401, 403, 404) alone, asked by the edge before it reads the body. */
   authorize: shared(endpoint<ProviderAuthorize, CallGate>('pier.provider.authorize', 'provider', {
@@ -66,4 +65,5 @@ export const provider = {
     op: segment,
     accessToken: { type: 'string', max: 64 * 1024 },
   }, undefined, { request: 'provider', grant: 'provider' })),
-};
+};import { endpoint, shared } from './exchange.js';
+

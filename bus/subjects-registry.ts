@@ -1,4 +1,3 @@
-import { endpoint, event } from './rpc.js';
 
 /** Names of users and apps (CONTRACT.md section 1). */
 export const USER_NAME = /^[a-z][a-z0-9-]{0,30}$/;
@@ -288,4 +287,5 @@ export const registryState = {
   subject: 'pier.state.registry',
   snapshotStream: 'PIER_REGISTRY_SNAPSHOTS',
   snapshotPrefix: 'pier.state.snapshots.registry',
-} as const;
+} as const;import { endpoint, event } from './exchange.js';
+

@@ -1,4 +1,4 @@
-import { endpoint } from './rpc.js';
+import { endpoint } from './exchange.js';
 import type { AuditEntry } from './subjects-vault.js';
 import type { ProviderView, TokenView, UserView } from './subjects-registry.js';
 

@@ -1,4 +1,3 @@
-import { endpoint } from './rpc.js';
 
 /** A bcrypt hash as the access endpoint takes it: `$2a$`/`$2b$`/`$2y$`, two-digit cost, 53 characters. */
 export const BCRYPT_HASH = /^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$/;
@@ -81,4 +80,5 @@ export const sharedFailureSchema = {
   key: { type: 'string', max: 512 },
   at: { type: 'number', integer: true, min: 0 },
   origin: { type: 'string', max: 64 },
-} as const;
+} as const;import { endpoint } from './exchange.js';
+

@@ -1,4 +1,5 @@
-import { endpoint, event } from './rpc.js';
+import { pieces } from './byte-stream.js';
+import { endpoint, event } from './exchange.js';
 import { USER_NAME } from './subjects-registry.js';
 
 /** The record the upload endpoints answer with (spec "Upload record"). */
@@ -99,23 +100,8 @@ export interface WriteSession {
   maxBytes: number;
 }
 
-/**
- * A request to a write session's subject. The bytes travel as the message payload itself (no
- * encoding, no copy); `seq` and `kind` travel in the headers `pier-seq` and `pier-kind`.
- */
-export interface Piece {
-  seq: number;
-  /** `end`: keep the bytes; `abort`: the client went away (kept when the offset was confirmed); `discard`: cut them back. */
-  kind: 'data' | 'end' | 'abort' | 'discard';
-  data: Uint8Array;
-}
-
-export const PIECE_HEADERS = { seq: 'pier-seq', kind: 'pier-kind' } as const;
-
-export interface PieceAck {
-  ok: boolean;
-  error?: { code: string; message: string; data?: unknown; reason?: string };
-  /** On `end` and `abort`: the record after the write, fsynced. */
+/** What a write session answers a piece with: on `end`, `abort` and `discard`, the record after the write, fsynced. */
+export interface PieceAnswer {
   record?: UploadRecord;
   complete?: boolean;
 }
@@ -170,6 +156,13 @@ export const upload = {
     dest: { type: 'string', max: 4096, pattern: APP_VIEW_PATH },
   }),
 };
+
+/**
+ * A PATCH's bytes, pushed to its write session (bus/byte-stream.ts), which answers each piece once
+ * its write is issued, and the end once written, fsynced and recorded. The deadline of one piece is
+ * the edge's own (PIER_UPLOAD_IDLE_MS, at least the time a write may take).
+ */
+export const uploadStream = pieces<PieceAnswer>({ record: { type: 'object', optional: true }, complete: { type: 'boolean', optional: true } }, 30_000);
 
 /** A PATCH's write session: the edge sends its pieces here, to the upload replica holding the lock. */
 export const uploadSubjects = {

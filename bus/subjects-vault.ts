@@ -1,4 +1,4 @@
-import { endpoint, event, shared } from './rpc.js';
+import { endpoint, event, shared } from './exchange.js';
 import type { CallGate } from './subjects-provider.js';
 import { USER_NAME } from './subjects-registry.js';
 

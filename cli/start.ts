@@ -1,3 +1,4 @@
+import { onRefusal } from '../bus/envelope.js';
 import type { Bus } from '../bus/bus.js';
 import { gcThreadsHint } from '../lib/gc-threads.js';
 import { MemoryBus } from '../bus/bus-memory.js';
@@ -7,7 +8,6 @@ import type { Config, Role } from '../lib/config.js';
 import { GuardedBus } from '../bus/guarded.js';
 import { ACTORS, permissionsFor } from './roles.js';
 import { startActor, type AnyActor, type RunningActor } from '../lib/actor.js';
-import { onRefusal } from '../bus/rpc.js';
 import { inboxPrefixOf } from '../lib/nats-auth.js';
 import { createLogger } from '../lib/log.js';
 import { Metrics } from '../lib/metrics.js';

@@ -1,6 +1,6 @@
+import { ask } from '../bus/verbs.js';
 import type { Bus } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
-import { call } from '../bus/rpc.js';
 import { credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState, type OperatorVaultRequest } from '../bus/subjects.js';
 import { AggregatorRegistry } from 'prom-client';
 import { assertValid, compile } from '../bus/validation.js';
@@ -68,7 +68,7 @@ function pathName(req: HttpRequestData, key: string, pattern: RegExp, what: stri
 async function uploadDir(deps: AdminDeps, user: string, dest: string | null): Promise<{ upload_dir: string | null; upload_dir_error?: string }> {
   if (dest === null) return { upload_dir: null };
   try {
-    return { upload_dir: (await call(deps.bus, upload.prepare, { user, dest })).dir };
+    return { upload_dir: (await ask(deps.bus, upload.prepare, { user, dest })).dir };
   } catch (err) {
     return { upload_dir: null, upload_dir_error: `the upload role did not create the folder: ${(err as Error).message}` };
   }
@@ -88,16 +88,16 @@ export function adminHandlers(deps: AdminDeps) {
   return {
     userAdd: guard(async (req) => {
       const body = parseJsonBody(req);
-      return ok(await call(deps.bus, registry.userAdd, { name: body.name as string }));
+      return ok(await ask(deps.bus, registry.userAdd, { name: body.name as string }));
     }),
-    userList: guard(async () => ok(await call(deps.bus, registry.userList, {}))),
-    userToken: guard(async (req) => ok(await call(deps.bus, registry.userToken, { name: pathName(req, 'name', USER_NAME, 'user') }))),
-    userRevoke: guard(async (req) => ok(await call(deps.bus, registry.userRevoke, { name: pathName(req, 'name', USER_NAME, 'user') }))),
+    userList: guard(async () => ok(await ask(deps.bus, registry.userList, {}))),
+    userToken: guard(async (req) => ok(await ask(deps.bus, registry.userToken, { name: pathName(req, 'name', USER_NAME, 'user') }))),
+    userRevoke: guard(async (req) => ok(await ask(deps.bus, registry.userRevoke, { name: pathName(req, 'name', USER_NAME, 'user') }))),
 
     appInstall: guard(async (req) => {
       const body = parseJsonBody(req);
       assertValid(installSchema, body);
-      const installed = await call(deps.bus, registry.appInstall, {
+      const installed = await ask(deps.bus, registry.appInstall, {
         user: body.user as string,
         manifest: body.manifest as string,
         providers: (body.providers as string[] | undefined) ?? [],
@@ -116,7 +116,7 @@ export function adminHandlers(deps: AdminDeps) {
       const user = req.query.get('user') ?? undefined;
       if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
       // With what the registry's caches know of each app: its grants and its upload folder (the console's apps view).
-      const apps = await call(deps.bus, registry.appList, user === undefined ? {} : { user });
+      const apps = await ask(deps.bus, registry.appList, user === undefined ? {} : { user });
       return ok(apps.map((a) => {
         const view = deps.cache.app(a.user, a.app);
         return view ? { ...a, grants: view.grants, upload_dest: view.upload?.dest ?? null } : a;
@@ -127,7 +127,7 @@ export function adminHandlers(deps: AdminDeps) {
       if (purge !== null && purge !== 'true' && purge !== 'false') throw new PierError('BAD_REQUEST', 'purge: must be true or false');
       const user = pathName(req, 'user', USER_NAME, 'user');
       const app = pathName(req, 'app', APP_NAME, 'app');
-      const done = await call(deps.bus, registry.appUninstall, { user, app, purge: purge === 'true' }).catch((err: unknown) => {
+      const done = await ask(deps.bus, registry.appUninstall, { user, app, purge: purge === 'true' }).catch((err: unknown) => {
         // Purging an app already uninstalled: its grants went with it, but its workspaces can still go.
         if (err instanceof PierError && err.code === 'NOT_FOUND' && purge === 'true' && /is not installed/.test(err.message)) {
           throw new PierError('NOT_FOUND', `${err.message}: to delete the secrets a plain uninstall kept, run pier vault purge --user ${user} --workspace W for each of its workspaces`);
@@ -137,10 +137,10 @@ export function adminHandlers(deps: AdminDeps) {
       return ok(done);
     }),
 
-    providerList: guard(async () => ok(await call(deps.bus, registry.providerList, {}))),
+    providerList: guard(async () => ok(await ask(deps.bus, registry.providerList, {}))),
     providerSetState: (state: ProviderState) =>
       guard(async (req) => {
-        return ok(await call(deps.bus, registry.providerSetState, { name: req.params.name, state }));
+        return ok(await ask(deps.bus, registry.providerSetState, { name: req.params.name, state }));
       }),
 
     vaultAudit: guard(async (req) => {
@@ -153,7 +153,7 @@ export function adminHandlers(deps: AdminDeps) {
       const op = req.query.get('op') ?? undefined;
       if (app !== undefined && !APP_NAME.test(app)) throw new PierError('BAD_REQUEST', `app: must match ${APP_NAME}`);
       if (op !== undefined && !/^[A-Za-z]{1,64}$/.test(op)) throw new PierError('BAD_REQUEST', 'op: must be an operation name, letters only');
-      const entries = await call(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) });
+      const entries = await ask(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) });
       return ok(entries.filter((e) => (app === undefined || e.app === app) && (op === undefined || e.op === op)));
     }),
     /**
@@ -166,14 +166,14 @@ export function adminHandlers(deps: AdminDeps) {
         const body = op === 'set' ? (parseJsonBody(req) as { value?: unknown }) : {};
         if (op === 'set' && typeof body.value !== 'string') throw new PierError('BAD_REQUEST', 'value: must be a string');
         const request = { op, user: q('user') ?? '', workspace: q('workspace') ?? '', ...(q('env') ? { env: q('env') } : {}), ...((req.params.name ?? q('name')) ? { name: req.params.name ?? q('name') } : {}), ...(op === 'set' ? { value: body.value as string } : {}) };
-        return ok((await call(deps.bus, vault.operator, request)).data);
+        return ok((await ask(deps.bus, vault.operator, request)).data);
       }),
     /** `pier state export`: every record of the registry and the vault, as NDJSON, streamed page by page. */
     stateExport: guard(async () => {
       async function* lines(): AsyncGenerator<Uint8Array> {
         for (const ep of [stateEndpoints.registryExport, stateEndpoints.vaultExport]) {
           for (let offset = 0; ; offset += EXPORT_PAGE) {
-            const page = await call(deps.bus, ep, { offset, limit: EXPORT_PAGE });
+            const page = await ask(deps.bus, ep, { offset, limit: EXPORT_PAGE });
             yield Buffer.from(page.records.map(stateLine).join(''));
             if (page.done) break;
           }
@@ -188,7 +188,7 @@ export function adminHandlers(deps: AdminDeps) {
     stateImport: guard(async (req) => {
       const records = parseStateLines(req.body.toString('utf8'), Number(req.query.get('line') ?? '1') || 1);
       if (req.query.get('first') === 'true') {
-        const [r, v] = await Promise.all([call(deps.bus, stateEndpoints.registryEmpty, {}), call(deps.bus, stateEndpoints.vaultEmpty, {})]);
+        const [r, v] = await Promise.all([ask(deps.bus, stateEndpoints.registryEmpty, {}), ask(deps.bus, stateEndpoints.vaultEmpty, {})]);
         if (!r.empty || !v.empty) throw new PierError('CONFLICT', 'the target already holds state: import goes into an empty registry and vault');
       }
       const registryKinds = new Set(['user', 'token', 'app', 'provider']);
@@ -197,15 +197,15 @@ export function adminHandlers(deps: AdminDeps) {
         const chunk = records.slice(i, i + 1_000);
         const reg = chunk.filter((r) => registryKinds.has(r.kind));
         const vlt = chunk.filter((r) => !registryKinds.has(r.kind));
-        if (reg.length > 0) imported += (await call(deps.bus, stateEndpoints.registryImport, { records: reg })).imported;
-        if (vlt.length > 0) imported += (await call(deps.bus, stateEndpoints.vaultImport, { records: vlt })).imported;
+        if (reg.length > 0) imported += (await ask(deps.bus, stateEndpoints.registryImport, { records: reg })).imported;
+        if (vlt.length > 0) imported += (await ask(deps.bus, stateEndpoints.vaultImport, { records: vlt })).imported;
       }
       return ok({ imported });
     }),
     /** After restarting every process with the new PIER_MASTER_KEY and the old one as PIER_MASTER_KEY_PREVIOUS. */
     rotateMasterKey: guard(async () => {
-      const { rewrapped } = await call(deps.bus, vault.rotate, {});
-      const { resealed } = await call(deps.bus, registry.appReseal, {});
+      const { rewrapped } = await ask(deps.bus, vault.rotate, {});
+      const { resealed } = await ask(deps.bus, registry.appReseal, {});
       return ok({ rewrapped_data_keys: rewrapped, resealed_app_secrets: resealed });
     }),
 

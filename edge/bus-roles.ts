@@ -1,5 +1,5 @@
 import type { Declaration } from '../bus/permissions.js';
-import { streamSubject } from '../bus/stream.js';
+import { streamSubject } from '../bus/byte-stream.js';
 import { gatewaySubjects, processSubjects, provider, registry, stateEndpoints, token, upload, uploadSubjects, vault } from '../bus/subjects.js';
 
 const any = '*';

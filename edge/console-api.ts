@@ -1,7 +1,7 @@
-import { gatherOn, askOn } from '../bus/channel.js';
+import { at } from '../bus/exchange.js';
+import { ask, gather } from '../bus/verbs.js';
 import { PierError } from '../bus/errors.js';
 import { edgeOfConn } from '../bus/ids.js';
-import { call } from '../bus/rpc.js';
 import { APP_NAME, gatewayChannels, gatewaySubjects, registry, upload, USER_NAME, type AppView } from '../bus/subjects.js';
 import { describeProcesses } from '../lib/presence.js';
 import { assertValid, compile } from '../bus/validation.js';
@@ -101,7 +101,7 @@ export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Rou
       handler: guarded(async (req) => {
         const limitText = req.query.get('limit') ?? '200';
         if (!/^\d{1,4}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 1000) throw new PierError('BAD_REQUEST', 'limit: must be an integer from 1 to 1000');
-        return ok(await call(deps.bus, upload.list, { limit: Number(limitText) }));
+        return ok(await ask(deps.bus, upload.list, { limit: Number(limitText) }));
       }),
     },
   ];
@@ -159,7 +159,7 @@ async function listConnections(deps: AdminDeps, req: HttpRequestData): Promise<H
   const appName = req.query.get('app') ?? undefined;
   if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
   if (appName !== undefined && (user === undefined || !APP_NAME.test(appName))) throw new PierError('BAD_REQUEST', `app: needs user, and must match ${APP_NAME}`);
-  const summaries = await call(deps.bus, registry.appList, user === undefined ? {} : { user });
+  const summaries = await ask(deps.bus, registry.appList, user === undefined ? {} : { user });
   const apps = summaries
     .filter((s) => appName === undefined || s.app === appName)
     .map((s) => deps.cache.app(s.user, s.app))
@@ -171,7 +171,7 @@ async function listConnections(deps: AdminDeps, req: HttpRequestData): Promise<H
   let partial = false;
   const data = await Promise.all(
     apps.slice(0, MAX_APPS).map(async (a) => {
-      const replies = await gatherOn(deps.bus, gatewayChannels.list, gatewaySubjects.list, { appId: a.id }, { timeoutMs: 1_000, stallMs: 1_000, expected: edges });
+      const replies = await gather(deps.bus, at(gatewayChannels.list, gatewaySubjects.list), { appId: a.id }, { timeoutMs: 1_000, stallMs: 1_000, expected: edges });
       if (replies.length < edges) partial = true;
       const conns = replies.flatMap((r) => r.conns).map((c) => {
         const edge = edgeOfConn(c.id) ?? null;
@@ -196,7 +196,7 @@ async function closeConnections(deps: AdminDeps, req: HttpRequestData): Promise<
     const edge = edgeOfConn(id);
     if (!edge) throw new PierError('BAD_REQUEST', `conns: "${id.slice(0, 64)}" is not a connection id`);
     try {
-      closed += (await askOn(deps.bus, gatewayChannels.command, gatewaySubjects.edge(edge), { op: 'close', appId, connIds: [id] })).count;
+      closed += (await ask(deps.bus, at(gatewayChannels.command, gatewaySubjects.edge(edge)), { op: 'close', appId, connIds: [id] })).count;
     } catch {
       // Its edge is gone: so is the connection.
     }

@@ -1,5 +1,6 @@
+import { at } from '../bus/exchange.js';
+import { ask, tell } from '../bus/verbs.js';
 import type { Bus } from '../bus/bus.js';
-import { askOn, tellOn } from '../bus/channel.js';
 import { gatewayChannels, gatewaySubjects, movedSigned, type GatewayEvent } from '../bus/subjects.js';
 import type { Logger } from '../lib/log.js';
 import type { Peers } from '../lib/peers.js';
@@ -84,7 +85,7 @@ export class EventForwarder {
     for (const p of alive) {
       if (this.answered.has(p.busId) || this.asking.has(p.busId) || now - (this.failedAt.get(p.busId) ?? 0) < 1_000) continue;
       this.asking.add(p.busId);
-      askOn(this.bus, gatewayChannels.hello, gatewaySubjects.hello(p.busId), {})
+      ask(this.bus, at(gatewayChannels.hello, gatewaySubjects.hello(p.busId)), {})
         .then((r) => {
           if (r.busId === p.busId) this.answered.add(p.busId);
           else this.failedAt.set(p.busId, Date.now());
@@ -168,7 +169,7 @@ export class EventForwarder {
   private send(box: Outbox, ev: GatewayEvent): void {
     if (!box.replica) return this.retryLater(box, ev.connId);
     const sent = { ...ev, oldest: box.events[0]?.seq ?? ev.seq };
-    askOn(this.bus, gatewayChannels.deliver, gatewaySubjects.deliver(box.replica), sent, this.options.ackTimeoutMs)
+    ask(this.bus, at(gatewayChannels.deliver, gatewaySubjects.deliver(box.replica)), sent, { timeoutMs: this.options.ackTimeoutMs })
       .then((ack) => {
         // Refused: the replica's registry view does not know the app (yet: it may lag this edge's
         // view, or any more). Sent again like a failure, and given up on after the retry period.
@@ -196,7 +197,7 @@ export class EventForwarder {
   private tellMoved(replica: string, connId: string): void {
     try {
       const notice = { connId, edge: this.peers.self.busId, at: Date.now() };
-      tellOn(this.bus, gatewayChannels.moved, gatewaySubjects.moved(replica), { ...notice, sig: this.peers.sign(movedSigned(replica, notice)) });
+      tell(this.bus, at(gatewayChannels.moved, gatewaySubjects.moved(replica)), { ...notice, sig: this.peers.sign(movedSigned(replica, notice)) });
     } catch {
       // Disconnected: the replica, cut off too, is told nothing; see docs/operations.md ("Chaos").
     }

@@ -1,7 +1,8 @@
+import { at } from '../bus/exchange.js';
+import { hear, serve } from '../bus/verbs.js';
 import uWS from 'uWebSockets.js';
 import { Counter, Gauge } from 'prom-client';
 import type { Subscription } from '../bus/bus.js';
-import { answerOn, hearOn } from '../bus/channel.js';
 import { appId, gatewayEventId, newConnId, parseAppId } from '../bus/ids.js';
 import { CLOSE_CODES, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type ListedConn } from '../bus/subjects.js';
 import type { RoleContext } from '../lib/runtime.js';
@@ -102,9 +103,9 @@ export class Gateway {
   start(): void {
     const { bus, peers, cache } = this.ctx;
     this.subs.push(
-      answerOn(bus, gatewayChannels.command, gatewaySubjects.edge(peers.self.busId), (cmd) => this.command(cmd)),
-      hearOn(bus, gatewayChannels.settled, gatewaySubjects.settled(peers.self.busId), ({ connId, seq }) => this.forwarder.settled(connId, seq)),
-      answerOn(bus, gatewayChannels.list, gatewaySubjects.list, ({ appId: wanted }) => {
+      serve(bus, at(gatewayChannels.command, gatewaySubjects.edge(peers.self.busId)), (cmd) => this.command(cmd)),
+      hear(bus, at(gatewayChannels.settled, gatewaySubjects.settled(peers.self.busId)), ({ connId, seq }) => this.forwarder.settled(connId, seq)),
+      serve(bus, at(gatewayChannels.list, gatewaySubjects.list), ({ appId: wanted }) => {
         const conns: ListedConn[] = [];
         for (const ws of this.conns.values()) {
           const c = ws.getUserData();
@@ -210,7 +211,7 @@ export class Gateway {
     const key = appId(c.user, c.app);
     let entry = this.byUser.get(key);
     if (!entry) {
-      entry = { sockets: new Set(), sub: answerOn(this.ctx.bus, gatewayChannels.command, gatewaySubjects.user(c.user, c.app), (cmd) => this.command(cmd)) };
+      entry = { sockets: new Set(), sub: serve(this.ctx.bus, at(gatewayChannels.command, gatewaySubjects.user(c.user, c.app)), (cmd) => this.command(cmd)) };
       this.byUser.set(key, entry);
     }
     entry.sockets.add(ws);

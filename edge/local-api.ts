@@ -1,5 +1,6 @@
+import { at } from '../bus/exchange.js';
+import { ask, gather } from '../bus/verbs.js';
 import type { Bus } from '../bus/bus.js';
-import { askOn, gatherOn } from '../bus/channel.js';
 import { PierError } from '../bus/errors.js';
 import { edgeOfConn, parseAppId } from '../bus/ids.js';
 import { gatewayChannels, gatewaySubjects, registry, USER_NAME, type AppView, type ConnCommand } from '../bus/subjects.js';
@@ -7,7 +8,6 @@ import type { Peers } from '../lib/peers.js';
 import { FailureLimiter } from '../lib/rate-limit.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
 import { sha256Hex } from '../lib/tokens.js';
-import { call } from '../bus/rpc.js';
 import type { PassedGates } from './call-gate.js';
 import { assertValid, compile } from '../bus/validation.js';
 import { ok } from './envelope.js';
@@ -64,7 +64,7 @@ export function localApi(deps: LocalDeps) {
       const memo = `${key}\0${sha256Hex(secret)}`;
       const now = deps.now();
       if (deps.verified.passed(memo, now)) return app;
-      const verified = await call(deps.bus, registry.appVerify, { appKey: key, secret: secret.slice(0, 256) }).catch((err: unknown) => {
+      const verified = await ask(deps.bus, registry.appVerify, { appKey: key, secret: secret.slice(0, 256) }).catch((err: unknown) => {
         if (err instanceof PierError && err.code === 'UNAUTHORIZED') return null;
         throw err; // the registry unreachable: 503, not a verdict on the credentials
       });
@@ -78,12 +78,11 @@ export function localApi(deps: LocalDeps) {
     throw new PierError('UNAUTHORIZED', 'X-App-Key and X-App-Secret are required and must match an installed app');
   }
 
-
   async function toConn(connId: string, cmd: Omit<ConnCommand, 'connIds'>): Promise<number> {
     const edge = edgeOfConn(connId);
     if (edge === undefined) return 0;
     try {
-      return (await askOn(deps.bus, gatewayChannels.command, gatewaySubjects.edge(edge), { ...cmd, connIds: [connId] })).count;
+      return (await ask(deps.bus, at(gatewayChannels.command, gatewaySubjects.edge(edge)), { ...cmd, connIds: [connId] })).count;
     } catch (err) {
       if (err instanceof PierError && err.code === 'UNAVAILABLE') return 0; // its edge is gone, and the connection with it
       throw err;
@@ -93,7 +92,7 @@ export function localApi(deps: LocalDeps) {
   async function toUsers(users: string[], cmd: Omit<ConnCommand, 'users'>): Promise<number> {
     const counts = await Promise.all(
       [...new Set(users)].map(async (user) => {
-        const replies = await gatherOn(deps.bus, gatewayChannels.command, gatewaySubjects.user(user, parseAppId(cmd.appId)!.app), { ...cmd, users: [user] }, { stallMs: 25 });
+        const replies = await gather(deps.bus, at(gatewayChannels.command, gatewaySubjects.user(user, parseAppId(cmd.appId)!.app)), { ...cmd, users: [user] }, { stallMs: 25 });
         return replies.reduce((n, r) => n + r.count, 0);
       }),
     );
@@ -134,7 +133,7 @@ export function localApi(deps: LocalDeps) {
     async list(req: HttpRequestData): Promise<HttpReply> {
       const app = await caller(req);
       const edges = deps.peers.alive('edge').length;
-      const replies = await gatherOn(deps.bus, gatewayChannels.list, gatewaySubjects.list, { appId: app.id }, { timeoutMs: 1_000, stallMs: 1_000, expected: edges });
+      const replies = await gather(deps.bus, at(gatewayChannels.list, gatewaySubjects.list), { appId: app.id }, { timeoutMs: 1_000, stallMs: 1_000, expected: edges });
       const byUser = new Map<string, { id: string; userAgent: string }[]>();
       for (const r of replies) {
         for (const c of r.conns) {

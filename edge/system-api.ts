@@ -1,7 +1,7 @@
+import { ask } from '../bus/verbs.js';
 import type { Bus } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
-import { call } from '../bus/rpc.js';
-import { bufferSource, INLINE_BYTES, pullStream, serveStream } from '../bus/stream.js';
+import { bufferSource, INLINE_BYTES, offerBytes, takeBytes } from '../bus/byte-stream.js';
 import { accessRequestSchema, provider, token, type AccessRequest } from '../bus/subjects.js';
 import { assertValid, compile } from '../bus/validation.js';
 import { GATE_TIMEOUT_MS, passGate, type PassedGates } from './call-gate.js';
@@ -21,7 +21,7 @@ const checkAccess = compile(accessRequestSchema);
 export async function accessToken(deps: SystemDeps, req: HttpRequestData): Promise<HttpReply> {
   const body = parseJsonBody(req);
   assertValid(checkAccess, body);
-  const issued = await call(deps.bus, token.issue, { ...(body as unknown as AccessRequest), client: req.remoteAddress });
+  const issued = await ask(deps.bus, token.issue, { ...(body as unknown as AccessRequest), client: req.remoteAddress });
   return ok(issued);
 }
 
@@ -36,23 +36,20 @@ export async function providerCallGate(deps: SystemDeps, req: RequestHead): Prom
   const accessToken = accessTokenOf(req);
   const { dataType, group, version, op } = req.params;
   const key = ['provider', accessToken, dataType, group, version, op].join('\0');
-  return passGate(deps.gates, key, () => call(deps.bus, provider.authorize, { dataType, group, version, op, accessToken }, GATE_TIMEOUT_MS));
+  return passGate(deps.gates, key, () => ask(deps.bus, provider.authorize, { dataType, group, version, op, accessToken }, { timeoutMs: GATE_TIMEOUT_MS }));
 }
 
 /**
  * `/system-server/v1alpha1/<dataType>/<group>/<version>/<op>`: handed to the provider actor. A
- * large body is served to it piece by piece; a large answer is pulled piece by piece as the client
- * reads it.
+ * large body is offered to it as a byte stream (bus/byte-stream.ts); a large answer is taken piece by
+ * piece as the client reads it.
  */
 export async function providerCall(deps: SystemDeps, req: HttpRequestData): Promise<HttpReply> {
   const accessToken = accessTokenOf(req);
   const large = req.body.byteLength > INLINE_BYTES;
-  const served = large ? serveStream(deps.bus, 'edge', bufferSource(req.body), deps.providerTimeoutMs) : null;
+  const served = large ? offerBytes(deps.bus, 'edge', 'provider', bufferSource(req.body), deps.providerTimeoutMs) : null;
   try {
-    const answer = await call(
-      deps.bus,
-      provider.call,
-      {
+    const answer = await ask(deps.bus, provider.call, {
         dataType: req.params.dataType,
         group: req.params.group,
         version: req.params.version,
@@ -66,9 +63,9 @@ export async function providerCall(deps: SystemDeps, req: HttpRequestData): Prom
         bodyStream: served?.subject ?? null,
       },
       // The actor's own deadline (504 with the provider's name) must fire before the bus's.
-      deps.providerTimeoutMs + 2_000,
+      { timeoutMs: deps.providerTimeoutMs + 2_000 },
     );
-    if (answer.bodyStream) return { status: answer.status, headers: answer.headers, stream: pullStream(deps.bus, answer.bodyStream, deps.providerTimeoutMs) };
+    if (answer.bodyStream) return { status: answer.status, headers: answer.headers, stream: takeBytes(deps.bus, 'edge', answer.bodyStream, deps.providerTimeoutMs) };
     return { status: answer.status, headers: answer.headers, body: answer.body ?? new Uint8Array(0) };
   } catch (err) {
     served?.close();

@@ -1,7 +1,7 @@
+import { ask } from '../bus/verbs.js';
 import { createHash, type Hash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { asPierError, ErrorReasons, PierError } from '../bus/errors.js';
-import { call } from '../bus/rpc.js';
 import { CONFLICT_POLICIES, upload, type ConflictPolicy, type TusUploadState, type UploadRecord } from '../bus/subjects.js';
 import { identifyBrowserCaller, type BrowserCaller } from './app-identity.js';
 import type { HttpReply, HttpRequestData } from './http.js';
@@ -74,7 +74,7 @@ export function tusApi(deps: UploadApiDeps) {
     if (type !== OFFSET_STREAM) throw new TusRefusal(415, `Content-Type: must be ${OFFSET_STREAM}`);
     const checksum = parseChecksum(req.headers['upload-checksum']);
     const length = byteCount(req.headers['upload-length'], 'Upload-Length') ?? null;
-    const session = await call(deps.bus, upload.begin, { user: caller.user, app: caller.app.name, id, offset, protocol: 'tus', length, provisional: checksum !== null });
+    const session = await ask(deps.bus, upload.begin, { user: caller.user, app: caller.app.name, id, offset, protocol: 'tus', length, provisional: checksum !== null });
     let hash: Hash | null = null;
     if (checksum) hash = createHash(checksum.algorithm);
     const confirm = checksum
@@ -85,7 +85,7 @@ export function tusApi(deps: UploadApiDeps) {
     return streamToSession(deps.bus, session, stream, 30_000, confirm, hash ? (c) => hash!.update(c) : undefined);
   }
 
-  const describe = (caller: BrowserCaller, id: string): Promise<TusUploadState> => call(deps.bus, upload.describe, { user: caller.user, app: caller.app.name, id });
+  const describe = (caller: BrowserCaller, id: string): Promise<TusUploadState> => ask(deps.bus, upload.describe, { user: caller.user, app: caller.app.name, id });
 
   async function head(req: HttpRequestData): Promise<HttpReply> {
     checkVersion(req);
@@ -109,7 +109,7 @@ export function tusApi(deps: UploadApiDeps) {
   async function terminate(req: HttpRequestData): Promise<HttpReply> {
     checkVersion(req);
     const caller = who(req);
-    await call(deps.bus, upload.terminate, { user: caller.user, app: caller.app.name, id: idOf(req).id });
+    await ask(deps.bus, upload.terminate, { user: caller.user, app: caller.app.name, id: idOf(req).id });
     return { status: 204, headers: headersFor(req) };
   }
 
@@ -133,7 +133,7 @@ export function tusApi(deps: UploadApiDeps) {
     if (relativePath === undefined) throw new TusRefusal(400, 'Upload-Metadata filename: is required (filename, name or relativePath)');
     const conflict = (metaText(meta, 'conflict') ?? 'replace') as ConflictPolicy;
     if (!CONFLICT_POLICIES.includes(conflict)) throw new TusRefusal(400, `Upload-Metadata conflict: must be one of ${CONFLICT_POLICIES.join(', ')}`);
-    const created = await call(deps.bus, upload.create, {
+    const created = await ask(deps.bus, upload.create, {
       user: caller.user,
       app: caller.app.name,
       storagePath: metaText(meta, 'storage_path') ?? options.dest,

@@ -1,8 +1,8 @@
+import { ask } from '../bus/verbs.js';
 import { Readable } from 'node:stream';
 import busboy from 'busboy';
 import type { Bus } from '../bus/bus.js';
 import { asPierError, ErrorReasons, PierError } from '../bus/errors.js';
-import { call } from '../bus/rpc.js';
 import { CONFLICT_POLICIES, upload, type ConflictPolicy, type WriteSession } from '../bus/subjects.js';
 import type { RegistryCache } from '../lib/registry-cache.js';
 import { identifyBrowserCaller } from './app-identity.js';
@@ -112,10 +112,7 @@ export function uploadApi(deps: UploadApiDeps) {
         const conflict = (fields.conflict ?? 'replace') as ConflictPolicy;
         if (!CONFLICT_POLICIES.includes(conflict)) throw bad(`conflict: must be one of ${CONFLICT_POLICIES.join(', ')}`);
         const storagePath = required(fields, 'storage_path');
-        const created = await call(
-          deps.bus,
-          upload.create,
-          isFolderEntry(fields)
+        const created = await ask(deps.bus, upload.create, isFolderEntry(fields)
             ? // The folder to create is storage_path itself (the actor knows it by the empty path).
               { user, app: app.name, storagePath, relativePath: '', fileType: '', fileSize: 0, conflict }
             : {
@@ -127,8 +124,7 @@ export function uploadApi(deps: UploadApiDeps) {
                 fileType: present(fields, 'file_type'),
                 fileSize: nonNegativeInteger(required(fields, 'file_size'), 'file_size'),
                 conflict,
-              },
-        );
+              });
         const json = created.record ? { code: 0, message: 'success', data: created.record } : { code: 0, message: 'success' };
         return { status: 200, json, headers: cors(req) };
       } catch (err) {
@@ -139,7 +135,7 @@ export function uploadApi(deps: UploadApiDeps) {
     async status(req: HttpRequestData): Promise<HttpReply> {
       try {
         const { user, app } = who(req);
-        const record = await call(deps.bus, upload.get, { user, app: app.name, id: req.params.uid });
+        const record = await ask(deps.bus, upload.get, { user, app: app.name, id: req.params.uid });
         return { status: 200, json: { code: 0, message: 'success', data: record }, headers: cors(req) };
       } catch (err) {
         return failure(req, err);
@@ -221,7 +217,7 @@ function appendChunk(deps: UploadApiDeps, target: { user: string; app: string; i
         if (sent !== session!.offset) throw new PierError('BAD_REQUEST', 'Invalid offset', { reason: ErrorReasons.OFFSET_MISMATCH });
       };
       let session: WriteSession | undefined;
-      call(deps.bus, upload.begin, { ...target, offset })
+      ask(deps.bus, upload.begin, { ...target, offset })
         .then((s) => streamToSession(deps.bus, (session = s), file, 30_000, confirm))
         .then(resolve, (err) => {
           file.resume();

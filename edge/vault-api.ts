@@ -1,6 +1,6 @@
+import { ask } from '../bus/verbs.js';
 import type { Bus } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
-import { call } from '../bus/rpc.js';
 import { vault } from '../bus/subjects.js';
 import { GATE_TIMEOUT_MS, passGate, type PassedGates } from './call-gate.js';
 import { errorReply } from './envelope.js';
@@ -42,7 +42,7 @@ export async function vaultCallGate(deps: VaultApiDeps, req: RequestHead): Promi
   const userToken = userTokenOf(req.headers);
   const workspace = req.query.get('workspace') ?? '';
   const key = ['vault', accessToken, userToken, op, workspace].join('\0');
-  return passGate(deps.gates, key, () => call(deps.bus, vault.authorize, { op, workspace, userToken, accessToken }, GATE_TIMEOUT_MS));
+  return passGate(deps.gates, key, () => ask(deps.bus, vault.authorize, { op, workspace, userToken, accessToken }, { timeoutMs: GATE_TIMEOUT_MS }));
 }
 
 /**
@@ -56,7 +56,7 @@ export async function vaultCall(deps: VaultApiDeps, req: HttpRequestData): Promi
   if (refused) return refused;
   const { op } = req.params;
   const body = req.body.byteLength === 0 ? {} : parseJsonBody(req);
-  const answer = await call(deps.bus, vault.op, {
+  const answer = await ask(deps.bus, vault.op, {
     op,
     workspace: req.query.get('workspace') ?? '',
     userToken: userTokenOf(req.headers),

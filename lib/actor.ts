@@ -1,8 +1,8 @@
-import type { BusMessage, Subscription } from '../bus/bus.js';
-import { answerOn, hearOn, type Channel, type Signal } from '../bus/channel.js';
+import { at, type Addressed, type AnyAddressed, type AnyExchange, type Exchange } from '../bus/exchange.js';
+import { hear, serve } from '../bus/verbs.js';
+import type { Subscription } from '../bus/bus.js';
 import type { PierError } from '../bus/errors.js';
 import type { BusRole, Declaration, JetStreamDeclaration } from '../bus/permissions.js';
-import { onEvent, serve, type Endpoint, type EventSubject } from '../bus/rpc.js';
 import type { Change, EndpointStats } from '../bus/subjects.js';
 import type { RoleContext, Running } from './runtime.js';
 
@@ -26,8 +26,8 @@ export interface ActorDeclaration<S> {
   /** Events heard (every replica hears each one). */
   readonly hears?: Readonly<Record<string, HeardEvent<S>>>;
   /** Endpoints it calls, events it emits. */
-  readonly calls?: ReadonlyArray<Endpoint<unknown, unknown>>;
-  readonly emits?: ReadonlyArray<EventSubject<unknown> | string>;
+  readonly calls?: ReadonlyArray<AnyAddressed>;
+  readonly emits?: ReadonlyArray<Addressed<unknown, never> | string>;
   /**
    * Subjects used at run time outside the tables above (a write session's own subject, a pulled
    * stream), as NATS patterns. Kept here so that they are still declared in one place.
@@ -45,24 +45,24 @@ export interface ActorDeclaration<S> {
 }
 
 export interface ServedEndpoint<S> {
-  readonly endpoint: Endpoint<never, unknown>;
-  readonly handle: (state: S, req: never, msg: BusMessage) => unknown;
+  readonly endpoint: AnyAddressed;
+  readonly handle: (state: S, req: never) => unknown;
 }
 
 export interface AnsweredChannel<S> {
-  readonly channel: Channel<never, unknown>;
+  readonly channel: AnyExchange;
   readonly subject: (busId: string) => string;
   readonly handle: (state: S, req: never) => unknown;
 }
 
 export interface HeardSignal<S> {
-  readonly signal: Signal<never>;
+  readonly signal: Exchange<unknown, never>;
   readonly subject: (busId: string) => string;
   readonly handle: (state: S, value: never) => void;
 }
 
 export interface HeardEvent<S> {
-  readonly event: EventSubject<never>;
+  readonly event: Addressed<unknown, never>;
   readonly handle: (state: S, value: never) => void;
 }
 
@@ -74,19 +74,19 @@ export interface ActorTimer<S> {
 }
 
 /** Typed entries: the handler's request is the endpoint's (the tables above erase it). */
-export function serves<S, Req, Res>(endpoint: Endpoint<Req, Res>, handle: (state: S, req: Req, msg: BusMessage) => Res | Promise<Res>): ServedEndpoint<S> {
+export function serves<S, Req, Res>(endpoint: Addressed<Req, Res>, handle: (state: S, req: Req) => Res | Promise<Res>): ServedEndpoint<S> {
   return { endpoint, handle } as unknown as ServedEndpoint<S>;
 }
 
-export function answers<S, Req, Res>(channel: Channel<Req, Res>, subject: (busId: string) => string, handle: (state: S, req: Req) => Res | Promise<Res>): AnsweredChannel<S> {
+export function answers<S, Req, Res>(channel: Exchange<Req, Res>, subject: (busId: string) => string, handle: (state: S, req: Req) => Res | Promise<Res>): AnsweredChannel<S> {
   return { channel, subject, handle } as unknown as AnsweredChannel<S>;
 }
 
-export function listens<S, T>(signal: Signal<T>, subject: (busId: string) => string, handle: (state: S, value: T) => void): HeardSignal<S> {
+export function listens<S, T>(signal: Exchange<T, never>, subject: (busId: string) => string, handle: (state: S, value: T) => void): HeardSignal<S> {
   return { signal, subject, handle } as unknown as HeardSignal<S>;
 }
 
-export function hears<S, T>(event: EventSubject<T>, handle: (state: S, value: T) => void): HeardEvent<S> {
+export function hears<S, T>(event: Addressed<T, never>, handle: (state: S, value: T) => void): HeardEvent<S> {
   return { event, handle } as unknown as HeardEvent<S>;
 }
 
@@ -152,20 +152,20 @@ export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): P
   try {
     for (const [name, e] of Object.entries(d.endpoints)) {
       stats[name] = { subject: e.endpoint.subject, requests: 0, errors: 0, processingMs: 0, averageMs: 0, lastError: null };
-      const handle = e.handle as (state: S, req: unknown, msg: BusMessage) => unknown;
-      subs.push(serve(ctx.bus, e.endpoint as Endpoint<unknown, unknown>, (req, msg) => track(Promise.resolve().then(() => handle(state, req, msg))), { observe: observe(name) }));
+      const handle = e.handle as (state: S, req: unknown) => unknown;
+      subs.push(serve(ctx.bus, e.endpoint, (req) => track(Promise.resolve().then(() => handle(state, req))), { observe: observe(name) }));
     }
     for (const c of Object.values(d.channels ?? {})) {
       const handle = c.handle as (state: S, req: unknown) => unknown;
-      subs.push(answerOn(ctx.bus, c.channel as Channel<unknown, unknown>, c.subject(ctx.peers.self.busId), (req) => track(Promise.resolve().then(() => handle(state, req)))));
+      subs.push(serve(ctx.bus, at(c.channel, c.subject(ctx.peers.self.busId)), (req) => track(Promise.resolve().then(() => handle(state, req)))));
     }
     for (const [name, l] of Object.entries(d.listens ?? {})) {
       const handle = l.handle as (state: S, value: unknown) => void;
-      subs.push(hearOn(ctx.bus, l.signal as Signal<unknown>, l.subject(ctx.peers.self.busId), (value) => guarded(ctx, `${d.role} signal ${name}`, () => handle(state, value))));
+      subs.push(hear(ctx.bus, at(l.signal, l.subject(ctx.peers.self.busId)), (value) => guarded(ctx, `${d.role} signal ${name}`, () => handle(state, value))));
     }
     for (const [name, h] of Object.entries(d.hears ?? {})) {
       const handle = h.handle as (state: S, value: unknown) => void;
-      subs.push(onEvent(ctx.bus, h.event as EventSubject<unknown>, (value) => guarded(ctx, `${d.role} event ${name}`, () => handle(state, value))));
+      subs.push(hear(ctx.bus, h.event, (value) => guarded(ctx, `${d.role} event ${name}`, () => handle(state, value))));
     }
   } catch (err) {
     for (const s of subs) s.unsubscribe();

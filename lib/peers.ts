@@ -1,6 +1,7 @@
+import { at } from '../bus/exchange.js';
+import { hear, tell } from '../bus/verbs.js';
 import { createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import type { Bus, Subscription } from '../bus/bus.js';
-import { hearOn, tellOn } from '../bus/channel.js';
 import { processChannels, processSubjects, type Heartbeat, type ProcessInfo } from '../bus/subjects.js';
 
 export interface PeersOptions {
@@ -81,12 +82,12 @@ export class Peers {
   }
 
   start(): void {
-    this.sub = hearOn(this.bus, processChannels.heartbeat, processSubjects.heartbeats, (beat, subject) => this.heard(subject.slice(subject.lastIndexOf('.') + 1), beat));
+    this.sub = hear(this.bus, at(processChannels.heartbeat, processSubjects.heartbeats), (beat, subject) => this.heard(subject.slice(subject.lastIndexOf('.') + 1), beat));
     const beat = () => {
       this.seq++;
       for (const role of this.self.roles) {
         try {
-          tellOn(this.bus, processChannels.heartbeat, processSubjects.heartbeat(role), this.beatFor(role));
+          tell(this.bus, at(processChannels.heartbeat, processSubjects.heartbeat(role)), this.beatFor(role));
         } catch {
           // Disconnected: peers will see the silence, which is the truth.
         }

@@ -1,5 +1,6 @@
+import { at } from '../bus/exchange.js';
+import { gather, serve } from '../bus/verbs.js';
 import type { Bus, Subscription } from '../bus/bus.js';
-import { answerOn, gatherOn } from '../bus/channel.js';
 import { processChannels, processSubjects, type EndpointStats, type ProcessInfo, type ProcessReport } from '../bus/subjects.js';
 import type { Metrics } from './metrics.js';
 import type { Peers } from './peers.js';
@@ -22,7 +23,7 @@ export function announceProcess(
   peers: Pick<Peers, 'sign'>,
   endpoints: () => Record<string, EndpointStats> = () => ({}),
 ): Subscription {
-  return answerOn(bus, processChannels.describe, processSubjects.describe, async () => {
+  return serve(bus, at(processChannels.describe, processSubjects.describe), async () => {
     // A copy: prom-client's JSON shares its live value objects, which a request finishing in the
     // microtasks between this signature and the encoding of the answer would change (the report
     // then failed its signature, and /metrics came back empty, under load).
@@ -39,7 +40,7 @@ export function announceProcess(
 export async function describeProcesses(bus: Bus, waitMs: number, peers: Pick<Peers, 'signedBy'>): Promise<ProcessReport[]> {
   // Answers stop being waited for `waitMs` after the last one came; the first may take longer (a
   // loaded host, a process collecting its metrics): up to 5 s, not one bound for both.
-  const reports = await gatherOn(bus, processChannels.describe, processSubjects.describe, {}, { timeoutMs: Math.max(5_000, 5 * waitMs), stallMs: waitMs });
+  const reports = await gather(bus, at(processChannels.describe, processSubjects.describe), {}, { timeoutMs: Math.max(5_000, 5 * waitMs), stallMs: waitMs });
   return reports.filter(
     (r) => typeof r.sig === 'string' && typeof r.info?.id === 'string' && Object.values(r.counters).every((v) => typeof v === 'number' && v >= 0) && peers.signedBy(r.info.id, signed(r), r.sig),
   );

@@ -1,6 +1,6 @@
+import { ask, hear } from '../bus/verbs.js';
 import type { Bus, Subscription } from '../bus/bus.js';
 import { PierError } from '../bus/errors.js';
-import { call, onEvent } from '../bus/rpc.js';
 import { registry, registryEvents, type AppView, type Change, type ChangeEvent, type ProviderView, type Snapshot } from '../bus/subjects.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -76,8 +76,8 @@ export class RegistryCache {
   /** Subscribes and starts loading; does not wait for the registry (see `ready()`). */
   start(): void {
     this.subs.push(
-      onEvent(this.bus, registryEvents.changes, (ev) => this.onChange(ev)),
-      onEvent(this.bus, registryEvents.heartbeat, (hb) => {
+      hear(this.bus, registryEvents.changes, (ev) => this.onChange(ev)),
+      hear(this.bus, registryEvents.heartbeat, (hb) => {
         // A copy of an earlier heartbeat (played back by whoever recorded it) says nothing of now.
         if (!this.newBeat(hb.instance, hb.seq)) return;
         this.lastHeard = this.now();
@@ -244,7 +244,7 @@ export class RegistryCache {
     if (this.loading || this.stopped) return;
     // A replica that does not answer (paused, cut off) is given up on soon, and the question asked
     // again at once while behind: the queue group picks a replica afresh each time.
-    this.loading = call(this.bus, registry.snapshot, {}, 1_000)
+    this.loading = ask(this.bus, registry.snapshot, {}, { timeoutMs: 1_000 })
       .then((snap) => {
         this.load(snap);
         const pending = this.buffered.sort((a, b) => a.revision - b.revision);

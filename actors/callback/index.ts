@@ -1,8 +1,8 @@
+import { at } from '../../bus/exchange.js';
+import { ask, tell } from '../../bus/verbs.js';
 import { Counter, Gauge, Histogram } from 'prom-client';
-import { tellOn } from '../../bus/channel.js';
 import { appId } from '../../bus/ids.js';
 import { gatewayChannels, gatewaySubjects, movedSigned, MOVED_FRESH_MS, registry, uploadNotices } from '../../bus/subjects.js';
-import { call } from '../../bus/rpc.js';
 import { answers, defineActor, listens, serves } from '../../lib/actor.js';
 import { AddressPolicy, networksList } from '../../lib/address-policy.js';
 import { AppSecrets } from '../../lib/app-secrets.js';
@@ -45,7 +45,7 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
   const policy = new AddressPolicy(() => ctx.ownPorts, networksList(ctx.config.provider.networks));
   const deliverer = new Deliverer({ timeoutMs: ctx.config.gateway.callbackTimeoutMs, retryMs: ctx.config.gateway.callbackRetryMs, now: ctx.now }, { retried: () => retried.inc() }, policy);
   // Callback keys (never app secrets), kept per app until it is reinstalled: a close after an uninstall is still signed.
-  const secrets = new AppSecrets((appKey) => call(ctx.bus, registry.appCallbackKey, { appKey }).then((k) => k.callbackKey));
+  const secrets = new AppSecrets((appKey) => ask(ctx.bus, registry.appCallbackKey, { appKey }).then((k) => k.callbackKey));
   const secretOf = (conn: Pick<ConnState, 'user' | 'app'>) => () => secrets.of(appId(conn.user, conn.app), () => ctx.cache.app(conn.user, conn.app)?.appKey);
 
   const queues = new ConnQueues(
@@ -63,7 +63,7 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
       }
       return outcome;
     },
-    (ev) => tellOn(ctx.bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq }),
+    (ev) => tell(ctx.bus, at(gatewayChannels.settled, gatewaySubjects.settled(ev.edge)), { connId: ev.connId, seq: ev.seq }),
     (user, app) => registeredTarget(ctx.cache, user, app),
   );
   // Completed uploads, for apps that declared upload.callback: delivered like gateway events.

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { Bus } from '../../bus/bus.js';
 import { PierError } from '../../bus/errors.js';
-import { bufferSource, INLINE_BYTES, pullStream, serveStream } from '../../bus/stream.js';
+import { bufferSource, INLINE_BYTES, offerBytes, takeBytes } from '../../bus/byte-stream.js';
 import type { ProviderAnswer, ProviderAuthorize, ProviderCall, ProviderView } from '../../bus/subjects.js';
 import type { AccessClaims, AccessTokens } from '../../lib/access-token.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
@@ -42,14 +42,14 @@ function tooLarge(what: string, limit: number): PierError {
   return new PierError('PAYLOAD_TOO_LARGE', `${what} is larger than ${limit} bytes`);
 }
 
-/** The caller's body as a source, whether it came inline or as a stream to pull (counted against the limit). */
+/** The caller's body as a source, whether it came inline or offered as a stream (counted against the limit). */
 async function* callerBody(deps: ProviderDeps, req: ProviderCall): AsyncGenerator<Uint8Array> {
   if (req.body) {
     yield req.body;
     return;
   }
   let size = 0;
-  for await (const piece of pullStream(deps.bus, req.bodyStream!, deps.timeoutMs)) {
+  for await (const piece of takeBytes(deps.bus, 'provider', req.bodyStream!, deps.timeoutMs)) {
     size += piece.byteLength;
     if (size > deps.bodyBytes) throw tooLarge('request body', deps.bodyBytes);
     yield piece;
@@ -67,10 +67,10 @@ async function readAll(source: AsyncIterable<Uint8Array>, limit: number, what: s
   return Buffer.concat(parts);
 }
 
-/** An answer whose body is in memory: inline when small, else served as a stream. */
+/** An answer whose body is in memory: inline when small, else offered as a stream. */
 function answerWith(deps: ProviderDeps, status: number, headers: Record<string, string>, body: Buffer): ProviderAnswer {
   if (body.byteLength <= INLINE_BYTES) return { status, headers, body, bodyStream: null };
-  return { status, headers, body: null, bodyStream: serveStream(deps.bus, 'provider', bufferSource(body), deps.timeoutMs).subject };
+  return { status, headers, body: null, bodyStream: offerBytes(deps.bus, 'provider', 'edge', bufferSource(body), deps.timeoutMs).subject };
 }
 
 /** Where an op goes: the provider's origin and the op's path (kept apart: undici then parses no URL per call). */
@@ -164,7 +164,7 @@ async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<
       yield r.value;
     }
   })();
-  const served = serveStream(deps.bus, 'provider', rest, deps.timeoutMs);
+  const served = offerBytes(deps.bus, 'provider', 'edge', rest, deps.timeoutMs);
   void served.finished.then(() => res.body.destroy());
   return { status: res.status, headers, body: null, bodyStream: served.subject };
 }

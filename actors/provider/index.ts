@@ -1,5 +1,5 @@
 import { Counter, Histogram } from 'prom-client';
-import { streamSubject } from '../../bus/stream.js';
+import { streamSubject } from '../../bus/byte-stream.js';
 import { provider } from '../../bus/subjects.js';
 import { defineActor, serves } from '../../lib/actor.js';
 import { AccessTokens } from '../../lib/access-token.js';

@@ -1,6 +1,6 @@
+import { tell } from '../../bus/verbs.js';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { publishEvent } from '../../bus/rpc.js';
 import { registry, registryEvents, registryState, stateEndpoints } from '../../bus/subjects.js';
 import { defineActor, serves, startActor, type RunningActor } from '../../lib/actor.js';
 import { checkStoreKey } from '../../lib/master-key-check.js';
@@ -39,7 +39,7 @@ async function onStart(ctx: RoleContext): Promise<RegistryActor> {
     store,
     keyring: ctx.config.keyring,
     now: () => new Date(ctx.now()),
-    publish: (event) => publishEvent(ctx.bus, registryEvents.changes, event),
+    publish: (event) => tell(ctx.bus, registryEvents.changes, event),
   };
   const actor = { ctx, store, deps, beats: { instance: randomBytes(8).toString('hex'), seq: 0 } };
   beat(actor);
@@ -50,7 +50,7 @@ async function onStart(ctx: RoleContext): Promise<RegistryActor> {
 /** The current revision, for caches that missed a change event to catch up within one beat. */
 function beat(a: RegistryActor): void {
   try {
-    publishEvent(a.ctx.bus, registryEvents.heartbeat, { revision: a.store.revision(), instance: a.beats.instance, seq: ++a.beats.seq });
+    tell(a.ctx.bus, registryEvents.heartbeat, { revision: a.store.revision(), instance: a.beats.instance, seq: ++a.beats.seq });
   } catch (err) {
     a.ctx.log.warn({ err: (err as Error).message }, 'registry heartbeat not sent');
   }

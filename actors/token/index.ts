@@ -1,7 +1,7 @@
+import { ask } from '../../bus/verbs.js';
 import { Counter } from 'prom-client';
 import { registry, token, tokenState } from '../../bus/subjects.js';
 import { defineActor, serves } from '../../lib/actor.js';
-import { call } from '../../bus/rpc.js';
 import { AccessTokens } from '../../lib/access-token.js';
 import { AppSecrets } from '../../lib/app-secrets.js';
 import { FailureLimiter } from '../../lib/rate-limit.js';
@@ -38,7 +38,7 @@ async function onStart(ctx: RoleContext): Promise<TokenActor> {
           onNotShared: () => notShared.inc(),
         })
       : null;
-  const secrets = new AppSecrets((appKey) => call(ctx.bus, registry.appCredentials, { appKey }).then((c) => c.appSecret));
+  const secrets = new AppSecrets((appKey) => ask(ctx.bus, registry.appCredentials, { appKey }).then((c) => c.appSecret));
   const pool = new BcryptPool(config.token.bcryptThreads);
   const deps: TokenDeps = {
     cache: ctx.cache,

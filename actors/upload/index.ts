@@ -1,9 +1,9 @@
+import { tell } from '../../bus/verbs.js';
 import { mkdir, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Counter, Gauge } from 'prom-client';
 import { PierError } from '../../bus/errors.js';
 import { appId } from '../../bus/ids.js';
-import { publishEvent } from '../../bus/rpc.js';
 import { upload, uploadEvents, uploadNotices, uploadState, uploadSubjects, type BeginWrite, type WriteSession as WriteSessionReply } from '../../bus/subjects.js';
 import { defineActor, hears, serves } from '../../lib/actor.js';
 import type { RoleContext } from '../../lib/runtime.js';
@@ -68,7 +68,7 @@ async function onStart(ctx: RoleContext): Promise<UploadActor> {
     // On the in-process bus there is no other replica; on NATS, others are trusted as alive until
     // heartbeats had time to come.
     replicaAlive: (busId) => ctx.bus.kind !== 'memory' && (ctx.peers.alive('upload').some((p) => p.busId === busId) || Date.now() - startedAt < 3 * ctx.config.heartbeatMs),
-    announce: (id) => publishEvent(ctx.bus, uploadEvents.released, { id }),
+    announce: (id) => tell(ctx.bus, uploadEvents.released, { id }),
   });
   const deps: UploadDeps = {
     store,
@@ -81,7 +81,7 @@ async function onStart(ctx: RoleContext): Promise<UploadActor> {
     locks,
     completed: (ev, id) => {
       completed.inc();
-      publishEvent(ctx.bus, uploadEvents.completed, ev);
+      tell(ctx.bus, uploadEvents.completed, ev);
       notifier.notify({ eventId: `upload:${id}`, ...ev });
     },
   };

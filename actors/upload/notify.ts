@@ -1,6 +1,6 @@
+import { ask } from '../../bus/verbs.js';
 import type { Bus } from '../../bus/bus.js';
 import { PierError } from '../../bus/errors.js';
-import { call } from '../../bus/rpc.js';
 import { uploadNotices, type UploadNotice } from '../../bus/subjects.js';
 import type { Logger } from '../../lib/log.js';
 import type { RegistryCache } from '../../lib/registry-cache.js';
@@ -34,7 +34,7 @@ export class CompletedNotifier {
     const end = Date.now() + this.options.giveUpMs;
     for (let wait = 200; ; wait = Math.min(wait * 2, 5_000)) {
       try {
-        await call(this.deps.bus, uploadNotices.deliver, notice);
+        await ask(this.deps.bus, uploadNotices.deliver, notice);
         return;
       } catch (err) {
         const e = err instanceof PierError ? err : null;

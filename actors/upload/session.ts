@@ -1,8 +1,8 @@
 import type { FileHandle } from 'node:fs/promises';
 import type { Bus, Subscription } from '../../bus/bus.js';
 import { asPierError, PierError } from '../../bus/errors.js';
-import { receivePieces } from '../../bus/pieces.js';
-import { uploadSubjects, type Piece, type PieceAck } from '../../bus/subjects.js';
+import { receiveBytes, type Piece } from '../../bus/byte-stream.js';
+import { uploadStream, uploadSubjects, type PieceAnswer } from '../../bus/subjects.js';
 import { openPart } from './files.js';
 import { finish } from './finish.js';
 import type { UploadDeps } from './handler.js';
@@ -67,9 +67,12 @@ export class WriteSession {
     // bytes the new holder acknowledged (lock.ts).
     await this.fd.truncate(this.upload.offset);
     // Pieces are handled strictly one after the other, in arrival order (the edge sends them in seq order).
-    this.sub = receivePieces(this.deps.bus, this.subject, (piece) => {
+    this.sub = receiveBytes(this.deps.bus, uploadStream, this.subject, (piece) => {
       const acked = this.queue.then(() => this.handle(piece).catch((err: unknown) => this.fail(err)));
-      this.queue = acked.then(() => undefined);
+      this.queue = acked.then(
+        () => undefined,
+        () => undefined,
+      );
       return acked;
     });
     this.armIdle();
@@ -86,8 +89,8 @@ export class WriteSession {
     }, this.deps.idleMs);
   }
 
-  private async handle(p: Piece): Promise<PieceAck> {
-    if (this.done) return { ok: false, error: { code: 'BAD_REQUEST', message: 'write session is over' } };
+  private async handle(p: Piece): Promise<PieceAnswer> {
+    if (this.done) throw new PierError('BAD_REQUEST', 'write session is over');
     if (p.seq !== this.expected) throw new PierError('BAD_REQUEST', `piece ${p.seq} out of order (${this.expected} expected)`);
     this.expected++;
     this.armIdle();
@@ -114,7 +117,7 @@ export class WriteSession {
     while (this.writes.size >= MAX_PENDING_WRITES) await Promise.race(this.writes);
     this.deps.wrote(data.byteLength);
     await this.renewLease();
-    return { ok: true };
+    return {};
   }
 
   /** A session that ends without `end`: its bytes are worth keeping only if their offset was confirmed. */
@@ -130,16 +133,16 @@ export class WriteSession {
     if (!(await this.lease.renew())) throw lockLost();
   }
 
-  private async fail(err: unknown): Promise<PieceAck> {
+  private async fail(err: unknown): Promise<never> {
     const e = asPierError(err);
     this.deps.failed();
     if (!this.done) await this.close('discard').catch(() => undefined); // the answer is the first error
-    return { ok: false, error: { code: e.code, message: e.message, data: e.data } };
+    throw e;
   }
 
   /** Ends the session: fsync, record the offset, release the lock; publish when complete. */
-  private async close(mode: 'keep' | 'discard'): Promise<PieceAck> {
-    if (this.done) return { ok: true, record: recordOf(this.upload) };
+  private async close(mode: 'keep' | 'discard'): Promise<PieceAnswer> {
+    if (this.done) return { record: recordOf(this.upload) };
     this.done = true;
     if (this.idle) clearTimeout(this.idle);
     this.sub?.unsubscribe();
@@ -179,10 +182,10 @@ export class WriteSession {
           throw err;
         }
         this.upload = { ...updated, state: 'done' };
-        return { ok: true, record: recordOf(this.upload), complete: true };
+        return { record: recordOf(this.upload), complete: true };
       }
       await record();
-      return { ok: true, record: recordOf(updated), complete: false };
+      return { record: recordOf(updated), complete: false };
     } finally {
       this.lease.end();
     }

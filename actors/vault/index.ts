@@ -1,6 +1,6 @@
+import { tell } from '../../bus/verbs.js';
 import { join } from 'node:path';
 import { Counter } from 'prom-client';
-import { publishEvent } from '../../bus/rpc.js';
 import { stateEndpoints, vault, vaultEvents, vaultState } from '../../bus/subjects.js';
 import { defineActor, hears, serves } from '../../lib/actor.js';
 import { AccessTokens } from '../../lib/access-token.js';
@@ -27,7 +27,7 @@ async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
     replicas: state.replicas,
     auditMaxAgeMs: audit.maxAgeMs,
     auditMaxEntries: audit.maxEntries,
-    announce: (mark) => publishEvent(ctx.bus, vaultEvents.written, mark),
+    announce: (mark) => tell(ctx.bus, vaultEvents.written, mark),
     // Announcements come over the bus connection: one lost there makes the next read check the streams.
     connectionLosses: () => ctx.bus.connectionLosses(),
     onAuditLost: (count) => {

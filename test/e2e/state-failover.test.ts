@@ -1,9 +1,9 @@
+import { ask } from '../../bus/verbs.js';
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { NatsBus } from '../../bus/bus-nats.js';
 import { operatorBus } from '../helpers/operator-bus.js';
-import { call } from '../../bus/rpc.js';
 import { registry } from '../../bus/subjects.js';
 import bcrypt from 'bcryptjs';
 import { AccessTokens } from '../../lib/access-token.js';
@@ -62,9 +62,9 @@ test.before(async () => {
   }
   operator = await operatorBus(all, masterKey.toString('hex'));
   bus = operator.bus;
-  await call(bus, registry.userAdd, { name: 'alice' });
+  await ask(bus, registry.userAdd, { name: 'alice' });
   const manifest = 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [CreateSecret?workspace=w, RetrieveSecret?workspace=w] }\n';
-  const app = await call(bus, registry.appInstall, { user: 'alice', manifest, providers: [], host: '127.0.0.1', credentials: { OS_APP_KEY: 'ak_failover1', OS_APP_SECRET: SECRET } });
+  const app = await ask(bus, registry.appInstall, { user: 'alice', manifest, providers: [], host: '127.0.0.1', credentials: { OS_APP_KEY: 'ak_failover1', OS_APP_SECRET: SECRET } });
   const now = Date.now();
   access = new AccessTokens(new Keyring(masterKey)).sign({ app: 'alice/chat', key: app.appKey, dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ['CreateSecret?workspace=w', 'RetrieveSecret?workspace=w'], iat: now, exp: now + 3_600_000 });
 });

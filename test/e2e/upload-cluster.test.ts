@@ -1,9 +1,9 @@
+import { hear } from '../../bus/verbs.js';
 import test from 'ava';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NatsBus } from '../../bus/bus-nats.js';
-import { onEvent } from '../../bus/rpc.js';
 import { uploadEvents, type UploadCompleted } from '../../bus/subjects.js';
 import { NatsServer } from '../helpers/nats-server.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
@@ -29,7 +29,7 @@ test('the upload actor in its own process over NATS: 50 MiB in 8 MiB chunks and 
     cleanup(dir);
   });
   const completed: UploadCompleted[] = [];
-  onEvent(bus, uploadEvents.completed, (e) => completed.push(e));
+  hear(bus, uploadEvents.completed, (e) => completed.push(e));
 
   const env = { ...pierEnv(join(dir, 'cli'), shared), PIER_ADMIN_URL: edge.adminUrl };
   const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;

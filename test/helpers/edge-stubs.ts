@@ -1,7 +1,8 @@
+import { type Exchange } from '../../bus/exchange.js';
+import { serve } from '../../bus/verbs.js';
 import type { ExecutionContext } from 'ava';
 import { MemoryBus } from '../../bus/bus-memory.js';
 import { PierError } from '../../bus/errors.js';
-import { serve, type Endpoint } from '../../bus/rpc.js';
 import type { HttpReply, HttpRequestData } from '../../edge/http.js';
 
 /**
@@ -21,7 +22,7 @@ export function stubBus(t: ExecutionContext): MemoryBus {
  * A fake actor for one endpoint: each request (schema-checked, as the real actor's) is recorded in
  * the returned array and answered by `reply` (a throw is answered as that error).
  */
-export function responder<Req, Res>(bus: MemoryBus, ep: Endpoint<Req, Res>, reply: (req: Req, n: number) => Res | Promise<Res>): Req[] {
+export function responder<Req, Res>(bus: MemoryBus, ep: Exchange<Req, Res>, reply: (req: Req, n: number) => Res | Promise<Res>): Req[] {
   const seen: Req[] = [];
   serve(bus, ep, (req) => {
     seen.push(req);

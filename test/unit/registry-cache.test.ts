@@ -1,9 +1,9 @@
+import { ask, tell } from '../../bus/verbs.js';
 import test, { type ExecutionContext } from 'ava';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { MemoryBus } from '../../bus/bus-memory.js';
 import { PierError } from '../../bus/errors.js';
-import { call, publishEvent } from '../../bus/rpc.js';
 import { encode } from '../../bus/codec.js';
 import { registry, registryEvents } from '../../bus/subjects.js';
 import { startRegistry } from '../../actors/registry/index.js';
@@ -36,13 +36,12 @@ async function setup(t: { teardown(fn: () => Promise<void> | void): void }, stal
   return { bus, cache, advance: (ms: number) => (clock += ms), setClock: () => (clock = Date.now()) };
 }
 
-
 test('a new token is known to the cache, and its revocation too', async (t) => {
   const { bus, cache } = await setup(t);
-  const { token } = await call(bus, registry.userAdd, { name: 'alice' });
+  const { token } = await ask(bus, registry.userAdd, { name: 'alice' });
   await until('the new token in the cache', () => cache.userForToken(token) === 'alice');
   t.is(cache.userForToken('pier_nope'), undefined);
-  await call(bus, registry.userRevoke, { name: 'alice' });
+  await ask(bus, registry.userRevoke, { name: 'alice' });
   await until('the revoked token gone from the cache', () => cache.userForToken(token) === undefined);
   t.pass();
 });
@@ -53,20 +52,20 @@ test('a missed change event is recovered from the heartbeat', async (t) => {
   // Commit a change while the cache is deaf to change events: only the heartbeat tells it.
   const deaf = (cache as any).subs[0];
   deaf.unsubscribe();
-  const { token } = await call(bus, registry.userAdd, { name: 'bob' });
+  const { token } = await ask(bus, registry.userAdd, { name: 'bob' });
   await until('the cache to move past the old revision', () => cache.currentRevision() > before);
   t.is(cache.userForToken(token), 'bob');
 });
 
 test('an out-of-order event triggers a reload instead of being applied on a gap', async (t) => {
   const { bus, cache } = await setup(t);
-  await call(bus, registry.userAdd, { name: 'carol' });
+  await ask(bus, registry.userAdd, { name: 'carol' });
   await until('the cache at revision 1', () => cache.currentRevision() === 1);
   // A forged event from the future: the cache must not trust it, and must reload to the truth.
-  publishEvent(bus, registryEvents.changes, { revision: 7, changes: [{ kind: 'token', op: 'put', value: { digest: 'x', user: 'carol' } }] });
+  tell(bus, registryEvents.changes, { revision: 7, changes: [{ kind: 'token', op: 'put', value: { digest: 'x', user: 'carol' } }] });
   // A real change after it: events are handled in the order published, so once the cache holds
   // revision 2 it has dealt with the forged one (had it been applied, the cache would be at 7).
-  const { token } = await call(bus, registry.userAdd, { name: 'dave' });
+  const { token } = await ask(bus, registry.userAdd, { name: 'dave' });
   await until('the cache to reach the real revision 2, past the forged event', () => cache.currentRevision() >= 2);
   t.is(cache.currentRevision(), 2);
   t.is(cache.userForToken(token), 'dave');
@@ -123,7 +122,7 @@ test('a cache that knows it is behind the registry (a change event lost, the sna
   t.true(cache.isFresh());
   answering = false;
   // The registry moved to revision 3 (the change event never came); its heartbeat says so.
-  publishEvent(bus, registryEvents.heartbeat, { revision: 3, instance: 'r1', seq: 1 });
+  tell(bus, registryEvents.heartbeat, { revision: 3, instance: 'r1', seq: 1 });
   await bus.flush();
   t.true(cache.isFresh(), 'a moment behind is normal: the snapshot is on its way');
   clock += 600;
@@ -139,11 +138,11 @@ test('a cache that knows it is behind the registry (a change event lost, the sna
 test('hostile: made-up tokens (by the thousand, 8 KiB long) are not remembered; a real token is, until it is revoked, and is refused then', async (t) => {
   const { bus, cache } = await setup(t);
   const remembered = () => [...(cache as unknown as { digests: Map<string, string> }).digests.keys()];
-  const { token } = await call(bus, registry.userAdd, { name: 'erin' });
+  const { token } = await ask(bus, registry.userAdd, { name: 'erin' });
   await until('the new token in the cache', () => cache.userForToken(token) === 'erin');
   for (let i = 0; i < 10_000; i++) t.is(cache.userForToken(`pier_made_up_${i}_${'x'.repeat(8_192)}`), undefined);
   t.deepEqual(remembered(), [token], 'only the user\'s token is remembered');
-  await call(bus, registry.userRevoke, { name: 'erin' });
+  await ask(bus, registry.userRevoke, { name: 'erin' });
   await until('the revoked token refused', () => cache.userForToken(token) === undefined);
   t.deepEqual(remembered(), [], 'and no revoked token stays in memory');
 });
@@ -153,19 +152,19 @@ test('hostile: a heartbeat played back (the same replica, a count not newer) doe
   const bus = new MemoryBus();
   bus.subscribe(registry.snapshot.subject, (m) => m.reply && bus.publish(m.reply, encode({ ok: true, data: { revision: 1, users: [], tokens: [], apps: [], providers: [] } })));
   const cache = await startedCache(t, bus, () => clock);
-  publishEvent(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 7 });
+  tell(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 7 });
   await bus.flush();
   // The registry falls silent; a thief plays its last heartbeat and an old change back, again and again.
   for (let i = 0; i < 6; i++) {
     clock += 1_000;
-    publishEvent(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 7 });
-    publishEvent(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 3 });
-    publishEvent(bus, registryEvents.changes, { revision: 1, changes: [] });
+    tell(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 7 });
+    tell(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 3 });
+    tell(bus, registryEvents.changes, { revision: 1, changes: [] });
     await bus.flush();
   }
   t.false(cache.isFresh(), 'six seconds of played-back beats past a 5 s staleness bound: 503');
   // A newer beat of the replica is news.
-  publishEvent(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 8 });
+  tell(bus, registryEvents.heartbeat, { revision: 1, instance: 'r1', seq: 8 });
   await bus.flush();
   t.true(cache.isFresh());
 });

@@ -7,7 +7,7 @@ import { ACTORS, declaredBy, permissionsFor, ROLE_TABLE, statePermissionsFor } f
 import { busDeclarationOf, serves } from '../../../lib/actor.js';
 import { uploadActor } from '../../../actors/upload/index.js';
 import * as subjects from '../../../bus/subjects.js';
-import { streamSubject } from '../../../bus/stream.js';
+import { streamSubject } from '../../../bus/byte-stream.js';
 
 /** Every fixed subject `bus/` declares: endpoints and events (objects with a `subject`), and plain subject strings. */
 function declaredSubjects(): string[] {

@@ -1,8 +1,9 @@
+import { endpoint } from '../../../bus/exchange.js';
+import { ask, serve } from '../../../bus/verbs.js';
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import type { Bus, BusMessage, BusSealing } from '../../../bus/bus.js';
-import { call, endpoint, serve } from '../../../bus/rpc.js';
 import { KeyPair, Sealer } from '../../../bus/seal.js';
 import { PierError } from '../../../bus/errors.js';
 import { roleSeed, RoleKeys } from '../../../lib/bus-anchors.js';
@@ -103,7 +104,7 @@ test('a sealed endpoint: request and answer cross the wire sealed; a request in 
     handled++;
     return { value: `value-for-${req.token}` };
   });
-  const answer = await call(client, secretOp, { token: 'user-token-123' });
+  const answer = await ask(client, secretOp, { token: 'user-token-123' });
   t.deepEqual(answer, { value: 'value-for-user-token-123' });
   const seenOnWire = [...client.wire, ...server.wire].map((d) => Buffer.from(d));
   t.false(seenOnWire.some((d) => d.includes(Buffer.from('user-token-123'))), 'the token crossed in clear');
@@ -111,24 +112,24 @@ test('a sealed endpoint: request and answer cross the wire sealed; a request in 
 
   // A caller that does not seal (an old client, an attacker) is refused, and the handler never ran.
   const plain = new WireBus(mem, undefined);
-  const refused = await call(plain, secretOp, { token: 'x' }).catch((e: PierError) => e);
+  const refused = await ask(plain, secretOp, { token: 'x' }).catch((e: PierError) => e);
   t.true(refused instanceof PierError && refused.code === 'BAD_REQUEST', String(refused));
   t.is(handled, 1);
   // Sealed to another key: refused too.
   const wrong = new WireBus(mem, sealingOf({}, () => ({ vault: KeyPair.generate().publicKey })));
-  const refused2 = await call(wrong, secretOp, { token: 'x' }).catch((e: PierError) => e);
+  const refused2 = await ask(wrong, secretOp, { token: 'x' }).catch((e: PierError) => e);
   t.true(refused2 instanceof PierError && /does not open/.test(refused2.message), String(refused2));
   t.is(handled, 1);
   // No replica announced yet: a clear 503, not a hang.
   const early = new WireBus(mem, sealingOf({}, () => ({})));
-  const unavailable = await call(early, secretOp, { token: 'x' }).catch((e: PierError) => e);
+  const unavailable = await ask(early, secretOp, { token: 'x' }).catch((e: PierError) => e);
   t.true(unavailable instanceof PierError && unavailable.code === 'UNAVAILABLE');
 });
 
 test('on the in-process bus nothing is sealed: the same endpoint works as it always did', async (t) => {
   const mem = new MemoryBus();
   serve(mem, secretOp, (req) => ({ value: req.token }));
-  t.deepEqual(await call(mem, secretOp, { token: 'abc' }), { value: 'abc' });
+  t.deepEqual(await ask(mem, secretOp, { token: 'abc' }), { value: 'abc' });
 });
 
 const credentials = endpoint<{ appKey: string }, { secret: string }>('pier.test.credentials', 'test', { appKey: 'string' }, 2_000, { replyTo: 'token', grant: 'registry' });
@@ -143,14 +144,14 @@ test('a secret meant for a role is sealed to its anchored key, whoever asks: a c
   serve(registryBus, credentials, () => ({ secret: 'the-app-secret' }));
   // The real token replica: holds the token role key.
   const tokenBus = new WireBus(mem, sealingOf({ token: [tokenRole] }, anchors));
-  t.deepEqual(await call(tokenBus, credentials, { appKey: 'k' }), { secret: 'the-app-secret' });
+  t.deepEqual(await ask(tokenBus, credentials, { appKey: 'k' }), { secret: 'the-app-secret' });
   // A thief with the token identity but no master key: it may only send a key of its own, and is refused.
   const thief = new WireBus(mem, sealingOf({ token: [KeyPair.generate()] }, anchors));
-  const refused = await call(thief, credentials, { appKey: 'k' }).catch((e: PierError) => e);
+  const refused = await ask(thief, credentials, { appKey: 'k' }).catch((e: PierError) => e);
   t.true(refused instanceof PierError && /sealed only to an anchored token key/.test(refused.message), String(refused));
   // Sending the anchored token key itself: the answer comes sealed to it, and the thief cannot open it.
   const lying = new WireBus(mem, { ...sealingOf({ token: [{ ...KeyPair.generate(), raw: tokenRole.raw, publicKey: tokenRole.publicKey } as KeyPair] }, anchors) });
-  const unopened = await call(lying, credentials, { appKey: 'k' }).catch((e: PierError) => e);
+  const unopened = await ask(lying, credentials, { appKey: 'k' }).catch((e: PierError) => e);
   t.true(unopened instanceof PierError && /does not open/.test(unopened.message), String(unopened));
   t.false([...registryBus.wire, ...tokenBus.wire, ...thief.wire, ...lying.wire].some((d) => Buffer.from(d).includes(Buffer.from('the-app-secret'))));
 });
@@ -165,20 +166,20 @@ test('a grant is believed only when made with the role\'s anchored key and bound
   const forgerKey = KeyPair.generate();
   const forger = new WireBus(mem, sealingOf({ vault: [forgerKey] }, () => ({ vault: forgerKey.publicKey })));
   const sub = serve(forger, { ...pass, seal: { grant: 'vault' } }, () => ({ ok: true }));
-  const forged = await call(edge, { ...pass, seal: { grant: 'vault' } }, { token: 't' }).catch((e: PierError) => e);
+  const forged = await ask(edge, { ...pass, seal: { grant: 'vault' } }, { token: 't' }).catch((e: PierError) => e);
   t.true(forged instanceof PierError && forged.code === 'BAD_GATEWAY' && /not from an anchored vault key/.test(forged.message), String(forged));
   sub.unsubscribe();
   // The real vault: its pass is believed.
   const vault = new WireBus(mem, sealingOf({ vault: [vaultRole] }, anchors));
   let replies: Uint8Array[] = [];
   const real = serve(vault, pass, () => ({ ok: true }));
-  t.deepEqual(await call(edge, pass, { token: 't' }), { ok: true });
+  t.deepEqual(await ask(edge, pass, { token: 't' }), { ok: true });
   replies = vault.wire.slice(-1);
   real.unsubscribe();
   // A real pass replayed as the answer to a later request (a fresh nonce) does not open.
   const replayer = new WireBus(mem, undefined);
   const replay = mem.subscribe('pier.test.pass', (m) => m.reply && replayer.publish(m.reply, replies[0]));
-  const replayed = await call(edge, pass, { token: 't' }).catch((e: PierError) => e);
+  const replayed = await ask(edge, pass, { token: 't' }).catch((e: PierError) => e);
   t.true(replayed instanceof PierError && /does not open/.test(replayed.message), String(replayed));
   replay.unsubscribe();
 });

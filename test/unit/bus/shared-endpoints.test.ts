@@ -1,11 +1,12 @@
+import { at, channel, endpoint, event, shared } from '../../../bus/exchange.js';
+import { ask, hear, serve, tell } from '../../../bus/verbs.js';
+import { onRefusal } from '../../../bus/envelope.js';
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { decode } from '../../../bus/codec.js';
 import { PierError } from '../../../bus/errors.js';
 import { GuardedBus } from '../../../bus/guarded.js';
 import { permissionsFor } from '../../../cli/roles.js';
-import { answerOn, askOn, channel } from '../../../bus/channel.js';
-import { call, endpoint, publishEvent, event, onEvent, onRefusal, serve, shared } from '../../../bus/rpc.js';
 import { within } from '../../helpers/wait.js';
 
 // Endpoints declared `shared` take their request as a value within one process (bus.requestLocal):
@@ -23,10 +24,10 @@ test('a shared endpoint in one process gets the very request and answers by refe
   serve(bus, sharedEp, (req) => ({ n: req.n + 1, seen: req }));
   serve(bus, bytesEp, (req) => ({ n: req.n + 1, seen: req }));
   const req = { n: 1, tags: ['a'] };
-  const viaShared = await call(bus, sharedEp, req);
+  const viaShared = await ask(bus, sharedEp, req);
   t.is(viaShared.n, 2);
   t.is(viaShared.seen, req, 'no codec: the handler saw the caller\'s object');
-  const viaBytes = await call(bus, bytesEp, req);
+  const viaBytes = await ask(bus, bytesEp, req);
   t.is(viaBytes.n, 2);
   t.not(viaBytes.seen, req);
   t.deepEqual(viaBytes.seen, req);
@@ -39,15 +40,15 @@ test('a shared endpoint\'s errors arrive as they would over a wire: typed ones a
     if (req.n === 1) throw new PierError('CONFLICT', 'busy', { data: { version: 3 } });
     throw new Error('a bug at /srv/secret/path');
   });
-  const typed = await t.throwsAsync(call(bus, sharedEp, { n: 1, tags: [] }), { instanceOf: PierError });
+  const typed = await t.throwsAsync(ask(bus, sharedEp, { n: 1, tags: [] }), { instanceOf: PierError });
   t.is(typed!.code, 'CONFLICT');
   t.is(typed!.message, 'busy');
   t.deepEqual(typed!.data, { version: 3 });
-  const unknown = await t.throwsAsync(call(bus, sharedEp, { n: 2, tags: [] }), { instanceOf: PierError });
+  const unknown = await t.throwsAsync(ask(bus, sharedEp, { n: 2, tags: [] }), { instanceOf: PierError });
   t.is(unknown!.code, 'INTERNAL');
   t.false(unknown!.message.includes('/srv/secret'));
   // The caller's check still comes first: an invalid request never reaches the handler.
-  const invalid = await t.throwsAsync(call(bus, sharedEp, { n: 'x', tags: [] } as unknown as Req), { instanceOf: PierError });
+  const invalid = await t.throwsAsync(ask(bus, sharedEp, { n: 'x', tags: [] } as unknown as Req), { instanceOf: PierError });
   t.is(invalid!.code, 'BAD_REQUEST');
   await bus.close();
 });
@@ -58,7 +59,7 @@ test('a tap on the subject sees the request as bytes: a shared endpoint goes by 
   const tapped: unknown[] = [];
   bus.subscribe('x.>', (msg) => tapped.push(decode(msg.data)));
   const req = { n: 5, tags: ['t'] };
-  const answer = await call(bus, sharedEp, req);
+  const answer = await ask(bus, sharedEp, req);
   t.is(answer.n, 6);
   t.not(answer.seen, req, 'went as bytes');
   t.deepEqual(tapped, [req]);
@@ -71,9 +72,9 @@ test('a role without the right to call a shared endpoint is refused in-process a
   const vaultOp = shared(endpoint<Req, { n: number }>('pier.vault.op', 'vault', { n: 'number', tags: 'array' }, 1_000));
   serve(vaultView, vaultOp, (req) => ({ n: req.n }));
   const tokenView = new GuardedBus(bus, 'token', permissionsFor(['token'], '_INBOX'));
-  await t.throwsAsync(call(tokenView, vaultOp, { n: 1, tags: [] }), { message: /role token may not publish pier.vault.op/ });
+  await t.throwsAsync(ask(tokenView, vaultOp, { n: 1, tags: [] }), { message: /role token may not publish pier.vault.op/ });
   const edgeView = new GuardedBus(bus, 'edge', permissionsFor(['edge'], '_INBOX'));
-  t.deepEqual(await call(edgeView, vaultOp, { n: 7, tags: [] }), { n: 7 });
+  t.deepEqual(await ask(edgeView, vaultOp, { n: 7, tags: [] }), { n: 7 });
   await bus.close();
 });
 
@@ -81,10 +82,10 @@ test('a shared endpoint that never answers times out at its deadline; one that i
   const bus = new MemoryBus(undefined, false);
   const slow = shared(endpoint<Req, { n: number }>('x.slow', 'x', { n: 'number', tags: 'array' }, 200));
   const sub = serve(bus, slow, () => new Promise<never>(() => undefined));
-  const late = await t.throwsAsync(within('the deadline', call(bus, slow, { n: 1, tags: [] }), 5_000), { instanceOf: PierError });
+  const late = await t.throwsAsync(within('the deadline', ask(bus, slow, { n: 1, tags: [] }), 5_000), { instanceOf: PierError });
   t.is(late!.code, 'TIMEOUT');
   sub.unsubscribe();
-  const gone = await t.throwsAsync(call(bus, slow, { n: 1, tags: [] }), { instanceOf: PierError });
+  const gone = await t.throwsAsync(ask(bus, slow, { n: 1, tags: [] }), { instanceOf: PierError });
   t.is(gone!.code, 'UNAVAILABLE');
   t.regex(gone!.message, /no x replica is running/);
   await bus.close();
@@ -94,14 +95,14 @@ test('a shared request keeps its place in the one queue: an event published befo
   const bus = new MemoryBus(undefined, false);
   const order: string[] = [];
   const ev = event<{ n: number }>('x.ev', { n: 'number' });
-  onEvent(bus, ev, (v) => order.push(`event ${v.n}`));
+  hear(bus, ev, (v) => order.push(`event ${v.n}`));
   serve(bus, sharedEp, (req) => {
     order.push(`call ${req.n}`);
     return { n: req.n, seen: req };
   });
-  publishEvent(bus, ev, { n: 1 });
-  const answered = call(bus, sharedEp, { n: 2, tags: [] });
-  publishEvent(bus, ev, { n: 3 });
+  tell(bus, ev, { n: 1 });
+  const answered = ask(bus, sharedEp, { n: 2, tags: [] });
+  tell(bus, ev, { n: 3 });
   await answered;
   await bus.flush();
   t.deepEqual(order, ['event 1', 'call 2', 'event 3']);
@@ -114,9 +115,9 @@ test('with PIER_FREEZE_SHARED a handler that changes the request it shares fails
     if (req.n === 1) req.tags.push('changed');
     return { n: req.n, seen: req };
   });
-  const changed = await t.throwsAsync(call(bus, sharedEp, { n: 1, tags: [] }), { instanceOf: PierError });
+  const changed = await t.throwsAsync(ask(bus, sharedEp, { n: 1, tags: [] }), { instanceOf: PierError });
   t.is(changed!.code, 'INTERNAL');
-  const answer = await call(bus, sharedEp, { n: 2, tags: ['x'] });
+  const answer = await ask(bus, sharedEp, { n: 2, tags: ['x'] });
   t.throws(() => {
     (answer as { n: number }).n = 3;
   }, { instanceOf: TypeError });
@@ -124,7 +125,7 @@ test('with PIER_FREEZE_SHARED a handler that changes the request it shares fails
   const bytes = shared(endpoint<{ b: Uint8Array }, { b: Uint8Array }>('x.b', 'x', { b: 'any' }, 1_000));
   serve(bus, bytes, (req) => ({ b: req.b }));
   const b = new Uint8Array([1, 2]);
-  t.is((await call(bus, bytes, { b })).b, b);
+  t.is((await ask(bus, bytes, { b })).b, b);
   await bus.close();
 });
 
@@ -135,22 +136,24 @@ test.serial('a shared channel: by reference in one process, the request and the 
   onRefusal((subject, reason) => refusals.push(`${subject} ${reason}`));
   const ch = channel<{ n: number }, { n: number }>({ n: 'number' }, { n: 'number' }, 300, { shared: true });
   let seen: unknown;
-  answerOn(bus, ch, 'x.ch.good', (req) => ((seen = req), { n: req.n + 1 }));
-  answerOn(bus, ch, 'x.ch.bad', () => ({ n: 'not a number' }) as unknown as { n: number });
-  answerOn(bus, ch, 'x.ch.typed', () => {
+  serve(bus, at(ch, 'x.ch.good'), (req) => ((seen = req), { n: req.n + 1 }));
+  serve(bus, at(ch, 'x.ch.bad'), () => ({ n: 'not a number' }) as unknown as { n: number });
+  serve(bus, at(ch, 'x.ch.typed'), () => {
     throw new PierError('CONFLICT', 'busy');
   });
   const req = { n: 1 };
-  t.deepEqual(await askOn(bus, ch, 'x.ch.good', req), { n: 2 });
+  t.deepEqual(await ask(bus, at(ch, 'x.ch.good'), req), { n: 2 });
   t.is(seen, req, 'no codec: the answerer saw the asker\'s object');
-  const bad = await t.throwsAsync(askOn(bus, ch, 'x.ch.bad', { n: 1 }), { instanceOf: PierError });
+  const bad = await t.throwsAsync(ask(bus, at(ch, 'x.ch.bad'), { n: 1 }), { instanceOf: PierError });
   t.is(bad!.code, 'BAD_GATEWAY');
-  const typed = await t.throwsAsync(askOn(bus, ch, 'x.ch.typed', { n: 1 }), { instanceOf: PierError });
+  const typed = await t.throwsAsync(ask(bus, at(ch, 'x.ch.typed'), { n: 1 }), { instanceOf: PierError });
   t.is(typed!.code, 'CONFLICT');
-  // A request failing its schema is refused and counted, never answered: the asker meets its deadline, as on a wire.
-  const refused = await t.throwsAsync(within('the deadline', askOn(bus, ch, 'x.ch.good', { n: 'x' } as unknown as { n: number }), 5_000), { instanceOf: PierError });
-  t.is(refused!.code, 'TIMEOUT');
-  t.deepEqual(refusals, ['x.ch.good schema']);
+  // One rule for every exchange (issue 38): a request failing its schema is refused before it leaves,
+  // 400 naming the field (channels used to leave it to the receiver, and the asker to its deadline).
+  const refused = await t.throwsAsync(within('the refusal', ask(bus, at(ch, 'x.ch.good'), { n: 'x' } as unknown as { n: number }), 5_000), { instanceOf: PierError });
+  t.is(refused!.code, 'BAD_REQUEST');
+  t.regex(refused!.message, /^n: /);
+  t.deepEqual(refusals, [], 'it never reached the receiver');
   onRefusal(() => undefined);
   await bus.close();
 });
@@ -163,11 +166,11 @@ test.serial('the serving side checks a shared request against its own schema, in
   serve(bus, sharedEp, (req) => (handled++, { n: req.n, seen: req }));
   // The same subject declared again with no schema: the caller's check passes, the server's does not.
   const weaker = shared(endpoint<{ n: unknown }, unknown>('x.shared', 'x', {}, 1_000));
-  const refused = await t.throwsAsync(call(bus, weaker, { n: 'not a number' }), { instanceOf: PierError });
+  const refused = await t.throwsAsync(ask(bus, weaker, { n: 'not a number' }), { instanceOf: PierError });
   t.is(refused!.code, 'BAD_REQUEST');
   // Changed by its caller after the check and before the handler's turn.
   const req = { n: 1, tags: [] as string[] };
-  const pending = call(bus, sharedEp, req);
+  const pending = ask(bus, sharedEp, req);
   (req as { n: unknown }).n = 'changed';
   const late = await t.throwsAsync(pending, { instanceOf: PierError });
   t.is(late!.code, 'BAD_REQUEST');

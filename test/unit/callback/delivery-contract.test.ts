@@ -1,7 +1,8 @@
+import { at } from '../../../bus/exchange.js';
+import { hear, serve, tell } from '../../../bus/verbs.js';
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import type { Bus, BusMessage, LocalReply, RequestOptions } from '../../../bus/bus.js';
-import { answerOn, hearOn, tellOn } from '../../../bus/channel.js';
 import { decode } from '../../../bus/codec.js';
 import { gatewayChannels, gatewaySubjects, type GatewayEvent, type ProcessInfo } from '../../../bus/subjects.js';
 import { ConnQueues, type TargetOf } from '../../../actors/callback/queues.js';
@@ -40,12 +41,12 @@ class FakePeers {
 function replica(bus: Bus, peers: FakePeers, busId: string, received: Array<[string, number]>, hold = new Set<number>(), targetOf: TargetOf = known) {
   const queues = new ConnQueues(
     (ev) => (hold.has(ev.seq) ? new Promise(() => undefined) : (received.push([busId, ev.seq]), Promise.resolve('delivered'))),
-    (ev) => tellOn(bus, gatewayChannels.settled, gatewaySubjects.settled(ev.edge), { connId: ev.connId, seq: ev.seq }),
+    (ev) => tell(bus, at(gatewayChannels.settled, gatewaySubjects.settled(ev.edge)), { connId: ev.connId, seq: ev.seq }),
     targetOf,
   );
-  const sub = answerOn(bus, gatewayChannels.deliver, gatewaySubjects.deliver(busId), (ev) => queues.accept(ev));
+  const sub = serve(bus, at(gatewayChannels.deliver, gatewaySubjects.deliver(busId)), (ev) => queues.accept(ev));
   // The edge uses a replica only once it has answered a hello.
-  const hello = answerOn(bus, gatewayChannels.hello, gatewaySubjects.hello(busId), () => ({ busId }));
+  const hello = serve(bus, at(gatewayChannels.hello, gatewaySubjects.hello(busId)), () => ({ busId }));
   peers.replicas.add(busId);
   return {
     queues,
@@ -60,7 +61,7 @@ function replica(bus: Bus, peers: FakePeers, busId: string, received: Array<[str
 async function edge(bus: Bus, peers: FakePeers, giveUpMs = 60_000) {
   const closedByCluster: string[] = [];
   const forwarder = new EventForwarder(bus, peers as unknown as Peers, { giveUpMs, ackTimeoutMs: 300, maxEvents: 1000, maxBytes: 1 << 20 }, log, (id) => closedByCluster.push(id));
-  hearOn(bus, gatewayChannels.settled, gatewaySubjects.settled(EDGE), ({ connId, seq }) => forwarder.settled(connId, seq));
+  hear(bus, at(gatewayChannels.settled, gatewaySubjects.settled(EDGE)), ({ connId, seq }) => forwarder.settled(connId, seq));
   await until('the edge to have greeted every replica', () => forwarder.replicas() === peers.replicas.size);
   return { forwarder, closedByCluster };
 }

@@ -1,5 +1,6 @@
+import { at } from '../../../bus/exchange.js';
+import { serve } from '../../../bus/verbs.js';
 import test from 'ava';
-import { answerOn } from '../../../bus/channel.js';
 import { PierError } from '../../../bus/errors.js';
 import { gatewayChannels, gatewaySubjects, registry, type AppView, type ConnCommand } from '../../../bus/subjects.js';
 import { PassedGates } from '../../../edge/call-gate.js';
@@ -28,7 +29,7 @@ function setup(t: Parameters<typeof stubBus>[0], over: Partial<LocalDeps> = {}) 
 /** A fake edge holding connections: records each command and answers `count`. */
 function holder(bus: ReturnType<typeof stubBus>, subject: string, count: number): ConnCommand[] {
   const seen: ConnCommand[] = [];
-  answerOn(bus, gatewayChannels.command, subject, (cmd) => (seen.push(cmd), { count }));
+  serve(bus, at(gatewayChannels.command, subject), (cmd) => (seen.push(cmd), { count }));
   return seen;
 }
 
@@ -44,7 +45,7 @@ test('no or wrong credentials are 401; after 20 failures from one address, 429',
 
 test('right credentials are confirmed by the registry once, then remembered', async (t) => {
   const { bus, api, verify } = setup(t);
-  answerOn(bus, gatewayChannels.list, gatewaySubjects.list, () => ({ conns: [] }));
+  serve(bus, at(gatewayChannels.list, gatewaySubjects.list), () => ({ conns: [] }));
   await api.list(request({ headers: creds }));
   await api.list(request({ headers: creds }));
   t.deepEqual(verify, [{ appKey: 'key-chat', secret: 'secret-chat' }]);
@@ -91,7 +92,7 @@ test('close: conns or users required (400); each connection closed once', async 
 test("list gathers every edge's connections of the app, by user, sorted", async (t) => {
   const { bus, api } = setup(t);
   const asked: unknown[] = [];
-  answerOn(bus, gatewayChannels.list, gatewaySubjects.list, (req) => {
+  serve(bus, at(gatewayChannels.list, gatewaySubjects.list), (req) => {
     asked.push(req);
     return { conns: [{ user: 'bob', id: 'c2', userAgent: 'b' }, { user: 'alice', id: 'c1', userAgent: 'a' }] };
   });
@@ -102,7 +103,7 @@ test("list gathers every edge's connections of the app, by user, sorted", async 
 
 test('the sidecar serves its one app without headers; not installed is 503', async (t) => {
   const { bus, api, verify } = setup(t, { sidecarApp: { user: 'alice', app: 'chat' } });
-  answerOn(bus, gatewayChannels.list, gatewaySubjects.list, () => ({ conns: [] }));
+  serve(bus, at(gatewayChannels.list, gatewaySubjects.list), () => ({ conns: [] }));
   t.is((await api.list(request())).status, 200);
   t.is(verify.length, 0);
   const other = setup(t, { sidecarApp: { user: 'alice', app: 'gone' } });

@@ -1,9 +1,10 @@
+import { endpoint, event } from '../../../bus/exchange.js';
+import { ask, tell } from '../../../bus/verbs.js';
 import test from 'ava';
 import { Writable } from 'node:stream';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { decode } from '../../../bus/codec.js';
 import { PierError } from '../../../bus/errors.js';
-import { call, endpoint, event, publishEvent } from '../../../bus/rpc.js';
 import type { Change } from '../../../bus/subjects.js';
 import { defineActor, hears, serves, startActor } from '../../../lib/actor.js';
 import { createLogger } from '../../../lib/log.js';
@@ -92,10 +93,10 @@ function declaration() {
 test('a thrower behind an endpoint: its caller hears the typed error at once; an unknown failure is a bare INTERNAL; both counted', async (t) => {
   const bus = new MemoryBus();
   const actor = await startActor(declaration(), context(bus));
-  t.deepEqual(await call(bus, echo, { n: 1 }), { n: 1 });
-  const typed = await within('the typed error', t.throwsAsync(call(bus, fails, { n: 1 }), { instanceOf: PierError }), 5_000);
+  t.deepEqual(await ask(bus, echo, { n: 1 }), { n: 1 });
+  const typed = await within('the typed error', t.throwsAsync(ask(bus, fails, { n: 1 }), { instanceOf: PierError }), 5_000);
   t.is(typed!.code, 'CONFLICT');
-  const unknown = await within('the internal error', t.throwsAsync(call(bus, crashes, { n: 1 }), { instanceOf: PierError }), 5_000);
+  const unknown = await within('the internal error', t.throwsAsync(ask(bus, crashes, { n: 1 }), { instanceOf: PierError }), 5_000);
   t.is(unknown!.code, 'INTERNAL');
   t.false(unknown!.message.includes('/srv/keys'));
   // A request that is no msgpack at all, straight onto the bus: answered too, as a 400.
@@ -119,15 +120,15 @@ test('an event, timer or registry hook that throws is counted and logged; the ac
   let state: State | undefined;
   const d = declaration();
   const actor = await startActor({ ...d, onStart: async (c) => (state = await d.onStart(c)) }, ctx);
-  publishEvent(bus, poked, { n: -1 });
-  publishEvent(bus, poked, { n: 2 });
+  tell(bus, poked, { n: -1 });
+  tell(bus, poked, { n: 2 });
   await until('the second event heard', () => state!.heard.includes(2), 5_000);
   ctx.changes.forEach((f) => f({ kind: 'app', op: 'delete' } as Change));
   await until('the timer to run again after its failing run', () => state!.ticks >= 3, 5_000);
   const failures = await ctx.metrics.handlerFailures.get();
   const where = failures.values.map((v) => v.labels.where).sort();
   t.deepEqual(where, ['upload event poked', 'upload registry change', 'upload timer tick']);
-  t.deepEqual(await call(bus, echo, { n: 5 }), { n: 5 }, 'still serving');
+  t.deepEqual(await ask(bus, echo, { n: 5 }), { n: 5 }, 'still serving');
   await actor.stop();
   await bus.close();
 });
@@ -137,7 +138,7 @@ test('stop drains: a request in flight is answered before the state closes; afte
   let state: State | undefined;
   const d = declaration();
   const actor = await startActor({ ...d, onStart: async (c) => (state = await d.onStart(c)) }, context(bus));
-  const inFlight = call(bus, slow, { n: 7 });
+  const inFlight = ask(bus, slow, { n: 7 });
   await until('the slow request to reach its handler', () => actor.stats().slow !== undefined && state !== undefined, 5_000);
   await new Promise((r) => setImmediate(r));
   const stopping = actor.stop();
@@ -145,7 +146,7 @@ test('stop drains: a request in flight is answered before the state closes; afte
   t.deepEqual(await within('the request in flight to be answered', inFlight, 5_000), { n: 7 });
   await stopping;
   t.true(state!.closed);
-  await t.throwsAsync(call(bus, echo, { n: 1 }), { message: /no t replica is running/ });
+  await t.throwsAsync(ask(bus, echo, { n: 1 }), { message: /no t replica is running/ });
   const ticks = state!.ticks;
   await new Promise((r) => setTimeout(r, 20));
   t.is(state!.ticks, ticks, 'timers stopped with the actor');

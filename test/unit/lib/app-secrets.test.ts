@@ -1,7 +1,7 @@
+import { ask, serve } from '../../../bus/verbs.js';
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { PierError } from '../../../bus/errors.js';
-import { call, serve } from '../../../bus/rpc.js';
 import { registry } from '../../../bus/subjects.js';
 import { AppSecrets } from '../../../lib/app-secrets.js';
 
@@ -20,7 +20,7 @@ function registryStub(bus: MemoryBus) {
 test('fetched once and kept; a failed fetch is not kept; forget and clear fetch again', async (t) => {
   const bus = new MemoryBus();
   const asked = registryStub(bus);
-  const secrets = new AppSecrets((appKey) => call(bus, registry.appCredentials, { appKey }).then((c) => c.appSecret));
+  const secrets = new AppSecrets((appKey) => ask(bus, registry.appCredentials, { appKey }).then((c) => c.appSecret));
   const [a, b] = await Promise.all([secrets.of('k1', () => 'k1'), secrets.of('k1', () => 'k1')]);
   t.is(a, 'secret-of-k1');
   t.is(b, a);
@@ -39,7 +39,7 @@ test('fetched once and kept; a failed fetch is not kept; forget and clear fetch 
 test('what is kept is used even once the app is gone (a close after an uninstall is still signed); an unknown app is refused without asking', async (t) => {
   const bus = new MemoryBus();
   const asked = registryStub(bus);
-  const secrets = new AppSecrets((appKey) => call(bus, registry.appCredentials, { appKey }).then((c) => c.appSecret));
+  const secrets = new AppSecrets((appKey) => ask(bus, registry.appCredentials, { appKey }).then((c) => c.appSecret));
   await secrets.of('alice/a', () => 'k1');
   t.is(await secrets.of('alice/a', () => undefined), 'secret-of-k1');
   await t.throwsAsync(secrets.of('alice/b', () => undefined), { message: 'app alice/b is not installed' });

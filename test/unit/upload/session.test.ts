@@ -9,7 +9,10 @@ import { UploadLocks } from '../../../actors/upload/lock.js';
 import { WriteSession } from '../../../actors/upload/session.js';
 import { LmdbUploadStore, type Upload } from '../../../actors/upload/store.js';
 import { MemoryBus } from '../../../bus/bus-memory.js';
-import { sendPiece } from '../../../bus/pieces.js';
+import { sendPiece, type PieceKind } from '../../../bus/byte-stream.js';
+import { at } from '../../../bus/exchange.js';
+import { uploadStream, type UploadRecord } from '../../../bus/subjects.js';
+import type { WireError } from '../../../bus/errors.js';
 import { PierError } from '../../../bus/errors.js';
 import type { UploadCompleted } from '../../../bus/subjects.js';
 
@@ -50,7 +53,9 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSiz
     rmSync(dir, { recursive: true, force: true });
   });
   let seq = 0;
-  const send = (kind: 'data' | 'end' | 'abort' | 'discard', text = '') => sendPiece(bus, session.subject, seq++, kind, Buffer.from(text), 2_000);
+  // Each answer as one object: `{ok: true, ...answer}` or `{ok: false, error}`.
+  const send = (kind: PieceKind, text = '') =>
+    sendPiece(bus, at(uploadStream, session.subject), { seq: seq++, kind, data: Buffer.from(text) }, 2_000).then((o): { ok: boolean; record?: UploadRecord; complete?: boolean; error?: WireError } => (o.ok ? { ok: true, ...o.data } : { ok: false, error: o.error.toWire() }));
   return { store, send, completed, target: u.target, part, ended, skip: () => seq++, root, nextSession };
 }
 

@@ -1,0 +1,273 @@
+import { randomBytes } from 'node:crypto';
+import type { ValidationSchema } from 'fastest-validator';
+import type { Bus, Subscription } from './bus.js';
+import { asPierError, PierError } from './errors.js';
+import { at, exchange, type Addressed, type Codec, type Exchange } from './exchange.js';
+import { ask, serve } from './verbs.js';
+
+/**
+ * The one byte stream of the bus (docs/architecture.md, "The bus"): bytes pushed in pieces of at
+ * most CHUNK_BYTES (far below NATS's 1 MiB max_payload), each piece a request of a `pieces`
+ * exchange answered by its receiver, with at most `window` unanswered at once. The window is the
+ * flow control: a receiver that answers a piece only once it has used it (written it, passed it
+ * on) slows the sender to its own pace, and memory on both sides stays at `window` pieces.
+ *
+ * A stream ends with one piece of another kind: `end` (keep what came; its answer is the stream's
+ * result), `abort` (the sender failed or its client went away) or `discard` (cut back what came).
+ *
+ * Used two ways: a PATCH's bytes to the upload replica's write session (which the edge knows by its
+ * subject from `begin`), and large bodies between the edge and the provider actor, where the
+ * producer *offers* the bytes on a subject of its own and the consumer *takes* them: it asks the
+ * offer to push to a subject where it already listens (so no piece is sent before anyone hears it).
+ */
+export const CHUNK_BYTES = 256 * 1024;
+/** Bodies up to this size travel inside the request or answer itself, with no stream. */
+export const INLINE_BYTES = 512 * 1024;
+
+export type PieceKind = 'data' | 'end' | 'abort' | 'discard';
+const KINDS: readonly PieceKind[] = ['data', 'end', 'abort', 'discard'];
+
+/** One piece. Its bytes travel as the message payload itself (no encoding, no copy), `seq` and `kind` in headers. */
+export interface Piece {
+  seq: number;
+  kind: PieceKind;
+  data: Uint8Array;
+}
+
+export const PIECE_HEADERS = { seq: 'pier-seq', kind: 'pier-kind' } as const;
+
+/** A piece whose headers are not ours is taken as `discard` with seq -1: its receiver refuses it. */
+const pieceCodec: Codec = {
+  encode: (value) => {
+    const p = value as Piece;
+    return { data: p.data, headers: { [PIECE_HEADERS.seq]: String(p.seq), [PIECE_HEADERS.kind]: p.kind } };
+  },
+  decode: (data, headers) => {
+    const kind = headers?.[PIECE_HEADERS.kind] ?? 'data';
+    const seq = Number(headers?.[PIECE_HEADERS.seq] ?? -1);
+    return { seq: Number.isInteger(seq) ? seq : -1, kind: KINDS.includes(kind as PieceKind) ? kind : 'discard', data };
+  },
+};
+
+const PIECE_SCHEMA: ValidationSchema = { seq: { type: 'number', integer: true, min: -1 }, kind: { type: 'enum', values: [...KINDS] }, data: { type: 'any' } };
+
+/** A byte stream's exchange: `Ack` is what its receiver answers each piece with. Subjects are built at run time. */
+export function pieces<Ack>(reply: ValidationSchema, timeoutMs: number): Exchange<Piece, Ack> {
+  return exchange<Piece, Ack>({ request: PIECE_SCHEMA, reply, timeoutMs, codec: pieceCodec });
+}
+
+/** A piece's answer: never a rejection (a piece in flight may fail before it is awaited, and an unawaited rejection would take the process down). */
+export type PieceOutcome<Ack> = { ok: true; data: Ack } | { ok: false; error: PierError };
+
+/** Sends one piece; its receiver's refusal or its silence is the outcome's error. */
+export function sendPiece<Ack>(bus: Bus, ex: Addressed<Piece, Ack>, piece: Piece, timeoutMs = ex.timeoutMs): Promise<PieceOutcome<Ack>> {
+  return ask(bus, ex, piece, { timeoutMs }).then(
+    (data): PieceOutcome<Ack> => ({ ok: true, data }),
+    (err: unknown): PieceOutcome<Ack> => ({ ok: false, error: asPierError(err) }),
+  );
+}
+
+export interface PushOptions<Ack> {
+  /** Pieces unanswered at once. */
+  window: number;
+  timeoutMs: number;
+  /** Sees every byte in order as it goes (a tus checksum's digest). */
+  onChunk?: (chunk: Uint8Array) => void;
+  /** Runs once every byte is answered, before the end: a throw ends the stream with `discard` instead. */
+  beforeEnd?: () => Promise<void>;
+  /** The error a `beforeEnd` throw becomes, given the answer to the `discard`. */
+  discarded?: (err: PierError, ack: Ack | undefined) => PierError;
+}
+
+const EMPTY = new Uint8Array(0);
+
+/**
+ * Pushes `source` to the receiver in pieces, at most `window` unanswered; resolves with the answer
+ * to `end`. A source that fails, or a piece refused, ends the stream with `abort` and throws.
+ */
+export async function pushBytes<Ack>(bus: Bus, ex: Addressed<Piece, Ack>, source: AsyncIterable<Uint8Array>, options: PushOptions<Ack>): Promise<Ack> {
+  let seq = 0;
+  const inflight: Promise<PieceOutcome<Ack>>[] = [];
+  const send = (kind: PieceKind, data: Uint8Array = EMPTY) => sendPiece(bus, ex, { seq: seq++, kind, data }, options.timeoutMs);
+  const settleOldest = async () => {
+    const outcome = await inflight.shift()!;
+    if (!outcome.ok) throw outcome.error;
+  };
+  try {
+    // Pieces are the source's own chunks, sliced (never copied, never joined).
+    for await (const chunk of source) {
+      options.onChunk?.(chunk);
+      for (let off = 0; off < chunk.byteLength; off += CHUNK_BYTES) {
+        inflight.push(send('data', chunk.subarray(off, off + CHUNK_BYTES)));
+        if (inflight.length >= options.window) await settleOldest();
+      }
+    }
+    while (inflight.length > 0) await settleOldest();
+  } catch (err) {
+    // The stream ends either way; a refused piece has already ended it on the receiver's side.
+    await Promise.allSettled(inflight);
+    await send('abort');
+    throw err;
+  }
+  if (options.beforeEnd) {
+    try {
+      await options.beforeEnd();
+    } catch (err) {
+      const ack = await send('discard');
+      const e = asPierError(err);
+      throw options.discarded ? options.discarded(e, ack.ok ? ack.data : undefined) : e;
+    }
+  }
+  const end = await send('end');
+  if (!end.ok) throw end.error;
+  return end.data;
+}
+
+/**
+ * Receives a stream's pieces on `subject`: `handle` answers each, strictly one after the other in
+ * arrival order (the sender sends them in seq order); a throw is the piece's refusal.
+ */
+export function receiveBytes<Ack>(bus: Bus, ex: Exchange<Piece, Ack>, subject: string, handle: (piece: Piece) => Promise<Ack>): Subscription {
+  let queue: Promise<unknown> = Promise.resolve();
+  return serve(bus, at(ex, subject), (piece) => {
+    const answered = queue.then(() => handle(piece));
+    queue = answered.catch(() => undefined);
+    return answered;
+  });
+}
+
+// Offered streams: large bodies between the edge and the provider actor.
+
+/**
+ * Who offers or takes a stream names its subject, `pier.stream.<owner>.<random>`: the bus
+ * permissions let the edge reach only the provider's and the reverse (bus/permissions.ts).
+ */
+export const STREAM_OWNERS = ['edge', 'provider'] as const;
+export type StreamOwner = (typeof STREAM_OWNERS)[number];
+export const streamSubject = (owner: StreamOwner, id: string) => `pier.stream.${owner}.${id}`;
+
+const OFFERED = /^pier\.stream\.(edge|provider)\.[0-9a-f]{24}$/;
+
+/**
+ * The taker's request to an offer: push to `to`, where it listens. `to` must be a stream subject of
+ * the taker the offer was made for: the offer pushes with its own rights, and a thief of the other
+ * role's credentials must not aim those (and a body a client chose) at another subject.
+ */
+const take = exchange<{ to: string }, Record<string, never>>({ request: { to: { type: 'string', pattern: OFFERED } }, reply: {}, timeoutMs: 60_000 });
+const offered = pieces<Record<string, never>>({}, 30_000);
+/** Pieces unanswered at once on an offered stream (1 MiB). */
+const OFFER_WINDOW = 4;
+
+export interface OfferedStream {
+  /** Where the consumer takes it from. */
+  subject: string;
+  /** Resolves when the stream was pushed to its end, failed, or was never taken within `idleMs`. */
+  finished: Promise<void>;
+  close(): void;
+}
+
+/**
+ * Offers `source` on a fresh subject of `owner`'s, for `taker` (the other role); the first take gets
+ * it, pushed. Nobody taking it within `idleMs` closes it.
+ */
+export function offerBytes(bus: Bus, owner: StreamOwner, taker: StreamOwner, source: AsyncIterable<Uint8Array>, idleMs: number): OfferedStream {
+  const subject = streamSubject(owner, randomBytes(12).toString('hex'));
+  const takers = streamSubject(taker, '');
+  let taken = false;
+  let done = false;
+  let finish!: () => void;
+  const finished = new Promise<void>((r) => (finish = r));
+  const close = () => {
+    if (done) return;
+    done = true;
+    clearTimeout(idle);
+    sub.unsubscribe();
+    void source[Symbol.asyncIterator]().return?.();
+    finish();
+  };
+  const idle = setTimeout(close, idleMs);
+  const sub = serve(bus, at(take, subject), async ({ to }) => {
+    if (taken || done) throw new PierError('CONFLICT', 'this stream was taken already');
+    if (!to.startsWith(takers)) throw new PierError('FORBIDDEN', `to: a ${taker}'s stream subject is required`);
+    taken = true;
+    clearTimeout(idle);
+    sub.unsubscribe();
+    try {
+      await pushBytes(bus, at(offered, to), source, { window: OFFER_WINDOW, timeoutMs: idleMs });
+      return {};
+    } finally {
+      done = true;
+      finish();
+    }
+  });
+  return { subject, finished, close };
+}
+
+/**
+ * Takes an offered stream: listens on a subject of `taker`'s, asks the offer to push there, and
+ * yields the pieces in order. A piece is answered only once the consumer takes it, so the producer
+ * goes at the consumer's pace. A piece not coming within `timeoutMs` fails it; a source that
+ * failed fails it with the source's own error (a 413 stays a 413).
+ */
+export async function* takeBytes(bus: Bus, taker: StreamOwner, offer: string, timeoutMs: number): AsyncGenerator<Uint8Array> {
+  // Only an offer of the other role: the take goes out with this process's rights.
+  if (!OFFERED.test(offer) || offer.startsWith(streamSubject(taker, ''))) throw new PierError('BAD_GATEWAY', 'the stream offered is not a stream subject');
+  const to = streamSubject(taker, randomBytes(12).toString('hex'));
+  const arrived: Array<{ piece: Piece; used: () => void }> = [];
+  let wake: (() => void) | null = null;
+  let expected = 0;
+  const sub = receiveBytes(bus, offered, to, (piece) => {
+    if (piece.seq !== expected) throw new PierError('BAD_REQUEST', `stream piece ${piece.seq} came, ${expected} expected`);
+    expected++;
+    return new Promise<Record<string, never>>((used) => {
+      arrived.push({ piece, used: () => used({}) });
+      wake?.();
+    });
+  });
+  let failure: PierError | null = null;
+  // Answered once the push is over: with the source's error when it failed. No deadline of its own:
+  // each piece has one (below), and the offer's own pushes time out when this side is gone.
+  const pushed = ask(bus, at(take, offer), { to }, { timeoutMs: 24 * 3600_000 }).then(
+    () => undefined,
+    (err: unknown) => {
+      failure ??= asPierError(err);
+      wake?.();
+    },
+  );
+  try {
+    for (;;) {
+      if (arrived.length === 0) {
+        if (failure) throw failure;
+        let timer: NodeJS.Timeout | undefined;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          timer = setTimeout(() => {
+            failure ??= new PierError('TIMEOUT', `stream ${offer}: no piece within ${timeoutMs} ms`);
+            resolve();
+          }, timeoutMs);
+        });
+        clearTimeout(timer);
+        wake = null;
+        continue;
+      }
+      const { piece, used } = arrived.shift()!;
+      used();
+      if (piece.kind === 'end') return;
+      if (piece.kind !== 'data') {
+        // The offer answers the take with the source's error right after this piece is answered.
+        await Promise.race([pushed, new Promise((r) => setTimeout(r, timeoutMs).unref())]);
+        throw failure ?? new PierError('BAD_GATEWAY', 'the stream\'s source failed');
+      }
+      if (piece.data.byteLength > 0) yield piece.data;
+    }
+  } finally {
+    sub.unsubscribe();
+    // Pieces not used are answered: the producer's next ones meet nobody and it stops at once.
+    for (const a of arrived.splice(0)) a.used();
+  }
+}
+
+/** A buffer as a source of pieces (for offerBytes). */
+export async function* bufferSource(buf: Uint8Array): AsyncGenerator<Uint8Array> {
+  for (let off = 0; off < buf.byteLength; off += CHUNK_BYTES) yield buf.subarray(off, off + CHUNK_BYTES);
+}
