@@ -1,38 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { checkSubject, type Bus, type BusMessage, type LocalReply, type LocalServer, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type SubscribeOptions, type Subscription } from './bus.js';
+import { checkSubject, type Bus, type BusMessage, type LocalReply, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type SubscribeOptions, type Subscription } from './bus.js';
 import { ErrorReasons, PierError } from './errors.js';
 import { freezeDeep } from './freeze.js';
-
-/** Who hears one subject: the plain subscriptions, and the members of each queue group (one is picked per message). */
-interface Route {
-  readonly plain: MemorySubscription[];
-  readonly groups: MemorySubscription[][];
-}
-
-/** The route of a subject nobody hears (shared: routes are never changed once made). */
-const NOBODY: Route = Object.freeze({ plain: Object.freeze([]) as unknown as MemorySubscription[], groups: Object.freeze([]) as unknown as MemorySubscription[][] });
-
-/** Subjects whose receivers are remembered at once: some name users or connections, so there is a bound (past it, all are forgotten). */
-const MAX_ROUTES = 10_000;
-
-interface MemorySubscription extends Subscription {
-  readonly tokens: string[];
-  readonly queue: string | undefined;
-  readonly handler: MessageHandler;
-  readonly local: LocalServer | undefined;
-  active: boolean;
-}
-
-/** True when a concrete subject matches a subscription's pattern (`*` one token, `>` the rest). */
-export function subjectMatches(pattern: string[], subject: string[]): boolean {
-  for (let i = 0; i < pattern.length; i++) {
-    const p = pattern[i];
-    if (p === '>') return subject.length > i;
-    if (i >= subject.length) return false;
-    if (p !== '*' && p !== subject[i]) return false;
-  }
-  return pattern.length === subject.length;
-}
+import { RouteTable, type MemorySubscription } from './memory-routes.js';
 
 /**
  * The in-process bus for the single-process default. Deliveries are queued and run on a later
@@ -41,17 +11,7 @@ export function subjectMatches(pattern: string[], subject: string[]): boolean {
  */
 export class MemoryBus implements Bus {
   readonly kind = 'memory' as const;
-  /** Subscriptions with wildcards, scanned when a subject is first seen (then cached in `routes`). */
-  private subscriptions: MemorySubscription[] = [];
-  /** Subscriptions to exact subjects, found by lookup. */
-  private exact = new Map<string, MemorySubscription[]>();
-  /**
-   * Who hears each subject published so far, until a subscription changes (then rebuilt on demand).
-   * Inbox subjects are never kept here (each is used once); bounded, emptied when full.
-   */
-  private routes = new Map<string, Route>();
-  /** Wildcard subscriptions that can match an inbox subject (`*.…`, `>`, `_INBOX.…`): usually none. */
-  private wildcardsOnInboxes = 0;
+  private readonly table = new RouteTable();
   /** One-shot waiters of `request`, by their inbox: no subscription made and removed per request. */
   private replies = new Map<string, MessageHandler>();
   private pending: Array<() => void> = [];
@@ -79,7 +39,7 @@ export class MemoryBus implements Bus {
       this.replies.delete(subject);
       this.enqueue(() => waiter(msg));
     }
-    for (const sub of this.pickReceivers(subject)) {
+    for (const sub of this.table.pick(subject)) {
       this.enqueue(() => {
         if (sub.active) sub.handler(msg);
       });
@@ -99,19 +59,10 @@ export class MemoryBus implements Bus {
       unsubscribe: () => {
         if (!sub.active) return;
         sub.active = false;
-        this.changed(sub, wildcard, -1);
-        if (wildcard) this.subscriptions = this.subscriptions.filter((s) => s !== sub);
-        else {
-          const list = this.exact.get(subject)!.filter((s) => s !== sub);
-          if (list.length > 0) this.exact.set(subject, list);
-          else this.exact.delete(subject);
-        }
+        this.table.remove(sub);
       },
     };
-    const wildcard = sub.tokens.some((t) => t === '*' || t === '>');
-    this.changed(sub, wildcard, 1);
-    if (wildcard) this.subscriptions.push(sub);
-    else this.exact.set(subject, [...(this.exact.get(subject) ?? []), sub]);
+    this.table.add(sub);
     return sub;
   }
 
@@ -122,7 +73,7 @@ export class MemoryBus implements Bus {
     } catch (err) {
       return Promise.reject(err);
     }
-    if (this.pickReceivers(subject).length === 0) {
+    if (this.table.pick(subject).length === 0) {
       return Promise.reject(new PierError('UNAVAILABLE', `no responders for ${subject}`, { reason: ErrorReasons.NO_RESPONDERS }));
     }
     return new Promise((resolve, reject) => {
@@ -150,7 +101,7 @@ export class MemoryBus implements Bus {
   requestLocal(subject: string, value: unknown, options: RequestOptions): Promise<LocalReply> | undefined {
     this.assertOpen();
     this.checkPublished(subject);
-    const receivers = this.pickReceivers(subject);
+    const receivers = this.table.pick(subject);
     const server = receivers.length === 1 ? receivers[0] : undefined;
     if (!server?.local) return undefined;
     const serve = server.local;
@@ -184,7 +135,7 @@ export class MemoryBus implements Bus {
     } catch (err) {
       return Promise.reject(err);
     }
-    const receivers = this.pickReceivers(subject).length;
+    const receivers = this.table.pick(subject).length;
     if (receivers === 0) return Promise.resolve([]);
     const expected = Math.min(receivers, options.expected ?? receivers);
     return new Promise((resolve) => {
@@ -227,9 +178,7 @@ export class MemoryBus implements Bus {
   async close(): Promise<void> {
     await this.flush();
     this.closed = true;
-    this.subscriptions = [];
-    this.exact.clear();
-    this.routes.clear();
+    this.table.clear();
     this.replies.clear();
   }
 
@@ -238,69 +187,13 @@ export class MemoryBus implements Bus {
    * kept (only checked subjects get one) or one of this bus's own inboxes is known to be valid.
    */
   private checkPublished(subject: string): void {
-    if (this.routes.has(subject) || this.isOwnInbox(subject)) return;
+    if (this.table.known(subject) || this.isOwnInbox(subject)) return;
     checkSubject(subject, false);
   }
 
   /** A subject this bus's `inbox()` made (`<prefix>.<n>`): valid by construction. */
   private isOwnInbox(subject: string): boolean {
     return subject.startsWith(this.prefix) && subject.charCodeAt(this.prefix.length) === 46 /* . */ && /^\d+$/.test(subject.slice(this.prefix.length + 1));
-  }
-
-  /** A subscription came or went: the cached routes that may include it are stale. */
-  private changed(sub: MemorySubscription, wildcard: boolean, delta: 1 | -1): void {
-    if (!wildcard) {
-      // An exact subscription is in one route only: its subject's (a connection's, an inbox's).
-      this.routes.delete(sub.subject);
-      return;
-    }
-    const first = sub.tokens[0];
-    if (first === '*' || first === '>' || first === '_INBOX') this.wildcardsOnInboxes += delta;
-    this.routes.clear();
-  }
-
-  /** Every plain subscription, plus one random member of each queue group. The list is not to be changed. */
-  private pickReceivers(subject: string): readonly MemorySubscription[] {
-    const inbox = subject.startsWith('_INBOX.');
-    let route = inbox ? undefined : this.routes.get(subject);
-    if (!route) {
-      route = this.routeOf(subject, inbox && this.wildcardsOnInboxes === 0);
-      if (!inbox) {
-        if (this.routes.size >= MAX_ROUTES) this.routes.clear();
-        this.routes.set(subject, route);
-      }
-    }
-    if (route.groups.length === 0) return route.plain;
-    const picked = [...route.plain];
-    for (const members of route.groups) picked.push(members[Math.floor(Math.random() * members.length)]);
-    return picked;
-  }
-
-  /**
-   * Who hears `subject` now (`exactOnly`: no wildcard subscription can match it). A reply to one
-   * of this bus's inboxes usually has nobody (its waiter is in `replies`): that case allocates nothing.
-   */
-  private routeOf(subject: string, exactOnly: boolean): Route {
-    const exact = this.exact.get(subject);
-    if (exactOnly && !exact) return NOBODY;
-    let candidates: MemorySubscription[] = [];
-    if (!exactOnly) {
-      const tokens = subject.split('.');
-      candidates = this.subscriptions.filter((sub) => subjectMatches(sub.tokens, tokens));
-    }
-    if (exact) candidates.push(...exact);
-    const plain: MemorySubscription[] = [];
-    let groups: Map<string, MemorySubscription[]> | undefined;
-    for (const sub of candidates) {
-      if (sub.queue === undefined) plain.push(sub);
-      else {
-        groups ??= new Map();
-        const members = groups.get(sub.queue);
-        if (members) members.push(sub);
-        else groups.set(sub.queue, [sub]);
-      }
-    }
-    return { plain, groups: groups ? [...groups.values()] : [] };
   }
 
   private enqueue(delivery: () => void): void {

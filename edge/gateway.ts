@@ -3,36 +3,17 @@ import { hear, serve } from '../bus/verbs.js';
 import uWS from 'uWebSockets.js';
 import { Counter, Gauge } from 'prom-client';
 import type { Subscription } from '../bus/bus.js';
-import { appId, gatewayEventId, newConnId, parseAppId } from '../bus/ids.js';
+import { appId, gatewayEventId, parseAppId } from '../bus/ids.js';
+import { admit, type Conn } from './gateway-admission.js';
 import { CLOSE_CODES, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type ListedConn } from '../bus/subjects.js';
 import type { RoleContext } from '../lib/runtime.js';
 import { asPierError, PierError } from '../bus/errors.js';
 import { errorReply } from './envelope.js';
 import { send } from './uws-response.js';
-import { identifyBrowserCaller, type BrowserCaller } from './app-identity.js';
 import { EventForwarder } from './gateway-forwarder.js';
 import { frameToData } from './gateway-host.js';
 import { isolated } from './isolate.js';
-import { sha256Hex } from '../lib/tokens.js';
-import { userTokenOf } from './user-token.js';
 import { decrement, increment } from '../lib/counts.js';
-import { callbackTarget } from '../lib/callback-target.js';
-
-/** Per-connection data, set once at upgrade (never properties patched onto `ws`). */
-interface Conn {
-  connId: string;
-  user: string;
-  app: string;
-  userAgent: string;
-  cookie: string;
-  /** SHA-256 of the user token the connection was opened with: revoking it closes the connection (4004). */
-  tokenDigest: string;
-  seq: number;
-  lastSeen: number;
-  /** Closed by the cluster already (its close was raised elsewhere): no second close event. */
-  silent: boolean;
-  open: boolean;
-}
 
 type Ws = uWS.WebSocket<Conn>;
 /** Exactly this text: the platform's browser library compares the frame to it as a string. */
@@ -170,31 +151,12 @@ export class Gateway {
     };
     if (this.stopping) return fail(new PierError('UNAVAILABLE', 'gateway shutting down'));
     if (this.fenced()) return fail(new PierError('UNAVAILABLE', 'this gateway is reconnecting to the cluster; try again'));
-    let caller: BrowserCaller;
+    let conn: Conn;
     try {
-      caller = identifyBrowserCaller(headers, this.ctx.cache, this.ctx.config.domain, null);
+      conn = admit(this.ctx, headers, (user) => this.perUser.get(user) ?? 0);
     } catch (err) {
       return fail(err);
     }
-    const { user, app } = caller;
-    // The edge names no target in its events (the callback actor looks it up itself): it only
-    // admits connections the callback actor will have a target for, by the same rule.
-    if (!callbackTarget(app)) return fail(new PierError('NOT_FOUND', `app "${app.name}" has no websocket option`));
-    if ((this.perUser.get(user) ?? 0) >= this.ctx.config.gateway.maxConnsPerUser) {
-      return fail(new PierError('RATE_LIMITED', `user "${user}" has ${this.ctx.config.gateway.maxConnsPerUser} connections open on this gateway already`));
-    }
-    const conn: Conn = {
-      connId: newConnId(this.ctx.peers.self.busId),
-      user,
-      app: app.name,
-      userAgent: headers['user-agent'] ?? '',
-      cookie: headers.cookie ?? '',
-      tokenDigest: sha256Hex(userTokenOf(headers)),
-      seq: 0,
-      lastSeen: Date.now(),
-      silent: false,
-      open: false,
-    };
     res.upgrade(conn, headers['sec-websocket-key'] ?? '', headers['sec-websocket-protocol'] ?? '', headers['sec-websocket-extensions'] ?? '', context);
   }
 

@@ -12,7 +12,8 @@ import { streamToSession } from './upload-stream.js';
 /**
  * tus 1.0 on the upload listener (CONTRACT.md section 12): `/tus/` creates, `/tus/<id>` answers
  * HEAD, PATCH and DELETE. The wire format only: identity, limits, locks, fsync and publication are
- * the upload engine's, shared with section 7's protocol (actors/upload).
+ * the upload engine's, shared with section 7's protocol (actors/upload). A PATCH's whole story, from
+ * check to publication: `upload-stream.ts`.
  */
 
 const OFFSET_STREAM = 'application/offset+octet-stream';

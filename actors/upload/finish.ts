@@ -1,4 +1,4 @@
-import type { UploadDeps } from './handler.js';
+import type { UploadDeps } from './deps.js';
 import { isFolderMoved, publish, removePart } from './files.js';
 import { lockLost, type Lease } from './lock.js';
 import type { Upload, UploadStore } from './store.js';
@@ -29,8 +29,7 @@ export async function finish(deps: UploadDeps, u: Upload, lease?: Lease): Promis
     // A writer that stalled past its lock while another replica took the upload over (and may
     // have published it, its part gone): that is what it is told, never "upload the file again".
     if (lease) {
-      await deps.store.sync();
-      if (!lease.holds(deps.store.get(u.id))) throw lockLost();
+      if (!lease.holds(await deps.store.read((r) => r.get(u.id)))) throw lockLost();
     }
     // A folder on the way was swapped for a link: the file cannot land where it was meant to. The upload goes.
     if (isFolderMoved(err)) await removeUpload(deps.store, u);

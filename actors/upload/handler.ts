@@ -2,31 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { lstat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { ErrorReasons, PierError } from '../../bus/errors.js';
-import type { BeginWrite, CreateUpload, Created, UploadCompleted, UploadRecord } from '../../bus/subjects.js';
-import type { RegistryCache } from '../../lib/registry-cache.js';
+import type { BeginWrite, CreateUpload, Created, UploadRecord } from '../../bus/subjects.js';
 import { typeRefusal } from './file-types.js';
 import { createPart, partPathFor, removePart } from './files.js';
 import { assertReachable, checkStoragePath, resolveTarget } from './paths.js';
-import type { UploadRoot } from './root.js';
-import { uploadBusy, type Lease, type UploadLocks } from './lock.js';
+import type { UploadDeps } from './deps.js';
+import { uploadBusy, type Lease } from './lock.js';
 import { repair } from './repair.js';
-import { completes, recordOf, type Upload, type UploadStore } from './store.js';
-
-export interface UploadDeps {
-  store: UploadStore;
-  cache: RegistryCache;
-  /** Maps the app's view (`dest`, `storage_path`) to the user's folder on the host. */
-  root: UploadRoot;
-  busId: string;
-  now: () => number;
-  chunkMaxBytes: number;
-  /** Unfinished uploads one user may have per app (POST 429 past it). */
-  maxUnfinished: number;
-  /** The write lock of each upload (lock.ts). */
-  locks: UploadLocks;
-  /** A completed upload: the bus event, and the app's upload.callback (`id`: the upload's, for the event id). */
-  completed: (ev: UploadCompleted, id: string) => void;
-}
+import { completes, recordOf, type Upload } from './store.js';
 
 export const invalidId = () => new PierError('BAD_REQUEST', 'Invalid upload ID', { reason: ErrorReasons.UPLOAD_UNKNOWN });
 export const invalidOffset = (u: Upload) => new PierError('BAD_REQUEST', 'Invalid offset', { data: recordOf(u), reason: ErrorReasons.OFFSET_MISMATCH });
@@ -90,8 +73,7 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   if (folderEntry) return createFolderEntry(deps, req, dest);
   if (target === null) return { record: null, complete: false };
 
-  await deps.store.sync();
-  const existingId = deps.store.unfinishedAt(req.user, req.app, target)?.id;
+  const existingId = (await deps.store.read((r) => r.unfinishedAt(req.user, req.app, target)))?.id;
   const settled = existingId ? await deps.locks.settled(existingId) : undefined;
   if (settled && settled.fileSize === req.fileSize) {
     // Unfinished when this POST came, finished while it waited for the PATCH in progress: the
@@ -138,8 +120,7 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
  */
 export async function settledUpload(deps: UploadDeps, user: string, app: string, id: string, protocol: 'tus' | undefined): Promise<Upload> {
   const owned = (u: Upload | undefined): u is Upload => u !== undefined && u.user === user && u.app === app && u.protocol === protocol;
-  await deps.store.sync();
-  if (!owned(deps.store.get(id))) throw invalidId();
+  if (!owned(await deps.store.read((r) => r.get(id)))) throw invalidId();
   const u = await deps.locks.settled(id);
   if (!owned(u)) throw invalidId();
   return publishedIfWhole(deps, u);
@@ -189,8 +170,7 @@ export async function lockForWrite(deps: UploadDeps, req: BeginWrite): Promise<L
     if (u.state !== 'active') throw req.protocol === 'tus' ? invalidOffset(u) : invalidId();
     return true;
   };
-  await deps.store.sync();
-  checkMine(deps.store.get(req.id)); // before waiting: another's upload tells nothing
+  checkMine(await deps.store.read((r) => r.get(req.id))); // before waiting: another's upload tells nothing
   const admit = (u: Upload | undefined): u is Upload => {
     if (!checkMine(u)) return false;
     if (req.offset !== null && u.offset !== req.offset) throw invalidOffset(u);

@@ -8,7 +8,8 @@ import { upload, uploadEvents, uploadNotices, uploadState, uploadSubjects, type 
 import { defineActor, hears, serves } from '../../lib/actor.js';
 import type { RoleContext } from '../../lib/runtime.js';
 import { removeUpload } from './finish.js';
-import { createUpload, getUpload, lockForWrite, type UploadDeps } from './handler.js';
+import type { UploadDeps } from './deps.js';
+import { createUpload, getUpload, lockForWrite } from './handler.js';
 import { UploadLocks } from './lock.js';
 import { CompletedNotifier } from './notify.js';
 import { UploadRoot } from './root.js';
@@ -125,8 +126,7 @@ async function beginWrite(a: UploadActor, req: BeginWrite): Promise<WriteSession
 
 /** Unfinished uploads, newest first, at most `limit`. */
 async function listInProgress(deps: UploadDeps, limit: number) {
-  await deps.store.sync();
-  const active = deps.store.all().filter((u) => u.state === 'active').sort((a, b) => b.updatedAt - a.updatedAt);
+  const active = (await deps.store.read((r) => r.all())).filter((u) => u.state === 'active').sort((a, b) => b.updatedAt - a.updatedAt);
   const uploads = active.slice(0, limit).map((u) => ({
     id: u.id,
     user: u.user,

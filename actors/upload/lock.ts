@@ -123,15 +123,18 @@ export class UploadLocks {
    * The upload once no live lock holds it, or `settleWaitMs` passed (then as it is); undefined if
    * absent. A lock being taken here and not yet committed is waited for too: it is about to hold.
    */
-  async settled(id: string, deadline = Date.now() + this.deps.settleWaitMs): Promise<Upload | undefined> {
+  async settled(id: string, deadline = Date.now() + this.deps.settleWaitMs, fresh = false): Promise<Upload | undefined> {
+    // The first look is this replica's view (a caller has just read it); every later one reads
+    // what other replicas wrote meanwhile (a release).
+    let latest = fresh;
     for (;;) {
       await this.taking.get(id)?.catch(() => undefined);
-      const u = this.deps.store.get(id);
+      const u = latest ? await this.deps.store.read((r) => r.get(id)) : this.deps.store.get(id);
+      latest = true;
       if (!u?.lock || !this.alive(u.lock) || Date.now() >= deadline) return u;
       // Woken by the lock's end, or at its lease's end or the deadline, whichever comes first.
       const leaseLeft = u.lock.until - this.deps.now();
       await this.wakeOrAfter(id, Math.max(1, Math.min(deadline - Date.now(), leaseLeft)));
-      await this.deps.store.sync(); // a release by another replica: read what it wrote
     }
   }
 
@@ -143,13 +146,13 @@ export class UploadLocks {
    */
   async takeWhenSettled(id: string, admit: (current: Upload | undefined) => current is Upload, options: { touch: boolean; change?: (u: Upload) => Upload }): Promise<Lease | null> {
     const deadline = Date.now() + this.deps.settleWaitMs;
-    for (;;) {
-      await this.settled(id, deadline);
+    // After a refused take, the lock it met may be newer than this replica's view: read it fresh.
+    for (let fresh = false; ; fresh = true) {
+      await this.settled(id, deadline, fresh);
       try {
         return await this.take(id, admit, options);
       } catch (err) {
         if (!isBusy(err) || Date.now() >= deadline) throw err;
-        await this.deps.store.sync(); // the lock the take met may be newer than this replica's view
       }
     }
   }

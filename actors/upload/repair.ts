@@ -1,6 +1,6 @@
 import { createPart, cutBack, partExists, partSize } from './files.js';
 import { finish } from './finish.js';
-import type { UploadDeps } from './handler.js';
+import type { UploadDeps } from './deps.js';
 import { completes, type Upload } from './store.js';
 
 /**

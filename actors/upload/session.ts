@@ -5,7 +5,7 @@ import { receiveBytes, type Piece } from '../../bus/byte-stream.js';
 import { uploadStream, uploadSubjects, type PieceAnswer } from '../../bus/subjects.js';
 import { openPart } from './files.js';
 import { finish } from './finish.js';
-import type { UploadDeps } from './handler.js';
+import type { UploadDeps } from './deps.js';
 import { lockLost, type Lease } from './lock.js';
 import { completes, recordOf, type Upload } from './store.js';
 

@@ -2,7 +2,7 @@ import type { JetStreamClient, JetStreamManager } from 'nats';
 import { appId } from '../../bus/ids.js';
 import { uploadState } from '../../bus/subjects.js';
 import { ReplicatedLog, type LogState } from '../../lib/replicated-log.js';
-import { slotOf, type Upload, type UploadStore, type UploadWriter } from './store.js';
+import { slotOf, type Upload, type UploadReader, type UploadStore, type UploadWriter } from './store.js';
 
 type UploadChange = { op: 'put'; value: Upload } | { op: 'remove'; id: string };
 
@@ -75,8 +75,9 @@ export class JetStreamUploadStore implements UploadStore {
     return u !== undefined && u.storage === this.storage ? u : undefined;
   }
 
-  sync(): Promise<void> {
-    return this.log.sync();
+  async read<T>(fn: (r: UploadReader) => T): Promise<T> {
+    await this.log.sync();
+    return fn(this);
   }
 
   get(id: string): Upload | undefined {

@@ -51,13 +51,13 @@ export function recordOf(u: Upload): UploadRecord {
  * `write`: everything inside commits together, so two POSTs racing for one target or the cap on
  * unfinished uploads hold across replicas.
  */
-export interface UploadStore {
-  /** Catches up with writes made through other replicas (no-op where there is one writer environment). */
-  sync(): Promise<void>;
-  get(id: string): Upload | undefined;
-  all(): Upload[];
-  /** The unfinished upload of (user, app) to `target`, if any. */
-  unfinishedAt(user: string, app: string, target: string): Upload | undefined;
+export interface UploadStore extends UploadReader {
+  /**
+   * Reads the latest state: caught up first with writes made through other replicas, as `write`
+   * is (a no-op where the replicas share one environment). What an answer depends on is read so;
+   * the plain readers above are this replica's view, possibly behind: for counters and sweeps.
+   */
+  read<T>(fn: (r: UploadReader) => T): Promise<T>;
   /**
    * `visibleOnly`: resolve once the write is committed and visible to every replica, without
    * waiting for it to reach the disk. Only for writes no answer depends on surviving an OS crash
@@ -67,6 +67,14 @@ export interface UploadStore {
    */
   write<T>(fn: (w: UploadWriter) => T, options?: { visibleOnly?: boolean }): Promise<T>;
   close(): Promise<void>;
+}
+
+/** What a read sees. */
+export interface UploadReader {
+  get(id: string): Upload | undefined;
+  all(): Upload[];
+  /** The unfinished upload of (user, app) to `target`, if any. */
+  unfinishedAt(user: string, app: string, target: string): Upload | undefined;
 }
 
 /** What a write may do; its reads see the write's own changes. */
@@ -97,8 +105,10 @@ export class LmdbUploadStore implements UploadStore {
     return `${appId(user, app)}\u0000${target}`;
   }
 
-  /** One environment shared by the replicas of a host (lmdb-js renews its read snapshot every turn of the event loop). */
-  async sync(): Promise<void> {}
+  /** One environment shared by the replicas of a host (lmdb-js renews its read snapshot every turn of the event loop): nothing to catch up. */
+  async read<T>(fn: (r: UploadReader) => T): Promise<T> {
+    return fn(this);
+  }
 
   get(id: string): Upload | undefined {
     return this.uploads.get(id);

@@ -1,6 +1,7 @@
 import { PierError } from '../../bus/errors.js';
 import type { CreateUpload, Created, TusUploadState } from '../../bus/subjects.js';
-import { checkCreation, invalidId, publishWhole, newUpload, settledUpload, tooManyUnfinished, type UploadDeps } from './handler.js';
+import type { UploadDeps } from './deps.js';
+import { checkCreation, invalidId, publishWhole, newUpload, settledUpload, tooManyUnfinished } from './handler.js';
 import { lockLost } from './lock.js';
 import { removePart } from './files.js';
 import { recordOf, type Upload } from './store.js';
@@ -60,8 +61,7 @@ export async function describeTusUpload(deps: UploadDeps, user: string, app: str
  */
 export async function terminateTusUpload(deps: UploadDeps, user: string, app: string, id: string): Promise<{ terminated: boolean }> {
   const mine = (u: Upload | undefined): u is Upload => u !== undefined && u.user === user && u.app === app && u.protocol === 'tus' && u.state === 'active';
-  await deps.store.sync();
-  if (!mine(deps.store.get(id))) throw invalidId();
+  if (!mine(await deps.store.read((r) => r.get(id)))) throw invalidId();
   const admit = (u: Upload | undefined): u is Upload => {
     if (!mine(u)) throw invalidId();
     return true;

@@ -1,5 +1,5 @@
 import { removePart } from './files.js';
-import type { UploadDeps } from './handler.js';
+import type { UploadDeps } from './deps.js';
 import { repair } from './repair.js';
 import { completes } from './store.js';
 

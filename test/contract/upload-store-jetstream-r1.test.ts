@@ -18,7 +18,7 @@ test('hostile: a replica on another upload root never sees, counts or recovers t
     await pair.a.write((w) => w.put({ ...u, storage: 'root-b' }));
     t.is(pair.a.get('x1')?.storage, 'root-a');
     const other = pair.b;
-    await other.sync();
+    await other.read(() => undefined);
     t.is(other.get('x1'), undefined);
     t.deepEqual(other.all(), []);
     t.is(other.unfinishedAt('alice', 'chat', '/f'), undefined);
@@ -37,12 +37,12 @@ test('a replica that cannot catch up with the log refuses to read (503), never a
   t.teardown(() => pair.close());
   const u: Upload = { id: 'y1', user: 'alice', app: 'chat', storagePath: '/', relativePath: 'f', fileType: '', fileSize: 10, conflict: 'replace', offset: 0, target: '/f', part: '/f.part', state: 'active', createdAt: 1, updatedAt: 1, lock: null };
   await pair.a.write((w) => w.put(u));
-  await pair.b.sync();
+  await pair.b.read(() => undefined);
   t.is(pair.b.get('y1')?.offset, 0);
   // b's follow of the log is lost (its node went away) and not yet re-attached.
   await (pair.b as unknown as { log: { follower: { close(): Promise<void> } } }).log.follower.close();
   await pair.a.write((w) => w.put({ ...u, offset: 4 }));
-  const refused = await t.throwsAsync(pair.b.sync(), { instanceOf: PierError });
+  const refused = await t.throwsAsync(pair.b.read(() => undefined), { instanceOf: PierError });
   t.is(refused!.code, 'UNAVAILABLE');
   t.is(pair.b.get('y1')?.offset, 0, 'its state is indeed behind: the refusal is what kept it from being read');
 });

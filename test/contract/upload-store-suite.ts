@@ -9,7 +9,7 @@ export interface UploadStorePair {
   another(): Promise<UploadStore>;
   close(): Promise<void>;
   /**
-   * What separates a replica's answer from another replica's read beyond sync(): nothing on
+   * What separates a replica's answer from another replica's read beyond read(), which catches up: nothing on
    * JetStream; on LMDB, one timer turn (lmdb-js renews its read snapshot then: the other
    * "replica" here is another handle in this process, as another process would be).
    */
@@ -53,7 +53,7 @@ export function uploadStoreSuite(test: TestFn, open: () => Promise<UploadStorePa
     const u = upload('/r/a.bin');
     t.is(await create(pair.a, u), u.id);
     t.deepEqual(without(pair.a.get(u.id)!), u);
-    await pair.b.sync();
+    await pair.b.read(() => undefined);
     await pair.turn?.();
     t.deepEqual(without(pair.b.get(u.id) ?? ({} as Upload)), u, 'the other replica, right after its sync()');
     t.is(pair.b.unfinishedAt('alice', 'chat', '/r/a.bin')?.id, u.id);
@@ -63,7 +63,7 @@ export function uploadStoreSuite(test: TestFn, open: () => Promise<UploadStorePa
   test.serial('10 POSTs racing for one target over two replicas: one upload, every POST answered with it', async (t) => {
     const ids = await Promise.all(Array.from({ length: 10 }, (_, i) => create(i % 2 ? pair.a : pair.b, upload('/r/race.bin'))));
     t.is(new Set(ids).size, 1);
-    await pair.a.sync();
+    await pair.a.read(() => undefined);
     await until('both replicas to list exactly one record at the target', () => [pair.a, pair.b].every((s) => s.all().filter((u) => u.target === '/r/race.bin').length === 1));
   });
 
@@ -71,7 +71,7 @@ export function uploadStoreSuite(test: TestFn, open: () => Promise<UploadStorePa
     const user = 'capped';
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) => create(i % 2 ? pair.a : pair.b, upload(`/cap/${i}`, { user }), 5)));
     t.is(results.filter((r) => r !== null).length, 5);
-    await pair.b.sync();
+    await pair.b.read(() => undefined);
     await until('both replicas to count 5', () => [pair.a, pair.b].every((s) => s.all().filter((u) => u.user === user && u.state === 'active').length === 5));
     t.is(await pair.a.write((w) => w.countUnfinished(user, 'chat')), 5);
   });
@@ -79,25 +79,25 @@ export function uploadStoreSuite(test: TestFn, open: () => Promise<UploadStorePa
   test.serial('done stops being the target\'s unfinished upload; remove forgets; a write reads its own changes', async (t) => {
     const u = upload('/r/done.bin');
     await create(pair.a, u);
-    await pair.b.sync();
+    await pair.b.read(() => undefined);
     const seen = await pair.b.write((w) => {
       w.put({ ...u, offset: 10, state: 'done' });
       return { read: w.get(u.id)?.state, unfinished: w.unfinishedAt('alice', 'chat', '/r/done.bin')?.id ?? null };
     });
     t.deepEqual(seen, { read: 'done', unfinished: null });
-    await pair.a.sync();
+    await pair.a.read(() => undefined);
     await until('the writer\'s change to reach the other replica', () => pair.a.get(u.id)?.state === 'done');
     t.is(pair.a.unfinishedAt('alice', 'chat', '/r/done.bin'), undefined);
     await pair.a.write((w) => w.remove(pair.a.get(u.id)!));
-    await pair.b.sync();
+    await pair.b.read(() => undefined);
     await until('the removal to reach the other replica', () => pair.b.get(u.id) === undefined);
     t.pass();
   });
 
   test.serial('a replica opened later has the same records', async (t) => {
-    await pair.a.sync();
+    await pair.a.read(() => undefined);
     const c = await pair.another();
-    await c.sync();
+    await c.read(() => undefined);
     const ids = (s: UploadStore) => s.all().map((u) => u.id).sort();
     await until('the new replica to catch up', () => ids(c).join() === ids(pair.a).join());
     t.true(ids(c).length > 5);

@@ -2,7 +2,7 @@ import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import type { BusMessage } from '../../../bus/bus.js';
 
-// The in-process bus remembers who hears each subject (bus-memory.ts `routes`) and answers requests
+// The in-process bus remembers who hears each subject (bus/memory-routes.ts) and answers requests
 // through one-shot waiters. What it remembers must never outlive a change of subscriptions.
 
 const bytes = (s: string) => new TextEncoder().encode(s);

@@ -3,7 +3,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { finish } from '../../../actors/upload/finish.js';
-import { createUpload, getUpload, lockForWrite, type UploadDeps } from '../../../actors/upload/handler.js';
+import type { UploadDeps } from '../../../actors/upload/deps.js';
+import { createUpload, getUpload, lockForWrite } from '../../../actors/upload/handler.js';
 import { UploadLocks } from '../../../actors/upload/lock.js';
 import { UploadRoot } from '../../../actors/upload/root.js';
 import { LmdbUploadStore, type UploadStore } from '../../../actors/upload/store.js';

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPart, partPathFor } from '../../../actors/upload/files.js';
-import type { UploadDeps } from '../../../actors/upload/handler.js';
+import type { UploadDeps } from '../../../actors/upload/deps.js';
 import { UploadRoot } from '../../../actors/upload/root.js';
 import { UploadLocks } from '../../../actors/upload/lock.js';
 import { WriteSession } from '../../../actors/upload/session.js';

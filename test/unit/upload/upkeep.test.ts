@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPart, partPathFor } from '../../../actors/upload/files.js';
-import type { UploadDeps } from '../../../actors/upload/handler.js';
+import type { UploadDeps } from '../../../actors/upload/deps.js';
 import { UploadLocks } from '../../../actors/upload/lock.js';
 import { UploadRoot } from '../../../actors/upload/root.js';
 import { LmdbUploadStore, type Upload } from '../../../actors/upload/store.js';
