@@ -1,3 +1,4 @@
+import { UploadTexts } from '../bus/upload-texts.js';
 import { ask } from '../bus/verbs.js';
 import { Readable } from 'node:stream';
 import busboy from 'busboy';
@@ -147,7 +148,7 @@ export function uploadApi(deps: UploadApiDeps) {
       try {
         const { user, app } = who(req);
         const result = await appendChunk(deps, { user, app: app.name, id: req.params.uid }, req.headers['content-type'] ?? '', stream);
-        return { status: 200, json: { code: 0, message: result.complete ? 'File uploaded successfully' : 'Continue uploading', data: result.record }, headers: cors(req) };
+        return { status: 200, json: { code: 0, message: result.complete ? UploadTexts.UPLOADED : UploadTexts.CONTINUE, data: result.record }, headers: cors(req) };
       } catch (err) {
         await drain(stream, 4 * deps.chunkBytes);
         return failure(req, err);
@@ -214,7 +215,7 @@ function appendChunk(deps: UploadApiDeps, target: { user: string; app: string; i
       const confirm = offset !== null ? undefined : async () => {
         await parsed;
         const sent = parseOffset(offsetField);
-        if (sent !== session!.offset) throw new PierError('BAD_REQUEST', 'Invalid offset', { reason: ErrorReasons.OFFSET_MISMATCH });
+        if (sent !== session!.offset) throw new PierError('BAD_REQUEST', UploadTexts.INVALID_OFFSET, { reason: ErrorReasons.OFFSET_MISMATCH });
       };
       let session: WriteSession | undefined;
       ask(deps.bus, upload.begin, { ...target, offset })

@@ -4,7 +4,7 @@ import { PierError } from '../bus/errors.js';
 import { registry, registryEvents, type AppView, type Change, type ChangeEvent, type ProviderView, type Snapshot } from '../bus/subjects.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
-import { sha256Hex } from './tokens.js';
+import { TokenDigests } from './token-digests.js';
 import { appId } from '../bus/ids.js';
 
 export interface RegistryCacheOptions {
@@ -46,8 +46,7 @@ export class RegistryCache {
   private tokens = new Map<string, string>();
   /** The last heartbeat count heard from each registry replica (at most 64 replicas remembered). */
   private readonly beats = new Map<string, number>();
-  private static readonly MAX_DIGESTS = 4_096;
-  private readonly digests = new Map<string, string>();
+  private readonly digests = new TokenDigests();
   private users = new Set<string>();
   private apps = new Map<string, AppView>();
   private appsByKey = new Map<string, AppView>();
@@ -152,25 +151,8 @@ export class RegistryCache {
   /** The user a token belongs to, or undefined when the token is unknown or revoked. */
   userForToken(token: string): string | undefined {
     this.assertFresh();
-    const user = this.tokens.get(this.digestOf(token));
+    const user = this.tokens.get(this.digests.of(token, (digest) => this.tokens.has(digest)));
     return user !== undefined && this.users.has(user) ? user : undefined;
-  }
-
-  /**
-   * A token's SHA-256, remembered for users' live tokens (a hash per call is a few per cent of a
-   * vault read). A pure function of the token, so never wrong; only a token that names a user is
-   * kept, so made-up ones (of any length) keep nothing and cost what they did before, and the memo
-   * is emptied when a token is revoked, so no revoked token stays in memory. Bounded in entries.
-   */
-  private digestOf(token: string): string {
-    const known = this.digests.get(token);
-    if (known !== undefined) return known;
-    const digest = sha256Hex(token);
-    if (this.tokens.has(digest)) {
-      if (this.digests.size >= RegistryCache.MAX_DIGESTS) this.digests.clear();
-      this.digests.set(token, digest);
-    }
-    return digest;
   }
 
   /**

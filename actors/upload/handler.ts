@@ -1,3 +1,4 @@
+import { UploadTexts } from '../../bus/upload-texts.js';
 import { randomBytes } from 'node:crypto';
 import { lstat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
@@ -11,8 +12,8 @@ import { uploadBusy, type Lease } from './lock.js';
 import { repair } from './repair.js';
 import { completes, recordOf, type Upload } from './store.js';
 
-export const invalidId = () => new PierError('BAD_REQUEST', 'Invalid upload ID', { reason: ErrorReasons.UPLOAD_UNKNOWN });
-export const invalidOffset = (u: Upload) => new PierError('BAD_REQUEST', 'Invalid offset', { data: recordOf(u), reason: ErrorReasons.OFFSET_MISMATCH });
+export const invalidId = () => new PierError('BAD_REQUEST', UploadTexts.INVALID_UPLOAD_ID, { reason: ErrorReasons.UPLOAD_UNKNOWN });
+export const invalidOffset = (u: Upload) => new PierError('BAD_REQUEST', UploadTexts.INVALID_OFFSET, { data: recordOf(u), reason: ErrorReasons.OFFSET_MISMATCH });
 
 function uploadOptions(deps: UploadDeps, user: string, appName: string) {
   const app = deps.cache.app(user, appName);

@@ -1,3 +1,4 @@
+import { UploadTexts } from '../../bus/upload-texts.js';
 import { createHash } from 'node:crypto';
 import { createReadStream, lstatSync, readdirSync } from 'node:fs';
 import { join, posix, relative, resolve } from 'node:path';
@@ -88,8 +89,8 @@ export function indexUploads(lines: readonly Line[]) {
     if (!inv) continue;
     const file = files.get(String(inv.file));
     const uploadId = String(out.uploadId ?? inv.uploadId ?? '');
-    if (out.phase === 'fail' && out.message === 'Invalid upload ID') invalidId.push({ uploadId, line: out, inv });
-    if (typeof out.offset === 'number' && uploadId && (out.phase === 'ok' || out.message === 'Invalid offset')) {
+    if (out.phase === 'fail' && out.message === UploadTexts.INVALID_UPLOAD_ID) invalidId.push({ uploadId, line: out, inv });
+    if (typeof out.offset === 'number' && uploadId && (out.phase === 'ok' || out.message === UploadTexts.INVALID_OFFSET)) {
       const list = reports.get(uploadId) ?? [];
       list.push({ uploadId, offset: out.offset, askedN: inv.n, answeredN: out.n, what: `${inv.op} ${out.phase} (line ${out.n})` });
       reports.set(uploadId, list);

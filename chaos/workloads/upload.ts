@@ -1,3 +1,4 @@
+import { UploadTexts } from '../../bus/upload-texts.js';
 import { createHash } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
@@ -170,21 +171,21 @@ async function drive(ctx: WorkloadContext, s: Shared, rng: Rng, job: Job, until:
     const chunk = await readChunk(job, from);
     const out = await recorded(ctx, 'patch', { file: job.file, uploadId, from, length: chunk.byteLength }, () => s.client.patch(uploadId, from, chunk, PATCH_TIMEOUT_MS), (j) => ({
       offset: j?.data?.offset,
-      complete: j?.message === 'File uploaded successfully',
+      complete: j?.message === UploadTexts.UPLOADED,
     }));
     if (out.phase === 'ok') {
       failures = 0;
       job.offset = Number(out.json?.data?.offset);
-      if (out.json?.message === 'File uploaded successfully') completed(ctx, job, uploadId, 'patch');
+      if (out.json?.message === UploadTexts.UPLOADED) completed(ctx, job, uploadId, 'patch');
       else if (!(job.offset < job.size)) needPost = true;
       continue;
     }
-    if (out.phase === 'fail' && out.json?.message === 'Invalid offset' && typeof out.json?.data?.offset === 'number') {
+    if (out.phase === 'fail' && out.json?.message === UploadTexts.INVALID_OFFSET && typeof out.json?.data?.offset === 'number') {
       if (++offsetMoves > MAX_OFFSET_MOVES) break;
       job.offset = out.json.data.offset;
       continue;
     }
-    if (out.phase === 'fail' && out.json?.message === 'Invalid upload ID') {
+    if (out.phase === 'fail' && out.json?.message === UploadTexts.INVALID_UPLOAD_ID) {
       // Finished (by a PATCH whose answer was lost) or gone: ask, then POST again if not complete.
       await inspect(ctx, s, job, uploadId);
       if (isDone(job)) return;

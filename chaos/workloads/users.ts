@@ -3,6 +3,7 @@ import type { Rng } from '../random.js';
 import { admin, errorText, fingerprint, hostGet, jsonFetch, requestAccessToken, sleep, adminSettled, type Answer } from '../vault-http.js';
 import type { Workload, WorkloadContext } from '../workload.js';
 import { checkUsers, REVOCATION_BOUND_MS } from '../checks/users.js';
+import type { Access, Install, Shared, Slot, Token, UserState } from './users-state.js';
 
 /**
  * User and app churn through the admin API, probing the promise "a revoked user token stops working
@@ -36,48 +37,6 @@ const OLD_KEY_EVERY_MS = 10_000;
 const ACCESS_AFTER_INSTALL_MS = 1_500;
 const WORKSPACE = 'uw';
 const PERM = vaultPerm(WORKSPACE, ['RetrieveSecret']);
-
-interface Token {
-  token: string;
-  fp: string;
-}
-
-interface UserState {
-  name: string;
-  tokens: Token[];
-  live: Token | null;
-}
-
-interface Install {
-  label: string;
-  key: string;
-  secret: string;
-  ackAt: number;
-}
-
-interface Access {
-  token: string;
-  fp: string;
-  install: string;
-  user: string;
-  app: string;
-}
-
-interface Slot {
-  user: string;
-  app: string;
-  state: 'no' | 'yes' | 'maybe';
-  installs: number;
-  current: Install | null;
-  access: Access | null;
-}
-
-interface Shared {
-  users: UserState[][];
-  oldAccess: Access[];
-  oldKeys: Array<{ install: Install; user: string; app: string; uninstalledAt: number }>;
-  lastOldKey: number;
-}
 
 let shared: Shared | null = null;
 

@@ -52,6 +52,13 @@ function mustSucceed(r: { code: number | null; stderr: string }): void {
   if (r.code !== 0) throw new Error(`pier cli failed: ${r.stderr}`);
 }
 
+/** A bus answer's value, read off the wire as any client would (docs/architecture.md: `{ok: true, data}`). */
+function answerOf(bytes: Uint8Array): Record<string, unknown> {
+  const reply = decode<{ ok: boolean; data?: Record<string, unknown>; error?: unknown }>(bytes);
+  if (!reply.ok) throw new Error(`the replica refused the request itself: ${JSON.stringify(reply.error)}`);
+  return reply.data!;
+}
+
 /** The callback replica's bus id and public key, from a heartbeat the edge identity may hear. */
 function callbackReplica(nc: NatsConnection): Promise<{ busId: string; key: string; roleKeys: string[] }> {
   return within(
@@ -102,7 +109,7 @@ async function refusedCount(reason: string): Promise<number> {
 test("forged events with the edge's credentials never reach a target they name; an unknown app is refused", async (t) => {
   const replica = await callbackReplica(edge);
   const subject = gatewaySubjects.deliver(replica.busId);
-  const ask = async (ev: Record<string, unknown>) => decode<Record<string, unknown>>((await edge.request(subject, sealedEvent(replica, ev), { timeout: 5_000 })).data);
+  const ask = async (ev: Record<string, unknown>) => answerOf((await edge.request(subject, sealedEvent(replica, ev), { timeout: 5_000 })).data);
 
   // An app of the edge's "own" user and one of another user: both are known to the registry.
   const mine = forged('alice', 'chat');
@@ -142,7 +149,7 @@ test("an app registered with one of Pier's own ports as its callback is refused 
   const replica = await callbackReplica(edge);
   const before = await refusedCount('address_policy');
   const probe = forged('alice', 'probe');
-  const ack = decode<Record<string, unknown>>((await edge.request(gatewaySubjects.deliver(replica.busId), sealedEvent(replica, probe), { timeout: 5_000 })).data);
+  const ack = answerOf((await edge.request(gatewaySubjects.deliver(replica.busId), sealedEvent(replica, probe), { timeout: 5_000 })).data);
   t.deepEqual(ack, { ok: true, closed: false }, 'the app is known: the event is taken');
   await until('the policy refusal to be counted', async () => (await refusedCount('address_policy')) > before);
   t.regex(pier.logs, /"reason":"address_policy".*"gateway callback refused"/);

@@ -1,6 +1,9 @@
 import { backoffDelay, sleep } from '../backoff.js';
 import { errorFromAnswer, NetworkError, PierError, readJson } from '../errors.js';
 
+/** The platform's upload protocol names this outcome by its envelope's text alone (its HTTP code is a plain 400). */
+const INVALID_OFFSET = 'Invalid offset';
+
 /** Pier's answer about an upload (CONTRACT.md section 7). */
 export interface UploadRecord {
   id: string;
@@ -116,7 +119,7 @@ export async function upload(file: Blob & { name?: string }, options: UploadOpti
       });
     } catch (err) {
       // "Invalid offset": Pier holds more (or less) than we thought; carry on from its offset, a bounded number of times.
-      const current = err instanceof PierError && err.message === 'Invalid offset' ? (err.data as UploadRecord | undefined) : undefined;
+      const current = err instanceof PierError && err.message === INVALID_OFFSET ? (err.data as UploadRecord | undefined) : undefined;
       if (!current || typeof current.offset !== 'number' || ++offsetMoves > maxRetries) throw err;
       record = current;
     }

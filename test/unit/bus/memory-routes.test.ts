@@ -99,7 +99,7 @@ test('routes are bounded: subjects naming many connections never grow the memory
   for (let i = 0; i < 25_000; i++) bus.publish(`conn.c${i}.send`, bytes('x'));
   await bus.flush();
   t.is(heard, 25_000);
-  const kept = (bus as unknown as { routes: Map<string, unknown> }).routes.size;
+  const kept = (bus as unknown as { table: { routes: Map<string, unknown> } }).table.routes.size;
   t.true(kept <= 10_000, `routes kept: ${kept}`);
   // An early subject, forgotten or not, still reaches a subscription made after it.
   const late: string[] = [];

@@ -17,7 +17,7 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, options
   const lmdb = LmdbUploadStore.open(join(dir, 'records'));
   let reads = 0;
   // The same store, counting the reads of records: a waiter that polled would read again and again.
-  const store: UploadStore = { ...lmdb, read: (fn) => lmdb.read(fn), get: (id) => (reads++, lmdb.get(id)), all: () => lmdb.all(), unfinishedAt: (...a) => lmdb.unfinishedAt(...a), write: (fn) => lmdb.write(fn), close: () => lmdb.close() };
+  const store: UploadStore = { ...lmdb, read: async (fn) => fn(store), get: (id) => (reads++, lmdb.get(id)), all: () => lmdb.all(), unfinishedAt: (...a) => lmdb.unfinishedAt(...a), write: (fn) => lmdb.write(fn), close: () => lmdb.close() };
   const u: Upload = {
     id: 'u1', user: 'alice', app: 'files', storagePath: '/d', relativePath: 'x', fileType: '', fileSize: 10, conflict: 'replace',
     offset: 0, target: '/t/x', part: '/t/.part', state: 'active', createdAt: 0, updatedAt: 0, lock: null,
