@@ -3,6 +3,8 @@ import type { ValidationSchema } from 'fastest-validator';
 import type { Bus, Subscription } from './bus.js';
 import { asPierError, PierError } from './errors.js';
 import { at, exchange, type Addressed, type Codec, type Exchange } from './exchange.js';
+import { decode, encode } from './codec.js';
+import { wireErrorOf } from './envelope.js';
 import { ask, serve } from './verbs.js';
 
 /**
@@ -105,8 +107,9 @@ export async function pushBytes<Ack>(bus: Bus, ex: Addressed<Piece, Ack>, source
     while (inflight.length > 0) await settleOldest();
   } catch (err) {
     // The stream ends either way; a refused piece has already ended it on the receiver's side.
+    // The abort says why, in the answer format's error (the taker of an offered stream throws it).
     await Promise.allSettled(inflight);
-    await send('abort');
+    await send('abort', encode(asPierError(err).toWire()));
     throw err;
   }
   if (options.beforeEnd) {
@@ -192,13 +195,14 @@ export function offerBytes(bus: Bus, owner: StreamOwner, taker: StreamOwner, sou
     taken = true;
     clearTimeout(idle);
     sub.unsubscribe();
-    try {
-      await pushBytes(bus, at(offered, to), source, { window: OFFER_WINDOW, timeoutMs: idleMs });
-      return {};
-    } finally {
-      done = true;
-      finish();
-    }
+    // Answered at once: the push goes on by itself, and a failure reaches the taker in its `abort`.
+    void pushBytes(bus, at(offered, to), source, { window: OFFER_WINDOW, timeoutMs: idleMs })
+      .catch(() => undefined)
+      .finally(() => {
+        done = true;
+        finish();
+      });
+    return {};
   });
   return { subject, finished, close };
 }
@@ -225,15 +229,11 @@ export async function* takeBytes(bus: Bus, taker: StreamOwner, offer: string, ti
     });
   });
   let failure: PierError | null = null;
-  // Answered once the push is over: with the source's error when it failed. No deadline of its own:
-  // each piece has one (below), and the offer's own pushes time out when this side is gone.
-  const pushed = ask(bus, at(take, offer), { to }, { timeoutMs: 24 * 3600_000 }).then(
-    () => undefined,
-    (err: unknown) => {
-      failure ??= asPierError(err);
-      wake?.();
-    },
-  );
+  // Answered at once by the offer (then it pushes), or refused: taken already, gone, not for us.
+  ask(bus, at(take, offer), { to }, { timeoutMs }).catch((err: unknown) => {
+    failure ??= asPierError(err);
+    wake?.();
+  });
   try {
     for (;;) {
       if (arrived.length === 0) {
@@ -253,11 +253,7 @@ export async function* takeBytes(bus: Bus, taker: StreamOwner, offer: string, ti
       const { piece, used } = arrived.shift()!;
       used();
       if (piece.kind === 'end') return;
-      if (piece.kind !== 'data') {
-        // The offer answers the take with the source's error right after this piece is answered.
-        await Promise.race([pushed, new Promise((r) => setTimeout(r, timeoutMs).unref())]);
-        throw failure ?? new PierError('BAD_GATEWAY', 'the stream\'s source failed');
-      }
+      if (piece.kind !== 'data') throw abortError(piece);
       if (piece.data.byteLength > 0) yield piece.data;
     }
   } finally {
@@ -265,6 +261,18 @@ export async function* takeBytes(bus: Bus, taker: StreamOwner, offer: string, ti
     // Pieces not used are answered: the producer's next ones meet nobody and it stops at once.
     for (const a of arrived.splice(0)) a.used();
   }
+}
+
+/** Why a stream was aborted: the error its `abort` carries (a source's 413 stays a 413), else a 502. */
+function abortError(piece: Piece): PierError {
+  let carried: unknown;
+  try {
+    carried = piece.data.byteLength > 0 ? decode(piece.data) : undefined;
+  } catch {
+    carried = undefined;
+  }
+  const wire = wireErrorOf(carried);
+  return wire ? PierError.fromWire(wire) : new PierError('BAD_GATEWAY', 'the stream\'s source failed');
 }
 
 /** A buffer as a source of pieces (for offerBytes). */

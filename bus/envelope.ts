@@ -74,9 +74,16 @@ export function settle<Res>(subject: string, reply: unknown, replyCheck: Checker
     if (replyCheck && replyCheck(r.data).length > 0) throw new PierError('BAD_GATEWAY', `bus: the answer on ${subject} failed its schema`);
     return r.data as Res;
   }
-  const e = r.error as WireError | undefined;
-  if (r.ok !== false || typeof e !== 'object' || e === null || typeof e.code !== 'string' || typeof e.message !== 'string' || e.message.length > 4096) throw garbled(subject);
+  const e = r.ok === false ? wireErrorOf(r.error) : undefined;
+  if (!e) throw garbled(subject);
   throw PierError.fromWire(e);
+}
+
+/** A value as the wire form of an error, when it is one (a code and a bounded message); undefined otherwise. */
+export function wireErrorOf(value: unknown): WireError | undefined {
+  const e = value as WireError | undefined;
+  if (typeof e !== 'object' || e === null || typeof e.code !== 'string' || typeof e.message !== 'string' || e.message.length > 4096) return undefined;
+  return e;
 }
 
 /** Why a received message was refused before any handler saw it. */

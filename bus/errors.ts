@@ -37,6 +37,8 @@ export const ErrorReasons = {
   OFFSET_MISMATCH: 'offset_mismatch',
   /** A tus chunk did not match its `Upload-Checksum` (460). */
   CHECKSUM_MISMATCH: 'checksum_mismatch',
+  /** No such app installed for that user (404). */
+  APP_UNKNOWN: 'app_unknown',
   /** Nothing answers the subject (no replica of the role runs). */
   NO_RESPONDERS: 'no_responders',
   /** The receiver does not speak the message's wire format (bus/envelope.ts): the sender may fall back. */

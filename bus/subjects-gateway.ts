@@ -167,7 +167,7 @@ export const gatewayChannels = {
     { conns: { type: 'array', max: 1_000_000, items: { type: 'object', props: { user: 'string', id: 'string', userAgent: 'string' } } } },
   ),
   /** The callback replica `busId` is there and answers (the edge uses a replica only once it has). */
-  hello: channel<Record<string, never>, { busId: string }>({ $$strict: true }, { busId: id }, 2_000),
+  hello: channel<Record<string, never>, { busId: string }>({}, { busId: id }, 2_000),
   /** One event, to the callback replica that delivers the connection's events. */
   deliver: channel<GatewayEvent, EventAck>(
     {

@@ -13,7 +13,8 @@ import { assertValid, throwIfInvalid } from './validation.js';
  * counting, and passing values by reference within one process for a `shared` exchange.
  */
 
-const subjectOf = (ex: Exchange<unknown, unknown>): string => {
+const subjectOf = (ex: Exchange<unknown, unknown>, answered = false): string => {
+  if (answered && ex.oneWay) throw new TypeError('a one-way exchange is told and heard, never asked or served');
   if (ex.subject === undefined) throw new TypeError('this exchange has its subject built at run time: use at(exchange, subject)');
   return ex.subject;
 };
@@ -40,7 +41,7 @@ function checked<Req>(ex: Exchange<Req, unknown>, subject: string, req: unknown)
  * exchange's request from this process arrives as a value instead of bytes, checked the same way.
  */
 export function serve<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, handler: (req: Req) => Promise<Res> | Res, hooks: ServeHooks = {}): Subscription {
-  const subject = subjectOf(ex);
+  const subject = subjectOf(ex, true);
   /** Runs one request's work; never rejects: a failure is the answer's error, as it would cross a wire. */
   const answer = (on: string, started: bigint, work: () => Promise<Res>): Promise<Reply<Res>> =>
     work().then(
@@ -99,7 +100,7 @@ function opened(bus: Bus, ex: Exchange<unknown, unknown>, msg: BusMessage, reply
 
 /** Asks one server of the exchange. The request is checked before it leaves; an error answer is thrown as PierError. */
 export async function ask<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, req: Req, options: { timeoutMs?: number } = {}): Promise<Res> {
-  const subject = subjectOf(ex);
+  const subject = subjectOf(ex, true);
   const timeoutMs = options.timeoutMs ?? ex.timeoutMs;
   assertValid(ex.check, req);
   const local = ex.shared ? bus.requestLocal?.(subject, req, { timeoutMs }) : undefined;
@@ -121,7 +122,7 @@ export async function ask<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, req: Req, 
 
 /** Asks every server of the exchange: each answer within the deadline (see Bus.requestMany); failures and garbled answers are dropped. */
 export async function gather<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, req: Req, options: { timeoutMs?: number; stallMs: number; expected?: number }): Promise<Res[]> {
-  const subject = subjectOf(ex);
+  const subject = subjectOf(ex, true);
   assertValid(ex.check, req);
   const { data } = ex.codec.encode(req);
   const replies = await bus.requestMany(subject, data, { timeoutMs: options.timeoutMs ?? ex.timeoutMs, stallMs: options.stallMs, expected: options.expected });

@@ -1,6 +1,6 @@
 import { ask } from '../bus/verbs.js';
 import type { Bus } from '../bus/bus.js';
-import { PierError } from '../bus/errors.js';
+import { ErrorReasons, PierError } from '../bus/errors.js';
 import { credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState, type OperatorVaultRequest } from '../bus/subjects.js';
 import { AggregatorRegistry } from 'prom-client';
 import { assertValid, compile } from '../bus/validation.js';
@@ -129,7 +129,7 @@ export function adminHandlers(deps: AdminDeps) {
       const app = pathName(req, 'app', APP_NAME, 'app');
       const done = await ask(deps.bus, registry.appUninstall, { user, app, purge: purge === 'true' }).catch((err: unknown) => {
         // Purging an app already uninstalled: its grants went with it, but its workspaces can still go.
-        if (err instanceof PierError && err.code === 'NOT_FOUND' && purge === 'true' && /is not installed/.test(err.message)) {
+        if (err instanceof PierError && err.is(ErrorReasons.APP_UNKNOWN) && purge === 'true') {
           throw new PierError('NOT_FOUND', `${err.message}: to delete the secrets a plain uninstall kept, run pier vault purge --user ${user} --workspace W for each of its workspaces`);
         }
         throw err;

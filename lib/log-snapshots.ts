@@ -2,6 +2,9 @@ import type { JetStreamClient, JetStreamManager } from 'nats';
 import { decode, encode } from '../bus/codec.js';
 import { PierError } from '../bus/errors.js';
 
+/** JetStream's error code for a publish whose expected last sequence is not the stream's (JSStreamWrongLastSequenceErr). */
+const JS_WRONG_LAST_SEQUENCE = 10071;
+
 /** Where a log lives: its stream and subject, and the stream of its snapshots. */
 export interface LogNames {
   stream: string;
@@ -98,7 +101,7 @@ export class LogSnapshots {
     try {
       await this.js.publish(`${this.names.snapshotPrefix}.done`, encode({ ...at, parts } satisfies SnapshotRecord), { timeout: 5_000, expect: { lastSubjectSequence: latest?.streamSeq ?? 0 } });
     } catch (err) {
-      if (/wrong last sequence/i.test(String((err as Error).message))) return false; // another record landed first: it stands
+      if ((err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_WRONG_LAST_SEQUENCE) return false; // another record landed first: it stands
       throw err;
     }
     if (previous && isSnapshotRecord(previous)) {

@@ -1,4 +1,4 @@
-import { PierError } from '../../bus/errors.js';
+import { ErrorReasons, PierError } from '../../bus/errors.js';
 import type { AppCallbackKey, AppCredentials, AppSummary, ChangeEvent, ImportedCredentials, InstalledApp, IssuedToken, ProviderState, ProviderView, UserSummary } from '../../bus/subjects.js';
 import type { Keyring } from '../../lib/keyring.js';
 import { newAppKey, newAppSecret, newUserToken, safeEqual, sha256Hex } from '../../lib/tokens.js';
@@ -152,7 +152,7 @@ export function appList(deps: RegistryDeps, user?: string): AppSummary[] {
 export function appUninstall(deps: RegistryDeps, user: string, name: string, purge: boolean): Promise<{ app: string; user: string; purged: boolean }> {
   return commit(deps, (w) => {
     const app = deps.store.getApp(appId(user, name));
-    if (!app) throw new PierError('NOT_FOUND', `app "${name}" is not installed for user "${user}"`);
+    if (!app) throw new PierError('NOT_FOUND', `app "${name}" is not installed for user "${user}"`, { reason: ErrorReasons.APP_UNKNOWN });
     // Its providers go with it: calls to them stop at once (404), and a reinstall registers them again.
     for (const providerName of app.providers) if (deps.store.getProvider(providerName)) w.deleteProvider(providerName);
     w.deleteApp(app, purge);

@@ -1,6 +1,9 @@
 import bcrypt from 'bcryptjs';
 import { errorFromAnswer, NetworkError, readJson, UnauthorizedError } from '../errors.js';
 
+/** The access endpoint names a stale proof by its answer's text alone (its HTTP code is a plain 401). */
+const STALE_PROOF = /timestamp/;
+
 /** What an access token is asked for (CONTRACT.md section 3): ops under one (dataType, group, version). */
 export interface Perm {
   dataType: string;
@@ -112,7 +115,7 @@ export class AccessTokens {
     if (res.status !== 200 || (body as { code?: unknown })?.code !== 0) {
       const err = errorFromAnswer(res.status, body, 'the token endpoint');
       // A clock far off Pier's makes every proof stale: learn Pier's clock from its Date and try once more.
-      if (!retried && err instanceof UnauthorizedError && /timestamp/.test(err.message) && this.learnSkewFromDate(res, sentAt)) return this.issue(perm, true);
+      if (!retried && err instanceof UnauthorizedError && STALE_PROOF.test(err.message) && this.learnSkewFromDate(res, sentAt)) return this.issue(perm, true);
       throw err;
     }
     const data = (body as { data?: { [K in keyof IssuedAccess]?: unknown } }).data;

@@ -1,0 +1,120 @@
+import test from 'ava';
+import { MemoryBus } from '../../../bus/bus-memory.js';
+import { bufferSource, CHUNK_BYTES, offerBytes, pieces, pushBytes, receiveBytes, streamSubject, takeBytes, type Piece } from '../../../bus/byte-stream.js';
+import { PierError } from '../../../bus/errors.js';
+import { at, exchange } from '../../../bus/exchange.js';
+import { ask } from '../../../bus/verbs.js';
+import { within } from '../../helpers/wait.js';
+
+// The one byte stream (issue 38): upload pieces and provider bodies both travel on it.
+
+const drain = async (it: AsyncIterable<Uint8Array>) => {
+  const parts: Uint8Array[] = [];
+  for await (const p of it) parts.push(p);
+  return Buffer.concat(parts);
+};
+
+test('an offered stream reaches its taker byte for byte, in pieces no larger than CHUNK_BYTES', async (t) => {
+  const bus = new MemoryBus();
+  const body = Buffer.alloc(3 * CHUNK_BYTES + 17, 7);
+  body.writeUInt32BE(0xdeadbeef, body.byteLength - 4);
+  const offer = offerBytes(bus, 'edge', 'provider', bufferSource(body), 5_000);
+  const got = await within('the whole stream', drain(takeBytes(bus, 'provider', offer.subject, 5_000)), 10_000);
+  t.true(got.equals(body));
+  await within('the offer to finish', offer.finished, 5_000);
+  await bus.close();
+});
+
+test('the window bounds what is unanswered: a receiver that holds its answers stops the sender at `window` pieces', async (t) => {
+  const bus = new MemoryBus();
+  const stream = pieces<Record<string, never>>({}, 5_000);
+  const held: Array<() => void> = [];
+  let seen = 0;
+  receiveBytes(bus, stream, 'x.window', (piece) => {
+    seen++;
+    if (piece.kind !== 'data') return Promise.resolve({});
+    return new Promise((resolve) => held.push(() => resolve({})));
+  });
+  // receiveBytes takes pieces one after the other: count what reached the bus instead.
+  let published = 0;
+  bus.subscribe('x.window', () => published++);
+  const pushed = pushBytes(bus, at(stream, 'x.window'), bufferSource(Buffer.alloc(10 * CHUNK_BYTES)), { window: 3, timeoutMs: 5_000 });
+  await new Promise((r) => setTimeout(r, 200));
+  t.is(published, 3, 'three pieces sent, none more while none is answered');
+  t.is(seen, 1, 'the receiver handles them in order, one at a time');
+  const deadline = Date.now() + 5_000; // what it waits for: every piece answered, and the end sent
+  while ((held.length > 0 || published < 11) && Date.now() < deadline) {
+    held.shift()?.();
+    await new Promise((r) => setImmediate(r));
+  }
+  await within('the push to end', pushed, 5_000);
+  t.is(published, 11, 'ten pieces and the end');
+  await bus.close();
+});
+
+test('a source that fails aborts the stream, and its taker throws the source\'s own error (a 413 stays a 413)', async (t) => {
+  const bus = new MemoryBus();
+  async function* failing() {
+    yield Buffer.alloc(CHUNK_BYTES);
+    throw new PierError('PAYLOAD_TOO_LARGE', 'answer of provider "p" is larger than 10 bytes');
+  }
+  const offer = offerBytes(bus, 'provider', 'edge', failing(), 5_000);
+  const err = await t.throwsAsync(within('the failure', drain(takeBytes(bus, 'edge', offer.subject, 5_000)), 10_000), { instanceOf: PierError });
+  t.is(err!.code, 'PAYLOAD_TOO_LARGE');
+  t.regex(err!.message, /larger than 10 bytes/);
+  await bus.close();
+});
+
+test('hostile: an offer pushes only to a stream subject of the role it was made for, and only once', async (t) => {
+  const bus = new MemoryBus();
+  const offer = offerBytes(bus, 'edge', 'provider', bufferSource(Buffer.from('the caller\'s body')), 5_000);
+  const take = exchange<{ to: string }, Record<string, never>>({ request: { to: 'string' }, reply: {} });
+  // A thief of the provider's credentials aims the edge's push (with the edge's rights) at an actor's endpoint.
+  const elsewhere = await t.throwsAsync(ask(bus, at(take, offer.subject), { to: 'pier.upload.create' }), { instanceOf: PierError });
+  t.is(elsewhere!.code, 'BAD_REQUEST', 'not a stream subject: refused by the schema');
+  const ownRole = await t.throwsAsync(ask(bus, at(take, offer.subject), { to: streamSubject('edge', 'a'.repeat(24)) }), { instanceOf: PierError });
+  t.is(ownRole!.code, 'FORBIDDEN', 'a stream subject of the offering role itself');
+  t.deepEqual(await drain(takeBytes(bus, 'provider', offer.subject, 5_000)), Buffer.from('the caller\'s body'));
+  const again = await t.throwsAsync(drain(takeBytes(bus, 'provider', offer.subject, 1_000)), { instanceOf: PierError });
+  t.is(again!.code, 'UNAVAILABLE', 'a second take gets nothing: the offer is gone once taken');
+  await bus.close();
+});
+
+test('hostile: a taker never asks what is not an offer of the other role (its ask goes out with its own rights)', async (t) => {
+  const bus = new MemoryBus();
+  let asked = 0;
+  bus.subscribe('pier.>', () => asked++);
+  for (const offer of ['pier.vault.op', streamSubject('provider', 'a'.repeat(24)), 'pier.stream.edge.not-hex']) {
+    const err = await t.throwsAsync(drain(takeBytes(bus, 'provider', offer, 1_000)), { instanceOf: PierError });
+    t.is(err!.code, 'BAD_GATEWAY', offer);
+  }
+  await new Promise((r) => setImmediate(r));
+  t.is(asked, 0, 'nothing was published');
+  await bus.close();
+});
+
+test('a taker that stops early stops the producer: the rest meets nobody and the offer finishes', async (t) => {
+  const bus = new MemoryBus();
+  let made = 0;
+  async function* endless() {
+    for (;;) {
+      made++;
+      yield Buffer.alloc(CHUNK_BYTES);
+    }
+  }
+  const offer = offerBytes(bus, 'provider', 'edge', endless(), 2_000);
+  for await (const _ of takeBytes(bus, 'edge', offer.subject, 5_000)) break;
+  await within('the offer to finish once its taker is gone', offer.finished, 10_000);
+  t.true(made < 20, `the producer stopped (${made} pieces made)`);
+  await bus.close();
+});
+
+test('a piece whose headers are not a piece\'s is taken as a discard with seq -1, and its receiver decides', async (t) => {
+  const bus = new MemoryBus();
+  const stream = pieces<Record<string, never>>({}, 5_000);
+  const got: Piece[] = [];
+  receiveBytes(bus, stream, 'x.odd', async (p) => (got.push(p), {}));
+  await bus.request('x.odd', new Uint8Array([1]), { timeoutMs: 1_000, headers: { 'pier-kind': 'explode', 'pier-seq': 'x' } });
+  t.like(got[0], { seq: -1, kind: 'discard' });
+  await bus.close();
+});
