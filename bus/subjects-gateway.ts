@@ -166,8 +166,13 @@ export const gatewayChannels = {
     { appId: { type: 'string', max: 64 } },
     { conns: { type: 'array', max: 1_000_000, items: { type: 'object', props: { user: 'string', id: 'string', userAgent: 'string' } } } },
   ),
-  /** The callback replica `busId` is there and answers (the edge uses a replica only once it has). */
-  hello: channel<Record<string, never>, { busId: string }>({}, { busId: id }, 2_000),
+  /**
+   * The callback replica `busId` is there and answers (the edge uses a replica only once it has).
+   * Strict, the one exception to readers tolerating what they do not know: a hello carries
+   * nothing, so one with content is not a hello, and is refused (what a later release would add
+   * goes in a new exchange, not here).
+   */
+  hello: channel<Record<string, never>, { busId: string }>({ $$strict: true }, { busId: id }, 2_000),
   /** One event, to the callback replica that delivers the connection's events. */
   deliver: channel<GatewayEvent, EventAck>(
     {

@@ -137,7 +137,7 @@ test('a cache that knows it is behind the registry (a change event lost, the sna
 
 test('hostile: made-up tokens (by the thousand, 8 KiB long) are not remembered; a real token is, until it is revoked, and is refused then', async (t) => {
   const { bus, cache } = await setup(t);
-  const remembered = () => [...(cache as unknown as { digests: Map<string, string> }).digests.keys()];
+  const remembered = () => [...(cache as unknown as { digests: { digests: Map<string, string> } }).digests.digests.keys()];
   const { token } = await ask(bus, registry.userAdd, { name: 'erin' });
   await until('the new token in the cache', () => cache.userForToken(token) === 'erin');
   for (let i = 0; i < 10_000; i++) t.is(cache.userForToken(`pier_made_up_${i}_${'x'.repeat(8_192)}`), undefined);

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { PierError } from '../../../bus/errors.js';
+import { ErrorReasons, PierError } from '../../../bus/errors.js';
 import { registry, stateEndpoints, upload, vault } from '../../../bus/subjects.js';
 import { adminHandlers, type AdminDeps } from '../../../edge/admin-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
@@ -67,7 +67,8 @@ test('install with no upload role running still installs, and says why it has no
 test('uninstall: purge must be true or false; an app already gone with purge says how to delete its secrets', async (t) => {
   const { bus, admin } = setup(t);
   const asked = responder(bus, registry.appUninstall, (req) => {
-    if (req.purge) throw new PierError('NOT_FOUND', 'app alice/notes is not installed');
+    // As the registry answers it: the reason says what the text says (the edge decides on the reason).
+    if (req.purge) throw new PierError('NOT_FOUND', 'app alice/notes is not installed', { reason: ErrorReasons.APP_UNKNOWN });
     return { app: req.app, user: req.user, purged: false };
   });
   const params = { user: 'alice', app: 'notes' };
