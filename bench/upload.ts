@@ -143,7 +143,7 @@ export async function benchUpload(): Promise<Record<string, unknown>> {
         }
       }),
     );
-    // The same through the tus endpoint (CONTRACT.md section 12), same 8 MiB chunks.
+    // The same through the tus endpoint (docs/upload.md "tus 1.0 (`/tus/`)"), same 8 MiB chunks.
     results.pier_tus = await withPier(dir, 'tus', ({ origin, headers, pid }) =>
       runBoth(pid, async (size, name) => {
         const tusHeaders = { ...headers, 'tus-resumable': '1.0.0' };

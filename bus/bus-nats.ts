@@ -133,7 +133,7 @@ export class NatsBus implements Bus {
     return got;
   }
 
-  /** JetStream on this connection (replicated state, CONTRACT.md section 10). */
+  /** JetStream on this connection (replicated state, docs/operations.md "How writes stay correct"). */
   jetstream(): { js: JetStreamClient; manager: () => Promise<JetStreamManager> } {
     return { js: this.nc.jetstream(), manager: () => this.nc.jetstreamManager() };
   }

@@ -1,7 +1,7 @@
 /**
  * The one error table. Every failure Pier reports is a PierError whose `code` is a key of this
  * table; the edge alone turns it into an HTTP status (or, later, a WebSocket close code).
- * The status is also the `code` of the JSON envelope the client sees (CONTRACT.md section 0).
+ * The status is also the `code` of the JSON envelope the client sees (docs/protocol.md "Conventions").
  */
 export const ErrorTable = {
   BAD_REQUEST: 400,

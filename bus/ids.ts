@@ -21,7 +21,7 @@ export function parseAppId(id: string): { user: string; app: string } | undefine
 
 /**
  * A WebSocket connection's id: `<bus id of the edge holding it>.<128 random bits>`. Unique across
- * the cluster and unguessable; the prefix routes commands to the holder (CONTRACT.md section 6).
+ * the cluster and unguessable; the prefix routes commands to the holder (docs/protocol.md "Gateway").
  */
 export const CONN_ID = /^[0-9a-f]{12}\.[A-Za-z0-9_-]{22}$/;
 

@@ -13,7 +13,7 @@ interface LogNames {
 }
 
 /**
- * What each role may do on the bus (CONTRACT.md section 9), from the roles' declarations: an
+ * What each role may do on the bus (docs/security.md "The bus"), from the roles' declarations: an
  * actor's is its `defineActor` table (lib/actor.ts), the edge's and the admin's are in
  * `edge/bus-roles.ts`, and `cli/roles.ts` puts them together. This module only turns declarations
  * into allow-lists and matches subjects against them. The same lists are enforced twice: by nats-server (the authorization file that

@@ -3,7 +3,7 @@ import { PierError } from './errors.js';
 
 /**
  * Sealed boxes: how a secret crosses the bus readable only by the one process (or role) it is
- * meant for (CONTRACT.md section 9). Every process has an X25519 key pair, made at start; the roles
+ * meant for (docs/security.md "The bus"). Every process has an X25519 key pair, made at start; the roles
  * whose replicas must all open what is sent to the role (vault, registry, token, provider: a queue
  * group picks the replica) also share a role key pair derived from the master key. Public keys are
  * announced in heartbeats, on subjects only the role's identity may publish.

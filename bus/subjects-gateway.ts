@@ -2,7 +2,7 @@ import { channel, signal } from './exchange.js';
 import type { WireError } from './errors.js';
 
 /**
- * The gateway's delivery rules (CONTRACT.md section 6), in one place.
+ * The gateway's delivery rules (docs/protocol.md "Gateway"), in one place.
  *
  * - **Who delivers.** Every event of one connection (open, messages, close) goes to one callback
  *   replica, chosen by rendezvous hashing of the connection id over the live callback replicas
@@ -34,7 +34,7 @@ import type { WireError } from './errors.js';
  *   `pier_callbacks_dropped_total`).
  */
 
-/** Callback actions (CONTRACT.md section 6). */
+/** Callback actions (docs/protocol.md "Gateway"). */
 export type GatewayAction = 'open' | 'message' | 'close';
 
 /**

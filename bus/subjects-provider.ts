@@ -27,7 +27,7 @@ export interface ProviderAnswer {
 }
 
 /**
- * A call's checks passed before its body is read (CONTRACT.md section 4): the edge reads the body
+ * A call's checks passed before its body is read (docs/protocol.md "Provider calls"): the edge reads the body
  * only then. `until` (ms): the access token's expiry, past which the same checks may not pass.
  */
 export interface CallGate {

@@ -1,5 +1,5 @@
 
-/** Names of users and apps (CONTRACT.md section 1). */
+/** Names of users and apps (docs/protocol.md "Identities"). */
 export const USER_NAME = /^[a-z][a-z0-9-]{0,30}$/;
 export const APP_NAME = /^[a-z][a-z0-9]{0,30}$/;
 
@@ -55,7 +55,7 @@ export interface AppView {
   upload: UploadOptions | null;
   providers: string[];
   installedAt: string;
-  /** Installed with `--shared-dest`: its upload folder may nest with other apps' of its user (CONTRACT.md section 7). */
+  /** Installed with `--shared-dest`: its upload folder may nest with other apps' of its user (docs/protocol.md "Upload"). */
   sharedDest?: boolean;
 }
 
@@ -192,7 +192,7 @@ export const registry = {
    * Installs an app from manifest text (YAML) plus ProviderRegistry documents. 409 when installed.
    * `credentials` keeps an app's existing key and secret (moving it from another platform);
    * otherwise new ones are generated. 409 too when its `upload.dest` nests with another app's of
-   * the same user, or is `/`, unless `sharedDest` (CONTRACT.md section 7).
+   * the same user, or is `/`, unless `sharedDest` (docs/protocol.md "Upload").
    */
   appInstall: endpoint<{ user: string; manifest: string; providers: string[]; host: string; credentials?: ImportedCredentials; sharedDest?: boolean }, InstalledApp>('pier.registry.app.install', Q, {
     user: userName,

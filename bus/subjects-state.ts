@@ -3,7 +3,7 @@ import type { AuditEntry } from './subjects-vault.js';
 import type { ProviderView, TokenView, UserView } from './subjects-registry.js';
 
 /**
- * One record of `pier state export` (CONTRACT.md section 10): everything the registry and the vault
+ * One record of `pier state export` (docs/operations.md "How writes stay correct"): everything the registry and the vault
  * keep, secrets sealed as they are at rest (the master key is never part of it). Binary fields
  * travel as bytes on the bus and as base64 in the file.
  */

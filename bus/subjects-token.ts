@@ -11,7 +11,7 @@ export interface Perm {
   ops: string[];
 }
 
-/** The body of `POST /permission/v1alpha1/access` (CONTRACT.md section 3). */
+/** The body of `POST /permission/v1alpha1/access` (docs/protocol.md "Access tokens"). */
 export interface AccessRequest {
   app_key: string;
   timestamp: number;

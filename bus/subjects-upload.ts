@@ -24,7 +24,7 @@ export interface CreateUpload {
   fileSize: number;
   conflict: ConflictPolicy;
   /**
-   * `tus`: created through `/tus/` (CONTRACT.md section 12). A tus upload is continued with tus
+   * `tus`: created through `/tus/` (docs/upload.md "tus 1.0 (`/tus/`)"). A tus upload is continued with tus
    * only, is never found by its target (every tus POST creates an upload of its own, as tus
    * clients expect), and may carry the rest of its length in one PATCH. Absent: section 7's protocol.
    */
@@ -80,7 +80,7 @@ export interface UploadInProgress {
   updatedAt: number;
 }
 
-/** A tus upload as HEAD tells it (CONTRACT.md section 12). */
+/** A tus upload as HEAD tells it (docs/upload.md "tus 1.0 (`/tus/`)"). */
 export interface TusUploadState {
   record: UploadRecord;
   lengthDeferred: boolean;
@@ -192,7 +192,7 @@ export const uploadState = {
 } as const;
 
 /**
- * A completed upload, for the app that declared `upload.callback` (CONTRACT.md section 7; issue
+ * A completed upload, for the app that declared `upload.callback` (docs/protocol.md "Upload"; issue
  * "operator experience"). The upload role asks a callback replica (queue group `callback`) to deliver
  * it: signed with the app secret like gateway callbacks, retried until the app answers 2xx.
  */

@@ -10,7 +10,7 @@ export const SECRET_NAME = /^[A-Za-z0-9_.-]{1,256}$/;
 export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
 export const WORKSPACE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
-/** One vault operation as the edge received it (CONTRACT.md section 5); the actor checks everything. */
+/** One vault operation as the edge received it (docs/protocol.md "Vault"); the actor checks everything. */
 export interface VaultRequest {
   op: string;
   workspace: string;

@@ -72,7 +72,7 @@ function userEntry(comment: string, user: string, password: string, permissions:
 }
 
 /**
- * The nats-server `accounts` block (CONTRACT.md section 9). Every service identity lives in one
+ * The nats-server `accounts` block (docs/security.md "The bus"). Every service identity lives in one
  * account, `PIER`, without JetStream: its allow-lists are the whole of what it can reach. Each
  * role that keeps state on JetStream has an account of its own (`PIER_STATE_VAULT`, …) with
  * JetStream and no service at all, entered only by that role's state logins: whatever a stolen

@@ -74,7 +74,7 @@ async function connectBus(config: Config, log: ReturnType<typeof createLogger>, 
 
 /**
  * One connection per role that keeps state on JetStream, logged in to that role's own state account
- * (CONTRACT.md section 9): JetStream never runs in the service account. On an anonymous server (no
+ * (docs/security.md "The bus"): JetStream never runs in the service account. On an anonymous server (no
  * accounts: tests, a trusted laptop) the process's one connection serves, as it always did.
  */
 async function connectStateBuses(config: Config, log: ReturnType<typeof createLogger>, metrics: Metrics): Promise<Map<Role, Bus>> {
@@ -186,7 +186,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
   process.on('unhandledRejection', onUnhandled);
   const endpointStats = () => Object.fromEntries(actors.flatMap((a) => Object.entries(a.stats()).map(([name, stats]) => [`${a.role}.${name}`, stats])));
   const presence = announceProcess(shared, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])), peers, endpointStats);
-  // The operator console (CONTRACT.md section 13) is on the admin listener, loopback only.
+  // The operator console (docs/operations.md "Console") is on the admin listener, loopback only.
   const consoleUrl = ports?.admin ? `http://127.0.0.1:${ports.admin}/console/` : undefined;
   log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, ...(consoleUrl ? { console: consoleUrl } : {}), ...(probePort !== null ? { probePort } : {}), instance: config.instanceId }, 'pier ready');
   if (consoleUrl) log.info({ console: consoleUrl }, `operator console: ${consoleUrl} (sign in with the admin token)`);

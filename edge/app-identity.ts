@@ -10,7 +10,7 @@ export interface BrowserCaller {
 }
 
 /**
- * Who a browser-facing request (WebSocket upgrade, upload) comes from (CONTRACT.md section 1): the
+ * Who a browser-facing request (WebSocket upgrade, upload) comes from (docs/protocol.md "Identities"): the
  * user from the token (cookie `auth_token` or `X-Authorization`), the app from the Host
  * `<app>.<user>.<domain>` (or the sidecar's app), the Host's user must be the token's, and an
  * `Origin`, when sent, must be the app's own. Throws 401/403/404 (503 when the registry is out of reach).

@@ -39,7 +39,7 @@ export class PassedGates {
 export const GATE_TIMEOUT_MS = 2_000;
 
 /**
- * Before the body of a provider or vault call is read (CONTRACT.md section 4): the checks that need
+ * Before the body of a provider or vault call is read (docs/protocol.md "Provider calls"): the checks that need
  * no body, asked of the actor that serves the call (`ask`), unless a pass for the same `key` is
  * remembered. A refusal throws (answered at once, the body discarded unread), so a caller without
  * a valid token cannot make the edge buffer 8 MiB.

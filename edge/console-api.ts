@@ -15,7 +15,7 @@ import { parseJsonBody } from './json-body.js';
 import { MetricsHistory, type MetricJson } from './metrics-history.js';
 
 /**
- * The operator console (CONTRACT.md section 13) on the admin listener: its page and files under
+ * The operator console (docs/operations.md "Console") on the admin listener: its page and files under
  * `/console/`, its sign-in (`/console/session`), and the admin endpoints only it needed so far —
  * connections across edges, uploads in progress, a short history of the cluster's figures — each
  * with its CLI command, so the CLI can do whatever the console does.

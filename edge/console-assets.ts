@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * The operator console's files (CONTRACT.md section 13), served by the admin listener from this
+ * The operator console's files (docs/operations.md "Console"), served by the admin listener from this
  * installation only: Pier's own page and script (`console/`) and the libraries it is built on, read
  * from their npm packages — Preact and htm for the views (no build step, 5 KiB), uPlot for the
  * charts (50 KiB, canvas, made for live time series). A fixed list: no path from a request ever

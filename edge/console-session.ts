@@ -4,7 +4,7 @@ import { safeEqual } from '../lib/tokens.js';
 import type { HttpRequestData } from './http.js';
 
 /**
- * The operator console's sign-in (CONTRACT.md section 13): the admin token, typed once into a
+ * The operator console's sign-in (docs/operations.md "Console"): the admin token, typed once into a
  * form, becomes a session cookie (`HttpOnly`, `SameSite=Strict`, expiring) so the token itself is
  * never kept by the page; every state-changing request of a session also carries its CSRF token.
  * Sessions live in the admin process's memory: a restart signs everyone out.

@@ -1,7 +1,7 @@
 import type { PierError } from '../bus/errors.js';
 import type { HttpReply } from './http.js';
 
-// The JSON envelope of CONTRACT.md section 0, built in one place so every listener answers alike.
+// The JSON envelope of docs/protocol.md "Conventions", built in one place so every listener answers alike.
 
 /** The success envelope: `{code: 0, message, data}` (`data` left out when there is none). */
 export function ok(data?: unknown, message = 'success'): HttpReply {

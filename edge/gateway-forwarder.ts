@@ -76,7 +76,7 @@ export class EventForwarder {
 
   /**
    * The live callback replicas that answered a hello on their own subject: a heartbeat may name a
-   * replica nobody serves (CONTRACT.md section 9); a hello answered proves a callback identity
+   * replica nobody serves (docs/security.md "The bus"); a hello answered proves a callback identity
    * listens there. Those not greeted yet are greeted now.
    */
   private usable(): Array<{ busId: string }> {

@@ -30,7 +30,7 @@ export function originAllowed(origin: string | undefined, host: string): boolean
   }
 }
 
-/** What a client frame becomes in the `message` callback's `data` (CONTRACT.md section 6). */
+/** What a client frame becomes in the `message` callback's `data` (docs/protocol.md "Gateway"). */
 export function frameToData(message: ArrayBuffer, isBinary: boolean): { data: unknown; ping: boolean } {
   const bytes = Buffer.from(message);
   if (isBinary) return { data: { event: '', data: { raw: bytes.toString('base64'), encoding: 'base64' } }, ping: false };

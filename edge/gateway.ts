@@ -27,7 +27,7 @@ const PONG = '{"event":"pong"}';
  */
 export class Gateway {
   private readonly conns = new Map<string, Ws>();
-  /** Live connections per user on this edge (CONTRACT.md section 6: 429 past the cap). */
+  /** Live connections per user on this edge (docs/protocol.md "Gateway": 429 past the cap). */
   private readonly perUser = new Map<string, number>();
   private readonly byUser = new Map<string, { sockets: Set<Ws>; sub: Subscription }>();
   private readonly subs: Subscription[] = [];

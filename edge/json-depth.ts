@@ -1,6 +1,5 @@
 /**
- * Deepest JSON nesting Pier parses into a structure: deeper frames are forwarded raw (CONTRACT.md
- * section 6), deeper request bodies are refused (400).
+ * Deepest JSON nesting Pier parses into a structure: deeper frames are forwarded raw (docs/protocol.md "Gateway"), deeper request bodies are refused (400).
  */
 export const MAX_JSON_DEPTH = 64;
 

@@ -1,5 +1,5 @@
 /**
- * A short history of the cluster's figures for the console's charts (CONTRACT.md section 13): the
+ * A short history of the cluster's figures for the console's charts (docs/operations.md "Console"): the
  * admin process samples what every process reports on the bus (the same figures as `/metrics`)
  * and keeps the last `max` samples as rates. Bounded in memory whatever the cluster does.
  */

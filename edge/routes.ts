@@ -46,7 +46,7 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
         // One pattern for both: the vault is the provider `secret` to apps, told apart once the path is decoded.
         handler: (req) => (isVaultCall(req) ? vaultCall(deps, req) : providerCall(deps, req)),
         bodyLimit: deps.providerBodyBytes,
-        // The access token is checked before any of the body is read (CONTRACT.md sections 4 and 5).
+        // The access token is checked before any of the body is read (docs/protocol.md "Provider calls" and docs/protocol.md "Vault").
         gate: (req) => (isVaultCall(req) ? vaultCallGate(deps, req) : providerCallGate(deps, req)),
       },
     ],
@@ -68,7 +68,7 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
       { method: 'get', path: '/upload/:uid', handler: uploads.status },
       { method: 'patch', path: '/upload/:uid', handler: uploads.append, streamBody: true },
       { method: 'options', path: '/upload/:uid', handler: uploads.preflight },
-      // tus 1.0 (CONTRACT.md section 12): the same engine, another wire format.
+      // tus 1.0 (docs/upload.md "tus 1.0 (`/tus/`)"): the same engine, another wire format.
       { method: 'post', path: '/tus/', handler: tus.create, streamBody: true },
       { method: 'post', path: '/tus', handler: tus.create, streamBody: true },
       { method: 'options', path: '/tus/', handler: tus.options },

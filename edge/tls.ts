@@ -15,7 +15,7 @@ interface NamedCertificate {
 }
 
 /**
- * TLS for the browser-facing listeners (CONTRACT.md section 11), terminated by uWS itself.
+ * TLS for the browser-facing listeners (docs/operations.md "TLS on the browser-facing listeners"), terminated by uWS itself.
  *
  * Every certificate is served through SNI: the folder's pairs under their file names, the main
  * certificate under each DNS name it carries (wildcards included). Routes are attached to each SNI

@@ -10,7 +10,7 @@ import { cors, drain, type UploadApiDeps } from './upload-api.js';
 import { streamToSession } from './upload-stream.js';
 
 /**
- * tus 1.0 on the upload listener (CONTRACT.md section 12): `/tus/` creates, `/tus/<id>` answers
+ * tus 1.0 on the upload listener (docs/upload.md "tus 1.0 (`/tus/`)"): `/tus/` creates, `/tus/<id>` answers
  * HEAD, PATCH and DELETE. The wire format only: identity, limits, locks, fsync and publication are
  * the upload engine's, shared with section 7's protocol (actors/upload). A PATCH's whole story, from
  * check to publication: `upload-stream.ts`.

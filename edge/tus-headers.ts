@@ -1,7 +1,7 @@
 import { TUS_METADATA_MAX } from '../bus/subjects.js';
 
 /**
- * Parsing the tus 1.0 request headers (CONTRACT.md section 12). Each refusal names its header;
+ * Parsing the tus 1.0 request headers (docs/upload.md "tus 1.0 (`/tus/`)"). Each refusal names its header;
  * nothing here trusts a size or a format the client sent.
  */
 

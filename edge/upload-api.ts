@@ -28,7 +28,7 @@ export function cors(req: HttpRequestData): Record<string, string> {
   return { 'access-control-allow-origin': origin, 'access-control-allow-credentials': 'true', vary: 'Origin' };
 }
 
-/** Upload errors keep the spec's body: `code: 1` (CONTRACT.md section 0), the HTTP status says the class. */
+/** Upload errors keep the spec's body: `code: 1` (docs/protocol.md "Conventions"), the HTTP status says the class. */
 function failure(req: HttpRequestData, err: unknown): HttpReply {
   const e = asPierError(err);
   const json: Record<string, unknown> = { code: 1, message: e.message };
@@ -79,7 +79,7 @@ function present(fields: Record<string, string>, name: string): string {
 const blank = (fields: Record<string, string>, name: string) => fields[name] === undefined || fields[name] === '' || fields[name] === 'undefined';
 
 /**
- * The platform's file manager's folder entry (CONTRACT.md section 7): for each folder of a folder
+ * The platform's file manager's folder entry (docs/protocol.md "Upload"): for each folder of a folder
  * upload it POSTs `storage_path` = the folder to create and no file: `file_relative_path`,
  * `file_type` and `file_size` absent, empty or the text `undefined`.
  */

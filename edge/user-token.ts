@@ -1,6 +1,6 @@
 /**
  * The user's auth token from a request's headers: `X-Authorization`, else the `auth_token` cookie
- * (CONTRACT.md section 1). Empty when neither is present.
+ * (docs/protocol.md "Identities"). Empty when neither is present.
  */
 export function userTokenOf(headers: Record<string, string>): string {
   const header = headers['x-authorization'];

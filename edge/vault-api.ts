@@ -8,7 +8,7 @@ import type { HttpReply, HttpRequestData, RequestHead } from './http.js';
 import { parseJsonBody } from './json-body.js';
 import { userTokenOf } from './user-token.js';
 
-// The vault at the edge (CONTRACT.md section 5). It shares its URL pattern with provider calls,
+// The vault at the edge (docs/protocol.md "Vault"). It shares its URL pattern with provider calls,
 // `/system-server/v1alpha1/<dataType>/<group>/<version>/<op>`, because to apps it is one more v1
 // provider: `secret` / `secret.<vault>` / `v1`. Unlike a provider it takes POST only, names the
 // user as well as the app, and is served by the vault actor, not the provider actor.

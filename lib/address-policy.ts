@@ -32,7 +32,7 @@ export function networksList(cidrs: string[]): BlockList | null {
 }
 
 /**
- * Which addresses Pier's outbound HTTP may dial: provider calls (CONTRACT.md section 2) and gateway
+ * Which addresses Pier's outbound HTTP may dial: provider calls (docs/protocol.md "Manifest") and gateway
  * callbacks to apps (section 9). Both go to addresses that an app's registration names, so both are
  * held to one policy. Checked on the address actually dialled, after name resolution, so a name
  * that resolves to a forbidden address at call time is refused too: never link-local or metadata;

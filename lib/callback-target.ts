@@ -4,7 +4,7 @@ import { appId } from '../bus/ids.js';
 import type { AppView } from '../bus/subjects.js';
 import type { RegistryCache } from './registry-cache.js';
 
-/** Where an app takes its gateway callbacks (CONTRACT.md section 6). */
+/** Where an app takes its gateway callbacks (docs/protocol.md "Gateway"). */
 export interface CallbackTarget {
   host: string;
   port: number;
@@ -22,7 +22,7 @@ export function callbackTarget(app: AppView): CallbackTarget | null {
 }
 
 /**
- * The target of `user`'s app `app` in this process's own registry view (CONTRACT.md section 9:
+ * The target of `user`'s app `app` in this process's own registry view (docs/security.md "The bus":
  * never from a gateway event, whose sender could name any address). NOT_FOUND when the view does
  * not know the app or the app takes no callbacks; UNAVAILABLE (from the cache) when the view is stale.
  */

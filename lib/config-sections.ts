@@ -61,7 +61,7 @@ export function parseState(env: Env, natsUrl: string | null): Config['state'] {
 
 /**
  * With an authenticated bus, each role that keeps state on JetStream reaches it through its own
- * account (CONTRACT.md section 9): its identity must carry that login, or the start stops here
+ * account (docs/security.md "The bus"): its identity must carry that login, or the start stops here
  * rather than at the first write.
  */
 export function checkStateLogins(state: Config['state'], roles: Role[], auth: NatsAuth, credsFile: string | undefined): Config['state'] {
@@ -69,7 +69,7 @@ export function checkStateLogins(state: Config['state'], roles: Role[], auth: Na
   for (const role of roles.filter((r) => STATE_ROLES.includes(r))) {
     if (auth.state[role]) continue;
     const where = credsFile ? `${credsFile} has no ${stateLoginVariable(role)} line` : `${stateLoginVariable(role)} is not set`;
-    throw new ConfigError(`${ENV.state}=jetstream: role ${role} keeps its state in its own NATS account, but ${where}: use the credentials of a current \`pier bus init\` (docs/security.md, "Upgrading")`);
+    throw new ConfigError(`${ENV.state}=jetstream: role ${role} keeps its state in its own NATS account, but ${where}: use the credentials of a current \`pier bus init\` (docs/operations.md, "Upgrading")`);
   }
   return state;
 }

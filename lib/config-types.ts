@@ -50,7 +50,7 @@ export interface Config {
   /** `PIER_LOG_FORMAT`: `json` (one object per line, the default) or `pretty` (for a terminal). */
   logFormat: 'json' | 'pretty';
   limits: { adminBodyBytes: number };
-  /** The operator console (CONTRACT.md section 13): how long a sign-in lasts; how often its charts sample the cluster. */
+  /** The operator console (docs/operations.md "Console"): how long a sign-in lasts; how often its charts sample the cluster. */
   console: { sessionMs: number; sampleMs: number };
   registry: { heartbeatMs: number; maxStalenessMs: number };
   /** Added to the system clock: for hosts whose clock is known to be off, and for tests. */
@@ -83,15 +83,15 @@ export interface Config {
     maxConnsPerUser: number;
   };
   upload: {
-    /** Users' files: `<root>/<user>/<dest>` (CONTRACT.md section 2). */
+    /** Users' files: `<root>/<user>/<dest>` (docs/protocol.md "Manifest"). */
     root: string;
     chunkBytes: number;
     idleMs: number;
     maxUnfinished: number;
   };
-  /** Where state lives (CONTRACT.md section 10): LMDB under the data dir, or JetStream with `replicas`. */
+  /** Where state lives (docs/operations.md "How writes stay correct"): LMDB under the data dir, or JetStream with `replicas`. */
   state: { kind: 'lmdb' | 'jetstream'; replicas: number };
-  /** TLS on the browser-facing listeners (CONTRACT.md section 11); null: plain. */
+  /** TLS on the browser-facing listeners (docs/operations.md "TLS on the browser-facing listeners"); null: plain. */
   tls: TlsSettings | null;
   /** Sidecar mode (`--app USER/APP`): the local listener serves this one app, on loopback, without headers. */
   sidecarApp: { user: string; app: string } | null;

@@ -54,7 +54,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
 
   ensureWritableDir(dataDir);
   // A secret is kept (and generated into the data dir) only by the roles that use it: an edge has
-  // no admin token and no master key (CONTRACT.md section 9). The others get a throwaway one.
+  // no admin token and no master key (docs/security.md "The bus"). The others get a throwaway one.
   const uses = (needed: readonly Role[]) => roles.some((r) => needed.includes(r));
   const adminToken = env[ENV.adminToken] || (uses(['admin']) ? secretFile(join(dataDir, 'admin.token'), () => randomBytes(32).toString('base64url')) : randomBytes(32).toString('base64url'));
   if (adminToken.length < 16) throw new ConfigError(`${ENV.adminToken}: must be at least 16 characters`);

@@ -3,7 +3,7 @@ import { ConfigError } from './config.js';
 import { PierError } from '../bus/errors.js';
 import type { AppliedSequence } from './applied-sequence.js';
 
-/** Helpers for the state kept on JetStream (CONTRACT.md section 10). */
+/** Helpers for the state kept on JetStream (docs/operations.md "How writes stay correct"). */
 
 /** Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders), for up to 30 s. */
 export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 30_000): Promise<T> {

@@ -3,7 +3,7 @@ import { ConfigError } from './config.js';
 import type { Keyring } from './keyring.js';
 
 /**
- * The master key check (CONTRACT.md section 10; issue "no silent traps"). Everything Pier seals
+ * The master key check (docs/operations.md "How writes stay correct"; issue "no silent traps"). Everything Pier seals
  * carries the id of the master key that sealed it (`Keyring`), so a store whose sealed records are
  * all of a key this process does not have was made with another key. Starting on it, or importing
  * a file sealed so, would only show later, as every vault read failing: it is refused at once, in

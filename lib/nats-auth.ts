@@ -1,7 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { STATE_ROLES, type BusRole } from '../bus/permissions.js';
 
-/** How a process proves itself to NATS and checks the server (CONTRACT.md section 9). */
+/** How a process proves itself to NATS and checks the server (docs/security.md "The bus"). */
 export interface NatsAuth {
   /** The role identity (`pier-edge`, …); null: anonymous (a server with no authorization). */
   user: string | null;

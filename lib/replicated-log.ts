@@ -45,7 +45,7 @@ interface Entry<C> {
 const CATCH_UP_MS = 1_000;
 
 /**
- * A replicated state machine on JetStream (CONTRACT.md section 10): writes are entries of a log
+ * A replicated state machine on JetStream (docs/operations.md "How writes stay correct"): writes are entries of a log
  * stream with `replicas` copies; every replica keeps the whole state in memory by replaying it.
  *
  * Compaction: every `snapshotEvery` accepted entries, the replica whose entry reached that revision

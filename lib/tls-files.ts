@@ -2,7 +2,7 @@ import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-/** The TLS settings of the browser-facing listeners (CONTRACT.md section 11). */
+/** The TLS settings of the browser-facing listeners (docs/operations.md "TLS on the browser-facing listeners"). */
 export interface TlsSettings {
   cert: string;
   key: string;
@@ -45,7 +45,7 @@ function dnsNames(cert: X509Certificate): string[] {
 /**
  * Checks a certificate (a chain is accepted: the first block is the leaf) and its key: both parse,
  * the key is the certificate's, and the certificate is valid now. Every failure is one line naming
- * the file (CONTRACT.md section 11).
+ * the file (docs/operations.md "TLS on the browser-facing listeners").
  */
 export function checkCertificate(certFile: string, keyFile: string, what: string, now = new Date()): CheckedCertificate {
   const certPem = read(certFile, what);

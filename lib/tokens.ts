@@ -22,7 +22,7 @@ export function newUserToken(): string {
 /**
  * App key and secret. bcrypt reads only 72 bytes of `app_key + timestamp + app_secret`, so the sizes
  * are chosen to fit with a 10-digit timestamp: 19 + 10 + 32 = 61 <= 72. The secret carries 192
- * random bits (CONTRACT.md section 1 asks for at least 128).
+ * random bits (docs/protocol.md "Identities" asks for at least 128).
  */
 export function newAppKey(): string {
   return `ak_${randomText(12)}`;

@@ -16,13 +16,13 @@ export interface DeliveryOptions {
 /** `refused`: the target resolves only to addresses the address policy forbids; never retried. */
 export type Outcome = 'delivered' | 'dropped' | 'refused';
 
-/** The callback body (CONTRACT.md section 6), exactly these four fields. */
+/** The callback body (docs/protocol.md "Gateway"), exactly these four fields. */
 export function callbackBody(ev: GatewayEvent): string {
   return JSON.stringify({ data: ev.data, action: ev.action, user_name: ev.user, conn_id: ev.connId });
 }
 
 /**
- * `X-Pier-Signature` (CONTRACT.md section 6): `t=<unix seconds>,v1=<hex>`, the hex being HMAC-SHA256
+ * `X-Pier-Signature` (docs/protocol.md "Gateway"): `t=<unix seconds>,v1=<hex>`, the hex being HMAC-SHA256
  * keyed by the app secret over `<t>.<event id>.<body>`. Binding the time and the event id lets an
  * app refuse a captured callback replayed later or under another event's id. Stamped afresh on
  * each attempt, so a retry is never older than the app's window.

@@ -95,7 +95,7 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
  * replicas), which keeps a FIFO per connection: open, messages in order, close last. A slow app
  * holds up only its own connections' queues. When an edge dies, the replica raises `close` for
  * that edge's connections it holds, after their queued events. Where a callback goes comes from
- * this replica's own registry view, never from the event (CONTRACT.md section 9), and is dialled
+ * this replica's own registry view, never from the event (docs/security.md "The bus"), and is dialled
  * through the address policy of provider calls.
  */
 export const callbackActor = defineActor<CallbackActor>({

@@ -21,7 +21,7 @@ export interface ProviderDeps {
   observe: (provider: string, status: number, seconds: number) => void;
 }
 
-/** The checks of CONTRACT.md section 4, in order: token (401), op (403), provider (404). */
+/** The checks of docs/protocol.md "Provider calls", in order: token (401), op (403), provider (404). */
 export function authorise(deps: ProviderDeps, req: ProviderAuthorize): { claims: AccessClaims; user: string; app: string; target: ProviderView } {
   if (req.accessToken === '') throw new PierError('UNAUTHORIZED', 'X-Access-Token header is required');
   const claims = deps.tokens.verify(req.accessToken, deps.now());

@@ -10,7 +10,7 @@ const CALLER_SECRETS = new Set(['x-access-token', 'x-authorization', 'cookie', '
  */
 const PIER_SET = (k: string) => k.startsWith('x-pier-') || k === 'x-bfl-user' || k.startsWith('x-forwarded-') || k === 'forwarded' || k === 'x-real-ip';
 
-/** Headers of the caller's request as the provider gets them (CONTRACT.md section 4), plus who is calling. */
+/** Headers of the caller's request as the provider gets them (docs/protocol.md "Provider calls"), plus who is calling. */
 export function requestHeaders(client: Record<string, string>, caller: { app: string; user: string; address: string }): Record<string, string> {
   const dropped = new Set((client.connection ?? '').split(',').map((s) => s.trim().toLowerCase()));
   const out: Record<string, string> = {};

@@ -1,7 +1,7 @@
 import { posix } from 'node:path';
 
 /**
- * Upload folders of one user's apps must not nest (CONTRACT.md section 7, amended 2026-11-23).
+ * Upload folders of one user's apps must not nest (docs/protocol.md "Upload", amended 2026-11-23).
  *
  * Every app of a user writes under the same `<root>/<user>/`. An app whose `dest` encloses another
  * app's can replace the inner folder with a symlink and redirect that app's uploads; even where

@@ -4,7 +4,7 @@ import { compile, describe, type FieldError } from '../../bus/validation.js';
 import { normalisedDest } from './dest-nesting.js';
 import { parseYamlDocument } from './yaml.js';
 
-/** What Pier keeps of a PlatformManifest.yaml (CONTRACT.md section 2). Other keys are ignored. */
+/** What Pier keeps of a PlatformManifest.yaml (docs/protocol.md "Manifest"). Other keys are ignored. */
 export interface Manifest {
   name: string;
   version: string;
@@ -56,7 +56,7 @@ const checkTop = compile({
     optional: true,
     props: {
       fileType: { type: 'array', empty: false, max: 256, items: { type: 'string', min: 1, max: 32, pattern: /^[^\s/\\]+$/ } },
-      // A path in the app's view, mapped under the user's folder (CONTRACT.md section 2).
+      // A path in the app's view, mapped under the user's folder (docs/protocol.md "Manifest").
       dest: { type: 'string', max: 4096, pattern: APP_VIEW_PATH, messages: { stringPattern: 'must be an absolute path without .. segments, NUL or backslash' } },
       limitedSize: { type: 'number', integer: true, positive: true, optional: true },
       // A path on the app's host, called (signed, retried) for each completed upload.

@@ -58,7 +58,7 @@ interface Dump {
 const sorted = <T>(xs: Iterable<T>, key: (x: T) => string) => [...xs].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
 
 /**
- * The registry on JetStream (CONTRACT.md section 10): its writes are a replicated log (a stream
+ * The registry on JetStream (docs/operations.md "How writes stay correct"): its writes are a replicated log (a stream
  * with `replicas` copies, compacted by snapshots), every replica keeps the whole state in memory
  * by replaying it, so any number of equal registry replicas run on any hosts and none holds state
  * on its disk.

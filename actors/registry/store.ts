@@ -21,8 +21,7 @@ export interface Writer {
 }
 
 /**
- * What the registry keeps, whatever keeps it (LMDB on one host, or JetStream anywhere: CONTRACT.md
- * section 10). Reads are local; `write` runs `fn` and commits its changes as one event with the
+ * What the registry keeps, whatever keeps it (LMDB on one host, or JetStream anywhere: docs/operations.md "How writes stay correct"). Reads are local; `write` runs `fn` and commits its changes as one event with the
  * next revision, or nothing; revisions are the same on every replica.
  */
 export interface RegistryStore {

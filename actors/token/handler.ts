@@ -84,7 +84,7 @@ function refuse(deps: TokenDeps, reason: RefusalReason, err: PierError): never {
   throw err;
 }
 
-/** The checks of CONTRACT.md section 3, cheapest first; bcrypt only when everything else holds. */
+/** The checks of docs/protocol.md "Access tokens", cheapest first; bcrypt only when everything else holds. */
 export async function issueAccessToken(deps: TokenDeps, req: IssueRequest): Promise<IssuedAccess> {
   const cost = Number(BCRYPT_HASH.exec(req.token)![1]);
   if (cost < BCRYPT_MIN_COST || cost > BCRYPT_MAX_COST) {

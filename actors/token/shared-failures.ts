@@ -11,7 +11,7 @@ import { StreamFollower } from '../../lib/stream-follower.js';
 const MAX_IN_FLIGHT = 1_000;
 
 /**
- * The token actor's failure limits shared across replicas and hosts (CONTRACT.md section 10): each
+ * The token actor's failure limits shared across replicas and hosts (docs/operations.md "How writes stay correct"): each
  * failure a replica counts is appended to a stream that keeps it for one failure window (its
  * replicas copies), and every replica counts the others' as they arrive; a replica started later
  * reads the window's failures first. A brute force spread over replicas is limited as one.

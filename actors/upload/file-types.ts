@@ -1,7 +1,7 @@
 import { extensions as mimeExtensions } from 'mime-types';
 
 /**
- * `upload.fileType` of the manifest against an upload (CONTRACT.md section 7, amended 2026-11-23):
+ * `upload.fileType` of the manifest against an upload (docs/protocol.md "Upload", amended 2026-11-23):
  * case-insensitive, a leading dot ignored, `*` for any. With a list other than `*`, the file
  * name's extension is what decides, whatever type the client declares (`index.html` declared `pdf`
  * is refused), and a declared extension or MIME type must agree with the name. No content is

@@ -23,7 +23,7 @@ function uploadOptions(deps: UploadDeps, user: string, appName: string) {
 }
 
 /**
- * A folder entry (CONTRACT.md section 7): `storage_path` names the folder to create, with no file
+ * A folder entry (docs/protocol.md "Upload"): `storage_path` names the folder to create, with no file
  * fields. Its parent must be an existing folder inside `dest`; `dest` itself is simply there.
  */
 async function createFolderEntry(deps: UploadDeps, req: CreateUpload, dest: string): Promise<Created> {

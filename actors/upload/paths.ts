@@ -42,7 +42,7 @@ export interface ResolvedTarget {
 }
 
 // One answer for "missing", "not a folder", "a link" and "outside": which of them holds would tell
-// the caller whether a host path exists (CONTRACT.md section 7).
+// the caller whether a host path exists (docs/protocol.md "Upload").
 const storageRefused = () => bad('storage_path', "must be an existing folder inside the app's upload folder, reached without links");
 const pathRefused = () => bad('file_relative_path', "must lead through folders inside the app's upload folder (no links, no files on the way)");
 

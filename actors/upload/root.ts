@@ -2,7 +2,7 @@ import { isAbsolute, join, posix, relative, resolve } from 'node:path';
 import { USER_NAME } from '../../bus/subjects.js';
 
 /**
- * The upload root maps paths in an app's view onto the host (CONTRACT.md section 2): every user
+ * The upload root maps paths in an app's view onto the host (docs/protocol.md "Manifest"): every user
  * has their own folder, `<root>/<user>`, and an app's `/data/chat` is `<root>/<user>/data/chat`,
  * as on the platform where each user's volume is mounted at the same path in every app. Nothing
  * an app names can therefore leave its user's folder by text alone (`..` is collapsed first, so

@@ -50,7 +50,7 @@ class Model implements LogState<UploadChange> {
 }
 
 /**
- * Upload records on JetStream (CONTRACT.md section 10): one replicated log for every upload
+ * Upload records on JetStream (docs/operations.md "How writes stay correct"): one replicated log for every upload
  * replica, so records survive any one host and replicas sharing an upload root on several hosts
  * (shared storage) share its uploads. The bytes stay where the root is: each record names the
  * storage (upload root) it was created on, and a replica sees only the records of its own storage,

@@ -7,7 +7,7 @@ import { removePart } from './files.js';
 import { recordOf, type Upload } from './store.js';
 
 /**
- * The tus side of the upload engine (CONTRACT.md section 12): the same checks, records, locks,
+ * The tus side of the upload engine (docs/upload.md "tus 1.0 (`/tus/`)"): the same checks, records, locks,
  * sessions and publication as section 7's protocol (handler.ts, session.ts); what differs is
  * that every creation makes an upload of its own (no resume by POST: tus clients resume by URL),
  * that the length may come later, and that a client may end an upload (termination).

@@ -4,7 +4,7 @@ import { join, relative, sep } from 'node:path';
 import { PierError } from '../../bus/errors.js';
 
 /**
- * The upload boundary (CONTRACT.md section 7, amended 2026-11-23): from the user's folder down to
+ * The upload boundary (docs/protocol.md "Upload", amended 2026-11-23): from the user's folder down to
  * `dest`, and from `dest` down to the target, every component is looked at with `lstat` and none
  * may be a symbolic link. `realpath` is never trusted as the boundary: an app whose folder encloses
  * another's (or any process that can write inside the user's folder) could turn a folder on the way

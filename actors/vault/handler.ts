@@ -50,7 +50,7 @@ interface Authorised extends Caller {
 const valueContext = (key: string) => `pier/vault/secret/${key}`;
 
 /**
- * The checks of CONTRACT.md section 5: the app from the access token (401), still installed (401);
+ * The checks of docs/protocol.md "Vault": the app from the access token (401), still installed (401);
  * the user from X-Authorization when sent (401 if unknown or revoked), who must own the app (403),
  * else the app's owner (the platform's existing apps send only X-Access-Token); the exact op (403).
  */

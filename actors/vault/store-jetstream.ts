@@ -25,7 +25,7 @@ export interface JetStreamVaultOptions {
 }
 
 /**
- * The vault on JetStream (CONTRACT.md section 10): data keys and sealed secrets in key-value
+ * The vault on JetStream (docs/operations.md "How writes stay correct"): data keys and sealed secrets in key-value
  * buckets with `replicas` copies, audit entries in a stream with retention. Reads come from local
  * views; a write runs `fn` against them, then commits each change as an intent naming the revision
  * it read (quorum-acknowledged), accepted only if the key was still there when the stream ordered

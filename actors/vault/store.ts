@@ -35,7 +35,7 @@ export const secretKey = (scope: string, name: string) => `${scope}${SEP}${name}
 export const nameOf = (key: string) => key.slice(key.lastIndexOf(SEP) + 1);
 
 /**
- * What the vault keeps, whatever keeps it (CONTRACT.md section 10 will add a replicated one): data
+ * What the vault keeps, whatever keeps it (docs/operations.md "How writes stay correct" will add a replicated one): data
  * keys, sealed secrets, audit entries. Writes go through `write`: everything done inside commits
  * together or not at all, and "create if absent" and check-and-set hold across replicas.
  */

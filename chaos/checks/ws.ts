@@ -39,7 +39,7 @@ function connsByClient(p: Parsed): Map<string, Conn[]> {
  * Whether the client's unsettled events may have been lost: its connection's edge (any edge when
  * the app never named the connection) was killed -9 or paused while the connection lived.
  */
-/** Pier's close code for a connection its edge gave up because the cluster may have taken it for dead (CONTRACT.md section 6). */
+/** Pier's close code for a connection its edge gave up because the cluster may have taken it for dead (docs/protocol.md "Gateway"). */
 const LOST = 4003;
 
 function lossExcuse(p: Parsed, client: Client, conn: Conn | undefined): LossWindow | undefined {

@@ -1,6 +1,6 @@
 /**
  * Errors of every SDK call. Pier answers failures as `{code, message, data?}` with the HTTP status
- * of the failure's class (CONTRACT.md section 0); the SDK keeps all three, and picks a subclass per
+ * of the failure's class (docs/protocol.md "Conventions"); the SDK keeps all three, and picks a subclass per
  * class so callers can `instanceof` instead of comparing numbers. `status` 0 means no answer came
  * (network, timeout, abort).
  */

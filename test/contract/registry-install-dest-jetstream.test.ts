@@ -5,7 +5,7 @@ import { Keyring } from '../../lib/keyring.js';
 import { jetStreamReplicas } from '../helpers/jetstream-replicas.js';
 import { concurrentNestedInstalls, depsOf } from '../helpers/registry-installs.js';
 
-// The nesting-dest check (CONTRACT.md section 7) runs inside the registry's write, as "already
+// The nesting-dest check (docs/protocol.md "Upload") runs inside the registry's write, as "already
 // installed" does: on JetStream a write made on a stale view is refused and run again on the
 // fresh one, so two replicas cannot both accept nesting installs. (LMDB: test/unit/registry/install-dest.test.ts.)
 test('concurrent nested installs over two JetStream registry replicas: exactly one wins', async (t) => {

@@ -26,7 +26,7 @@ const addUser = (s: RegistryStore, name: string) =>
   });
 
 /**
- * What every registry store must hold (CONTRACT.md section 10): a write is one event with the next
+ * What every registry store must hold (docs/operations.md "How writes stay correct"): a write is one event with the next
  * revision; a replica reads its own writes at once, the other soon, at the same revision; contended
  * creates give exactly one winner; a replica opened later has the same state.
  */

@@ -35,7 +35,7 @@ const create = (s: UploadStore, u: Upload, cap = 100) =>
 const without = ({ storage: _s, ...u }: Upload) => u;
 
 /**
- * What every upload store must hold (CONTRACT.md section 10): a replica reads its own writes at
+ * What every upload store must hold (docs/operations.md "How writes stay correct"): a replica reads its own writes at
  * once and the other's once it has caught up; POSTs racing for one target give one upload; the cap
  * on unfinished uploads holds across replicas; a done upload stops being its target's unfinished
  * one; a replica opened later has the same records.

@@ -38,7 +38,7 @@ const update = (s: VaultStore, key: string, from: number, value: string) =>
   });
 
 /**
- * What every vault store must hold (CONTRACT.md section 10), whatever keeps it: a replica reads its
+ * What every vault store must hold (docs/operations.md "How writes stay correct"), whatever keeps it: a replica reads its
  * own acknowledged writes at once and the other's soon; contended creates and check-and-set give
  * exactly one winner; deletes, scopes and the audit behave the same.
  */

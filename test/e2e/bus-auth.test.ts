@@ -9,7 +9,7 @@ import { cleanup, failedStart, pierEnv, PierProcess, tempDir } from '../helpers/
 import { SecureBus } from '../helpers/secure-bus.js';
 import { within } from '../helpers/wait.js';
 
-// CONTRACT.md section 9 against a real nats-server: the server, not Pier's goodwill, refuses what
+// docs/security.md "The bus" against a real nats-server: the server, not Pier's goodwill, refuses what
 // an identity may not do. The review's two attacks (an app secret in clear, a minted user token)
 // are replayed with a bare client.
 let dir: string;

@@ -17,7 +17,7 @@ import { WsApp } from '../helpers/ws-app.js';
 import { connect, type Client } from '../helpers/ws-client.js';
 
 /**
- * The operator console (CONTRACT.md section 13) in Debian's headless Chromium driven by
+ * The operator console (docs/operations.md "Console") in Debian's headless Chromium driven by
  * playwright-core, against Pier as several processes on one NATS (test/helpers/console-cluster.ts):
  * sign in with the admin token, add a user (token shown once), install apps from pasted documents,
  * close a live WebSocket connection, watch a tus upload's progress, read and filter the vault audit,

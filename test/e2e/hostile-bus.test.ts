@@ -7,7 +7,7 @@ import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js'
 import { NatsServer } from '../helpers/nats-server.js';
 import { until, within } from '../helpers/wait.js';
 
-// CONTRACT.md section 9: a message that fails its schema is refused and counted; it never crashes
+// docs/security.md "The bus": a message that fails its schema is refused and counted; it never crashes
 // or wedges the receiver. A peer with the rights to publish (a buggy or compromised one) sends
 // garbage to every subject Pier listens on.
 let dir: string;

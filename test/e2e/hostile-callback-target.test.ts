@@ -12,7 +12,7 @@ import { SecureBus } from '../helpers/secure-bus.js';
 import { sleep, until, within } from '../helpers/wait.js';
 import { WsApp, wsManifest } from '../helpers/ws-app.js';
 
-// CONTRACT.md section 9: "The callback actor takes an app's callback target (host, port, path) from
+// docs/security.md "The bus": "The callback actor takes an app's callback target (host, port, path) from
 // its own registry view, never from the event". Whoever holds the edge role's NATS credentials
 // forges gateway events naming an attacker's server as the target, for its own app, another
 // user's app and an app nobody installed: the attacker's server hears nothing, the forged events

@@ -9,7 +9,7 @@ import { trustCluster, type TrustCluster } from '../helpers/trust-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
 import { connect as wsConnect, type Client } from '../helpers/ws-client.js';
 
-// CONTRACT.md section 9 (amended 2026-11-23), attacked with every role's credentials on the
+// docs/security.md "The bus" (amended 2026-11-23), attacked with every role's credentials on the
 // production shape: a 3-node authenticated JetStream cluster, state on JetStream. JetStream acts
 // with its account's authority, so a role's service identity must hold no JetStream right, and a
 // role's state login must reach nothing outside its own account.

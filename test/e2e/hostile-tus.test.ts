@@ -8,7 +8,7 @@ import { metadataOf, TusRaw } from '../helpers/tus-raw.js';
 import { UploadClient } from '../helpers/upload-client.js';
 import { until } from '../helpers/wait.js';
 
-// CONTRACT.md section 12, as an attacker would try it: section 7's confinement and type rules
+// docs/upload.md "tus 1.0 (`/tus/`)", as an attacker would try it: section 7's confinement and type rules
 // through tus metadata, offsets and checksums that lie, two PATCHes at once, another user's or
 // app's upload, the other protocol's ids, and malformed headers. One `pier start`.
 let dir: string;

@@ -6,7 +6,7 @@ import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js'
 import { UploadClient } from '../helpers/upload-client.js';
 import { until, within } from '../helpers/wait.js';
 
-// CONTRACT.md section 7, amended 2026-11-23: `dest` is a boundary no symlink can move, file types
+// docs/protocol.md "Upload", amended 2026-11-23: `dest` is a boundary no symlink can move, file types
 // are checked on the name, `conflict=fail` never looks through a link, a part is never written
 // through another name for a file, and folder uploads arrive as the platform's file manager sends
 // them. One `pier start` (the embedded shape); the test plays the host, or an app that can write in

@@ -7,7 +7,7 @@ import { pierEnv, PierProcess } from '../helpers/pier.js';
 import { SecureBus } from '../helpers/secure-bus.js';
 import { platformClientsSuite } from './platform-clients-suite.js';
 
-// The same clients against Pier as CONTRACT.md section 9 runs it: one process per role, each with
+// The same clients against Pier as docs/security.md "The bus" runs it: one process per role, each with
 // its own NATS identity (`pier bus init`), over TLS, on a nats-server that enforces every role's
 // allow-lists. Every request crosses the bus; a subject a role did not declare would fail here.
 // Only the roles that use them get the master key and the admin token; the others the bus anchors.

@@ -25,8 +25,7 @@ export interface PlatformDeployment {
 }
 
 /**
- * The platform's existing clients, driven against Pier as they are written (CONTRACT.md sections
- * 1-8 as amended for them): the app-side provider client, the settings app's vault client, the
+ * The platform's existing clients, driven against Pier as they are written (docs/protocol.md "Identities"-8 as amended for them): the app-side provider client, the settings app's vault client, the
  * browser WebSocket library, the app-side WebSocket client, and the file manager's upload client.
  * Requests are built here byte for byte as those clients build them; nothing is adapted to Pier.
  */

@@ -12,7 +12,7 @@ import { until } from '../helpers/wait.js';
 import { WsApp } from '../helpers/ws-app.js';
 import { connect as wsConnect } from '../helpers/ws-client.js';
 
-// CONTRACT.md section 9 (amended 2026-11-23): no secret crosses the bus in clear. A reader of
+// docs/security.md "The bus" (amended 2026-11-23): no secret crosses the bus in clear. A reader of
 // every subject (an unrestricted identity on a server without accounts, so JetStream's own traffic
 // and the state it stores pass under its eyes too) watches a full flow: user add, app install,
 // access token, provider call, vault create/read/list, WebSocket messages with the platform's

@@ -3,7 +3,7 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 
-// CONTRACT.md section 7 (amended 2026-11-23): "Two apps of one user whose `dest` folders nest (one
+// docs/protocol.md "Upload" (amended 2026-11-23): "Two apps of one user whose `dest` folders nest (one
 // inside the other, or `dest: /`) are refused at install (409 naming the other app) unless the
 // operator passes `--shared-dest`, which says the two apps trust each other."
 

@@ -7,7 +7,7 @@ import { NatsServer } from '../helpers/nats-server.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { until } from '../helpers/wait.js';
 
-// `pier state export FILE` / `pier state import FILE` (CONTRACT.md section 10): everything moves from
+// `pier state export FILE` / `pier state import FILE` (docs/operations.md "How writes stay correct"): everything moves from
 // LMDB to JetStream, secrets sealed all the way, the master key never in the file.
 test('LMDB → file → JetStream: the same app, user and secrets work on the other side; an import never lands on a non-empty store', async (t) => {
   const dir = tempDir();

@@ -12,7 +12,7 @@ import { startJetStreamCluster, type NatsServer } from '../helpers/nats-server.j
 import { cleanup, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { sleep, until } from '../helpers/wait.js';
 
-// CONTRACT.md section 10: three "hosts", each a JetStream node and one Pier process running the
+// docs/operations.md "How writes stay correct": three "hosts", each a JetStream node and one Pier process running the
 // registry, the vault, the token actor and an edge, connected to that node alone, no shared disk.
 // The test is the apps and the load balancer: every request goes over HTTP to the edge of a host
 // still up (the balancer's health check drops a killed host at once). Under a steady load of vault

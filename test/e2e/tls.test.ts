@@ -12,7 +12,7 @@ import { until, within } from '../helpers/wait.js';
 import { WsApp } from '../helpers/ws-app.js';
 import { connectSecure, localLookup, type Client } from '../helpers/ws-client.js';
 
-// CONTRACT.md section 11: `wss://` as the spec writes it, with certificates the test makes (a CA,
+// docs/operations.md "TLS on the browser-facing listeners": `wss://` as the spec writes it, with certificates the test makes (a CA,
 // a wildcard leaf for alice's apps, a second leaf chosen by SNI for bob's), reloads that keep open
 // connections, and one-line refusals of bad files at start.
 let dir: string;

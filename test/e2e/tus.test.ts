@@ -10,7 +10,7 @@ import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js'
 import { TusRaw } from '../helpers/tus-raw.js';
 import { until, within } from '../helpers/wait.js';
 
-// CONTRACT.md section 12: tus 1.0 on the upload listener, driven by the real tus-js-client from
+// docs/upload.md "tus 1.0 (`/tus/`)": tus 1.0 on the upload listener, driven by the real tus-js-client from
 // npm, unmodified. One `pier start` (the embedded shape); `chat` of alice takes .bin and .txt files.
 const CHILD = fileURLToPath(new URL('../helpers/tus-child.js', import.meta.url));
 const HOST = 'chat.alice.localhost';

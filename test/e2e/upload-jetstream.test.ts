@@ -11,7 +11,7 @@ import { until } from '../helpers/wait.js';
 const MiB = 1024 * 1024;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-// Upload records on JetStream (CONTRACT.md section 10), every role on its own NATS identity over
+// Upload records on JetStream (docs/operations.md "How writes stay correct"), every role on its own NATS identity over
 // TLS: two upload replicas on two "hosts" (own data dirs, nothing on their disks but the shared
 // upload root, as shared storage) serve the same uploads; one is killed mid-file and the other
 // finishes it. The registry's state is on JetStream too.
@@ -64,7 +64,7 @@ test('two upload replicas sharing an upload root, records on JetStream: kill -9 
     const r = await client.patch(rec.id, off, data.subarray(off, off + 2 * MiB));
     t.is(r.status, 200, JSON.stringify(r.json));
   }
-  // A tus upload (CONTRACT.md section 12) on the same records: half of it before the kill.
+  // A tus upload (docs/upload.md "tus 1.0 (`/tus/`)") on the same records: half of it before the kill.
   const tus = new TusRaw(edge.ports!.upload, 'files.alice.localhost', token);
   const tusData = randomBytes(4 * MiB);
   const tusUpload = await tus.create(tusData.length, { filename: 'tus.bin' });

@@ -25,7 +25,7 @@ export interface UploadDeployment {
 export const suiteEnv = (dir: string) => ({ PIER_UPLOAD_CHUNK_BYTES: String(10 * MiB), PIER_UPLOAD_IDLE_MS: '3000', PIER_UPLOAD_ROOT: join(dir, 'files') });
 
 /**
- * The upload contract (CONTRACT.md section 7), run against every deployment shape: the same
+ * The upload contract (docs/protocol.md "Upload"), run against every deployment shape: the same
  * cases whether the upload actor shares the edge's process or sits in its own over NATS.
  */
 export function uploadSuite(test: TestFn, deploy: (dir: string) => Promise<UploadDeployment>): void {

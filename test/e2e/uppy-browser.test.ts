@@ -10,7 +10,7 @@ import { TusRaw } from '../helpers/tus-raw.js';
 import { until, within } from '../helpers/wait.js';
 
 /**
- * CONTRACT.md section 12 with the real Uppy (Dashboard + Tus, the `uppy` package's browser bundle,
+ * docs/upload.md "tus 1.0 (`/tus/`)" with the real Uppy (Dashboard + Tus, the `uppy` package's browser bundle,
  * unmodified, served by this test) in Debian's headless Chromium, driven by playwright-core: three
  * files picked in the Dashboard and uploaded with its progress bar; a large file resumed after the
  * page is reloaded mid-upload; a large file resumed after Pier is restarted mid-upload. Resuming is

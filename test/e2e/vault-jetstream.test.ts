@@ -7,7 +7,7 @@ import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js'
 import { SecureBus } from '../helpers/secure-bus.js';
 import { until } from '../helpers/wait.js';
 
-// PIER_STATE=jetstream for the vault (CONTRACT.md section 10), with every role on its own NATS
+// PIER_STATE=jetstream for the vault (docs/operations.md "How writes stay correct"), with every role on its own NATS
 // identity over TLS: no vault process holds the secrets on its disk. A replacement vault on a fresh
 // data dir ("another host") serves what the first one wrote; two replicas on different data dirs
 // give contended creates exactly one winner. (One JetStream node: see test/contract/vault-store-jetstream.)

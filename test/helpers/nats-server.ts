@@ -116,7 +116,7 @@ export function freeLoopbackPort(): Promise<number> {
 
 /**
  * `n` nats-server nodes with JetStream, clustered (each its own store folder under `dir`): the
- * replicated-state shape of CONTRACT.md section 10 on one machine.
+ * replicated-state shape of docs/operations.md "How writes stay correct" on one machine.
  */
 export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: number) => string[] = () => []): Promise<NatsServer[]> {
   // Ports are picked free, then bound by the servers: another test may take one in between. Then

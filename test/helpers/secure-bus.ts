@@ -8,7 +8,7 @@ import { makeCa, makeLeaf, type Pem } from './certs.js';
 import { NatsServer, startJetStreamCluster } from './nats-server.js';
 
 /**
- * A nats-server the way CONTRACT.md section 9 wants it: every client authenticated with an
+ * A nats-server the way docs/security.md "The bus" wants it: every client authenticated with an
  * identity from `pier bus init` (per-role allow-lists, state in per-role accounts), and TLS with a
  * CA the test made. With `nodes: 3`, a JetStream cluster of three, the production shape.
  */

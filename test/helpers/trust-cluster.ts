@@ -11,7 +11,7 @@ import { until } from './wait.js';
 import { WsApp, wsManifest } from './ws-app.js';
 
 /**
- * The production shape of CONTRACT.md section 9 on one machine: a 3-node JetStream cluster where
+ * The production shape of docs/security.md "The bus" on one machine: a 3-node JetStream cluster where
  * every client authenticates with an identity of `pier bus init` (TLS on), `PIER_STATE=jetstream`
  * with three copies, one process for every actor role and the admin (identity `all`), and two
  * edges (identity `edge`) without the master key (they trust the bus anchors of `pier bus anchors`). alice has an app `chat` whose gateway callbacks reach a real HTTP app.

@@ -4,7 +4,7 @@ import { errorFromAnswer, NetworkError, PierError, readJson } from '../errors.js
 /** The platform's upload protocol names this outcome by its envelope's text alone (its HTTP code is a plain 400). */
 const INVALID_OFFSET = 'Invalid offset';
 
-/** Pier's answer about an upload (CONTRACT.md section 7). */
+/** Pier's answer about an upload (docs/protocol.md "Upload"). */
 export interface UploadRecord {
   id: string;
   offset: number;

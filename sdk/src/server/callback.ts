@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BadRequestError, PayloadTooLargeError, PierError, UnauthorizedError } from '../errors.js';
 
 /**
- * One event as Pier posts it to the app: a gateway event (CONTRACT.md section 6), or a completed
+ * One event as Pier posts it to the app: a gateway event (docs/protocol.md "Gateway"), or a completed
  * upload for an app that declared `upload.callback` (`action: "upload"`, `data: {path, size}`,
  * `connId` empty, `seq` 0), signed the same way.
  */

@@ -21,7 +21,7 @@ export interface ConnectionList {
 export type SendTarget = { connId: string } | { users: string[] };
 
 /**
- * The gateway's local API (CONTRACT.md section 6), as one app. Sends the app's key and secret on
+ * The gateway's local API (docs/protocol.md "Gateway"), as one app. Sends the app's key and secret on
  * every call (shared mode); a sidecar ignores them.
  */
 export class GatewayClient {

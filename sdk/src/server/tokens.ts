@@ -4,7 +4,7 @@ import { errorFromAnswer, NetworkError, readJson, UnauthorizedError } from '../e
 /** The access endpoint names a stale proof by its answer's text alone (its HTTP code is a plain 401). */
 const STALE_PROOF = /timestamp/;
 
-/** What an access token is asked for (CONTRACT.md section 3): ops under one (dataType, group, version). */
+/** What an access token is asked for (docs/protocol.md "Access tokens"): ops under one (dataType, group, version). */
 export interface Perm {
   dataType: string;
   group: string;
@@ -46,7 +46,7 @@ export interface TokenOptions {
   onIssued?: (perm: Perm) => void;
 }
 
-/** Pier issues tokens for exactly five minutes (CONTRACT.md section 3): its clock is expired_at minus that. */
+/** Pier issues tokens for exactly five minutes (docs/protocol.md "Access tokens"): its clock is expired_at minus that. */
 const LIFETIME_MS = 5 * 60_000;
 /** Distinct perms cached at once: an app has a handful; the bound only stops a runaway caller. */
 const MAX_CACHED = 256;

@@ -19,7 +19,7 @@ export interface VaultOptions {
 type Op = 'RetrieveSecret' | 'CreateSecret' | 'UpdateSecret' | 'DeleteSecret' | 'ListSecret';
 
 /**
- * One workspace's secrets (CONTRACT.md section 5). The manifest must grant each op used, as
+ * One workspace's secrets (docs/protocol.md "Vault"). The manifest must grant each op used, as
  * `<Op>?workspace=<workspace>`. Absent: NotFoundError; already there: ConflictError.
  */
 export class VaultClient {

@@ -5,7 +5,7 @@ import { Deliverer, signature } from '../../../actors/callback/delivery.js';
 import { AddressPolicy, networksList } from '../../../lib/address-policy.js';
 import { within } from '../../helpers/wait.js';
 
-// Callbacks are dialled through the address policy of provider calls (CONTRACT.md section 9):
+// Callbacks are dialled through the address policy of provider calls (docs/security.md "The bus"):
 // a target that leads to a forbidden address is refused at once, and nothing reaches it.
 const ev: GatewayEvent = { eventId: 'e00000000001.A:1', connId: 'e00000000001.A', edge: 'e00000000001', user: 'alice', app: 'chat', seq: 1, oldest: 1, action: 'open', data: {}, cookie: null };
 

@@ -5,7 +5,7 @@ import { ConnQueues } from '../../../actors/callback/queues.js';
 import { registeredTarget, type CallbackTarget } from '../../../lib/callback-target.js';
 import { until } from '../../helpers/wait.js';
 
-// CONTRACT.md section 9: the callback replica takes an app's target from its own registry view,
+// docs/security.md "The bus": the callback replica takes an app's target from its own registry view,
 // never from the event; the target is kept per connection from the replica's first sight of it.
 const connId = 'e00000000001.AAAAAAAAAAAAAAAAAAAAAA';
 const event = (seq: number, action: GatewayEvent['action'] = 'message', who = { user: 'alice', app: 'chat' }): GatewayEvent => ({

@@ -4,7 +4,7 @@ import { registry, stateEndpoints, upload, vault } from '../../../bus/subjects.j
 import { adminHandlers, type AdminDeps } from '../../../edge/admin-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
-// The operator's API (CONTRACT.md section 8): the token first, then the input checked and named,
+// The operator's API (docs/protocol.md "Admin API"): the token first, then the input checked and named,
 // then one registry, vault or upload request each.
 
 const TOKEN = 'the-admin-token-0123';

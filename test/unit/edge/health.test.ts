@@ -4,7 +4,7 @@ import { BUS_ROLES } from '../../../bus/permissions.js';
 import { healthz, missingRoles, readyz } from '../../../edge/health.js';
 import type { RegistryCache } from '../../../lib/registry-cache.js';
 
-// The probes (CONTRACT.md section 0): /healthz says the process answers; /readyz names every reason
+// The probes (docs/protocol.md "Conventions"): /healthz says the process answers; /readyz names every reason
 // it is not ready, the admin listener's also the roles no process runs.
 
 const bus = (connected: boolean) => ({ isConnected: () => connected }) as unknown as Bus;

@@ -7,7 +7,7 @@ import { PassedGates } from '../../../edge/call-gate.js';
 import { localApi, type LocalDeps } from '../../../edge/local-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
-// The app side of the gateway (CONTRACT.md section 6, port 40010): which app calls (its key and
+// The app side of the gateway (docs/protocol.md "Gateway", port 40010): which app calls (its key and
 // secret, checked by the registry), then the command sent to the edges holding the connections.
 
 const app = { id: 'alice/chat', user: 'alice', name: 'chat', appKey: 'key-chat' } as AppView;

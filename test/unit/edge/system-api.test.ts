@@ -5,7 +5,7 @@ import { PassedGates } from '../../../edge/call-gate.js';
 import { accessToken, providerCall, providerCallGate } from '../../../edge/system-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
-// The system listener's app calls (CONTRACT.md sections 3 and 4): the access token request checked
+// The system listener's app calls (docs/protocol.md "Access tokens" and docs/protocol.md "Provider calls"): the access token request checked
 // here and issued by the token actor; provider calls gated before the body and handed over whole.
 
 const params = { dataType: 'notes', group: 'notes.app', version: 'v2', op: 'Search' };

@@ -6,7 +6,7 @@ import { uploadApi, type UploadApiDeps } from '../../../edge/upload-api.js';
 import type { RegistryCache } from '../../../lib/registry-cache.js';
 import { request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
-// The upload listener (CONTRACT.md section 7): who calls (token and Host), the form's fields
+// The upload listener (docs/protocol.md "Upload"): who calls (token and Host), the form's fields
 // checked and named, then one upload actor request. Failures keep the spec's body, `code: 1`.
 
 const app = { id: 'alice/files', user: 'alice', name: 'files' } as AppView;

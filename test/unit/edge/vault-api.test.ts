@@ -5,7 +5,7 @@ import { PassedGates } from '../../../edge/call-gate.js';
 import { isVaultCall, vaultCall, vaultCallGate } from '../../../edge/vault-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
-// The vault at the edge (CONTRACT.md section 5): which calls are the vault's, 404/405 before any
+// The vault at the edge (docs/protocol.md "Vault"): which calls are the vault's, 404/405 before any
 // bus request, the body-less checks asked of the vault actor, and the answer wrapped as a v1
 // provider's.
 

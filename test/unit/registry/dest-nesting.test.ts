@@ -1,7 +1,7 @@
 import test from 'ava';
 import { destConflict, destsNest, normalisedDest } from '../../../actors/registry/dest-nesting.js';
 
-// CONTRACT.md section 7 (amended 2026-11-23): two apps of one user whose `dest` folders nest are
+// docs/protocol.md "Upload" (amended 2026-11-23): two apps of one user whose `dest` folders nest are
 // refused at install unless --shared-dest.
 
 const ASK = 'install with --shared-dest if the two apps trust each other';

@@ -8,7 +8,7 @@ import { cleanup, tempDir } from '../../helpers/pier.js';
 import { Keyring } from '../../../lib/keyring.js';
 import { concurrentNestedInstalls, depsOf, uploadManifest } from '../../helpers/registry-installs.js';
 
-// CONTRACT.md section 7 (amended 2026-11-23): nesting upload folders of one user's apps are refused
+// docs/protocol.md "Upload" (amended 2026-11-23): nesting upload folders of one user's apps are refused
 // at install (409 naming the other app) unless --shared-dest.
 
 function setup(t: { teardown(fn: () => void): void }) {

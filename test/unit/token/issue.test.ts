@@ -8,7 +8,7 @@ import { Keyring } from '../../../lib/keyring.js';
 import { FailureLimiter } from '../../../lib/rate-limit.js';
 import type { RegistryCache } from '../../../lib/registry-cache.js';
 
-// CONTRACT.md section 3, the order of the checks (cheapest first) and what each answers, with the
+// docs/protocol.md "Access tokens", the order of the checks (cheapest first) and what each answers, with the
 // registry cache and bcrypt replaced by fakes: a "hash" here is a bcrypt-shaped string standing for
 // the text it was made from, so the test knows exactly which comparisons ran.
 const NOW = 1_800_000_000_000;

@@ -11,7 +11,7 @@ import { AccessTokens } from '../../../lib/access-token.js';
 import { Keyring } from '../../../lib/keyring.js';
 import type { RegistryCache } from '../../../lib/registry-cache.js';
 
-// CONTRACT.md section 5 on the vault actor's handler alone, over a real LMDB store in a scratch folder.
+// docs/protocol.md "Vault" on the vault actor's handler alone, over a real LMDB store in a scratch folder.
 const app: AppView = { id: 'alice/chat', user: 'alice', name: 'chat', version: '1', host: 'h', appKey: 'ak_1', installedAt: '', grants: [], websocket: null, upload: null, providers: [] };
 const OPS = ['CreateSecret', 'RetrieveSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'].map((o) => `${o}?workspace=w`);
 
