@@ -16,6 +16,8 @@ import { isolated } from './isolate.js';
 import { decrement, increment } from '../lib/counts.js';
 
 type Ws = uWS.WebSocket<Conn>;
+/** Where browsers open their WebSocket (docs/protocol.md "Gateway"). */
+export const GATEWAY_PATH = '/ws';
 /** Exactly this text: the platform's browser library compares the frame to it as a string. */
 const PONG = '{"event":"pong"}';
 
@@ -62,7 +64,7 @@ export class Gateway {
   /** Mounts `GET /ws` on the public listener (before its catch-all 404). */
   attach(app: uWS.TemplatedApp): void {
     const g = this.ctx.config.gateway;
-    app.ws<Conn>('/ws', {
+    app.ws<Conn>(GATEWAY_PATH, {
       // uWS drops the socket without a close frame (1006) past its own limit; frames between our
       // limit and 16× it are refused here with a proper 1009.
       maxPayloadLength: g.maxFrameBytes * 16,

@@ -1,4 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
+import { ENV } from './config-env.js';
 import { STATE_ROLES, type BusRole } from '../bus/permissions.js';
 
 /** How a process proves itself to NATS and checks the server (docs/security.md "The bus"). */
@@ -80,22 +81,25 @@ function readable(path: string, name: string): string {
 
 /** The NATS identity and TLS settings from the environment: `NATS_CREDS` or `NATS_USER`/`NATS_PASSWORD`, `NATS_TLS_*`. */
 export function natsAuthFrom(env: Record<string, string | undefined>): NatsAuth {
+  const creds = env[ENV.natsCreds];
+  const [givenUser, givenPassword] = [env[ENV.natsUser], env[ENV.natsPassword]];
+  const [caFile, certFile, keyFile] = [env[ENV.natsTlsCa], env[ENV.natsTlsCert], env[ENV.natsTlsKey]];
   let user: string | null = null;
   let password: string | null = null;
   let state: NatsAuth['state'] = {};
-  if (env.NATS_CREDS) {
-    if (env.NATS_USER || env.NATS_PASSWORD) throw new NatsAuthError('NATS_CREDS: give either a credentials file or NATS_USER/NATS_PASSWORD, not both');
-    ({ user, password, state } = readCredsFile(env.NATS_CREDS));
-  } else if (env.NATS_USER || env.NATS_PASSWORD) {
-    if (!env.NATS_USER || !env.NATS_PASSWORD) throw new NatsAuthError('NATS_USER and NATS_PASSWORD go together');
-    user = env.NATS_USER;
-    password = env.NATS_PASSWORD;
+  if (creds) {
+    if (givenUser || givenPassword) throw new NatsAuthError('NATS_CREDS: give either a credentials file or NATS_USER/NATS_PASSWORD, not both');
+    ({ user, password, state } = readCredsFile(creds));
+  } else if (givenUser || givenPassword) {
+    if (!givenUser || !givenPassword) throw new NatsAuthError('NATS_USER and NATS_PASSWORD go together');
+    user = givenUser;
+    password = givenPassword;
     state = stateLogins(env, 'environment');
   }
   if (user !== null && !USER.test(user)) throw new NatsAuthError(`NATS_USER: "${user}" must be 1-64 characters of [A-Za-z0-9_-]`);
-  const ca = env.NATS_TLS_CA ? readable(env.NATS_TLS_CA, 'NATS_TLS_CA') : null;
-  const cert = env.NATS_TLS_CERT ? readable(env.NATS_TLS_CERT, 'NATS_TLS_CERT') : null;
-  const key = env.NATS_TLS_KEY ? readable(env.NATS_TLS_KEY, 'NATS_TLS_KEY') : null;
+  const ca = caFile ? readable(caFile, 'NATS_TLS_CA') : null;
+  const cert = certFile ? readable(certFile, 'NATS_TLS_CERT') : null;
+  const key = keyFile ? readable(keyFile, 'NATS_TLS_KEY') : null;
   if ((cert === null) !== (key === null)) throw new NatsAuthError('NATS_TLS_CERT and NATS_TLS_KEY go together (a client certificate and its key)');
   return { user, password, tls: ca || cert ? { ca, cert, key } : null, state };
 }
