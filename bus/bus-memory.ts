@@ -155,7 +155,7 @@ export class MemoryBus implements Bus {
         if (got.length >= expected) finish();
         else if (options.expected === undefined) stall = setTimeout(finish, options.stallMs);
       });
-      this.publish(subject, data, { reply });
+      this.publish(subject, data, { reply, headers: options.headers });
     });
   }
 

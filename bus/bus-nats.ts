@@ -121,8 +121,8 @@ export class NatsBus implements Bus {
         subject,
         data,
         options.expected === undefined
-          ? { strategy: RequestStrategy.JitterTimer, maxWait: options.timeoutMs, jitter: options.stallMs }
-          : { strategy: RequestStrategy.Count, maxWait: options.timeoutMs, maxMessages: options.expected },
+          ? { strategy: RequestStrategy.JitterTimer, maxWait: options.timeoutMs, jitter: options.stallMs, headers: toNatsHeaders(options.headers) }
+          : { strategy: RequestStrategy.Count, maxWait: options.timeoutMs, maxMessages: options.expected, headers: toNatsHeaders(options.headers) },
       );
       for await (const m of replies) got.push(toBusMessage(m));
     } catch (err) {

@@ -87,6 +87,7 @@ export interface RequestManyOptions {
   stallMs: number;
   /** Stop as soon as this many answers arrived. */
   expected?: number;
+  headers?: Headers;
 }
 
 export interface Bus {

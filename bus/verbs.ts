@@ -124,8 +124,8 @@ export async function ask<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, req: Req, 
 export async function gather<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, req: Req, options: { timeoutMs?: number; stallMs: number; expected?: number }): Promise<Res[]> {
   const subject = subjectOf(ex, true);
   assertValid(ex.check, req);
-  const { data } = ex.codec.encode(req);
-  const replies = await bus.requestMany(subject, data, { timeoutMs: options.timeoutMs ?? ex.timeoutMs, stallMs: options.stallMs, expected: options.expected });
+  const { data, headers } = ex.codec.encode(req);
+  const replies = await bus.requestMany(subject, data, { timeoutMs: options.timeoutMs ?? ex.timeoutMs, stallMs: options.stallMs, expected: options.expected, headers: outgoing(headers) });
   const answers: Res[] = [];
   for (const m of replies) {
     try {

@@ -114,6 +114,16 @@ export function busContract(test: TestFn, name: string, pair: MakePair): void {
     t.deepEqual(await client.requestMany(`${p}.nobody`, enc('?'), { timeoutMs: 60_000, stallMs: 60_000 }), []);
   });
 
+  // A gathered request carries headers too: the wire format's version slot travels there (bus/envelope.ts).
+  test(`${name}: requestMany carries its headers to every subscriber`, async (t) => {
+    const [client, server] = await pair();
+    const p = prefix();
+    for (const who of ['a', 'b']) server.subscribe(`${p}.hdr`, (m) => server.publish(m.reply!, enc(`${who}:${m.headers?.['pier-v'] ?? 'none'}`)));
+    await server.flush();
+    const replies = await client.requestMany(`${p}.hdr`, enc('?'), { timeoutMs: 5_000, stallMs: 200, expected: 2, headers: { 'pier-v': '2' } });
+    t.deepEqual(replies.map((r) => dec(r.data)).sort(), ['a:2', 'b:2']);
+  });
+
   test(`${name}: request with nobody subscribed fails at once with UNAVAILABLE`, async (t) => {
     const [client] = await pair();
     // A deadline would end in TIMEOUT; UNAVAILABLE proves the request did not wait for it.
