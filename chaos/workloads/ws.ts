@@ -24,7 +24,7 @@ const GAP_MS = [10, 300] as const;
 const RETRY_MS = [200, 1_000] as const;
 /** Settle: the wait for every open connection's close beyond peer death; then up to the contract's 60 s. */
 const SETTLE_SLACK_MS = 15_000;
-const SETTLE_CONTRACT_MS = 60_000;
+const SETTLE_BOUND_MS = 60_000;
 const MAX_SESSIONS_PER_SLOT = 100_000;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -202,7 +202,7 @@ export const workload: Workload = {
       }
       if (waiting.length > 0) {
         ctx.history.info('ws', 'settle late', { unclosed: waiting, waitedMs: Date.now() - began });
-        while (waiting.length > 0 && Date.now() - began < SETTLE_CONTRACT_MS) {
+        while (waiting.length > 0 && Date.now() - began < SETTLE_BOUND_MS) {
           await sleep(250);
           waiting = unclosed();
         }
@@ -211,7 +211,7 @@ export const workload: Workload = {
       await sleep(500);
       record(ctx, s);
       ctx.history.info('ws', 'settled', { unclosed: waiting, waitedMs: Date.now() - began, callbacks: s.app.accepted.length, refused: s.app.refused });
-      while (s.naming.size > 0 && Date.now() - began < SETTLE_CONTRACT_MS + 10_000) await sleep(100);
+      while (s.naming.size > 0 && Date.now() - began < SETTLE_BOUND_MS + 10_000) await sleep(100);
     } finally {
       if (s.recorder) clearInterval(s.recorder);
       await s.app.stop();
