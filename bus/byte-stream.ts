@@ -127,13 +127,24 @@ export async function pushBytes<Ack>(bus: Bus, ex: Addressed<Piece, Ack>, source
 }
 
 /**
+ * Pieces a receiver holds unanswered at most: twice the largest window a sender of Pier uses. A
+ * sender that does not keep to its window (a thief of a role's credentials pushing without
+ * waiting) has the rest refused at once, so what waits here stays bounded.
+ */
+export const MAX_WAITING_PIECES = 16;
+
+/**
  * Receives a stream's pieces on `subject`: `handle` answers each, strictly one after the other in
- * arrival order (the sender sends them in seq order); a throw is the piece's refusal.
+ * arrival order (the sender sends them in seq order); a throw is the piece's refusal. Past
+ * MAX_WAITING_PIECES unanswered, a piece is refused without being kept.
  */
 export function receiveBytes<Ack>(bus: Bus, ex: Exchange<Piece, Ack>, subject: string, handle: (piece: Piece) => Promise<Ack>): Subscription {
   let queue: Promise<unknown> = Promise.resolve();
+  let waiting = 0;
   return serve(bus, at(ex, subject), (piece) => {
-    const answered = queue.then(() => handle(piece));
+    if (waiting >= MAX_WAITING_PIECES) throw new PierError('RATE_LIMITED', `stream: more than ${MAX_WAITING_PIECES} pieces unanswered; keep to the window`);
+    waiting++;
+    const answered = queue.then(() => handle(piece)).finally(() => waiting--);
     queue = answered.catch(() => undefined);
     return answered;
   });
@@ -220,7 +231,9 @@ export async function* takeBytes(bus: Bus, taker: StreamOwner, offer: string, ti
   const arrived: Array<{ piece: Piece; used: () => void }> = [];
   let wake: (() => void) | null = null;
   let expected = 0;
+  let over = false;
   const sub = receiveBytes(bus, offered, to, (piece) => {
+    if (over) return Promise.resolve({}); // the consumer is gone: nothing waits to be used
     if (piece.seq !== expected) throw new PierError('BAD_REQUEST', `stream piece ${piece.seq} came, ${expected} expected`);
     expected++;
     return new Promise<Record<string, never>>((used) => {
@@ -257,6 +270,7 @@ export async function* takeBytes(bus: Bus, taker: StreamOwner, offer: string, ti
       if (piece.data.byteLength > 0) yield piece.data;
     }
   } finally {
+    over = true;
     sub.unsubscribe();
     // Pieces not used are answered: the producer's next ones meet nobody and it stops at once.
     for (const a of arrived.splice(0)) a.used();

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
-import { bufferSource, CHUNK_BYTES, offerBytes, pieces, pushBytes, receiveBytes, streamSubject, takeBytes, type Piece } from '../../../bus/byte-stream.js';
+import { bufferSource, CHUNK_BYTES, MAX_WAITING_PIECES, offerBytes, pieces, pushBytes, receiveBytes, sendPiece, streamSubject, takeBytes, type Piece } from '../../../bus/byte-stream.js';
 import { PierError } from '../../../bus/errors.js';
 import { at, exchange } from '../../../bus/exchange.js';
 import { ask } from '../../../bus/verbs.js';
@@ -116,5 +116,32 @@ test('a piece whose headers are not a piece\'s is taken as a discard with seq -1
   receiveBytes(bus, stream, 'x.odd', async (p) => (got.push(p), {}));
   await bus.request('x.odd', new Uint8Array([1]), { timeoutMs: 1_000, headers: { 'pier-kind': 'explode', 'pier-seq': 'x' } });
   t.like(got[0], { seq: -1, kind: 'discard' });
+  await bus.close();
+});
+
+test('hostile: a sender that does not keep to its window has the pieces past the bound refused at once, none kept', async (t) => {
+  const bus = new MemoryBus();
+  const stream = pieces<Record<string, never>>({}, 5_000);
+  let handled = 0;
+  const held: Array<() => void> = [];
+  receiveBytes(bus, stream, 'x.flood', () => {
+    handled++;
+    return new Promise((resolve) => held.push(() => resolve({})));
+  });
+  // 100 pieces at once, none waiting for its answer (what a thief with a role's credentials could send).
+  const outcomes = Array.from({ length: 100 }, (_, seq) => sendPiece(bus, at(stream, 'x.flood'), { seq, kind: 'data', data: Buffer.alloc(1024) }));
+  const refused = await within('the refusals past the bound', Promise.all(outcomes.slice(MAX_WAITING_PIECES)), 5_000);
+  t.true(refused.every((o) => !o.ok && o.error.code === 'RATE_LIMITED'));
+  t.is(handled, 1, 'one piece handled at a time; the others wait, bounded');
+  let answered = 0;
+  for (const o of outcomes.slice(0, MAX_WAITING_PIECES)) void o.then(() => answered++);
+  const deadline = Date.now() + 5_000; // what it waits for: every piece within the bound answered
+  while (answered < MAX_WAITING_PIECES && Date.now() < deadline) {
+    held.shift()?.();
+    await new Promise((r) => setImmediate(r));
+  }
+  const kept = await within('the pieces within the bound', Promise.all(outcomes.slice(0, MAX_WAITING_PIECES)), 5_000);
+  t.true(kept.every((o) => o.ok), 'every piece within the bound was answered');
+  t.is(handled, MAX_WAITING_PIECES);
   await bus.close();
 });
