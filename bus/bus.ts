@@ -17,7 +17,7 @@
  * - Payloads are opaque bytes: encoding is the caller's business (see codec.ts). The one exception
  *   is `requestLocal`, the in-process bus's way to hand a `shared` endpoint a value (rpc.ts).
  */
-import type { WireError } from './errors.js';
+import type { Reply } from './envelope.js';
 import type { KeyPair, Sealer } from './seal.js';
 
 export type Headers = Record<string, string>;
@@ -52,7 +52,7 @@ export interface BusMessage {
 export type MessageHandler = (msg: BusMessage) => void;
 
 /** What an endpoint answered: its value, or its error as it would cross a wire. */
-export type LocalReply = { ok: true; data: unknown } | { ok: false; error: WireError };
+export type LocalReply = Reply<unknown>;
 
 /**
  * How a subscriber of an endpoint declared `shared` (rpc.ts) takes a request from this same

@@ -41,6 +41,7 @@ export function speaks(headers: Headers | undefined): boolean {
 export const unsupportedVersion = (subject: string, headers: Headers | undefined) =>
   new PierError('BAD_REQUEST', `${subject}: wire format ${headers?.[VERSION_HEADER]} is not spoken here (${OLDEST_WIRE_VERSION} to ${WIRE_VERSION})`, { reason: ErrorReasons.UNSUPPORTED_VERSION });
 
+/** The one answer format (also what the in-process bus hands back: `LocalReply` in bus.ts). */
 export type Reply<Res> = { ok: true; data: Res } | { ok: false; error: WireError };
 
 /** A reply that cannot be encoded (a handler's bug) still answers: a generic INTERNAL error, never a hang. */

@@ -43,7 +43,7 @@ function checked<Req>(ex: Exchange<Req, unknown>, subject: string, req: unknown)
 export function serve<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, handler: (req: Req) => Promise<Res> | Res, hooks: ServeHooks = {}): Subscription {
   const subject = subjectOf(ex, true);
   /** Runs one request's work; never rejects: a failure is the answer's error, as it would cross a wire. */
-  const answer = (on: string, started: bigint, work: () => Promise<Res>): Promise<Reply<Res>> =>
+  const answer = (started: bigint, work: () => Promise<Res>): Promise<Reply<Res>> =>
     work().then(
       (data) => {
         hooks.observe?.(subject, secondsSince(started), undefined);
@@ -58,7 +58,7 @@ export function serve<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, handler: (req:
   // A value from this process is checked here too, against this exchange's own schema, in the turn
   // the handler runs: whatever the caller declared or did with its object after sending it.
   const local: LocalServer | undefined = ex.shared
-    ? (value) => answer(subject, process.hrtime.bigint(), async () => handler(checked(ex, subject, value))) as Promise<LocalReply>
+    ? (value) => answer(process.hrtime.bigint(), async () => handler(checked(ex, subject, value))) as Promise<LocalReply>
     : undefined;
   return bus.subscribe(
     subject,
@@ -67,7 +67,7 @@ export function serve<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, handler: (req:
       const started = process.hrtime.bigint();
       const sealable = { subject: msg.subject, seal: ex.seal };
       const replyKey = replyKeyOf(bus, sealable, msg);
-      void answer(msg.subject, started, async () => handler(checked(ex, msg.subject, opened(bus, ex, msg, replyKey))))
+      void answer(started, async () => handler(checked(ex, msg.subject, opened(bus, ex, msg, replyKey))))
         .then((reply) => {
           if (msg.reply) bus.publish(msg.reply, sealReply(bus, sealable, replyKey, reply.ok, encodeReply(reply)));
         })
