@@ -1,8 +1,8 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { open as openLmdb } from 'lmdb';
 import uWS from 'uWebSockets.js';
-import { open, seal } from '../lib/secret-box.js';
-import { sha256Hex } from '../lib/tokens.js';
+import { open, seal } from '../lib/crypto/secret-box.js';
+import { sha256Hex } from '../lib/crypto/tokens.js';
 import { accessMac } from './floor-token.js';
 import { readBody } from './uws-body.js';
 

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
-import { SINGLE_THREADED_GC } from '../lib/gc-threads.js';
+import { SINGLE_THREADED_GC } from '../lib/runtime/gc-threads.js';
 
 /**
  * The fair method (issue #14): every server process of a measurement — Pier and its peer alike, and

@@ -90,7 +90,7 @@ export async function measureEdgeApart(dir: string, natsUrl: string) {
 export async function benchVault(): Promise<Record<string, unknown>> {
   const dir = tempDir('pier-bench-');
   // The reads' processes with the server flags (pinning.ts); the JetStream runs below without them:
-  // there the actors mostly wait on NATS, and V8's helper threads mark meanwhile (lib/gc-threads.ts).
+  // there the actors mostly wait on NATS, and V8's helper threads mark meanwhile (lib/runtime/gc-threads.ts).
   const bare = await startChild('./bare-uws.js', [], SERVER_NODE_FLAGS);
   const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_NODE_FLAGS: SERVER_NODE_FLAGS.join(' ') }));
   pinServer(pier.proc.pid);

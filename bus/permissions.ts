@@ -4,7 +4,7 @@ import { tokenState } from './subjects-token.js';
 import { uploadEvents, uploadState } from './subjects-upload.js';
 import { vaultState } from './subjects-vault.js';
 
-/** A replicated log's names (the shape lib/replicated-log.ts takes). */
+/** A replicated log's names (the shape lib/state/replicated-log.ts takes). */
 interface LogNames {
   stream: string;
   subject: string;
@@ -14,7 +14,7 @@ interface LogNames {
 
 /**
  * What each role may do on the bus (docs/security.md "The bus"), from the roles' declarations: an
- * actor's is its `defineActor` table (lib/actor.ts), the edge's and the admin's are in
+ * actor's is its `defineActor` table (lib/runtime/actor.ts), the edge's and the admin's are in
  * `edge/bus-roles.ts`, and `cli/roles.ts` puts them together. This module only turns declarations
  * into allow-lists and matches subjects against them. The same lists are enforced twice: by nats-server (the authorization file that
  * `pier bus init` writes from them) and by each role's view of the bus in every process
@@ -45,7 +45,7 @@ export interface Declaration {
   hears?: readonly Subject[];
   /**
    * JetStream state it owns (PIER_STATE=jetstream): its streams (KV buckets are streams `KV_<bucket>`),
-   * the subjects it appends to, and its logs (lib/replicated-log.ts: a log stream and a snapshot
+   * the subjects it appends to, and its logs (lib/state/replicated-log.ts: a log stream and a snapshot
    * stream, which it compacts by purging).
    */
   jetstream?: JetStreamDeclaration;

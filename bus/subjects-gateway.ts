@@ -6,7 +6,7 @@ import type { WireError } from './errors.js';
  *
  * - **Who delivers.** Every event of one connection (open, messages, close) goes to one callback
  *   replica, chosen by rendezvous hashing of the connection id over the live callback replicas
- *   (`edge/gateway-forwarder.ts`): every edge picks the same one, and a lost replica moves only its
+ *   (`edge/gateway/gateway-forwarder.ts`): every edge picks the same one, and a lost replica moves only its
  *   own connections.
  * - **What the edge keeps.** The edge holding the connection keeps each event until the replica
  *   says it is *settled* (`pier.gw.settled.<edge>`: delivered with a 2xx, or given up after the

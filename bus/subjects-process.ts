@@ -18,7 +18,7 @@ export interface ProcessReport {
   counters: Record<string, number>;
   /** prom-client's JSON form, so the admin listener can merge processes into one /metrics. */
   metrics: unknown[];
-  /** Each actor endpoint's figures, by `<role>.<endpoint>` (lib/actor.ts). */
+  /** Each actor endpoint's figures, by `<role>.<endpoint>` (lib/runtime/actor.ts). */
   endpoints?: Record<string, EndpointStats>;
   /** The process's Ed25519 signature over the fields above (its heartbeat key): any identity may answer. */
   sig?: string;
@@ -43,7 +43,7 @@ export interface Heartbeat extends ProcessInfo {
   roleKeys: string[];
   /** Counts up with every heartbeat of the process: a copy replayed later is older than what was heard. */
   seq: number;
-  /** The process's Ed25519 public key, and its signature over the fields above (lib/peers.ts). */
+  /** The process's Ed25519 public key, and its signature over the fields above (lib/runtime/peers.ts). */
   signKey: string;
   sig: string;
 }
@@ -75,7 +75,7 @@ export const processChannels = {
 export const processSubjects = {
   describe: 'pier.process.describe',
   /**
-   * Every process, every `PIER_HEARTBEAT_MS`, once per role it runs: who is alive (lib/peers.ts).
+   * Every process, every `PIER_HEARTBEAT_MS`, once per role it runs: who is alive (lib/runtime/peers.ts).
    * One subject per role, which only that role's identity may publish: a heartbeat is believed
    * for the role its subject names, so no identity can announce a replica of another role.
    */

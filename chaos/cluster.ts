@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { freeLoopbackPort } from '../test/helpers/nats-server.js';
 import { pierEnv } from '../test/helpers/pier.js';
 import { SecureBus } from '../test/helpers/secure-bus.js';
-import { KEYRING_ROLES } from '../lib/config.js';
+import { KEYRING_ROLES } from '../lib/config/config.js';
 import { until } from '../test/helpers/wait.js';
 import { ChaosProcess } from './processes.js';
 

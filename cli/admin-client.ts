@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { DEFAULT_PORTS, ENV } from '../lib/config.js';
+import { DEFAULT_PORTS, ENV } from '../lib/config/config.js';
 
 /** A CLI failure, one line; `status` when the admin API answered one, `kind` for the rest (cli/outcome.ts). */
 export class CliError extends Error {

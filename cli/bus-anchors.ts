@@ -1,8 +1,8 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { anchorsFromMasterKeys, formatAnchors, formatSeeds, roleSeed } from '../lib/bus-anchors.js';
-import { ENV } from '../lib/config.js';
-import { parseMasterKey } from '../lib/config-secrets.js';
+import { anchorsFromMasterKeys, formatAnchors, formatSeeds, roleSeed } from '../lib/crypto/bus-anchors.js';
+import { ENV } from '../lib/config/config.js';
+import { parseMasterKey } from '../lib/config/config-secrets.js';
 import { CliError } from './admin-client.js';
 
 /**

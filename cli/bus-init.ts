@@ -4,7 +4,7 @@ import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BUS_ROLES, stateAccountOf, STATE_ROLES, type BusRole, type RolePermissions } from '../bus/permissions.js';
 import { permissionsFor, statePermissionsFor } from './roles.js';
-import { inboxPrefixOf, stateLoginVariable } from '../lib/nats-auth.js';
+import { inboxPrefixOf, stateLoginVariable } from '../lib/config/nats-auth.js';
 
 /** A login to one role's state account (PIER_STATE=jetstream), carried by every identity with that role. */
 export interface StateLogin {

@@ -1,8 +1,8 @@
 import type { BusSealing } from '../bus/bus.js';
 import { KeyPair, Sealer } from '../bus/seal.js';
-import { importSignKey, isAnchoredRole, verifiedBy } from '../lib/bus-anchors.js';
-import type { BusTrust } from '../lib/config-trust.js';
-import type { Peers } from '../lib/peers.js';
+import { importSignKey, isAnchoredRole, verifiedBy } from '../lib/crypto/bus-anchors.js';
+import type { BusTrust } from '../lib/config/config-trust.js';
+import type { Peers } from '../lib/runtime/peers.js';
 import type { KeyObject } from 'node:crypto';
 
 /** How long a request waits for a first heartbeat of the role it is sealed to (a cluster just starting). */

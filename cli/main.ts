@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../lib/config.js';
+import { loadConfig } from '../lib/config/config.js';
 import { startProcess } from './start.js';
-import { logDestinationApartFromNativeOutput } from '../lib/log.js';
+import { logDestinationApartFromNativeOutput } from '../lib/runtime/log.js';
 import { CliError } from './admin-client.js';
 import { COMMANDS } from './commands.js';
 import { commandHelp, globalHelp } from './help.js';

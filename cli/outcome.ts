@@ -1,5 +1,5 @@
 import { PierError } from '../bus/errors.js';
-import { ConfigError } from '../lib/config.js';
+import { ConfigError } from '../lib/config/config.js';
 import { CliError } from './admin-client.js';
 
 /**

@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { Bus } from '../bus/bus.js';
-import type { Metrics } from '../lib/metrics.js';
-import { adminHostAllowed } from '../edge/admin-host.js';
-import type { RegistryCache } from '../lib/registry-cache.js';
+import type { Metrics } from '../lib/runtime/metrics.js';
+import { adminHostAllowed } from '../edge/admin/admin-host.js';
+import type { RegistryCache } from '../lib/state/registry-cache.js';
 
 /**
  * `PIER_PROBE_PORT`: `/healthz`, `/readyz` and `/metrics` for any process, an actor-only one too

@@ -7,7 +7,7 @@ import { vaultActor } from '../actors/vault/index.js';
 import * as permissions from '../bus/permissions.js';
 import type { BusRole, RolePermissions, RoleTable } from '../bus/permissions.js';
 import { adminRole, edgeRole } from '../edge/bus-roles.js';
-import { busDeclarationOf, type AnyActor } from '../lib/actor.js';
+import { busDeclarationOf, type AnyActor } from '../lib/runtime/actor.js';
 
 /** Every actor, in the order a process starts them (the registry first: the others read it). */
 export const ACTORS = [registryActor, tokenActor, providerActor, vaultActor, callbackActor, uploadActor] as const satisfies readonly AnyActor[];

@@ -1,12 +1,12 @@
-import { clusterMetrics, adminHandlers, type AdminDeps } from './admin-api.js';
-import { consoleRoutes, type ConsoleOptions } from './console-api.js';
-import { healthz, readyz } from './health.js';
-import { accessToken, providerCall, providerCallGate, type SystemDeps } from './system-api.js';
-import { isVaultCall, vaultCall, vaultCallGate, type VaultApiDeps } from './vault-api.js';
-import { localApi, type LocalDeps } from './local-api.js';
-import { tusApi } from './tus-api.js';
-import { uploadApi, type UploadApiDeps } from './upload-api.js';
-import type { Route } from './http.js';
+import { clusterMetrics, adminHandlers, type AdminDeps } from './admin/admin-api.js';
+import { consoleRoutes, type ConsoleOptions } from './admin/console-api.js';
+import { healthz, readyz } from './http/health.js';
+import { accessToken, providerCall, providerCallGate, type SystemDeps } from './system/system-api.js';
+import { isVaultCall, vaultCall, vaultCallGate, type VaultApiDeps } from './system/vault-api.js';
+import { localApi, type LocalDeps } from './gateway/local-api.js';
+import { tusApi } from './upload/tus-api.js';
+import { uploadApi, type UploadApiDeps } from './upload/upload-api.js';
+import type { Route } from './http/http.js';
 
 /** The listeners of contract section 8, by name. */
 export const LISTENERS = ['public', 'system', 'local', 'upload', 'admin'] as const;

@@ -1,14 +1,14 @@
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import uWS from 'uWebSockets.js';
-import type { RoleContext } from '../lib/runtime.js';
-import { ConfigError, type Config, type Ports } from '../lib/config.js';
-import { mountRoutes } from './mount-routes.js';
-import { adminHostAllowed } from './admin-host.js';
-import { Gateway } from './gateway.js';
+import type { RoleContext } from '../lib/runtime/runtime.js';
+import { ConfigError, type Config, type Ports } from '../lib/config/config.js';
+import { mountRoutes } from './http/mount-routes.js';
+import { adminHostAllowed } from './admin/admin-host.js';
+import { Gateway } from './gateway/gateway.js';
 import { routeTable, type ListenerName } from './routes.js';
-import { PassedGates } from './call-gate.js';
-import { TlsServing } from './tls.js';
+import { PassedGates } from './system/call-gate.js';
+import { TlsServing } from './http/tls.js';
 
 export interface RunningEdge {
   /** Ports actually bound (differs from the configuration when it asked for port 0). */

@@ -1,5 +1,5 @@
 import type { GatewayEvent } from '../../bus/subjects.js';
-import type { CallbackTarget } from '../../lib/callback-target.js';
+import type { CallbackTarget } from '../../lib/policy/callback-target.js';
 
 /** What a callback replica holds for one connection: its queue of events not yet delivered. */
 export interface ConnState {

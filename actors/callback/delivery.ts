@@ -1,9 +1,9 @@
 import { createHmac } from 'node:crypto';
 import { Agent } from 'undici';
 import type { GatewayEvent } from '../../bus/subjects.js';
-import { isPolicyRefusal, type AddressPolicy } from '../../lib/address-policy.js';
-import { callbackOrigin, type CallbackTarget } from '../../lib/callback-target.js';
-import { policyConnector } from '../../lib/policy-connector.js';
+import { isPolicyRefusal, type AddressPolicy } from '../../lib/policy/address-policy.js';
+import { callbackOrigin, type CallbackTarget } from '../../lib/policy/callback-target.js';
+import { policyConnector } from '../../lib/policy/policy-connector.js';
 
 export interface DeliveryOptions {
   timeoutMs: number;

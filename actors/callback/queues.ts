@@ -1,7 +1,7 @@
 import { asPierError, PierError } from '../../bus/errors.js';
 import { gatewayEventId } from '../../bus/ids.js';
 import type { EventAck, GatewayEvent } from '../../bus/subjects.js';
-import type { CallbackTarget } from '../../lib/callback-target.js';
+import type { CallbackTarget } from '../../lib/policy/callback-target.js';
 import { ConnTable, type ConnState } from './connections.js';
 
 export type Delivery = (ev: GatewayEvent, conn: ConnState) => Promise<'delivered' | 'dropped' | 'refused'>;

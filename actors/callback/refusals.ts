@@ -1,5 +1,5 @@
 import type { GatewayEvent } from '../../bus/subjects.js';
-import type { Logger } from '../../lib/log.js';
+import type { Logger } from '../../lib/runtime/log.js';
 
 /**
  * Why a callback replica refused an event: `unknown_app` (its registry view has no target for the

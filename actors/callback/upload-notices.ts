@@ -1,8 +1,8 @@
 import { PierError } from '../../bus/errors.js';
 import { appId } from '../../bus/ids.js';
 import type { GatewayEvent, UploadNotice } from '../../bus/subjects.js';
-import type { CallbackTarget } from '../../lib/callback-target.js';
-import type { RegistryCache } from '../../lib/registry-cache.js';
+import type { CallbackTarget } from '../../lib/policy/callback-target.js';
+import type { RegistryCache } from '../../lib/state/registry-cache.js';
 import type { Outcome } from './delivery.js';
 
 /** An upload notice as the callback body carries it: `action: "upload"`, the file in `data`. */

@@ -1,10 +1,10 @@
 import { Counter, Histogram } from 'prom-client';
 import { streamSubject } from '../../bus/byte-stream.js';
 import { provider } from '../../bus/subjects.js';
-import { defineActor, serves } from '../../lib/actor.js';
-import { AccessTokens } from '../../lib/access-token.js';
-import { AddressPolicy, networksList } from '../../lib/address-policy.js';
-import type { RoleContext } from '../../lib/runtime.js';
+import { defineActor, serves } from '../../lib/runtime/actor.js';
+import { AccessTokens } from '../../lib/crypto/access-token.js';
+import { AddressPolicy, networksList } from '../../lib/policy/address-policy.js';
+import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { authorise, callProvider, type ProviderDeps } from './handler.js';
 import { Upstream } from './upstream.js';
 

@@ -1,8 +1,8 @@
 import type { Readable } from 'node:stream';
 import { Agent, errors, type Dispatcher } from 'undici';
 import { PierError } from '../../bus/errors.js';
-import { isPolicyRefusal, type AddressPolicy } from '../../lib/address-policy.js';
-import { policyConnector } from '../../lib/policy-connector.js';
+import { isPolicyRefusal, type AddressPolicy } from '../../lib/policy/address-policy.js';
+import { policyConnector } from '../../lib/policy/policy-connector.js';
 
 export interface UpstreamResponse {
   status: number;

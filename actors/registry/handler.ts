@@ -1,8 +1,8 @@
 import { ErrorReasons, PierError } from '../../bus/errors.js';
 import type { AppCallbackKey, AppCredentials, AppSummary, ChangeEvent, ImportedCredentials, InstalledApp, IssuedToken, ProviderState, ProviderView, UserSummary } from '../../bus/subjects.js';
-import type { Keyring } from '../../lib/keyring.js';
-import { newAppKey, newAppSecret, newUserToken, safeEqual, sha256Hex } from '../../lib/tokens.js';
-import { callbackKeyOf } from '../../lib/app-secrets.js';
+import type { Keyring } from '../../lib/crypto/keyring.js';
+import { newAppKey, newAppSecret, newUserToken, safeEqual, sha256Hex } from '../../lib/crypto/tokens.js';
+import { callbackKeyOf } from '../../lib/crypto/app-secrets.js';
 import { destConflict } from './dest-nesting.js';
 import { parseManifest } from './manifest.js';
 import { parseProviderDocs } from './provider-doc.js';
@@ -167,7 +167,7 @@ export function appCredentials(deps: RegistryDeps, appKey: string): AppCredentia
   return { user: app.user, app: app.name, appKey: app.appKey, appSecret };
 }
 
-/** The app's callback key (lib/app-secrets.ts): what the callback role signs with, never the secret. */
+/** The app's callback key (lib/crypto/app-secrets.ts): what the callback role signs with, never the secret. */
 export function appCallbackKey(deps: RegistryDeps, appKey: string): AppCallbackKey {
   const { appSecret, ...app } = appCredentials(deps, appKey);
   return { ...app, callbackKey: callbackKeyOf(appSecret) };

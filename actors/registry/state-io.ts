@@ -2,8 +2,8 @@ import { PierError } from '../../bus/errors.js';
 import { appId } from '../../bus/ids.js';
 import { USER_NAME, type ProviderView, type StatePage, type StateRecord, type TokenView, type UserView } from '../../bus/subjects.js';
 import type { AppRecord, RegistryStore } from './store.js';
-import type { Keyring } from '../../lib/keyring.js';
-import { checkImportKey } from '../../lib/master-key-check.js';
+import type { Keyring } from '../../lib/crypto/keyring.js';
+import { checkImportKey } from '../../lib/crypto/master-key-check.js';
 
 /** Every record of the registry, in a stable order: users, tokens, apps (with their sealed secrets), providers. */
 export function registryRecords(store: RegistryStore): StateRecord[] {

@@ -1,6 +1,6 @@
 import type { JetStreamClient, JetStreamManager } from 'nats';
 import { registryState, type Change, type ChangeEvent, type ProviderView, type Snapshot, type TokenView, type UserView } from '../../bus/subjects.js';
-import { ReplicatedLog, type LogState } from '../../lib/replicated-log.js';
+import { ReplicatedLog, type LogState } from '../../lib/state/replicated-log.js';
 import { publicChange, publicView, type AppRecord, type RegistryStore, type Writer } from './store.js';
 
 /** The registry's state in memory, rebuilt by replaying the log (from its newest snapshot). */

@@ -1,5 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
-import { durably } from '../../lib/lmdb-durable.js';
+import { durably } from '../../lib/state/lmdb-durable.js';
 import type { AppView, Change, ChangeEvent, ProviderView, Snapshot, TokenView, UserView } from '../../bus/subjects.js';
 
 /** An app as stored: the shared view plus its secret, sealed with the master key. */

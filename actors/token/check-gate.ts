@@ -1,5 +1,5 @@
 import { PierError } from '../../bus/errors.js';
-import { decrement, increment } from '../../lib/counts.js';
+import { decrement, increment } from '../../lib/runtime/counts.js';
 
 export interface CheckGateOptions {
   /** bcrypt checks one client address may have running at once (more wait: never refused for it). */

@@ -1,9 +1,9 @@
 import { PierError } from '../../bus/errors.js';
 import { BCRYPT_HASH, BCRYPT_MAX_COST, BCRYPT_MIN_COST, type IssueRequest, type IssuedAccess } from '../../bus/subjects.js';
-import { ACCESS_TOKEN_TTL_MS, type AccessTokens } from '../../lib/access-token.js';
-import type { FailureLimiter } from '../../lib/rate-limit.js';
-import type { RegistryCache } from '../../lib/registry-cache.js';
-import { sha256Hex } from '../../lib/tokens.js';
+import { ACCESS_TOKEN_TTL_MS, type AccessTokens } from '../../lib/crypto/access-token.js';
+import type { FailureLimiter } from '../../lib/policy/rate-limit.js';
+import type { RegistryCache } from '../../lib/state/registry-cache.js';
+import { sha256Hex } from '../../lib/crypto/tokens.js';
 import type { CheckGate } from './check-gate.js';
 
 export type RefusalReason = 'schema' | 'cost' | 'timestamp' | 'unknown_key' | 'rate_limited' | 'bad_proof' | 'proof_reused' | 'not_granted';

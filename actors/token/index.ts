@@ -1,12 +1,12 @@
 import { ask } from '../../bus/verbs.js';
 import { Counter } from 'prom-client';
 import { registry, token, tokenState } from '../../bus/subjects.js';
-import { defineActor, serves } from '../../lib/actor.js';
-import { AccessTokens } from '../../lib/access-token.js';
-import { AppSecrets } from '../../lib/app-secrets.js';
-import { FailureLimiter } from '../../lib/rate-limit.js';
+import { defineActor, serves } from '../../lib/runtime/actor.js';
+import { AccessTokens } from '../../lib/crypto/access-token.js';
+import { AppSecrets } from '../../lib/crypto/app-secrets.js';
+import { FailureLimiter } from '../../lib/policy/rate-limit.js';
 import { SharedFailures } from './shared-failures.js';
-import type { RoleContext } from '../../lib/runtime.js';
+import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { BcryptPool } from './bcrypt-pool.js';
 import { CheckGate } from './check-gate.js';
 import { issueAccessToken, VerifiedProofs, type RefusalReason, type TokenDeps } from './handler.js';

@@ -3,9 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../../bus/codec.js';
 import { sharedFailureSchema, tokenState, type SharedFailure } from '../../bus/subjects.js';
 import { compile } from '../../bus/validation.js';
-import { ensureStream, retryWhileStarting } from '../../lib/jetstream.js';
-import type { FailureLimiter } from '../../lib/rate-limit.js';
-import { StreamFollower } from '../../lib/stream-follower.js';
+import { ensureStream, retryWhileStarting } from '../../lib/state/jetstream.js';
+import type { FailureLimiter } from '../../lib/policy/rate-limit.js';
+import { StreamFollower } from '../../lib/state/stream-follower.js';
 
 /** Failures being appended at once; past it a failure is counted locally only (and counted as not shared). */
 const MAX_IN_FLIGHT = 1_000;

@@ -1,5 +1,5 @@
 import type { UploadCompleted } from '../../bus/subjects.js';
-import type { RegistryCache } from '../../lib/registry-cache.js';
+import type { RegistryCache } from '../../lib/state/registry-cache.js';
 import type { UploadLocks } from './lock.js';
 import type { UploadRoot } from './root.js';
 import type { UploadStore } from './store.js';

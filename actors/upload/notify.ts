@@ -2,8 +2,8 @@ import { ask } from '../../bus/verbs.js';
 import type { Bus } from '../../bus/bus.js';
 import { PierError } from '../../bus/errors.js';
 import { uploadNotices, type UploadNotice } from '../../bus/subjects.js';
-import type { Logger } from '../../lib/log.js';
-import type { RegistryCache } from '../../lib/registry-cache.js';
+import type { Logger } from '../../lib/runtime/log.js';
+import type { RegistryCache } from '../../lib/state/registry-cache.js';
 
 /**
  * Hands each completed upload of an app that declared `upload.callback` to a callback replica,

@@ -1,7 +1,7 @@
 import type { JetStreamClient, JetStreamManager } from 'nats';
 import { appId } from '../../bus/ids.js';
 import { uploadState } from '../../bus/subjects.js';
-import { ReplicatedLog, type LogState } from '../../lib/replicated-log.js';
+import { ReplicatedLog, type LogState } from '../../lib/state/replicated-log.js';
 import { slotOf, type Upload, type UploadReader, type UploadStore, type UploadWriter } from './store.js';
 
 type UploadChange = { op: 'put'; value: Upload } | { op: 'remove'; id: string };

@@ -1,5 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
-import { durably } from '../../lib/lmdb-durable.js';
+import { durably } from '../../lib/state/lmdb-durable.js';
 import { appId } from '../../bus/ids.js';
 import type { CreateUpload, UploadRecord } from '../../bus/subjects.js';
 

@@ -2,7 +2,7 @@ import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from 'nats
 import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../../bus/codec.js';
 import { vaultState, type AuditEntry } from '../../bus/subjects.js';
-import { ensureStream, retryWhileStarting } from '../../lib/jetstream.js';
+import { ensureStream, retryWhileStarting } from '../../lib/state/jetstream.js';
 
 /** Audit entries per stream message (at most; ~250 bytes each). */
 const AUDIT_BATCH = 256;

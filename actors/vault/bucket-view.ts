@@ -1,7 +1,7 @@
 import type { JetStreamClient, JetStreamManager, JsMsg, KV } from 'nats';
 import { decode, encode } from '../../bus/codec.js';
-import { AppliedSequence } from '../../lib/applied-sequence.js';
-import { StreamFollower } from '../../lib/stream-follower.js';
+import { AppliedSequence } from '../../lib/state/applied-sequence.js';
+import { StreamFollower } from '../../lib/state/stream-follower.js';
 
 /** KV keys are limited to `[-/_=.a-zA-Z0-9]`: a logical key (with its NUL separators) travels as base64url. */
 const kvKey = (key: string) => Buffer.from(key, 'utf8').toString('base64url');

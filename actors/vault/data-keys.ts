@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Keyring } from '../../lib/keyring.js';
+import type { Keyring } from '../../lib/crypto/keyring.js';
 import type { VaultStore, VaultWriter } from './store.js';
 
 const context = (scope: string) => `pier/vault/data-key/${scope}`;

@@ -1,8 +1,8 @@
 import { PierError } from '../../bus/errors.js';
 import { SECRET_ENVS, SECRET_NAME, SECRET_OPS, SECRET_VALUE_MAX_BYTES, WORKSPACE_NAME, type AuditEntry, type CallGate, type SecretOp, type VaultAnswer, type VaultRequest } from '../../bus/subjects.js';
-import type { AccessTokens } from '../../lib/access-token.js';
-import type { RegistryCache } from '../../lib/registry-cache.js';
-import { open, seal } from '../../lib/secret-box.js';
+import type { AccessTokens } from '../../lib/crypto/access-token.js';
+import type { RegistryCache } from '../../lib/state/registry-cache.js';
+import { open, seal } from '../../lib/crypto/secret-box.js';
 import { assertValid, compile } from '../../bus/validation.js';
 import type { DataKeys } from './data-keys.js';
 import { nameOf, scopeKey, secretKey, type SecretRecord, type VaultStore, type VaultWriter } from './store.js';

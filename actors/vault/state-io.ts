@@ -1,8 +1,8 @@
 import { PierError } from '../../bus/errors.js';
 import type { StatePage, StateRecord } from '../../bus/subjects.js';
 import type { DataKeyRecord, SecretRecord, VaultStore } from './store.js';
-import type { Keyring } from '../../lib/keyring.js';
-import { checkImportKey } from '../../lib/master-key-check.js';
+import type { Keyring } from '../../lib/crypto/keyring.js';
+import { checkImportKey } from '../../lib/crypto/master-key-check.js';
 
 /** Audit entries carried by an export: the newest ones (the rest stay where they are, under their retention). */
 export const EXPORTED_AUDIT = 100_000;

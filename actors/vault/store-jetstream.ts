@@ -1,6 +1,6 @@
 import { StorageType, type JetStreamClient, type JetStreamManager } from 'nats';
 import { PierError } from '../../bus/errors.js';
-import { catchUpOrRefuse, retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/jetstream.js';
+import { catchUpOrRefuse, retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/state/jetstream.js';
 import { vaultState, type AuditEntry, type WrittenMark } from '../../bus/subjects.js';
 import { JetStreamAudit } from './audit-jetstream.js';
 import { BucketView, Conflict, HISTORY } from './bucket-view.js';

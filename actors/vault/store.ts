@@ -1,5 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
-import { durably } from '../../lib/lmdb-durable.js';
+import { durably } from '../../lib/state/lmdb-durable.js';
 import type { AuditEntry } from '../../bus/subjects.js';
 import { DecodedCache } from './decoded-cache.js';
 

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type JetStreamClient } from 'nats';
 import { encode } from '../../bus/codec.js';
-import { ensureStream } from '../../lib/jetstream.js';
-import { LogSnapshots, type LogNames } from '../../lib/log-snapshots.js';
+import { ensureStream } from '../../lib/state/jetstream.js';
+import { LogSnapshots, type LogNames } from '../../lib/state/log-snapshots.js';
 import { NatsServer } from '../helpers/nats-server.js';
 
 // Snapshots of a replicated log on a real JetStream (one node).

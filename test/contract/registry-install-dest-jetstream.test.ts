@@ -1,7 +1,7 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { JetStreamRegistryStore } from '../../actors/registry/store-jetstream.js';
-import { Keyring } from '../../lib/keyring.js';
+import { Keyring } from '../../lib/crypto/keyring.js';
 import { jetStreamReplicas } from '../helpers/jetstream-replicas.js';
 import { concurrentNestedInstalls, depsOf } from '../helpers/registry-installs.js';
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { connect, type NatsConnection } from 'nats';
 import { encode } from '../../bus/codec.js';
 import { tokenState } from '../../bus/subjects.js';
-import { FailureLimiter } from '../../lib/rate-limit.js';
+import { FailureLimiter } from '../../lib/policy/rate-limit.js';
 import { SharedFailures } from '../../actors/token/shared-failures.js';
 import { startJetStreamCluster, type NatsServer } from '../helpers/nats-server.js';
 import { until } from '../helpers/wait.js';

@@ -4,7 +4,7 @@ import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, ErrorCode, type NatsConnection } from 'nats';
 import { encode } from '../../bus/codec.js';
-import { readCredsFile } from '../../lib/nats-auth.js';
+import { readCredsFile } from '../../lib/config/nats-auth.js';
 import { cleanup, failedStart, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { SecureBus } from '../helpers/secure-bus.js';
 import { within } from '../helpers/wait.js';

@@ -10,7 +10,7 @@ import { connectSecure } from '../helpers/ws-client.js';
 import { LocalTopology, prepareOperatorFiles, readCompose } from '../helpers/topology.js';
 import { until as waitUntil } from '../helpers/wait.js';
 import { connect as connectNats } from 'nats';
-import { KEYRING_ROLES, type Role } from '../../lib/config.js';
+import { KEYRING_ROLES, type Role } from '../../lib/config/config.js';
 
 const secrets = { PIER_ADMIN_TOKEN: randomBytes(24).toString('hex'), PIER_MASTER_KEY: randomBytes(32).toString('hex') };
 let topo: LocalTopology;

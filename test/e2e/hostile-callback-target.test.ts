@@ -6,7 +6,7 @@ import { connect, type NatsConnection } from 'nats';
 import { decode, encode } from '../../bus/codec.js';
 import { KeyPair, Sealer } from '../../bus/seal.js';
 import { gatewaySubjects } from '../../bus/subjects.js';
-import { readCredsFile } from '../../lib/nats-auth.js';
+import { readCredsFile } from '../../lib/config/nats-auth.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { SecureBus } from '../helpers/secure-bus.js';
 import { sleep, until, within } from '../helpers/wait.js';

@@ -2,7 +2,7 @@ import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { BUS_ROLES } from '../../bus/permissions.js';
-import { KEYRING_ROLES } from '../../lib/config.js';
+import { KEYRING_ROLES } from '../../lib/config/config.js';
 import { pierEnv, PierProcess } from '../helpers/pier.js';
 import { SecureBus } from '../helpers/secure-bus.js';
 import { platformClientsSuite } from './platform-clients-suite.js';

@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { request } from 'undici';
-import type { Ports } from '../../lib/config.js';
+import type { Ports } from '../../lib/config/config.js';
 import type { AppEnv } from '../helpers/app-client.js';
 import { cleanup, cli, tempDir } from '../helpers/pier.js';
 import { providerDoc, ProviderServer } from '../helpers/provider-server.js';

@@ -2,7 +2,7 @@ import test from 'ava';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanup, cli, pierEnv, PierProcess, ROOT, tempDir } from '../helpers/pier.js';
-import { ROLES } from '../../lib/config.js';
+import { ROLES } from '../../lib/config/config.js';
 
 const example = (name: string) => join(ROOT, 'examples', name);
 
@@ -179,7 +179,7 @@ test('status reports roles, bus and this process', async (t) => {
   t.is(r.json.replicas.length, 1);
   t.is(r.json.connections, 0);
   t.is(r.json.uploads, 0);
-  // Each actor endpoint's figures (lib/actor.ts): the user added above was served.
+  // Each actor endpoint's figures (lib/runtime/actor.ts): the user added above was served.
   const endpoints = r.json.replicas[0].endpoints as Record<string, { subject: string; requests: number; errors: number }>;
   t.is(endpoints['registry.userAdd'].subject, 'pier.registry.user.add');
   t.true(endpoints['registry.userAdd'].requests >= 1);

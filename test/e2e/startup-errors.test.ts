@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, cleanup, pierEnv, tempDir } from '../helpers/pier.js';
-import { ROLES } from '../../lib/config.js';
+import { ROLES } from '../../lib/config/config.js';
 import { NatsServer } from '../helpers/nats-server.js';
 
 function start(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stderr: string }> {

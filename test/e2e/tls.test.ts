@@ -210,7 +210,7 @@ test('bad files stop the start with one line: expired, mismatched key, missing, 
 
 
 test.serial('stdout carries only JSON lines, with SNI certificates loaded and reloaded (the native library\'s debug prints are kept out)', async (t) => {
-  // Stdout a file, as with `pier start > pier.log` or a container's log pipe (see lib/log.ts for
+  // Stdout a file, as with `pier start > pier.log` or a container's log pipe (see lib/runtime/log.ts for
   // the socket case it cannot help).
   const out = join(dir, 'stdout.log');
   const fd = openSync(out, 'w');

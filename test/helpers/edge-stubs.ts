@@ -3,7 +3,7 @@ import { serve } from '../../bus/verbs.js';
 import type { ExecutionContext } from 'ava';
 import { MemoryBus } from '../../bus/bus-memory.js';
 import { PierError } from '../../bus/errors.js';
-import type { HttpReply, HttpRequestData } from '../../edge/http.js';
+import type { HttpReply, HttpRequestData } from '../../edge/http/http.js';
 
 /**
  * Stubs for unit tests of the edge's API modules (tus-node-server's handler tests are the model):

@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { NatsBus } from '../../bus/bus-nats.js';
 import { BusKeys } from '../../cli/bus-keys.js';
-import { Peers } from '../../lib/peers.js';
-import type { Role } from '../../lib/config.js';
-import { busTrustFrom } from '../../lib/config-trust.js';
-import { Keyring } from '../../lib/keyring.js';
-import { parseMasterKey } from '../../lib/config-secrets.js';
+import { Peers } from '../../lib/runtime/peers.js';
+import type { Role } from '../../lib/config/config.js';
+import { busTrustFrom } from '../../lib/config/config-trust.js';
+import { Keyring } from '../../lib/crypto/keyring.js';
+import { parseMasterKey } from '../../lib/config/config-secrets.js';
 
 /**
  * A bare bus connection that talks as Pier's admin role does: it announces itself (so its replies

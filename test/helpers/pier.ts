@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export const BIN = join(ROOT, 'bin', 'pier.js');
 
-import type { Ports } from '../../lib/config.js';
+import type { Ports } from '../../lib/config/config.js';
 
 export function tempDir(prefix = 'pier-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));

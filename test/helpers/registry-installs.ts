@@ -2,7 +2,7 @@ import type { ExecutionContext } from 'ava';
 import { PierError } from '../../bus/errors.js';
 import * as h from '../../actors/registry/handler.js';
 import type { RegistryStore } from '../../actors/registry/store.js';
-import type { Keyring } from '../../lib/keyring.js';
+import type { Keyring } from '../../lib/crypto/keyring.js';
 import { until } from './wait.js';
 
 /** Registry handler dependencies over `store`, with a fixed clock and no one listening to changes. */

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from 'nats';
 import type { BusRole } from '../../bus/permissions.js';
-import { readCredsFile } from '../../lib/nats-auth.js';
+import { readCredsFile } from '../../lib/config/nats-auth.js';
 import type { AppEnv } from './app-client.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from './pier.js';
 import { SecureBus } from './secure-bus.js';

@@ -2,8 +2,8 @@ import test from 'ava';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../../cli/commands.js';
-import { ENV } from '../../lib/config-env.js';
-import { GATEWAY_PATH } from '../../edge/gateway.js';
+import { ENV } from '../../lib/config/config-env.js';
+import { GATEWAY_PATH } from '../../edge/gateway/gateway.js';
 import { routeTable } from '../../edge/routes.js';
 
 // docs/protocol.md is the reference for every route, command and setting (issue 39): it is checked

@@ -4,7 +4,7 @@ import { MemoryBus } from '../../../bus/bus-memory.js';
 import { GuardedBus } from '../../../bus/guarded.js';
 import { BUS_ROLES, covers, EXTERNAL_EVENTS, allowed, allowListMatcher, STATE_ROLES } from '../../../bus/permissions.js';
 import { ACTORS, declaredBy, permissionsFor, ROLE_TABLE, statePermissionsFor } from '../../../cli/roles.js';
-import { busDeclarationOf, serves } from '../../../lib/actor.js';
+import { busDeclarationOf, serves } from '../../../lib/runtime/actor.js';
 import { uploadActor } from '../../../actors/upload/index.js';
 import * as subjects from '../../../bus/subjects.js';
 import { streamSubject } from '../../../bus/byte-stream.js';

@@ -6,7 +6,7 @@ import { MemoryBus } from '../../../bus/bus-memory.js';
 import type { Bus, BusMessage, BusSealing } from '../../../bus/bus.js';
 import { KeyPair, Sealer } from '../../../bus/seal.js';
 import { PierError } from '../../../bus/errors.js';
-import { roleSeed, RoleKeys } from '../../../lib/bus-anchors.js';
+import { roleSeed, RoleKeys } from '../../../lib/crypto/bus-anchors.js';
 
 test('a box opens only with the recipient\'s key and only as what it was made for', (t) => {
   const a = new Sealer(KeyPair.generate());

@@ -6,9 +6,9 @@ import type { Bus, BusMessage, LocalReply, RequestOptions } from '../../../bus/b
 import { decode } from '../../../bus/codec.js';
 import { gatewayChannels, gatewaySubjects, type GatewayEvent, type ProcessInfo } from '../../../bus/subjects.js';
 import { ConnQueues, type TargetOf } from '../../../actors/callback/queues.js';
-import { EventForwarder } from '../../../edge/gateway-forwarder.js';
-import { createLogger } from '../../../lib/log.js';
-import type { Peers } from '../../../lib/peers.js';
+import { EventForwarder } from '../../../edge/gateway/gateway-forwarder.js';
+import { createLogger } from '../../../lib/runtime/log.js';
+import type { Peers } from '../../../lib/runtime/peers.js';
 import { until } from '../../helpers/wait.js';
 import { PierError } from '../../../bus/errors.js';
 

@@ -2,7 +2,7 @@ import test from 'ava';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { GatewayEvent } from '../../../bus/subjects.js';
 import { Deliverer, signature } from '../../../actors/callback/delivery.js';
-import { AddressPolicy, networksList } from '../../../lib/address-policy.js';
+import { AddressPolicy, networksList } from '../../../lib/policy/address-policy.js';
 import { within } from '../../helpers/wait.js';
 
 // Callbacks are dialled through the address policy of provider calls (docs/security.md "The bus"):

@@ -2,7 +2,7 @@ import test from 'ava';
 import { PassThrough } from 'node:stream';
 import type { GatewayEvent } from '../../../bus/subjects.js';
 import { reasonOf, Refusals, type RefusalReason } from '../../../actors/callback/refusals.js';
-import { createLogger } from '../../../lib/log.js';
+import { createLogger } from '../../../lib/runtime/log.js';
 
 const ev = (connId: string): GatewayEvent => ({ eventId: `${connId}:1`, connId, edge: 'e00000000001', user: 'alice', app: 'ghost', seq: 1, oldest: 1, action: 'message', data: { secret: 'frame-data' }, cookie: 'auth_token=tok' });
 

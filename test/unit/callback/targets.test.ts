@@ -2,7 +2,7 @@ import test from 'ava';
 import { PierError } from '../../../bus/errors.js';
 import { gatewayChannels, type AppView, type GatewayEvent } from '../../../bus/subjects.js';
 import { ConnQueues } from '../../../actors/callback/queues.js';
-import { registeredTarget, type CallbackTarget } from '../../../lib/callback-target.js';
+import { registeredTarget, type CallbackTarget } from '../../../lib/policy/callback-target.js';
 import { until } from '../../helpers/wait.js';
 
 // docs/security.md "The bus": the callback replica takes an app's target from its own registry view,

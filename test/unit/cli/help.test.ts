@@ -3,7 +3,7 @@ import { CliError } from '../../../cli/admin-client.js';
 import { COMMANDS } from '../../../cli/commands.js';
 import { commandHelp, globalHelp, HELPED } from '../../../cli/help.js';
 import { describeFailure, EXIT } from '../../../cli/outcome.js';
-import { ConfigError } from '../../../lib/config.js';
+import { ConfigError } from '../../../lib/config/config.js';
 
 test('every command has its own help: usage, what it does, an example; unknown ones have none', (t) => {
   t.deepEqual([...HELPED].sort(), [...Object.keys(COMMANDS), 'start'].sort());

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { ErrorReasons, PierError } from '../../../bus/errors.js';
 import { registry, stateEndpoints, upload, vault } from '../../../bus/subjects.js';
-import { adminHandlers, type AdminDeps } from '../../../edge/admin-api.js';
+import { adminHandlers, type AdminDeps } from '../../../edge/admin/admin-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
 // The operator's API (docs/protocol.md "Admin API"): the token first, then the input checked and named,

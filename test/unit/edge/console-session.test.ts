@@ -1,5 +1,5 @@
 import test from 'ava';
-import { ConsoleSessions, cookieOf, CSRF_HEADER, SESSION_COOKIE, sessionCookie, signInOriginOk } from '../../../edge/console-session.js';
+import { ConsoleSessions, cookieOf, CSRF_HEADER, SESSION_COOKIE, sessionCookie, signInOriginOk } from '../../../edge/admin/console-session.js';
 import { request } from '../../helpers/edge-stubs.js';
 
 const ADMIN = 'admin-token-0123456789';

@@ -1,6 +1,6 @@
 import test from 'ava';
-import { frameToData, originAllowed, parseAppHost } from '../../../edge/gateway-host.js';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../../edge/json-depth.js';
+import { frameToData, originAllowed, parseAppHost } from '../../../edge/gateway/gateway-host.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../../edge/http/json-depth.js';
 import { encode } from '../../../bus/codec.js';
 
 test('Host: <app>.<user>.<domain>, with or without a port; anything else is refused', (t) => {

@@ -1,8 +1,8 @@
 import test from 'ava';
 import type { Bus } from '../../../bus/bus.js';
 import { BUS_ROLES } from '../../../bus/permissions.js';
-import { healthz, missingRoles, readyz } from '../../../edge/health.js';
-import type { RegistryCache } from '../../../lib/registry-cache.js';
+import { healthz, missingRoles, readyz } from '../../../edge/http/health.js';
+import type { RegistryCache } from '../../../lib/state/registry-cache.js';
 
 // The probes (docs/protocol.md "Conventions"): /healthz says the process answers; /readyz names every reason
 // it is not ready, the admin listener's also the roles no process runs.

@@ -3,10 +3,10 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { PierError } from '../../../bus/errors.js';
-import { errorReply, ok } from '../../../edge/envelope.js';
-import type { HttpDeps, Route } from '../../../edge/http.js';
-import { parseJsonBody } from '../../../edge/json-body.js';
-import { mountRoutes } from '../../../edge/mount-routes.js';
+import { errorReply, ok } from '../../../edge/http/envelope.js';
+import type { HttpDeps, Route } from '../../../edge/http/http.js';
+import { parseJsonBody } from '../../../edge/http/json-body.js';
+import { mountRoutes } from '../../../edge/http/mount-routes.js';
 import { until } from '../../helpers/wait.js';
 import { refusal } from '../../helpers/edge-stubs.js';
 

@@ -3,8 +3,8 @@ import { serve } from '../../../bus/verbs.js';
 import test from 'ava';
 import { PierError } from '../../../bus/errors.js';
 import { gatewayChannels, gatewaySubjects, registry, type AppView, type ConnCommand } from '../../../bus/subjects.js';
-import { PassedGates } from '../../../edge/call-gate.js';
-import { localApi, type LocalDeps } from '../../../edge/local-api.js';
+import { PassedGates } from '../../../edge/system/call-gate.js';
+import { localApi, type LocalDeps } from '../../../edge/gateway/local-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
 // The app side of the gateway (docs/protocol.md "Gateway", port 40010): which app calls (its key and

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { MetricsHistory, type MetricJson } from '../../../edge/metrics-history.js';
+import { MetricsHistory, type MetricJson } from '../../../edge/admin/metrics-history.js';
 
 const counter = (name: string, value: number, labels: Record<string, string> = {}): MetricJson => ({ name, type: 'counter', values: [{ value, labels }] });
 const histogram = (counts: Record<string, number>): MetricJson => ({

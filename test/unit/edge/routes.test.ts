@@ -1,7 +1,7 @@
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { LISTENERS, routeTable } from '../../../edge/routes.js';
-import type { HttpRequestData } from '../../../edge/http.js';
+import type { HttpRequestData } from '../../../edge/http/http.js';
 
 const bus = new MemoryBus();
 // Nothing here reaches a dependency: every admin handler checks the token first.

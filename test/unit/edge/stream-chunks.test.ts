@@ -1,6 +1,6 @@
 import test from 'ava';
 import { PassThrough, Readable } from 'node:stream';
-import { chunksOf } from '../../../edge/stream-chunks.js';
+import { chunksOf } from '../../../edge/http/stream-chunks.js';
 
 test('hands on every chunk as pushed, in order, without joining them', async (t) => {
   const parts = [Buffer.from('ab'), Buffer.from('cde'), Buffer.from('f')];

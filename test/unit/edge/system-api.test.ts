@@ -1,8 +1,8 @@
 import test from 'ava';
 import { PierError } from '../../../bus/errors.js';
 import { provider, token } from '../../../bus/subjects.js';
-import { PassedGates } from '../../../edge/call-gate.js';
-import { accessToken, providerCall, providerCallGate } from '../../../edge/system-api.js';
+import { PassedGates } from '../../../edge/system/call-gate.js';
+import { accessToken, providerCall, providerCallGate } from '../../../edge/system/system-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
 // The system listener's app calls (docs/protocol.md "Access tokens" and docs/protocol.md "Provider calls"): the access token request checked

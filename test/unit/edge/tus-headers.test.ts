@@ -1,5 +1,5 @@
 import test from 'ava';
-import { byteCount, metaText, parseChecksum, parseMetadata, TusRefusal } from '../../../edge/tus-headers.js';
+import { byteCount, metaText, parseChecksum, parseMetadata, TusRefusal } from '../../../edge/upload/tus-headers.js';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 

@@ -2,8 +2,8 @@ import test from 'ava';
 import { Readable } from 'node:stream';
 import { PierError } from '../../../bus/errors.js';
 import { upload, type AppView } from '../../../bus/subjects.js';
-import { uploadApi, type UploadApiDeps } from '../../../edge/upload-api.js';
-import type { RegistryCache } from '../../../lib/registry-cache.js';
+import { uploadApi, type UploadApiDeps } from '../../../edge/upload/upload-api.js';
+import type { RegistryCache } from '../../../lib/state/registry-cache.js';
 import { request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
 // The upload listener (docs/protocol.md "Upload"): who calls (token and Host), the form's fields

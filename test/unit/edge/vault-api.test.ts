@@ -1,8 +1,8 @@
 import test from 'ava';
 import { PierError } from '../../../bus/errors.js';
 import { vault } from '../../../bus/subjects.js';
-import { PassedGates } from '../../../edge/call-gate.js';
-import { isVaultCall, vaultCall, vaultCallGate } from '../../../edge/vault-api.js';
+import { PassedGates } from '../../../edge/system/call-gate.js';
+import { isVaultCall, vaultCall, vaultCallGate } from '../../../edge/system/vault-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
 // The vault at the edge (docs/protocol.md "Vault"): which calls are the vault's, 404/405 before any

@@ -6,13 +6,13 @@ import { MemoryBus } from '../../../bus/bus-memory.js';
 import { decode } from '../../../bus/codec.js';
 import { PierError } from '../../../bus/errors.js';
 import type { Change } from '../../../bus/subjects.js';
-import { defineActor, hears, serves, startActor } from '../../../lib/actor.js';
-import { createLogger } from '../../../lib/log.js';
-import { Metrics } from '../../../lib/metrics.js';
-import type { RoleContext } from '../../../lib/runtime.js';
+import { defineActor, hears, serves, startActor } from '../../../lib/runtime/actor.js';
+import { createLogger } from '../../../lib/runtime/log.js';
+import { Metrics } from '../../../lib/runtime/metrics.js';
+import type { RoleContext } from '../../../lib/runtime/runtime.js';
 import { until, within } from '../../helpers/wait.js';
 
-// One generic start for every actor (lib/actor.ts): a declaration's endpoints answer their typed
+// One generic start for every actor (lib/runtime/actor.ts): a declaration's endpoints answer their typed
 // errors at once, are counted per endpoint, survive their handlers' bugs, and drain on stop.
 
 const LONG = 60_000; // a deadline no test waits out: an answer must come from the handler

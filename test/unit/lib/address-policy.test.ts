@@ -1,5 +1,5 @@
 import test from 'ava';
-import { AddressPolicy, networksList } from '../../../lib/address-policy.js';
+import { AddressPolicy, networksList } from '../../../lib/policy/address-policy.js';
 
 const own = new Set([40090, 4222]);
 

@@ -3,9 +3,9 @@ import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { PierError } from '../../../bus/errors.js';
 import { registry } from '../../../bus/subjects.js';
-import { AppSecrets } from '../../../lib/app-secrets.js';
+import { AppSecrets } from '../../../lib/crypto/app-secrets.js';
 
-// App secrets fetched once from the registry and kept (lib/app-secrets.ts).
+// App secrets fetched once from the registry and kept (lib/crypto/app-secrets.ts).
 
 function registryStub(bus: MemoryBus) {
   const asked: string[] = [];

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { AppliedSequence } from '../../../lib/applied-sequence.js';
+import { AppliedSequence } from '../../../lib/state/applied-sequence.js';
 import { within } from '../../helpers/wait.js';
 
 test('a wait resolves once the sequence is applied, at once when it already is', async (t) => {

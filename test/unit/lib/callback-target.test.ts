@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { AppView } from '../../../bus/subjects.js';
-import { callbackTarget, callbackUrl, registeredTarget } from '../../../lib/callback-target.js';
+import { callbackTarget, callbackUrl, registeredTarget } from '../../../lib/policy/callback-target.js';
 
 const app: AppView = { id: 'alice/chat', user: 'alice', name: 'chat', version: '1', host: 'chat.alice.svc', appKey: 'ak', grants: [], websocket: { port: 8080, url: '/ws/message' }, upload: null, providers: [], installedAt: '' };
 

@@ -1,10 +1,10 @@
-import { anchorsFromMasterKeys, formatAnchors, formatSeeds, roleSeed } from '../../../lib/bus-anchors.js';
+import { anchorsFromMasterKeys, formatAnchors, formatSeeds, roleSeed } from '../../../lib/crypto/bus-anchors.js';
 import { randomBytes } from 'node:crypto';
 import test from 'ava';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, normaliseSystemServer } from '../../../lib/config.js';
+import { ConfigError, loadConfig, normaliseSystemServer } from '../../../lib/config/config.js';
 
 test('PIER_SYSTEM_URL becomes the bare host:port apps get as OS_SYSTEM_SERVER', (t) => {
   t.is(normaliseSystemServer('127.0.0.1:40080'), '127.0.0.1:40080');

@@ -1,10 +1,10 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { PierError } from '../../../bus/errors.js';
-import { AccessTokens } from '../../../lib/access-token.js';
-import { Keyring } from '../../../lib/keyring.js';
-import { FailureLimiter } from '../../../lib/rate-limit.js';
-import { open, seal } from '../../../lib/secret-box.js';
+import { AccessTokens } from '../../../lib/crypto/access-token.js';
+import { Keyring } from '../../../lib/crypto/keyring.js';
+import { FailureLimiter } from '../../../lib/policy/rate-limit.js';
+import { open, seal } from '../../../lib/crypto/secret-box.js';
 
 test('sealed values open only with their key and their context', (t) => {
   const key = randomBytes(32);

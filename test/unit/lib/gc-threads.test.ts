@@ -1,5 +1,5 @@
 import test from 'ava';
-import { gcThreadsHint, SINGLE_THREADED_GC } from '../../../lib/gc-threads.js';
+import { gcThreadsHint, SINGLE_THREADED_GC } from '../../../lib/runtime/gc-threads.js';
 
 test('an edge on one CPU with the default GC: the operator is told which flag to start node with', (t) => {
   const hint = gcThreadsHint(['edge', 'vault'], 1, []);

@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { RootDatabase } from 'lmdb';
-import { durably } from '../../../lib/lmdb-durable.js';
+import { durably } from '../../../lib/state/lmdb-durable.js';
 
 /** A root whose flush the test completes by hand. */
 function fakeRoot() {

@@ -1,9 +1,9 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { PierError } from '../../../bus/errors.js';
-import { ConfigError } from '../../../lib/config.js';
-import { Keyring } from '../../../lib/keyring.js';
-import { checkImportKey, checkStoreKey } from '../../../lib/master-key-check.js';
+import { ConfigError } from '../../../lib/config/config.js';
+import { Keyring } from '../../../lib/crypto/keyring.js';
+import { checkImportKey, checkStoreKey } from '../../../lib/crypto/master-key-check.js';
 
 test('a store or an import sealed under another master key is refused, naming what; the previous key and empty data pass', (t) => {
   const [a, b] = [randomBytes(32), randomBytes(32)];

@@ -4,7 +4,7 @@ import { MemoryBus } from '../../../bus/bus-memory.js';
 import { encode } from '../../../bus/codec.js';
 import type { Heartbeat, ProcessInfo } from '../../../bus/subjects.js';
 import { KeyPair } from '../../../bus/seal.js';
-import { Peers } from '../../../lib/peers.js';
+import { Peers } from '../../../lib/runtime/peers.js';
 import { until } from '../../helpers/wait.js';
 
 const info = (id: string, roles: string[]): ProcessInfo => ({ id, busId: randomBytes(6).toString('hex'), roles, pid: 1, host: 'h', startedAt: '' });

@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { ConsumerOptsBuilder, JetStreamSubscription, JsMsg } from 'nats';
-import { StreamFollower, type FollowOptions, type Subscriber } from '../../../lib/stream-follower.js';
+import { StreamFollower, type FollowOptions, type Subscriber } from '../../../lib/state/stream-follower.js';
 import { until, within } from '../../helpers/wait.js';
 
 // The follower against a stream held in memory: what it asks of JetStream is one call,

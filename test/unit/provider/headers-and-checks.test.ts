@@ -3,9 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { authorise, type ProviderDeps } from '../../../actors/provider/handler.js';
 import { requestHeaders, responseHeaders } from '../../../actors/provider/headers.js';
 import type { AppView, ProviderView } from '../../../bus/subjects.js';
-import { AccessTokens } from '../../../lib/access-token.js';
-import { Keyring } from '../../../lib/keyring.js';
-import type { RegistryCache } from '../../../lib/registry-cache.js';
+import { AccessTokens } from '../../../lib/crypto/access-token.js';
+import { Keyring } from '../../../lib/crypto/keyring.js';
+import type { RegistryCache } from '../../../lib/state/registry-cache.js';
 
 test('what a provider sees: content headers pass, credentials and Pier-only headers never; Pier says who calls', (t) => {
   const out = requestHeaders(

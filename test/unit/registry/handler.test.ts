@@ -7,7 +7,7 @@ import type { ChangeEvent } from '../../../bus/subjects.js';
 import * as h from '../../../actors/registry/handler.js';
 import { LmdbRegistryStore } from '../../../actors/registry/store.js';
 import { cleanup, ROOT, tempDir } from '../../helpers/pier.js';
-import { Keyring } from '../../../lib/keyring.js';
+import { Keyring } from '../../../lib/crypto/keyring.js';
 
 const manifest = readFileSync(join(ROOT, 'examples', 'PlatformManifest.yaml'), 'utf8');
 const notes = readFileSync(join(ROOT, 'examples', 'notes-manifest.yaml'), 'utf8');

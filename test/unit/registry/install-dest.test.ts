@@ -5,7 +5,7 @@ import { PierError } from '../../../bus/errors.js';
 import * as h from '../../../actors/registry/handler.js';
 import { LmdbRegistryStore, type RegistryStore } from '../../../actors/registry/store.js';
 import { cleanup, tempDir } from '../../helpers/pier.js';
-import { Keyring } from '../../../lib/keyring.js';
+import { Keyring } from '../../../lib/crypto/keyring.js';
 import { concurrentNestedInstalls, depsOf, uploadManifest } from '../../helpers/registry-installs.js';
 
 // docs/protocol.md "Upload" (amended 2026-11-23): nesting upload folders of one user's apps are refused

@@ -3,10 +3,10 @@ import { randomBytes } from 'node:crypto';
 import { CheckGate } from '../../../actors/token/check-gate.js';
 import { issueAccessToken, VerifiedProofs, type RefusalReason, type TokenDeps } from '../../../actors/token/handler.js';
 import type { AppView, IssueRequest } from '../../../bus/subjects.js';
-import { AccessTokens } from '../../../lib/access-token.js';
-import { Keyring } from '../../../lib/keyring.js';
-import { FailureLimiter } from '../../../lib/rate-limit.js';
-import type { RegistryCache } from '../../../lib/registry-cache.js';
+import { AccessTokens } from '../../../lib/crypto/access-token.js';
+import { Keyring } from '../../../lib/crypto/keyring.js';
+import { FailureLimiter } from '../../../lib/policy/rate-limit.js';
+import type { RegistryCache } from '../../../lib/state/registry-cache.js';
 
 // docs/protocol.md "Access tokens", the order of the checks (cheapest first) and what each answers, with the
 // registry cache and bcrypt replaced by fakes: a "hash" here is a bcrypt-shaped string standing for

@@ -10,7 +10,7 @@ import { UploadRoot } from '../../../actors/upload/root.js';
 import { LmdbUploadStore, type UploadStore } from '../../../actors/upload/store.js';
 import { PierError } from '../../../bus/errors.js';
 import type { AppView, CreateUpload, UploadCompleted, UploadOptions } from '../../../bus/subjects.js';
-import type { RegistryCache } from '../../../lib/registry-cache.js';
+import type { RegistryCache } from '../../../lib/state/registry-cache.js';
 
 // The upload actor's handler on its own (tus-node-server style): a real store and folder, a
 // stubbed registry view, no bus. What POST, GET and a PATCH's begin answer, and what they leave.

@@ -7,9 +7,9 @@ import { DataKeys } from '../../../actors/vault/data-keys.js';
 import { vaultGate, vaultOp, type VaultDeps } from '../../../actors/vault/handler.js';
 import { LmdbVaultStore } from '../../../actors/vault/store.js';
 import type { AppView, AuditEntry } from '../../../bus/subjects.js';
-import { AccessTokens } from '../../../lib/access-token.js';
-import { Keyring } from '../../../lib/keyring.js';
-import type { RegistryCache } from '../../../lib/registry-cache.js';
+import { AccessTokens } from '../../../lib/crypto/access-token.js';
+import { Keyring } from '../../../lib/crypto/keyring.js';
+import type { RegistryCache } from '../../../lib/state/registry-cache.js';
 
 // docs/protocol.md "Vault" on the vault actor's handler alone, over a real LMDB store in a scratch folder.
 const app: AppView = { id: 'alice/chat', user: 'alice', name: 'chat', version: '1', host: 'h', appKey: 'ak_1', installedAt: '', grants: [], websocket: null, upload: null, providers: [] };

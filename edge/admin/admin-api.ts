@@ -1,0 +1,235 @@
+import { ask } from '../../bus/verbs.js';
+import type { Bus } from '../../bus/bus.js';
+import { ErrorReasons, PierError } from '../../bus/errors.js';
+import { credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState, type OperatorVaultRequest } from '../../bus/subjects.js';
+import { AggregatorRegistry } from 'prom-client';
+import { assertValid, compile } from '../../bus/validation.js';
+import { safeEqual } from '../../lib/crypto/tokens.js';
+import type { RegistryCache } from '../../lib/state/registry-cache.js';
+import { describeProcesses } from '../../lib/runtime/presence.js';
+import type { Peers } from '../../lib/runtime/peers.js';
+import type { Logger } from '../../lib/runtime/log.js';
+import type { ConsoleSessions } from './console-session.js';
+import { missingRoles } from '../http/health.js';
+import { ok } from '../http/envelope.js';
+import type { HttpReply, HttpRequestData } from '../http/http.js';
+import { parseJsonBody } from '../http/json-body.js';
+import { parseStateLines, stateLine } from './state-file.js';
+
+export interface AdminDeps {
+  bus: Bus;
+  cache: RegistryCache;
+  adminToken: string;
+  /** The `OS_SYSTEM_SERVER` value given to installed apps: `host:port`, no scheme. */
+  systemServer: () => string;
+  roles: string[];
+  /** Live processes by role, from their heartbeats. */
+  peers: Pick<Peers, 'alive' | 'signedBy'>;
+  /** Where the operator's changes are logged (admin action lines). */
+  log?: Pick<Logger, 'info'>;
+  /** The console's sessions (console-api.ts): a signed-in console may call the admin API too. */
+  sessions?: ConsoleSessions;
+}
+
+const installSchema = compile({
+  $$strict: true,
+  user: { type: 'string', pattern: USER_NAME, messages: { stringPattern: `must match ${USER_NAME}` } },
+  manifest: { type: 'string', min: 1 },
+  providers: { type: 'array', optional: true, items: 'string' },
+  host: { type: 'string', optional: true, min: 1, max: 253 },
+  credentials: { type: 'object', optional: true, strict: true, props: credentialsSchema },
+  // `pier app install --shared-dest`: this app and the user's apps whose upload folders nest with it trust each other.
+  sharedDest: { type: 'boolean', optional: true },
+});
+
+/**
+ * Admin calls carry `Authorization: Bearer <admin token>`, compared in constant time; without
+ * the header, a console session (its cookie, and for a change its CSRF token) stands for it.
+ */
+export function requireAdmin(deps: AdminDeps, req: HttpRequestData): void {
+  const header = req.headers.authorization ?? '';
+  if (header === '' && deps.sessions) return deps.sessions.authorize(req);
+  const token = header.startsWith('Bearer ') ? header.slice(7) : '';
+  if (token === '' || !safeEqual(token, deps.adminToken)) throw new PierError('UNAUTHORIZED', 'admin token missing or wrong');
+}
+
+function pathName(req: HttpRequestData, key: string, pattern: RegExp, what: string): string {
+  const v = req.params[key];
+  if (!pattern.test(v)) throw new PierError('BAD_REQUEST', `${what}: must match ${pattern}`);
+  return v;
+}
+
+/**
+ * The user's folder for the app's uploads, created by the upload role (the one that has the
+ * storage) and named so the operator can mount it into the app. The install has happened
+ * whatever this answers: with no upload role reachable the folder is created at the first upload,
+ * and the answer says why it could not name it now.
+ */
+async function uploadDir(deps: AdminDeps, user: string, dest: string | null): Promise<{ upload_dir: string | null; upload_dir_error?: string }> {
+  if (dest === null) return { upload_dir: null };
+  try {
+    return { upload_dir: (await ask(deps.bus, upload.prepare, { user, dest })).dir };
+  } catch (err) {
+    return { upload_dir: null, upload_dir_error: `the upload role did not create the folder: ${(err as Error).message}` };
+  }
+}
+
+const EXPORT_PAGE = 500;
+
+/** The admin API handlers. Each checks the token, validates, and asks the registry over the bus. */
+export function adminHandlers(deps: AdminDeps) {
+  const guard =
+    (fn: (req: HttpRequestData) => Promise<HttpReply>) =>
+    (req: HttpRequestData): Promise<HttpReply> => {
+      requireAdmin(deps, req);
+      return fn(req);
+    };
+
+  return {
+    userAdd: guard(async (req) => {
+      const body = parseJsonBody(req);
+      return ok(await ask(deps.bus, registry.userAdd, { name: body.name as string }));
+    }),
+    userList: guard(async () => ok(await ask(deps.bus, registry.userList, {}))),
+    userToken: guard(async (req) => ok(await ask(deps.bus, registry.userToken, { name: pathName(req, 'name', USER_NAME, 'user') }))),
+    userRevoke: guard(async (req) => ok(await ask(deps.bus, registry.userRevoke, { name: pathName(req, 'name', USER_NAME, 'user') }))),
+
+    appInstall: guard(async (req) => {
+      const body = parseJsonBody(req);
+      assertValid(installSchema, body);
+      const installed = await ask(deps.bus, registry.appInstall, {
+        user: body.user as string,
+        manifest: body.manifest as string,
+        providers: (body.providers as string[] | undefined) ?? [],
+        host: (body.host as string | undefined) ?? '127.0.0.1',
+        ...(body.credentials === undefined ? {} : { credentials: body.credentials as ImportedCredentials }),
+        ...(body.sharedDest === true ? { sharedDest: true } : {}),
+      });
+      return ok({
+        app: installed.app,
+        user: installed.user,
+        env: { OS_SYSTEM_SERVER: deps.systemServer(), OS_APP_KEY: installed.appKey, OS_APP_SECRET: installed.appSecret },
+        ...(await uploadDir(deps, installed.user, installed.uploadDest)),
+      });
+    }),
+    appList: guard(async (req) => {
+      const user = req.query.get('user') ?? undefined;
+      if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
+      // With what the registry's caches know of each app: its grants and its upload folder (the console's apps view).
+      const apps = await ask(deps.bus, registry.appList, user === undefined ? {} : { user });
+      return ok(apps.map((a) => {
+        const view = deps.cache.app(a.user, a.app);
+        return view ? { ...a, grants: view.grants, upload_dest: view.upload?.dest ?? null } : a;
+      }));
+    }),
+    appUninstall: guard(async (req) => {
+      const purge = req.query.get('purge');
+      if (purge !== null && purge !== 'true' && purge !== 'false') throw new PierError('BAD_REQUEST', 'purge: must be true or false');
+      const user = pathName(req, 'user', USER_NAME, 'user');
+      const app = pathName(req, 'app', APP_NAME, 'app');
+      const done = await ask(deps.bus, registry.appUninstall, { user, app, purge: purge === 'true' }).catch((err: unknown) => {
+        // Purging an app already uninstalled: its grants went with it, but its workspaces can still go.
+        if (err instanceof PierError && err.is(ErrorReasons.APP_UNKNOWN) && purge === 'true') {
+          throw new PierError('NOT_FOUND', `${err.message}: to delete the secrets a plain uninstall kept, run pier vault purge --user ${user} --workspace W for each of its workspaces`);
+        }
+        throw err;
+      });
+      return ok(done);
+    }),
+
+    providerList: guard(async () => ok(await ask(deps.bus, registry.providerList, {}))),
+    providerSetState: (state: ProviderState) =>
+      guard(async (req) => {
+        return ok(await ask(deps.bus, registry.providerSetState, { name: req.params.name, state }));
+      }),
+
+    vaultAudit: guard(async (req) => {
+      const user = req.query.get('user') ?? undefined;
+      if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
+      const limitText = req.query.get('limit') ?? '100';
+      if (!/^\d{1,6}$/.test(limitText) || Number(limitText) < 1) throw new PierError('BAD_REQUEST', 'limit: must be an integer from 1 to 100000');
+      // `app` and `op` narrow the newest `limit` entries (the console's filters; `pier vault audit --app --op`).
+      const app = req.query.get('app') ?? undefined;
+      const op = req.query.get('op') ?? undefined;
+      if (app !== undefined && !APP_NAME.test(app)) throw new PierError('BAD_REQUEST', `app: must match ${APP_NAME}`);
+      if (op !== undefined && !/^[A-Za-z]{1,64}$/.test(op)) throw new PierError('BAD_REQUEST', 'op: must be an operation name, letters only');
+      const entries = await ask(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) });
+      return ok(entries.filter((e) => (app === undefined || e.app === app) && (op === undefined || e.op === op)));
+    }),
+    /**
+     * `pier vault list|get|set|delete|purge`: one user's workspace, as the operator. The target in
+     * the query (`user`, `workspace`, `env`), the name in the path; a value only in a PUT body.
+     */
+    vaultOperator: (op: OperatorVaultRequest['op']) =>
+      guard(async (req) => {
+        const q = (k: string) => req.query.get(k) ?? undefined;
+        const body = op === 'set' ? (parseJsonBody(req) as { value?: unknown }) : {};
+        if (op === 'set' && typeof body.value !== 'string') throw new PierError('BAD_REQUEST', 'value: must be a string');
+        const request = { op, user: q('user') ?? '', workspace: q('workspace') ?? '', ...(q('env') ? { env: q('env') } : {}), ...((req.params.name ?? q('name')) ? { name: req.params.name ?? q('name') } : {}), ...(op === 'set' ? { value: body.value as string } : {}) };
+        return ok((await ask(deps.bus, vault.operator, request)).data);
+      }),
+    /** `pier state export`: every record of the registry and the vault, as NDJSON, streamed page by page. */
+    stateExport: guard(async () => {
+      async function* lines(): AsyncGenerator<Uint8Array> {
+        for (const ep of [stateEndpoints.registryExport, stateEndpoints.vaultExport]) {
+          for (let offset = 0; ; offset += EXPORT_PAGE) {
+            const page = await ask(deps.bus, ep, { offset, limit: EXPORT_PAGE });
+            yield Buffer.from(page.records.map(stateLine).join(''));
+            if (page.done) break;
+          }
+        }
+      }
+      return { status: 200, headers: { 'content-type': 'application/x-ndjson' }, stream: lines() };
+    }),
+    /**
+     * `pier state import`: one batch of records (NDJSON, within the admin body limit). The first
+     * batch (`?first=true`) is refused unless the registry and the vault are empty.
+     */
+    stateImport: guard(async (req) => {
+      const records = parseStateLines(req.body.toString('utf8'), Number(req.query.get('line') ?? '1') || 1);
+      if (req.query.get('first') === 'true') {
+        const [r, v] = await Promise.all([ask(deps.bus, stateEndpoints.registryEmpty, {}), ask(deps.bus, stateEndpoints.vaultEmpty, {})]);
+        if (!r.empty || !v.empty) throw new PierError('CONFLICT', 'the target already holds state: import goes into an empty registry and vault');
+      }
+      const registryKinds = new Set(['user', 'token', 'app', 'provider']);
+      let imported = 0;
+      for (let i = 0; i < records.length; i += 1_000) {
+        const chunk = records.slice(i, i + 1_000);
+        const reg = chunk.filter((r) => registryKinds.has(r.kind));
+        const vlt = chunk.filter((r) => !registryKinds.has(r.kind));
+        if (reg.length > 0) imported += (await ask(deps.bus, stateEndpoints.registryImport, { records: reg })).imported;
+        if (vlt.length > 0) imported += (await ask(deps.bus, stateEndpoints.vaultImport, { records: vlt })).imported;
+      }
+      return ok({ imported });
+    }),
+    /** After restarting every process with the new PIER_MASTER_KEY and the old one as PIER_MASTER_KEY_PREVIOUS. */
+    rotateMasterKey: guard(async () => {
+      const { rewrapped } = await ask(deps.bus, vault.rotate, {});
+      const { resealed } = await ask(deps.bus, registry.appReseal, {});
+      return ok({ rewrapped_data_keys: rewrapped, resealed_app_secrets: resealed });
+    }),
+
+    status: guard(async () => {
+      const reports = await describeProcesses(deps.bus, 300, deps.peers);
+      const sum = (key: string) => reports.reduce((n, r) => n + (r.counters[key] ?? 0), 0);
+      return ok({
+        roles: [...new Set(reports.flatMap((r) => r.info.roles))].sort(),
+        // Roles no live process runs: their requests answer 503 until one starts.
+        missing_roles: missingRoles(deps.peers),
+        bus: { kind: deps.bus.kind, connected: deps.bus.isConnected() },
+        registry: { revision: deps.cache.currentRevision(), fresh: deps.cache.isFresh() },
+        // Each process as it announces itself, with its actor endpoints' figures (requests, errors, time, last error).
+        replicas: reports.map((r) => ({ ...r.info, counters: r.counters, ...(r.endpoints && Object.keys(r.endpoints).length > 0 ? { endpoints: r.endpoints } : {}) })).sort((a, b) => a.id.localeCompare(b.id)),
+        connections: sum('connections'),
+        uploads: sum('uploads'),
+      });
+    }),
+  };
+}
+
+/** Prometheus text for every process on the bus, merged (each series keeps its `instance` label). */
+export async function clusterMetrics(bus: Bus, peers: Pick<Peers, 'signedBy'>): Promise<HttpReply> {
+  const reports = await describeProcesses(bus, 300, peers);
+  const merged = AggregatorRegistry.aggregate(reports.map((r) => r.metrics) as any);
+  return { status: 200, text: await merged.metrics(), headers: { 'content-type': merged.contentType } };
+}

@@ -1,0 +1,51 @@
+import { newConnId } from '../../bus/ids.js';
+import { PierError } from '../../bus/errors.js';
+import { callbackTarget } from '../../lib/policy/callback-target.js';
+import type { RoleContext } from '../../lib/runtime/runtime.js';
+import { sha256Hex } from '../../lib/crypto/tokens.js';
+import { identifyBrowserCaller } from '../system/app-identity.js';
+import { userTokenOf } from '../system/user-token.js';
+
+/** Per-connection data, set once at upgrade (never properties patched onto `ws`). */
+export interface Conn {
+  connId: string;
+  user: string;
+  app: string;
+  userAgent: string;
+  cookie: string;
+  /** SHA-256 of the user token the connection was opened with: revoking it closes the connection (4004). */
+  tokenDigest: string;
+  seq: number;
+  lastSeen: number;
+  /** Closed by the cluster already (its close was raised elsewhere): no second close event. */
+  silent: boolean;
+  open: boolean;
+}
+
+/**
+ * Who may open a WebSocket on this edge (docs/protocol.md, "Gateway"): a signed-in user of an app
+ * with a websocket option, under the per-user cap. Answers the new connection's data, or throws
+ * the refusal (the edge answers it with its usual error envelope; no connection is opened).
+ */
+export function admit(ctx: RoleContext, headers: Record<string, string>, liveOf: (user: string) => number): Conn {
+  const caller = identifyBrowserCaller(headers, ctx.cache, ctx.config.domain, null);
+  const { user, app } = caller;
+  // The edge names no target in its events (the callback actor looks it up itself): it only
+  // admits connections the callback actor will have a target for, by the same rule.
+  if (!callbackTarget(app)) throw new PierError('NOT_FOUND', `app "${app.name}" has no websocket option`);
+  if (liveOf(user) >= ctx.config.gateway.maxConnsPerUser) {
+    throw new PierError('RATE_LIMITED', `user "${user}" has ${ctx.config.gateway.maxConnsPerUser} connections open on this gateway already`);
+  }
+  return {
+    connId: newConnId(ctx.peers.self.busId),
+    user,
+    app: app.name,
+    userAgent: headers['user-agent'] ?? '',
+    cookie: headers.cookie ?? '',
+    tokenDigest: sha256Hex(userTokenOf(headers)),
+    seq: 0,
+    lastSeen: Date.now(),
+    silent: false,
+    open: false,
+  };
+}

@@ -1,0 +1,229 @@
+import { at } from '../../bus/exchange.js';
+import { ask, tell } from '../../bus/verbs.js';
+import type { Bus } from '../../bus/bus.js';
+import { gatewayChannels, gatewaySubjects, movedSigned, type GatewayEvent } from '../../bus/subjects.js';
+import type { Logger } from '../../lib/runtime/log.js';
+import type { Peers } from '../../lib/runtime/peers.js';
+
+interface Outbox {
+  replica: string | null;
+  /** Not yet settled (delivered or given up) by the callback replica, in seq order. */
+  events: GatewayEvent[];
+  /** Size of each unsettled event (the client's frame), by seq, and their sum: the bound of 4009. */
+  /** Bytes of the unsettled messages by seq; null while there are none (most connections, most of the time). */
+  sizes: Map<number, number> | null;
+  bytes: number;
+  resending: boolean;
+  /** Since when the oldest unsettled event has waited (reset at each settlement). */
+  since: number;
+  /** Its close was emitted: the outbox goes once that is settled. */
+  closed: boolean;
+  /** The replica's last answer was a refusal (no target for the app in its registry view). */
+  refused: boolean;
+}
+
+/** FNV-1a: a fast, stable hash for rendezvous choice. */
+function fnv(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+/**
+ * Sends each connection's gateway events to one callback replica, in order. The replica is chosen
+ * by rendezvous hashing over the live callback replicas, so every edge picks the same one for a
+ * connection and a lost replica moves only its own connections. Events stay here until the replica
+ * says they are settled (delivered, or given up after the retry period); if the replica fails or
+ * dies, the unsettled ones are sent again, in order, to the next choice (an app may then see an
+ * event twice, with the same X-Pier-Event-Id, never lose one).
+ */
+export class EventForwarder {
+  private readonly outboxes = new Map<string, Outbox>();
+  /** Callback replicas that answered a hello: only they are chosen (a heartbeat alone is not enough). */
+  private readonly answered = new Set<string>();
+  /** Hellos in flight, and when one last failed (asked again a second later at most), by replica. */
+  private readonly asking = new Set<string>();
+  private readonly failedAt = new Map<string, number>();
+  private readonly helloTimer: NodeJS.Timeout;
+
+  constructor(
+    private readonly bus: Bus,
+    private readonly peers: Peers,
+    private readonly options: { giveUpMs: number; ackTimeoutMs: number; maxEvents: number; maxBytes: number },
+    private readonly log: Logger,
+    /** The callback replica already raised this connection's close (the edge was thought dead). */
+    private readonly onClosedByCluster: (connId: string) => void,
+  ) {
+    this.stopWatching = peers.onDeath((peer) => {
+      if (!peer.roles.includes('callback')) return;
+      this.answered.delete(peer.busId);
+      this.failedAt.delete(peer.busId);
+      for (const [connId, box] of this.outboxes) if (box.replica === peer.busId) this.retryLater(box, connId);
+    });
+    // Greet replicas as they appear, so the first connection does not wait for it.
+    this.helloTimer = setInterval(() => this.usable(), 1_000);
+    this.helloTimer.unref();
+    this.usable();
+  }
+
+  /** How many callback replicas events can go to now (alive, and answered a hello). */
+  replicas(): number {
+    return this.usable().length;
+  }
+
+  /**
+   * The live callback replicas that answered a hello on their own subject: a heartbeat may name a
+   * replica nobody serves (docs/security.md "The bus"); a hello answered proves a callback identity
+   * listens there. Those not greeted yet are greeted now.
+   */
+  private usable(): Array<{ busId: string }> {
+    const alive = this.peers.alive('callback');
+    const now = Date.now();
+    for (const p of alive) {
+      if (this.answered.has(p.busId) || this.asking.has(p.busId) || now - (this.failedAt.get(p.busId) ?? 0) < 1_000) continue;
+      this.asking.add(p.busId);
+      ask(this.bus, at(gatewayChannels.hello, gatewaySubjects.hello(p.busId)), {})
+        .then((r) => {
+          if (r.busId === p.busId) this.answered.add(p.busId);
+          else this.failedAt.set(p.busId, Date.now());
+        })
+        .catch(() => this.failedAt.set(p.busId, Date.now()))
+        .finally(() => this.asking.delete(p.busId));
+    }
+    return alive.filter((p) => this.answered.has(p.busId));
+  }
+
+  private readonly stopWatching: () => void;
+
+  /** The callback replica is done with events up to `seq` of `connId`. */
+  settled(connId: string, seq: number): void {
+    const box = this.outboxes.get(connId);
+    if (!box) return;
+    box.events = box.events.filter((e) => e.seq > seq);
+    if (box.sizes) {
+      for (const [s, size] of box.sizes) {
+        if (s > seq) continue;
+        box.bytes -= size;
+        box.sizes.delete(s);
+      }
+      if (box.sizes.size === 0) box.sizes = null;
+    }
+    box.since = Date.now();
+    if (box.events.length === 0 && box.closed) this.outboxes.delete(connId);
+  }
+
+  close(): void {
+    this.stopWatching();
+    clearInterval(this.helloTimer);
+  }
+
+  /**
+   * Queues one event of a connection. Answers whether its unsettled events are now over the bound
+   * (count or bytes): the caller closes the connection (4009), whose `close` is still accepted.
+   */
+  emit(ev: GatewayEvent, size = 0): boolean {
+    let box = this.outboxes.get(ev.connId);
+    if (!box) {
+      box = { replica: this.choose(ev.connId), events: [], sizes: null, bytes: 0, resending: false, since: Date.now(), closed: false, refused: false };
+      this.outboxes.set(ev.connId, box);
+    }
+    if (box.events.length === 0) box.since = Date.now();
+    if (ev.action === 'close') box.closed = true;
+    box.events.push(ev);
+    if (size > 0) {
+      (box.sizes ??= new Map()).set(ev.seq, size);
+      box.bytes += size;
+    }
+    if (!box.resending) this.send(box, ev);
+    return box.events.length > this.options.maxEvents || box.bytes > this.options.maxBytes;
+  }
+
+  /** Resolves once every event was acknowledged, or after `timeoutMs`. */
+  async flush(timeoutMs: number): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    while (this.outboxes.size > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  pending(): number {
+    let n = 0;
+    for (const b of this.outboxes.values()) n += b.events.length;
+    return n;
+  }
+
+  private choose(connId: string): string | null {
+    let best: string | null = null;
+    let bestScore = -1;
+    for (const p of this.usable()) {
+      const score = fnv(`${connId}|${p.busId}`);
+      if (score > bestScore) {
+        best = p.busId;
+        bestScore = score;
+      }
+    }
+    return best;
+  }
+
+  private send(box: Outbox, ev: GatewayEvent): void {
+    if (!box.replica) return this.retryLater(box, ev.connId);
+    const sent = { ...ev, oldest: box.events[0]?.seq ?? ev.seq };
+    ask(this.bus, at(gatewayChannels.deliver, gatewaySubjects.deliver(box.replica)), sent, { timeoutMs: this.options.ackTimeoutMs })
+      .then((ack) => {
+        // Refused: the replica's registry view does not know the app (yet: it may lag this edge's
+        // view, or any more). Sent again like a failure, and given up on after the retry period.
+        if (!ack.ok) {
+          box.refused = true;
+          return this.retryLater(box, ev.connId);
+        }
+        // A gap (an earlier event lost on the way, or refused): everything unsettled goes again, in order.
+        if (ack.expected !== undefined) return this.retryLater(box, ev.connId);
+        box.refused = false;
+        if (!ack.closed) return;
+        // The cluster already raised this connection's close: nothing of it will be delivered.
+        this.outboxes.delete(ev.connId);
+        this.onClosedByCluster(ev.connId);
+      })
+      .catch(() => this.retryLater(box, ev.connId));
+  }
+
+  /**
+   * The replica that had a connection's events is told it has them no more, after what it was
+   * sent of them (same sender, same subscriber: in order): it forgets the connection, so its edge's
+   * death later raises no second close there, and if the connection comes back to it, its events
+   * start it afresh. A replica that is dead hears nothing, and holds nothing either.
+   */
+  private tellMoved(replica: string, connId: string): void {
+    try {
+      const notice = { connId, edge: this.peers.self.busId, at: Date.now() };
+      tell(this.bus, at(gatewayChannels.moved, gatewaySubjects.moved(replica)), { ...notice, sig: this.peers.sign(movedSigned(replica, notice)) });
+    } catch {
+      // Disconnected: the replica, cut off too, is told nothing; see docs/operations.md ("Chaos").
+    }
+  }
+
+  /** Sends everything unacknowledged again, in order, to the replica chosen now. */
+  private retryLater(box: Outbox, connId: string): void {
+    if (box.resending) return;
+    box.resending = true;
+    setTimeout(() => {
+      box.resending = false;
+      if (box.events.length === 0) return;
+      if (Date.now() - box.since > this.options.giveUpMs && this.usable().length === 0) {
+        this.log.error({ connId, events: box.events.length }, 'no callback replica for too long: gateway events dropped');
+        this.outboxes.delete(connId);
+        return;
+      }
+      if (Date.now() - box.since > this.options.giveUpMs && box.refused) {
+        this.log.warn({ connId, events: box.events.length }, 'gateway events refused by the callback replica for the whole retry period: dropped');
+        this.outboxes.delete(connId);
+        return;
+      }
+      const next = this.choose(connId);
+      if (box.replica !== null && next !== box.replica) this.tellMoved(box.replica, connId);
+      box.replica = next;
+      for (const ev of [...box.events]) this.send(box, ev);
+    }, 250);
+  }
+}

@@ -1,0 +1,293 @@
+import { at } from '../../bus/exchange.js';
+import { hear, serve } from '../../bus/verbs.js';
+import uWS from 'uWebSockets.js';
+import { Counter, Gauge } from 'prom-client';
+import type { Subscription } from '../../bus/bus.js';
+import { appId, gatewayEventId, parseAppId } from '../../bus/ids.js';
+import { admit, type Conn } from './gateway-admission.js';
+import { CLOSE_CODES, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type ListedConn } from '../../bus/subjects.js';
+import type { RoleContext } from '../../lib/runtime/runtime.js';
+import { asPierError, PierError } from '../../bus/errors.js';
+import { errorReply } from '../http/envelope.js';
+import { send } from '../http/uws-response.js';
+import { EventForwarder } from './gateway-forwarder.js';
+import { frameToData } from './gateway-host.js';
+import { isolated } from '../http/isolate.js';
+import { decrement, increment } from '../../lib/runtime/counts.js';
+
+type Ws = uWS.WebSocket<Conn>;
+/** Where browsers open their WebSocket (docs/protocol.md "Gateway"). */
+export const GATEWAY_PATH = '/ws';
+/** Exactly this text: the platform's browser library compares the frame to it as a string. */
+const PONG = '{"event":"pong"}';
+
+/**
+ * The browser side of the WebSocket gateway on the public listener, and this edge's share of the
+ * app-side commands. Connections are held here only; everything about them that other processes
+ * need travels on the bus: events to the callback actor, commands by connection (this edge's
+ * subject) or by user (a subject this edge subscribes to only while it holds that user's connections).
+ */
+export class Gateway {
+  private readonly conns = new Map<string, Ws>();
+  /** Live connections per user on this edge (docs/protocol.md "Gateway": 429 past the cap). */
+  private readonly perUser = new Map<string, number>();
+  private readonly byUser = new Map<string, { sockets: Set<Ws>; sub: Subscription }>();
+  private readonly subs: Subscription[] = [];
+  private readonly forwarder: EventForwarder;
+  private sweeper: NodeJS.Timeout | null = null;
+  private stopUninstallWatch: (() => void) | null = null;
+  private readonly metrics;
+  private stopping = false;
+
+  constructor(private readonly ctx: RoleContext) {
+    const registers = [ctx.metrics.registry];
+    this.metrics = {
+      connections: new Gauge({ name: 'pier_ws_connections', help: 'Open WebSocket connections on this edge', registers }),
+      messagesIn: new Counter({ name: 'pier_ws_messages_in_total', help: 'Frames received from clients', registers }),
+      messagesOut: new Counter({ name: 'pier_ws_messages_out_total', help: 'Frames sent to clients', registers }),
+      closes: new Counter({ name: 'pier_ws_closes_total', help: 'Connections closed, by code', labelNames: ['code'], registers }),
+      refused: new Counter({ name: 'pier_ws_upgrades_refused_total', help: 'Upgrades refused, by status', labelNames: ['status'], registers }),
+    };
+    const g = ctx.config.gateway;
+    this.forwarder = new EventForwarder(ctx.bus, ctx.peers, { giveUpMs: g.callbackRetryMs, ackTimeoutMs: 5_000, maxEvents: g.maxPendingEvents, maxBytes: g.maxPendingBytes }, ctx.log, (connId) => {
+      const ws = this.conns.get(connId);
+      if (!ws) return;
+      ws.getUserData().silent = true;
+      ws.end(CLOSE_CODES.LOST, 'connection lost by the gateway cluster');
+    });
+  }
+
+  count(): number {
+    return this.conns.size;
+  }
+
+  /** Mounts `GET /ws` on the public listener (before its catch-all 404). */
+  attach(app: uWS.TemplatedApp): void {
+    const g = this.ctx.config.gateway;
+    app.ws<Conn>(GATEWAY_PATH, {
+      // uWS drops the socket without a close frame (1006) past its own limit; frames between our
+      // limit and 16× it are refused here with a proper 1009.
+      maxPayloadLength: g.maxFrameBytes * 16,
+      // uWS must never drop a frame on its own: the 4008 limit is enforced in send().
+      maxBackpressure: g.outboundBufferBytes * 4 + 64 * 1024,
+      closeOnBackpressureLimit: 0,
+      idleTimeout: 0,
+      sendPingsAutomatically: false,
+      // Every callback isolated: a throw is logged, counted and answered (500, or close 1011).
+      upgrade: isolated('ws upgrade', this.ctx, (res, req, context) => this.upgrade(res, req, context), (res) => {
+        void send(res, errorReply(new PierError('INTERNAL', 'internal error')), { aborted: false });
+      }),
+      open: isolated('ws open', this.ctx, (ws: Ws) => this.opened(ws), (ws) => ws.end(CLOSE_CODES.INTERNAL, 'internal error')),
+      message: isolated('ws message', this.ctx, (ws: Ws, message: ArrayBuffer, isBinary: boolean) => this.received(ws, message, isBinary), (ws) => ws.end(CLOSE_CODES.INTERNAL, 'internal error')),
+      close: isolated('ws close', this.ctx, (ws: Ws, code: number) => this.closed(ws, code)),
+    });
+  }
+
+  start(): void {
+    const { bus, peers, cache } = this.ctx;
+    this.subs.push(
+      serve(bus, at(gatewayChannels.command, gatewaySubjects.edge(peers.self.busId)), (cmd) => this.command(cmd)),
+      hear(bus, at(gatewayChannels.settled, gatewaySubjects.settled(peers.self.busId)), ({ connId, seq }) => this.forwarder.settled(connId, seq)),
+      serve(bus, at(gatewayChannels.list, gatewaySubjects.list), ({ appId: wanted }) => {
+        const conns: ListedConn[] = [];
+        for (const ws of this.conns.values()) {
+          const c = ws.getUserData();
+          if (appId(c.user, c.app) === wanted) conns.push({ user: c.user, id: c.connId, userAgent: c.userAgent });
+        }
+        return { conns };
+      }),
+    );
+    // Uninstalling an app closes its connections at once; revoking a user's token closes those opened
+    // with it (each gets its close callback).
+    this.stopUninstallWatch = cache.onApplied((c) => {
+      if (c.kind === 'app' && c.op === 'delete') this.closeWhere((d) => appId(d.user, d.app) === c.key, CLOSE_CODES.APP_UNINSTALLED, 'app uninstalled');
+      if (c.kind === 'token' && c.op === 'delete') this.closeWhere((d) => d.tokenDigest === c.key, CLOSE_CODES.REVOKED, 'token revoked');
+    });
+    const idleMs = this.ctx.config.gateway.idleMs;
+    // One pass over every connection a tick (100,000 of them on a big edge): idle ones, and those
+    // of a token revoked with a full reload of the registry (no change event), are ended after it.
+    this.sweeper = setInterval(() => {
+      if (this.fenced()) return;
+      const now = Date.now();
+      this.endWhere((d) => (now - d.lastSeen > idleMs ? [CLOSE_CODES.IDLE, 'idle timeout'] : cache.tokenRevoked(d.tokenDigest) ? [CLOSE_CODES.REVOKED, 'token revoked'] : null));
+    }, Math.max(50, Math.min(1_000, Math.floor(idleMs / 4))));
+  }
+
+  private closeWhere(match: (c: Conn) => boolean, code: number, reason: string): void {
+    this.endWhere((c) => (match(c) ? [code, reason] : null));
+  }
+
+  /** Ends the connections `verdict` names a close for, in one pass (collected first: ending one changes the map). */
+  private endWhere(verdict: (c: Conn) => readonly [number, string] | null): void {
+    const ending: Array<[Ws, readonly [number, string]]> = [];
+    for (const ws of this.conns.values()) {
+      const v = verdict(ws.getUserData());
+      if (v) ending.push([ws, v]);
+    }
+    for (const [ws, [code, reason]] of ending) ws.end(code, reason);
+  }
+
+  /** Going away: every connection closed (1001), and their close events handed over. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.stopUninstallWatch?.();
+    for (const ws of [...this.conns.values()]) ws.end(CLOSE_CODES.GOING_AWAY, 'gateway shutting down');
+    await this.forwarder.flush(5_000);
+    this.forwarder.close();
+    for (const s of this.subs) s.unsubscribe();
+    for (const u of this.byUser.values()) u.sub.unsubscribe();
+  }
+
+  private upgrade(res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t): void {
+    // Everything needed is copied out of `req` now: it is gone after this call.
+    const headers: Record<string, string> = {};
+    req.forEach((k, v) => {
+      headers[k] = v;
+    });
+    // Refused upgrades get the edge's usual error envelope; no connection is opened.
+    const fail = (err: unknown) => {
+      const e = asPierError(err);
+      this.metrics.refused.inc({ status: String(e.status) });
+      void send(res, errorReply(e), { aborted: false });
+    };
+    if (this.stopping) return fail(new PierError('UNAVAILABLE', 'gateway shutting down'));
+    if (this.fenced()) return fail(new PierError('UNAVAILABLE', 'this gateway is reconnecting to the cluster; try again'));
+    let conn: Conn;
+    try {
+      conn = admit(this.ctx, headers, (user) => this.perUser.get(user) ?? 0);
+    } catch (err) {
+      return fail(err);
+    }
+    res.upgrade(conn, headers['sec-websocket-key'] ?? '', headers['sec-websocket-protocol'] ?? '', headers['sec-websocket-extensions'] ?? '', context);
+  }
+
+  /** Hands one event to the forwarder; answers whether the connection's unsettled events are over their bound. */
+  private event(c: Conn, action: GatewayAction, data: unknown, cookie: string | null, size = 0): boolean {
+    c.seq++;
+    return this.forwarder.emit({ eventId: gatewayEventId(c.connId, c.seq, action), connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, oldest: c.seq, action, data, cookie }, size);
+  }
+
+  private opened(ws: Ws): void {
+    const c = ws.getUserData();
+    c.open = true;
+    this.conns.set(c.connId, ws);
+    const key = appId(c.user, c.app);
+    let entry = this.byUser.get(key);
+    if (!entry) {
+      entry = { sockets: new Set(), sub: serve(this.ctx.bus, at(gatewayChannels.command, gatewaySubjects.user(c.user, c.app)), (cmd) => this.command(cmd)) };
+      this.byUser.set(key, entry);
+    }
+    entry.sockets.add(ws);
+    increment(this.perUser, c.user);
+    this.metrics.connections.set(this.conns.size);
+    this.event(c, 'open', {}, null);
+  }
+
+  /**
+   * An edge the cluster may have declared dead (it did not hear itself for nearly the death bound:
+   * paused, starved, cut off) ends every connection before it acts on anything that came in
+   * meanwhile: the callback replicas may have raised their closes already, and a frame forwarded
+   * now would reach the app after that close (a chaos run: an edge paused 3 s, its connection's
+   * close raised at 2 s, eight messages delivered after it). Each connection's own close goes out
+   * too, under the same id `<conn_id>:close`: an app that deduplicates sees one. Clients reconnect.
+   */
+  private fenced(): boolean {
+    // On the in-process bus nobody else can declare this edge dead: a stall there fences nothing.
+    if (this.ctx.bus.kind === 'memory' || !this.ctx.peers.mayBeDeclaredDead()) return false;
+    if (this.conns.size > 0) {
+      this.ctx.log.warn({ connections: this.conns.size }, 'gateway: this edge did not hear itself for nearly the death bound; ending its connections (the cluster may have closed them)');
+      this.closeWhere(() => true, CLOSE_CODES.LOST, 'the gateway lost the cluster for a while; reconnect');
+    }
+    return true;
+  }
+
+  private received(ws: Ws, message: ArrayBuffer, isBinary: boolean): void {
+    if (this.fenced()) return;
+    const c = ws.getUserData();
+    c.lastSeen = Date.now();
+    this.metrics.messagesIn.inc();
+    if (message.byteLength > this.ctx.config.gateway.maxFrameBytes) {
+      ws.end(CLOSE_CODES.TOO_BIG, `frame over ${this.ctx.config.gateway.maxFrameBytes} bytes`);
+      return;
+    }
+    const { data, ping } = frameToData(message, isBinary);
+    if (ping) {
+      if (this.send(ws, PONG)) this.metrics.messagesOut.inc();
+      return;
+    }
+    // Events waiting for a failing or slow app are bounded per connection: past it, 4009 (the close is still delivered).
+    if (this.event(c, 'message', data, c.cookie || null, message.byteLength + c.cookie.length)) {
+      ws.end(CLOSE_CODES.BACKLOG, 'too many events waiting for the app');
+    }
+  }
+
+  private closed(ws: Ws, code: number): void {
+    const c = ws.getUserData();
+    c.open = false;
+    this.conns.delete(c.connId);
+    const key = appId(c.user, c.app);
+    const entry = this.byUser.get(key);
+    if (entry) {
+      entry.sockets.delete(ws);
+      if (entry.sockets.size === 0) {
+        entry.sub.unsubscribe();
+        this.byUser.delete(key);
+      }
+    }
+    decrement(this.perUser, c.user);
+    this.metrics.connections.set(this.conns.size);
+    this.metrics.closes.inc({ code: String(code) });
+    if (!c.silent) this.event(c, 'close', {}, null);
+  }
+
+  /**
+   * One text frame; a client that lets more than the outbound limit pile up is closed with 4008.
+   * Outside uWS's own callbacks nothing is corked: callers cork (one write per socket).
+   */
+  private send(ws: Ws, text: string): boolean {
+    if (!ws.getUserData().open) return false;
+    ws.send(text, false);
+    if (ws.getBufferedAmount() > this.ctx.config.gateway.outboundBufferBytes) {
+      ws.end(CLOSE_CODES.SLOW_CONSUMER, 'slow consumer: outbound buffer full');
+      return false;
+    }
+    return true;
+  }
+
+  /** A send or close for connections this edge holds (by id, or all of the named users'). */
+  private command(cmd: ConnCommand): ConnCommandResult {
+    let count = 0;
+    const targets = new Set<Ws>();
+    for (const id of cmd.connIds ?? []) {
+      const ws = this.conns.get(id);
+      if (ws && appId(ws.getUserData().user, ws.getUserData().app) === cmd.appId) targets.add(ws);
+    }
+    // An app instance is one user's (`<user>/<app>`): "users" can only ever mean that user, never
+    // another user's instance of the same app.
+    const app = parseAppId(cmd.appId)?.app;
+    for (const user of app === undefined ? [] : (cmd.users ?? [])) {
+      if (appId(user, app!) !== cmd.appId) continue;
+      for (const ws of this.byUser.get(cmd.appId)?.sockets ?? []) targets.add(ws);
+    }
+    if (cmd.op === 'send') {
+      const text = cmd.text ?? 'null';
+      for (const ws of targets) {
+        let sent = false;
+        ws.cork(() => {
+          sent = this.send(ws, text);
+        });
+        if (sent) count++;
+      }
+      this.metrics.messagesOut.inc(count);
+    } else {
+      for (const ws of targets) {
+        if (!ws.getUserData().open) continue;
+        ws.end(CLOSE_CODES.CLOSED_BY_APP, 'closed by the app');
+        count++;
+      }
+    }
+    return { count };
+  }
+
+}

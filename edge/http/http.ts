@@ -1,0 +1,64 @@
+import type { Readable } from 'node:stream';
+import type { Logger } from '../../lib/runtime/log.js';
+import type { Metrics } from '../../lib/runtime/metrics.js';
+
+// The vocabulary every listener shares: what a handler reads, what it answers, how a route is
+// declared. Plain data, no uWS: handlers are tested with these alone, never with a socket.
+
+/** Everything a handler may read, copied out of uWS's request before any await (uWS frees it). */
+export interface HttpRequestData {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  /** The query string exactly as sent (without `?`), for passing through untouched. */
+  rawQuery: string;
+  headers: Record<string, string>;
+  params: Record<string, string>;
+  remoteAddress: string;
+  body: Buffer;
+  /** The body as a stream (routes with `streamBody`), read with backpressure on the client. */
+  stream?: Readable;
+}
+
+/** A request before its body: what a gate may look at. */
+export type RequestHead = Omit<HttpRequestData, 'body' | 'stream'>;
+
+export interface HttpReply {
+  status: number;
+  /** Serialised as JSON with `content-type: application/json`. */
+  json?: unknown;
+  text?: string;
+  /** Raw bytes, sent as they are. */
+  body?: Uint8Array;
+  /** A body written piece by piece, each piece only once the client has taken the previous one. */
+  stream?: AsyncIterable<Uint8Array>;
+  headers?: Record<string, string>;
+}
+
+/** `any` routes take every method (no 405). */
+export type Method = 'get' | 'head' | 'post' | 'put' | 'patch' | 'del' | 'options' | 'any';
+
+export interface Route {
+  method: Method;
+  /** uWS pattern, `:name` for a parameter. */
+  path: string;
+  handler: (req: HttpRequestData) => Promise<HttpReply> | HttpReply;
+  /** Largest body accepted, in bytes (0 = no body read). */
+  bodyLimit?: number;
+  /** Hand the body over as a stream instead of reading it whole (uploads). */
+  streamBody?: boolean;
+  /**
+   * Checks that need no body, run before any of it is read (the socket is paused meanwhile): a
+   * reply (or a throw) is answered at once and the body is discarded unread; null lets it through.
+   */
+  gate?: (req: RequestHead) => Promise<HttpReply | null>;
+}
+
+/** What mounting a listener's routes needs besides the routes: where to log and count. */
+export interface HttpDeps {
+  listener: string;
+  log: Logger;
+  metrics: Metrics;
+  /** Whether the listener answers a request with this `Host` (the admin listener's: edge/admin/admin-host.ts); absent: any. */
+  hostAllowed?: (host: string | undefined) => boolean;
+}

@@ -1,0 +1,102 @@
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import { asPierError, PierError } from '../../bus/errors.js';
+import { errorReply } from './envelope.js';
+import type { HttpDeps, HttpReply, Method, Route } from './http.js';
+import { isolated } from './isolate.js';
+import { abortRelay, bodyStream, copyRequest, paramNamesOf, readBody } from './uws-request.js';
+import { send, type ResponseState } from './uws-response.js';
+
+/** A gate's refusal: answered as it is, the body never read. */
+class GateRefusal extends Error {
+  constructor(readonly reply: HttpReply) {
+    super('refused before the body');
+  }
+}
+
+/** Answers a request outside any route's handler (405, 404, a failure before the handler). */
+const answer = (res: HttpResponse, reply: HttpReply) => void send(res, reply, { aborted: false });
+
+/**
+ * Mounts a listener's route table: each route's handler, a 405 (with `Allow`) for other methods on
+ * a known path, and a 404 for everything else. Handlers return replies or throw PierErrors; this is
+ * the one place where an error becomes an HTTP status.
+ */
+export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps): void {
+  const allowed = new Map<string, Method[]>();
+  for (const route of routes) {
+    if (route.method !== 'any') allowed.set(route.path, [...(allowed.get(route.path) ?? []), route.method]);
+    // A throw before the handler's promise chain (copying the request, setting up the body) is answered 500.
+    const answerFailure = (res: HttpResponse) => answer(res, errorReply(new PierError('INTERNAL', 'internal error')));
+    app[route.method](route.path, isolated(`http ${route.path}`, deps, serveRoute(route, deps), answerFailure));
+  }
+  for (const [path, methods] of allowed) {
+    const allow = methods.map((m) => (m === 'del' ? 'DELETE' : m.toUpperCase())).join(', ');
+    app.any(path, (res) => answer(res, { ...errorReply(new PierError('METHOD_NOT_ALLOWED', `method not allowed; use ${allow}`)), headers: { allow } }));
+  }
+  app.any('/*', (res) => answer(res, errorReply(new PierError('NOT_FOUND', 'no such route'))));
+}
+
+/**
+ * One route's uWS callback: copy the request, run the gate beside the body reader, hand the body
+ * to the handler, turn a throw into its status, send, and count.
+ */
+function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: HttpRequest) => void {
+  const names = paramNamesOf(route.path);
+  // This route's metric series, each looked up once by method and status (prom-client hashes the
+  // labels on every call otherwise); bounded: a few methods times the statuses Pier answers.
+  const series = new Map<string, { count: { inc(): void }; seconds: { observe(v: number): void } }>();
+  const observe = (method: string, status: number, seconds: number) => {
+    const key = `${method} ${status}`;
+    let s = series.get(key);
+    if (!s) {
+      const name = `${method.toUpperCase()} ${route.path}`;
+      series.set(key, (s = { count: deps.metrics.httpRequests.labels(deps.listener, name, String(status)), seconds: deps.metrics.httpSeconds.labels(deps.listener, name) }));
+    }
+    s.count.inc();
+    s.seconds.observe(seconds);
+  };
+  return (res, req) => {
+    const started = process.hrtime.bigint();
+    const state: ResponseState = { aborted: false };
+    res.onAborted(abortRelay(state));
+    const data = copyRequest(res, req, names, state);
+    if (deps.hostAllowed && !deps.hostAllowed(data.headers.host)) {
+      answer(res, errorReply(new PierError('FORBIDDEN', 'Host: this listener answers only loopback names, IP addresses and the names in PIER_ADMIN_HOSTS')));
+      observe(data.method, 403, Number(process.hrtime.bigint() - started) / 1e9);
+      return;
+    }
+    const limit = route.bodyLimit ?? 0;
+    const stream = route.streamBody ? bodyStream(res, state) : undefined;
+    // The gate starts now, in the same tick as the body reader, which holds the body until it passes.
+    const gate = route.gate
+      ? route.gate(data).then((refused) => {
+          if (refused) throw new GateRefusal(refused);
+        })
+      : null;
+    const bodyPromise = !stream && limit > 0 ? readBody(res, data.headers['content-length'] ?? '', limit, state, gate) : (gate ?? Promise.resolve()).then(() => Buffer.alloc(0));
+    void bodyPromise
+      .then((body) => {
+        // Set, not spread: a spread would read the lazy remote address of every request.
+        data.body = body;
+        data.stream = stream;
+        return route.handler(data);
+      })
+      .catch((err: unknown) => {
+        if (err instanceof GateRefusal) return err.reply;
+        const e = asPierError(err);
+        if (e.status >= 500) deps.log.error({ err: e.cause ?? e, route: route.path }, e.message);
+        return errorReply(e);
+      })
+      .then(async (reply) => {
+        await send(res, reply, state);
+        // uWS keeps the abort relay, and so `state`, until the connection's next request: let go of the reader.
+        state.onAbort = undefined;
+        observe(data.method, reply.status, Number(process.hrtime.bigint() - started) / 1e9);
+      })
+      .catch((err: unknown) => {
+        // Sending failed (the response went away mid-write): nothing left to answer; never unhandled.
+        deps.metrics.handlerFailures.inc({ where: `http ${route.path}` });
+        deps.log.warn({ err, route: route.path }, 'answer could not be sent');
+      });
+  };
+}

@@ -1,0 +1,93 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { PierError } from '../../bus/errors.js';
+
+/**
+ * The process's Prometheus registry and the metrics every part shares. Each process labels its
+ * series with `instance`, so the admin listener can merge several processes without collisions.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+
+  /** Actor endpoints, after the NATS services framework: requests, errors, processing time, last error. */
+  readonly actorRequests: Counter<'endpoint'>;
+  readonly actorErrors: Counter<'endpoint' | 'code'>;
+  readonly actorSeconds: Histogram<'endpoint'>;
+  readonly actorLastError: Gauge<'endpoint' | 'code'>;
+
+  readonly httpRequests: Counter<'listener' | 'route' | 'status'>;
+  readonly httpSeconds: Histogram<'listener' | 'route'>;
+
+  /** Handlers (HTTP, WebSocket, bus) that threw: each was logged and answered, the process went on. */
+  readonly handlerFailures: Counter<'where'>;
+
+  /**
+   * Bus messages refused: `permission` (a role's own view refused a subject it did not declare, or
+   * nats-server refused one), `schema` (a message failed its schema), `undecodable`.
+   */
+  readonly busRefusals: Counter<'reason' | 'subject'>;
+
+  readonly registryRevision: Gauge;
+  readonly registryResyncs: Counter;
+
+  constructor(instance: string) {
+    this.registry.setDefaultLabels({ instance });
+    // Process and event-loop metrics (nodejs_eventloop_lag_p99_seconds is reset at each scrape).
+    collectDefaultMetrics({ register: this.registry });
+    const registers = [this.registry];
+    this.actorRequests = new Counter({ name: 'pier_actor_requests_total', help: 'Requests handled by actor endpoints', labelNames: ['endpoint'], registers });
+    this.actorErrors = new Counter({ name: 'pier_actor_errors_total', help: 'Requests that ended in an error', labelNames: ['endpoint', 'code'], registers });
+    this.actorSeconds = new Histogram({
+      name: 'pier_actor_processing_seconds',
+      help: 'Processing time of actor endpoints',
+      labelNames: ['endpoint'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    });
+    this.actorLastError = new Gauge({ name: 'pier_actor_last_error_timestamp_seconds', help: 'When each endpoint last failed, by error code', labelNames: ['endpoint', 'code'], registers });
+    this.httpRequests = new Counter({ name: 'pier_http_requests_total', help: 'HTTP requests answered by the edge', labelNames: ['listener', 'route', 'status'], registers });
+    this.httpSeconds = new Histogram({
+      name: 'pier_http_request_seconds',
+      help: 'Time to answer HTTP requests at the edge',
+      labelNames: ['listener', 'route'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+      registers,
+    });
+    this.handlerFailures = new Counter({ name: 'pier_handler_failures_total', help: 'Handlers that threw (logged, answered 500 or closed 1011)', labelNames: ['where'], registers });
+    this.busRefusals = new Counter({ name: 'pier_bus_refusals_total', help: 'Bus messages refused (permission, schema, undecodable)', labelNames: ['reason', 'subject'], registers });
+    this.registryRevision = new Gauge({ name: 'pier_registry_cache_revision', help: 'Registry revision held by this process cache', registers });
+    this.registryResyncs = new Counter({ name: 'pier_registry_cache_resyncs_total', help: 'Full snapshot reloads of the registry cache', registers });
+  }
+
+  /** The hook `serve()` calls after each actor request. */
+  /** Each endpoint's series, looked up once (its subjects are the process's own: bounded). */
+  private readonly actorSeries = new Map<string, { requests: { inc(): void }; seconds: { observe(v: number): void } }>();
+
+  observeActor = (endpoint: string, seconds: number, error: PierError | undefined): void => {
+    let series = this.actorSeries.get(endpoint);
+    if (!series) this.actorSeries.set(endpoint, (series = { requests: this.actorRequests.labels(endpoint), seconds: this.actorSeconds.labels(endpoint) }));
+    series.requests.inc();
+    series.seconds.observe(seconds);
+    if (error) {
+      this.actorErrors.inc({ endpoint, code: error.code });
+      this.actorLastError.set({ endpoint, code: error.code }, Date.now() / 1000);
+    }
+  };
+}
+
+/**
+ * A counter's `inc` by label values, each series looked up once (prom-client hashes the label
+ * object on every `inc` otherwise). For hot paths whose labels take few values; past `maxSeries`
+ * the remembered series are forgotten (counting stays right, only slower).
+ */
+export function seriesCounter(counter: Counter<string>, maxSeries = 256): (...values: string[]) => void {
+  const series = new Map<string, { inc(): void }>();
+  return (...values) => {
+    const key = values.join('\0');
+    let s = series.get(key);
+    if (!s) {
+      if (series.size >= maxSeries) series.clear();
+      series.set(key, (s = counter.labels(...values)));
+    }
+    s.inc();
+  };
+}

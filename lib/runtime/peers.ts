@@ -1,0 +1,299 @@
+import { at } from '../../bus/exchange.js';
+import { hear, tell } from '../../bus/verbs.js';
+import { createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import type { Bus, Subscription } from '../../bus/bus.js';
+import { processChannels, processSubjects, type Heartbeat, type ProcessInfo } from '../../bus/subjects.js';
+
+export interface PeersOptions {
+  intervalMs: number;
+  /** A peer not heard for this long is dead (and reported once through `onDeath`). */
+  deadAfterMs: number;
+  now?: () => number;
+  /** This process's public key, announced with every heartbeat (bus/seal.ts). */
+  key: string;
+  /** The role keys this process opens requests to `role` with (empty: the role has none). */
+  roleKeys?: (role: string) => string[];
+  /**
+   * At most this many live processes are kept per role (heartbeats are outside input): one role's
+   * identity announcing thousands of processes cannot crowd out the processes of another role.
+   */
+  maxPeers?: number;
+  /** A heartbeat was not believed (a second claimant of a live id, or one past the bound). */
+  onRefused?: (why: string) => void;
+}
+
+interface Entry {
+  beat: Heartbeat;
+  role: string;
+  at: number;
+  dead: boolean;
+  signKey: KeyObject;
+}
+
+/** What a heartbeat's signature covers: everything that decides where messages and keys go. */
+const signed = (role: string, b: Omit<Heartbeat, 'sig'>) => Buffer.from(JSON.stringify([role, b.id, b.busId, b.key, b.roleKeys, b.seq, b.signKey]));
+
+/**
+ * Which Pier processes are alive, from the heartbeats every process publishes once per role on
+ * that role's own subject (`pier.process.heartbeat.<role>`), which only the role's identity may
+ * publish: a heartbeat counts for the role its subject names, whatever roles its body lists. Used to
+ * know which edges a list must hear from, which callback replicas can take events, when an edge
+ * died (its connections then need their `close`), and which keys secrets are sealed to.
+ *
+ * Each heartbeat is signed with a key pair the process made at start, and counts up: an id is bound
+ * to the signing key it was first heard with for as long as it lives, and a heartbeat that is not
+ * newer than the last one heard is a replay. So no other process, even one of the same role that
+ * hears every heartbeat, can keep a dead process "alive" or take over its keys.
+ */
+export class Peers {
+  private readonly seen = new Map<string, Entry>();
+  private readonly deathListeners = new Set<(peer: ProcessInfo) => void>();
+  private readonly keyWaiters = new Set<() => void>();
+  private sub: Subscription | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly now: () => number;
+  private readonly maxPeers: number;
+  private readonly signing = generateKeyPairSync('ed25519');
+  private readonly signKey = this.signing.publicKey.export({ format: 'jwk' }).x!;
+  private seq = 0;
+  private readonly ownBeats = new Map<string, Heartbeat>();
+  /** Roles whose replicas were last seen announcing no key in common (said once, not per request). */
+  private readonly disagreeing = new Set<string>();
+  /**
+   * When this process last heard its own heartbeat come back from the bus. A process that cannot
+   * hear itself (its NATS connection is down or re-connecting, or it was paused) hears nobody, and
+   * the silence is its own, not its peers': it declares nobody dead meanwhile (see `checkDeaths`).
+   */
+  private lastOwnHeard: number;
+
+  constructor(
+    private readonly bus: Bus,
+    readonly self: ProcessInfo,
+    private readonly options: PeersOptions,
+  ) {
+    this.now = options.now ?? Date.now;
+    this.maxPeers = options.maxPeers ?? 256;
+    this.lastOwnHeard = this.now();
+  }
+
+  /** Past this long without its own heartbeat back, the process counts itself cut off (never longer than half the death bound). */
+  private get blindAfterMs(): number {
+    return Math.min(3 * this.options.intervalMs, this.options.deadAfterMs / 2);
+  }
+
+  start(): void {
+    this.sub = hear(this.bus, at(processChannels.heartbeat, processSubjects.heartbeats), (beat, subject) => this.heard(subject.slice(subject.lastIndexOf('.') + 1), beat));
+    const beat = () => {
+      this.seq++;
+      for (const role of this.self.roles) {
+        try {
+          tell(this.bus, at(processChannels.heartbeat, processSubjects.heartbeat(role)), this.beatFor(role));
+        } catch {
+          // Disconnected: peers will see the silence, which is the truth.
+        }
+      }
+      this.checkDeaths();
+    };
+    beat();
+    this.timer = setInterval(beat, this.options.intervalMs);
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.sub?.unsubscribe();
+    for (const wake of this.keyWaiters) wake();
+  }
+
+  /** Live processes with `role` (this one included), as far as their role's own heartbeats tell. */
+  alive(role: string): ProcessInfo[] {
+    return this.aliveBeats(role).map(({ key: _k, roleKeys: _r, ...info }) => info);
+  }
+
+  onDeath(listener: (peer: ProcessInfo) => void): () => void {
+    this.deathListeners.add(listener);
+    return () => this.deathListeners.delete(listener);
+  }
+
+  /**
+   * Which of the role's `anchored` keys to seal a request to `role` with: one every live replica
+   * announces (so whichever the queue group picks opens it; during a master key rotation the old
+   * one, until every replica has the new), in the anchors' order of preference. A key a heartbeat
+   * announces that is not anchored counts for nothing (docs/security.md, "Keys with an anchor").
+   * Null when no replica announcing an anchored key was heard, or they hold none in common.
+   */
+  recipientFor(role: string, anchored: readonly string[]): string | null {
+    // A process running the role holds the real key (derived from the master key): its own.
+    if (this.self.roles.includes(role)) return this.options.roleKeys?.(role).find((k) => anchored.includes(k)) ?? null;
+    const held = this.aliveBeats(role)
+      .map((b) => b.roleKeys.filter((k) => anchored.includes(k)))
+      .filter((keys) => keys.length > 0);
+    if (held.length === 0) return null;
+    const everywhere = anchored.filter((k) => held.every((keys) => keys.includes(k)));
+    if (everywhere.length === 0) {
+      if (!this.disagreeing.has(role)) this.options.onRefused?.(`the ${role} replicas hold no anchored key in common (a master key rotation half done?): nothing is sealed to ${role} until they agree`);
+      this.disagreeing.add(role);
+      return null;
+    }
+    this.disagreeing.delete(role);
+    return everywhere[0];
+  }
+
+  /** `recipientFor`, waiting up to `timeoutMs` for a first heartbeat of the role (a process that just started). */
+  async recipientWithin(role: string, anchored: readonly string[], timeoutMs: number): Promise<string | null> {
+    const end = this.now() + timeoutMs;
+    for (let key = this.recipientFor(role, anchored); ; key = this.recipientFor(role, anchored)) {
+      if (key !== null || this.now() >= end || this.disagreeing.has(role)) return key;
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          this.keyWaiters.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, Math.max(1, end - this.now()));
+        this.keyWaiters.add(wake);
+      });
+    }
+  }
+
+  /** This process's signature (its heartbeat key) over `data`: for what it answers that others must trust. */
+  sign(data: Buffer): string {
+    return sign(null, data, this.signing.privateKey).toString('base64url');
+  }
+
+  /** Whether `sig` over `data` is by the live process `id` (this one included), as its heartbeats are. */
+  signedBy(id: string, data: Buffer, sig: string): boolean {
+    const key = id === this.self.id ? this.signing.publicKey : [...this.seen.values()].find((e) => !e.dead && e.beat.id === id)?.signKey;
+    if (!key) return false;
+    try {
+      return verify(null, data, key, Buffer.from(sig, 'base64url'));
+    } catch {
+      return false;
+    }
+  }
+
+  /** Whether `sig` over `data` is by the live `role` process with bus id `busId` (its heartbeat key). */
+  signedByBus(busId: string, role: string, data: Buffer, sig: string): boolean {
+    const entry = busId === this.self.busId && this.self.roles.includes(role) ? null : [...this.seen.values()].find((e) => !e.dead && e.role === role && e.beat.busId === busId);
+    const key = entry === null ? this.signing.publicKey : entry?.signKey;
+    if (!key) return false;
+    try {
+      return verify(null, data, key, Buffer.from(sig, 'base64url'));
+    } catch {
+      return false;
+    }
+  }
+
+  /** This process's heartbeat for `role`, signed once per beat (reads of the directory use it too). */
+  private beatFor(role: string): Heartbeat {
+    const cached = this.ownBeats.get(role);
+    if (cached && cached.seq === this.seq) return cached;
+    const body = { ...this.self, key: this.options.key, roleKeys: this.options.roleKeys?.(role) ?? [], seq: this.seq, signKey: this.signKey };
+    const beat = { ...body, sig: sign(null, signed(role, body), this.signing.privateKey).toString('base64url') };
+    this.ownBeats.set(role, beat);
+    return beat;
+  }
+
+  private aliveBeats(role: string): Heartbeat[] {
+    const now = this.now();
+    const others: Heartbeat[] = [];
+    for (const e of this.seen.values()) if (e.role === role && !e.dead && now - e.at <= this.options.deadAfterMs) others.push(e.beat);
+    return this.self.roles.includes(role) ? [this.beatFor(role), ...others] : others;
+  }
+
+  private heard(role: string, beat: Heartbeat): void {
+    if (beat.id === this.self.id) {
+      if (beat.signKey === this.signKey && beat.seq >= this.seq - 1 && verify(null, signed(role, beat), this.signing.publicKey, Buffer.from(beat.sig, 'base64url'))) this.heardSelf();
+      return;
+    }
+    const id = `${role}|${beat.id}`;
+    const known = this.seen.get(id);
+    const live = known && !known.dead ? known : null;
+    if (live && (live.beat.signKey !== beat.signKey || live.beat.busId !== beat.busId || live.beat.key !== beat.key)) {
+      this.options.onRefused?.(`a second claimant of the live ${role} process ${beat.id}`);
+      return;
+    }
+    // A bus id names one process: another id claiming a live one's is not believed (an identity of
+    // the role announcing itself under a real edge's bus id, to sign its notices or fake its death).
+    if (!live && [...this.seen.values()].some((e) => !e.dead && e.beat.busId === beat.busId && e.beat.id !== beat.id)) {
+      this.options.onRefused?.(`a second claimant of the live bus id ${beat.busId}`);
+      return;
+    }
+    if (live && beat.seq <= live.beat.seq) {
+      this.options.onRefused?.(`a replayed heartbeat of ${role} process ${beat.id}`);
+      return;
+    }
+    if (!known && this.liveOf(role) >= this.maxPeers) {
+      this.options.onRefused?.(`more than ${this.maxPeers} ${role} processes announced`);
+      return;
+    }
+    const signKey = live?.signKey ?? importSignKey(beat.signKey);
+    if (!signKey || !verify(null, signed(role, beat), signKey, Buffer.from(beat.sig, 'base64url'))) {
+      this.options.onRefused?.(`a heartbeat of ${role} process ${beat.id} with a bad signature`);
+      return;
+    }
+    // What the process says of its roles is kept as the one role its subject proves.
+    this.seen.set(id, { beat: { ...beat, roles: [role] }, role, at: this.now(), dead: false, signKey });
+    if (!known || known.dead) for (const wake of [...this.keyWaiters]) wake();
+  }
+
+  /** Live entries of one role; a role's dead ones are forgotten first when it is full. */
+  private liveOf(role: string): number {
+    let live = 0;
+    for (const [id, e] of this.seen) {
+      if (e.role !== role) continue;
+      if (e.dead) this.seen.delete(id);
+      else live++;
+    }
+    return live;
+  }
+
+  /**
+   * Its own heartbeat came back. After a blackout, every peer it still counted alive gets a fresh
+   * window from now: their silence meanwhile was this process's, and one that really died is
+   * declared so one window after the blackout ended.
+   */
+  /**
+   * Whether the other processes may have declared this one dead: it has not heard its own
+   * heartbeat for nearly the death bound (paused, starved, or cut off from NATS), so its last one
+   * may have reached them that long ago. Read synchronously, before acting on anything that came in
+   * meanwhile: an edge then fences itself (its connections' closes may have been raised without it).
+   */
+  mayBeDeclaredDead(): boolean {
+    return this.self.roles.length > 0 && this.now() - this.lastOwnHeard > this.options.deadAfterMs - this.options.intervalMs;
+  }
+
+  private heardSelf(): void {
+    const now = this.now();
+    if (now - this.lastOwnHeard > this.blindAfterMs) for (const e of this.seen.values()) if (!e.dead) e.at = Math.max(e.at, now);
+    this.lastOwnHeard = now;
+  }
+
+  /**
+   * Peers not heard for `deadAfterMs` are dead: their listeners run (an edge's connections get their
+   * close). Not while this process cannot hear itself: a callback replica cut off from NATS for two
+   * seconds, or paused, would otherwise find every edge silent on its return and close the live
+   * connections of all of them.
+   */
+  private checkDeaths(): void {
+    const now = this.now();
+    // (A process with no role sends no heartbeat to hear: it has only its peers' to go by.)
+    if (this.self.roles.length > 0 && now - this.lastOwnHeard > this.blindAfterMs) return;
+    for (const [id, p] of this.seen) {
+      if (!p.dead && now - p.at > this.options.deadAfterMs) {
+        p.dead = true;
+        const { key: _k, roleKeys: _r, ...info } = p.beat;
+        for (const l of this.deathListeners) l(info);
+      }
+      // Forget it after a while; a process that comes back announces itself again.
+      if (p.dead && now - p.at > this.options.deadAfterMs * 10) this.seen.delete(id);
+    }
+  }
+}
+
+function importSignKey(x: string): KeyObject | null {
+  try {
+    return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x }, format: 'jwk' });
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,83 @@
+import { RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from 'nats';
+import { ConfigError } from '../config/config.js';
+import { PierError } from '../../bus/errors.js';
+import type { AppliedSequence } from './applied-sequence.js';
+
+/** Helpers for the state kept on JetStream (docs/operations.md "How writes stay correct"). */
+
+/** Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders), for up to 30 s. */
+export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 30_000): Promise<T> {
+  const end = Date.now() + deadlineMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      const text = String((err as Error).message);
+      const starting = /temporarily unavailable|TIMEOUT|no responders|insufficient resources|no suitable peers/i.test(text) || (err as { code?: string }).code === '503';
+      if (!starting || Date.now() > end) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+/**
+ * Waits for `catchUp` at most `budgetMs`: while a stream elects a new leader its info cannot be
+ * had, and reads must go on from the local view rather than wait for it.
+ */
+export async function withinBudget(catchUp: Promise<unknown>, budgetMs = 1_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([catchUp.catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, budgetMs)))]);
+  clearTimeout(timer);
+}
+
+/**
+ * Brings followers to their streams' ends as they are now (`ends`, one per follower), or refuses
+ * (503) when that cannot be done within the budget: never an answer from a state that may miss an
+ * acknowledged write (the stream out of reach while its leader is elected, a follow re-attaching
+ * after a node loss). `what` names the state in the refusal.
+ */
+export async function catchUpOrRefuse(ends: () => Promise<number[]>, followers: ReadonlyArray<AppliedSequence>, what: string, budgetMs = 1_000): Promise<void> {
+  const at: { ends?: number[] } = {};
+  await withinBudget(ends().then((e) => (at.ends = e)), budgetMs);
+  const target = at.ends;
+  if (!target) throw new PierError('UNAVAILABLE', `${what} is not reachable now; try again`);
+  await withinBudget(Promise.all(followers.map((f, i) => f.reached(target[i]!, budgetMs))), budgetMs);
+  if (followers.some((f, i) => f.value < target[i]!)) throw new PierError('UNAVAILABLE', `this replica is catching up with ${what}; try again`);
+}
+
+/**
+ * Coalesces catch-ups: every caller that arrives before a catch-up has started shares it (its
+ * stream-info request is sent after all of them arrived, so it covers every write they could have
+ * heard of), so a burst of reads costs one round trip, not one each.
+ */
+export class SharedCatchUp {
+  private next: Promise<void> | null = null;
+
+  constructor(private readonly catchUp: () => Promise<void>) {}
+
+  run(): Promise<void> {
+    this.next ??= new Promise<void>((r) => setImmediate(r)).then(() => {
+      this.next = null;
+      return this.catchUp();
+    });
+    return this.next;
+  }
+}
+
+/**
+ * Creates a file-backed stream with limits retention (as every stream of Pier's state is), or,
+ * when another replica made it first, leaves it (`existing: 'keep'`) or takes this replica's
+ * settings (`'update'`: retention that the operator may change between starts).
+ */
+export async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; num_replicas: number }, existing: 'keep' | 'update' = 'keep'): Promise<void> {
+  const full = { storage: StorageType.File, retention: RetentionPolicy.Limits, ...config };
+  await jsm.streams.add(full).catch(async (err: unknown) => {
+    const text = String((err as Error).message);
+    if (/replicas > 1 not supported in non-clustered mode/i.test(text)) {
+      // Said as the setting to change, not as NATS words.
+      throw new ConfigError(`PIER_JS_REPLICAS=${config.num_replicas}: this NATS server is not a cluster (it keeps one copy): set PIER_JS_REPLICAS=1, or run a JetStream cluster of ${config.num_replicas} nodes`);
+    }
+    if (!text.includes('already in use')) throw err;
+    if (existing === 'update') await jsm.streams.update(config.name, full);
+  });
+}
