@@ -58,6 +58,15 @@ export interface OperatorVaultRequest {
   value?: string;
 }
 
+/** What each operator operation answers (actors/vault/operator.ts); never a value but `get`'s. */
+export interface OperatorVaultAnswers {
+  list: Array<{ name: string; version: number; updatedAt: string; updatedBy: string }>;
+  get: { name: string; env: string; value: string; version: number };
+  set: { name: string; env: string; version: number };
+  delete: { deleted: string; env: string };
+  purge: { purged: number };
+}
+
 export const vault = {
   /** Shared within one process: the edge builds each request afresh, the handler answers with new objects. */
   op: shared(endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }, undefined, { request: 'vault', reply: true, grant: 'vault' })),
@@ -71,7 +80,7 @@ export const vault = {
    * The operator's access to one user's workspace (admin role only), audited as `(operator)`. The
    * value travels sealed both ways; `list` answers names and versions, never values.
    */
-  operator: endpoint<OperatorVaultRequest, { data: unknown }>(
+  operator: endpoint<OperatorVaultRequest, { data: OperatorVaultAnswers[OperatorVaultRequest['op']] }>(
     'pier.vault.operator',
     'vault',
     {

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { DEFAULT_PORTS, ENV } from '../lib/config/config.js';
+import { ADMIN_API, fillPath, type AdminRoute, type AnswerOf, type BodyOf, type PathParams, type QueryOf } from '../edge/admin/api.js';
 
 /** A CLI failure, one line; `status` when the admin API answered one, `kind` for the rest (cli/outcome.ts). */
 export class CliError extends Error {
@@ -42,14 +43,29 @@ export function adminTarget(env: Record<string, string | undefined>): AdminTarge
   return { url: url.replace(/\/$/, ''), token, urlSource, tokenSource };
 }
 
-/** One admin API call; returns `data` of the envelope or throws a one-line CliError. */
-export async function adminCall(target: AdminTarget, method: string, path: string, body?: unknown, rawBody?: string): Promise<unknown> {
+/** What one call of `route` sends: the path's names, the query and the body, each as the route declares them. */
+export interface CallInput<R extends AdminRoute> {
+  params?: PathParams<R['path']>;
+  query?: QueryOf<R>;
+  body?: BodyOf<R>;
+}
+
+/**
+ * One admin API call of a declared route (edge/admin/api.ts); answers `data` of the envelope, typed
+ * as the route declares it, or throws a one-line CliError. A string body is NDJSON (`state import`).
+ */
+export async function adminCall<R extends AdminRoute>(target: AdminTarget, route: R, input: CallInput<R> = {}): Promise<AnswerOf<R>> {
+  const query = new URLSearchParams();
+  for (const [k, v] of Object.entries((input.query ?? {}) as Record<string, string | undefined>)) if (v !== undefined) query.set(k, v);
+  const path = `${fillPath(route.path, (input.params ?? {}) as Record<string, string>)}${query.size > 0 ? `?${query}` : ''}`;
+  const body = input.body as unknown;
+  const contentType: Record<string, string> = body === undefined ? {} : { 'content-type': typeof body === 'string' ? 'application/x-ndjson' : 'application/json' };
   let res: Response;
   try {
     res = await fetch(`${target.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${target.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(rawBody === undefined ? {} : { 'content-type': 'application/x-ndjson' }) },
-      body: rawBody ?? (body === undefined ? undefined : JSON.stringify(body)),
+      method: route.method === 'del' ? 'DELETE' : route.method.toUpperCase(),
+      headers: { authorization: `Bearer ${target.token}`, ...contentType },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
       signal: AbortSignal.timeout(15_000),
     });
   } catch (err) {
@@ -65,14 +81,15 @@ export async function adminCall(target: AdminTarget, method: string, path: strin
   }
   if (res.status === 401) throw new CliError(`${envelope.message ?? 'unauthorized'} (401; the admin token came from ${target.tokenSource})`, 401);
   if (!res.ok || envelope.code !== 0) throw new CliError(`${envelope.message ?? 'request failed'} (${res.status})`, res.status);
-  return envelope.data;
+  // The server compiles against the same declaration (edge/admin/admin-api.ts).
+  return envelope.data as AnswerOf<R>;
 }
 
 /** `pier state export FILE`: the admin API's NDJSON stream into FILE (0600, never overwritten). */
 export async function exportState(target: AdminTarget, file: string): Promise<{ file: string; records: number }> {
   let res: Response;
   try {
-    res = await fetch(`${target.url}/admin/v1/state`, { headers: { authorization: `Bearer ${target.token}` } });
+    res = await fetch(`${target.url}${ADMIN_API.stateExport.path}`, { headers: { authorization: `Bearer ${target.token}` } });
   } catch (err) {
     throw new CliError(`cannot reach the admin API at ${target.url} (${(err as Error).message}; from ${target.urlSource})`, undefined, 'unreachable');
   }
@@ -111,7 +128,7 @@ export async function importState(target: AdminTarget, file: string): Promise<{ 
   let first = true;
   const send = async () => {
     if (batch.length === 0 && !first) return;
-    const data = (await adminCall(target, 'POST', `/admin/v1/state?first=${first}&line=${firstLine}`, undefined, batch.join('\n'))) as { imported: number };
+    const data = await adminCall(target, ADMIN_API.stateImport, { query: { first: first ? 'true' : 'false', line: String(firstLine) }, body: batch.join('\n') });
     imported += data.imported;
     firstLine += batch.length;
     first = false;

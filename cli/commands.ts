@@ -3,7 +3,8 @@ import { busInitOut } from './bus-init-out.js';
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 import { planIdentities, writeBusInit } from './bus-init.js';
 import { writeBusAnchors } from './bus-anchors.js';
-import { adminCall, adminTarget, CliError, exportState, importState } from './admin-client.js';
+import { adminCall, adminTarget, CliError, exportState, importState, type CallInput } from './admin-client.js';
+import { ADMIN_API as API, type AdminRoute, type InstallRequest, type VaultTarget } from '../edge/admin/api.js';
 
 export interface Invocation {
   positionals: string[];
@@ -11,12 +12,15 @@ export interface Invocation {
   env: Record<string, string | undefined>;
 }
 
-export interface Command {
+export interface Command<D = unknown> {
   usage: string;
-  run(inv: Invocation): Promise<unknown>;
+  run(inv: Invocation): Promise<D>;
   /** Human-readable rendering when `--json` is not given. */
-  text?(data: any): string;
+  text?(data: D): string;
 }
+
+/** A command whose `text` reads what its `run` answers (typed by the admin route it calls). */
+const command = <D>(c: Command<D>): Command => c as Command;
 
 function readFile(path: string, what: string): string {
   try {
@@ -32,11 +36,17 @@ function arg(inv: Invocation, index: number, name: string): string {
   return v;
 }
 
-/** The user, workspace, env (and secret name) a vault command names, as the admin API's query. */
-function vaultTarget(inv: Invocation, name?: string): string {
-  const q = new URLSearchParams({ user: flag(inv, 'user'), workspace: flag(inv, 'workspace'), ...(name !== undefined ? { name } : {}) });
-  if (inv.values.env !== undefined) q.set('env', flag(inv, 'env'));
-  return q.toString();
+/** The user, workspace and env a vault command names, as the admin API's query. */
+function vaultTarget(inv: Invocation): VaultTarget {
+  // The env's value is checked by the vault (400 naming env).
+  return { user: flag(inv, 'user'), workspace: flag(inv, 'workspace'), ...(inv.values.env !== undefined ? { env: flag(inv, 'env') as VaultTarget['env'] } : {}) };
+}
+
+/** The flags among `names` that were given, as a query. */
+function given<K extends string>(inv: Invocation, names: K[]): { [N in K]?: string } {
+  const q: { [N in K]?: string } = {};
+  for (const k of names) if (inv.values[k] !== undefined) q[k] = flag(inv, k);
+  return q;
 }
 
 /** A secret's value from standard input (never a flag: flags show in the process list). */
@@ -59,8 +69,7 @@ function flag(inv: Invocation, name: string): string {
   return v;
 }
 
-const call = (inv: Invocation, method: string, path: string, body?: unknown) => adminCall(adminTarget(inv.env), method, path, body);
-const enc = encodeURIComponent;
+const call = <R extends AdminRoute>(inv: Invocation, route: R, input: CallInput<R> = {}) => adminCall(adminTarget(inv.env), route, input);
 /**
  * Control characters (newline, tab, ANSI escapes, C1) as visible `\xNN`: a value stored as an app
  * sent it can neither forge a row nor drive the operator's terminal. Backslashes are doubled so an
@@ -71,31 +80,31 @@ const table = (rows: string[][]) => rows.map((r) => r.map(printable).join('\t'))
 
 /** Admin commands, by their words. `pier start` is handled by main.ts. */
 export const COMMANDS: Record<string, Command> = {
-  'user add': {
+  'user add': command({
     usage: 'pier user add NAME',
-    run: (inv) => call(inv, 'POST', '/admin/v1/users', { name: arg(inv, 0, 'NAME') }),
+    run: (inv) => call(inv, API.userAdd, { body: { name: arg(inv, 0, 'NAME') } }),
     text: (d) => `user ${d.name} created\ntoken: ${d.token}`,
-  },
-  'user token': {
+  }),
+  'user token': command({
     usage: 'pier user token NAME',
-    run: (inv) => call(inv, 'POST', `/admin/v1/users/${enc(arg(inv, 0, 'NAME'))}/tokens`),
+    run: (inv) => call(inv, API.userToken, { params: { name: arg(inv, 0, 'NAME') } }),
     text: (d) => `token for ${d.name}: ${d.token}`,
-  },
-  'user revoke': {
+  }),
+  'user revoke': command({
     usage: 'pier user revoke NAME',
-    run: (inv) => call(inv, 'POST', `/admin/v1/users/${enc(arg(inv, 0, 'NAME'))}/revoke`),
+    run: (inv) => call(inv, API.userRevoke, { params: { name: arg(inv, 0, 'NAME') } }),
     text: (d) => `revoked ${d.revoked} token(s) of ${d.name}`,
-  },
-  'user list': {
+  }),
+  'user list': command({
     usage: 'pier user list',
-    run: (inv) => call(inv, 'GET', '/admin/v1/users'),
-    text: (d: any[]) => table([['NAME', 'TOKENS', 'CREATED'], ...d.map((u) => [u.name, String(u.tokens), u.createdAt])]),
-  },
-  'app install': {
+    run: (inv) => call(inv, API.userList),
+    text: (d) => table([['NAME', 'TOKENS', 'CREATED'], ...d.map((u) => [u.name, String(u.tokens), u.createdAt])]),
+  }),
+  'app install': command({
     usage: 'pier app install --user U --manifest FILE [--provider FILE]... [--host H] [--credentials FILE] [--shared-dest]',
     run: (inv) => {
       const providers = ((inv.values.provider as string[] | undefined) ?? []).map((p) => readFile(p, '--provider'));
-      const body: Record<string, unknown> = { user: flag(inv, 'user'), manifest: readFile(flag(inv, 'manifest'), '--manifest'), providers };
+      const body: InstallRequest = { user: flag(inv, 'user'), manifest: readFile(flag(inv, 'manifest'), '--manifest'), providers };
       if (inv.values.host !== undefined) body.host = flag(inv, 'host');
       // Lets its upload.dest nest with another app's of the user: the operator vouches that they trust each other.
       if (inv.values['shared-dest'] === true) body.sharedDest = true;
@@ -103,119 +112,109 @@ export const COMMANDS: Record<string, Command> = {
       // A file, not flags, so the secret never shows in the process list.
       if (inv.values.credentials !== undefined) {
         try {
+          // Checked by the admin API (400 naming the field).
           body.credentials = JSON.parse(readFile(flag(inv, 'credentials'), '--credentials'));
         } catch (err) {
           if (err instanceof CliError) throw err;
           throw new CliError('--credentials: the file is not valid JSON');
         }
       }
-      return call(inv, 'POST', '/admin/v1/apps', body);
+      return call(inv, API.appInstall, { body });
     },
-    // Everything the JSON has: the environment for the app's chart, its upload folder (or why none).
+    // The environment for the app's chart, its upload folder (or why none).
     text: (d) =>
       [
         `app ${d.app} installed for ${d.user}`,
         ...Object.entries(d.env).map(([k, v]) => `${k}=${v}`),
-        ...(d.upload_dir ? [`upload_dir=${d.upload_dir}`] : []),
-        ...(d.upload_dir_error ? [`WARNING: no upload folder: ${d.upload_dir_error}`] : []),
-        ...Object.entries(d)
-          .filter(([k]) => !['app', 'user', 'env', 'upload_dir', 'upload_dir_error'].includes(k))
-          .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`),
+        ...(d.uploadDir ? [`upload_dir=${d.uploadDir}`] : []),
+        ...(d.uploadDirError ? [`WARNING: no upload folder: ${d.uploadDirError}`] : []),
       ].join('\n'),
-  },
-  'app list': {
+  }),
+  'app list': command({
     usage: 'pier app list [--user U]',
-    run: (inv) => call(inv, 'GET', `/admin/v1/apps${inv.values.user ? `?user=${enc(flag(inv, 'user'))}` : ''}`),
-    text: (d: any[]) => table([['USER', 'APP', 'VERSION', 'APP KEY', 'PROVIDERS'], ...d.map((a) => [a.user, a.app, a.version, a.appKey, a.providers.join(',')])]),
-  },
-  'app uninstall': {
+    run: (inv) => call(inv, API.appList, { query: given(inv, ['user']) }),
+    text: (d) => table([['USER', 'APP', 'VERSION', 'APP KEY', 'PROVIDERS'], ...d.map((a) => [a.user, a.app, a.version, a.appKey, a.providers.join(',')])]),
+  }),
+  'app uninstall': command({
     usage: 'pier app uninstall --user U APP [--purge]',
-    run: (inv) => call(inv, 'DELETE', `/admin/v1/apps/${enc(flag(inv, 'user'))}/${enc(arg(inv, 0, 'APP'))}${inv.values.purge ? '?purge=true' : ''}`),
+    run: (inv) => call(inv, API.appUninstall, { params: { user: flag(inv, 'user'), app: arg(inv, 0, 'APP') }, query: inv.values.purge ? { purge: 'true' } : {} }),
     text: (d) => `app ${d.app} uninstalled for ${d.user}${d.purged ? ' (purged)' : ''}`,
-  },
-  'provider list': {
+  }),
+  'provider list': command({
     usage: 'pier provider list',
-    run: (inv) => call(inv, 'GET', '/admin/v1/providers'),
-    text: (d: any[]) => table([['NAME', 'USER', 'APP', 'TARGET', 'ENDPOINT', 'STATE'], ...d.map((p) => [p.name, p.user, p.app, `${p.dataType}/${p.group}/${p.version}`, p.endpoint, p.state])]),
-  },
-  'provider suspend': {
+    run: (inv) => call(inv, API.providerList),
+    text: (d) => table([['NAME', 'USER', 'APP', 'TARGET', 'ENDPOINT', 'STATE'], ...d.map((p) => [p.name, p.user, p.app, `${p.dataType}/${p.group}/${p.version}`, p.endpoint, p.state])]),
+  }),
+  'provider suspend': command({
     usage: 'pier provider suspend NAME',
-    run: (inv) => call(inv, 'POST', `/admin/v1/providers/${enc(arg(inv, 0, 'NAME'))}/suspend`),
+    run: (inv) => call(inv, API.providerSuspend, { params: { name: arg(inv, 0, 'NAME') } }),
     text: (d) => `provider ${d.name} is ${d.state}`,
-  },
-  'provider resume': {
+  }),
+  'provider resume': command({
     usage: 'pier provider resume NAME',
-    run: (inv) => call(inv, 'POST', `/admin/v1/providers/${enc(arg(inv, 0, 'NAME'))}/resume`),
+    run: (inv) => call(inv, API.providerResume, { params: { name: arg(inv, 0, 'NAME') } }),
     text: (d) => `provider ${d.name} is ${d.state}`,
-  },
-  'vault audit': {
+  }),
+  'vault audit': command({
     usage: 'pier vault audit [--user U] [--app A] [--op OP] [--limit N]',
-    run: (inv) => {
-      const q = new URLSearchParams();
-      for (const k of ['user', 'app', 'op', 'limit']) if (inv.values[k] !== undefined) q.set(k, flag(inv, k));
-      return call(inv, 'GET', `/admin/v1/vault/audit${q.size > 0 ? `?${q}` : ''}`);
-    },
-    text: (d: any[]) => table([['AT', 'USER', 'APP', 'OP', 'WORKSPACE', 'ENV', 'NAME', 'OUTCOME'], ...d.map((e) => [e.at, e.user ?? '-', e.app ?? '-', e.op, e.workspace, e.env ?? '-', e.name ?? '-', e.outcome])]),
-  },
-  'conn list': {
+    run: (inv) => call(inv, API.vaultAudit, { query: given(inv, ['user', 'app', 'op', 'limit']) }),
+    text: (d) => table([['AT', 'USER', 'APP', 'OP', 'WORKSPACE', 'ENV', 'NAME', 'OUTCOME'], ...d.map((e) => [e.at, e.user ?? '-', e.app ?? '-', e.op, e.workspace, e.env ?? '-', e.name ?? '-', e.outcome])]),
+  }),
+  'conn list': command({
     usage: 'pier conn list [--user U [--app A]]',
-    run: async (inv) => {
-      const q = new URLSearchParams();
-      for (const k of ['user', 'app']) if (inv.values[k] !== undefined) q.set(k, flag(inv, k));
-      return call(inv, 'GET', `/admin/v1/connections${q.size > 0 ? `?${q}` : ''}`);
-    },
-    text: (d: any[]) => table([['CONNECTION', 'USER', 'APP', 'EDGE', 'CLIENT'], ...d.flatMap((a) => a.conns.map((c: any) => [c.id, c.user, a.app, c.edge ?? '?', c.userAgent || '-']))]),
-  },
-  'conn close': {
+    run: (inv) => call(inv, API.connections, { query: given(inv, ['user', 'app']) }),
+    text: (d) => table([['CONNECTION', 'USER', 'APP', 'EDGE', 'CLIENT'], ...d.flatMap((a) => a.conns.map((c) => [c.id, c.user, a.app, c.edge ?? '?', c.userAgent || '-']))]),
+  }),
+  'conn close': command({
     usage: 'pier conn close --user U --app A CONN [CONN...]',
-    run: (inv) => call(inv, 'POST', '/admin/v1/connections/close', { user: flag(inv, 'user'), app: flag(inv, 'app'), conns: inv.positionals.length > 0 ? inv.positionals : [arg(inv, 0, 'CONN')] }),
+    run: (inv) => call(inv, API.connectionsClose, { body: { user: flag(inv, 'user'), app: flag(inv, 'app'), conns: inv.positionals.length > 0 ? inv.positionals : [arg(inv, 0, 'CONN')] } }),
     text: (d) => `${d.closed} connection(s) closed`,
-  },
-  'upload list': {
+  }),
+  'upload list': command({
     usage: 'pier upload list [--limit N]',
-    run: (inv) => call(inv, 'GET', `/admin/v1/uploads${inv.values.limit !== undefined ? `?limit=${enc(flag(inv, 'limit'))}` : ''}`),
-    text: (d: any) => table([['ID', 'USER', 'APP', 'PATH', 'OFFSET', 'SIZE', 'PROTOCOL', 'STATE'], ...d.uploads.map((u: any) => [u.id, u.user, u.app, u.path, String(u.offset), u.size === null ? '?' : String(u.size), u.protocol, u.writing ? 'receiving' : 'idle'])]),
-  },
-  'metrics history': {
+    run: (inv) => call(inv, API.uploads, { query: given(inv, ['limit']) }),
+    text: (d) => table([['ID', 'USER', 'APP', 'PATH', 'OFFSET', 'SIZE', 'PROTOCOL', 'STATE'], ...d.uploads.map((u) => [u.id, u.user, u.app, u.path, String(u.offset), u.size === null ? '?' : String(u.size), u.protocol, u.writing ? 'receiving' : 'idle'])]),
+  }),
+  'metrics history': command({
     usage: 'pier metrics history',
-    run: (inv) => call(inv, 'GET', '/admin/v1/metrics/history'),
-    text: (d: any) => table([['AT', 'HTTP/S', 'HTTP P99 MS', 'WS MSG/S', 'CB RETRIES/S', 'BUS REFUSALS/S'], ...d.samples.map((s: any) => [new Date(s.at).toISOString(), String(s.http_requests_per_s), s.http_p99_ms === null ? '-' : String(s.http_p99_ms), String(s.ws_messages_per_s), String(s.callback_retries_per_s), String(s.bus_refusals_per_s)])]),
-  },
-  'vault list': {
+    run: (inv) => call(inv, API.metricsHistory),
+    text: (d) => table([['AT', 'HTTP/S', 'HTTP P99 MS', 'WS MSG/S', 'CB RETRIES/S', 'BUS REFUSALS/S'], ...d.samples.map((s) => [new Date(s.at).toISOString(), String(s.httpRequestsPerSecond), s.httpP99Ms === null ? '-' : String(s.httpP99Ms), String(s.wsMessagesPerSecond), String(s.callbackRetriesPerSecond), String(s.busRefusalsPerSecond)])]),
+  }),
+  'vault list': command({
     usage: 'pier vault list --user U --workspace W [--env E]',
-    run: (inv) => call(inv, 'GET', `/admin/v1/vault/secrets?${vaultTarget(inv)}`),
-    text: (d: any[]) => table([['NAME', 'VERSION', 'UPDATED', 'BY'], ...d.map((s) => [s.name, String(s.version), s.updatedAt, s.updatedBy])]),
-  },
-  'vault get': {
+    run: (inv) => call(inv, API.vaultList, { query: vaultTarget(inv) }),
+    text: (d) => table([['NAME', 'VERSION', 'UPDATED', 'BY'], ...d.map((s) => [s.name, String(s.version), s.updatedAt, s.updatedBy])]),
+  }),
+  'vault get': command({
     usage: 'pier vault get --user U --workspace W [--env E] NAME   (prints the value)',
-    run: (inv) => call(inv, 'GET', `/admin/v1/vault/secret?${vaultTarget(inv, arg(inv, 0, 'NAME'))}`),
+    run: (inv) => call(inv, API.vaultGet, { query: { ...vaultTarget(inv), name: arg(inv, 0, 'NAME') } }),
     text: (d) => String(d.value),
-  },
-  'vault set': {
+  }),
+  'vault set': command({
     usage: 'pier vault set --user U --workspace W [--env E] NAME [--value-file FILE]   (the value from FILE, or standard input)',
     run: async (inv) => {
       const name = arg(inv, 0, 'NAME');
       const value = inv.values['value-file'] !== undefined ? readFile(flag(inv, 'value-file'), '--value-file') : await readStdin();
-      return call(inv, 'PUT', `/admin/v1/vault/secret?${vaultTarget(inv, name)}`, { value });
+      return call(inv, API.vaultSet, { query: { ...vaultTarget(inv), name }, body: { value } });
     },
-    text: (d) => (d.version ? `set (version ${d.version})` : 'set'),
-  },
-  'vault delete': {
+    text: (d) => `set (version ${d.version})`,
+  }),
+  'vault delete': command({
     usage: 'pier vault delete --user U --workspace W [--env E] NAME',
-    run: (inv) => call(inv, 'DELETE', `/admin/v1/vault/secret?${vaultTarget(inv, arg(inv, 0, 'NAME'))}`),
+    run: (inv) => call(inv, API.vaultDelete, { query: { ...vaultTarget(inv), name: arg(inv, 0, 'NAME') } }),
     text: () => 'deleted',
-  },
-  'vault purge': {
+  }),
+  'vault purge': command({
     usage: 'pier vault purge --user U --workspace W   (every secret of the workspace, every env: what uninstall --purge does, later)',
-    run: (inv) => call(inv, 'DELETE', `/admin/v1/vault/secrets?${vaultTarget(inv)}`),
+    run: (inv) => call(inv, API.vaultPurge, { query: { user: flag(inv, 'user'), workspace: flag(inv, 'workspace') } }),
     text: (d) => `purged ${d.purged} secret(s)`,
-  },
-  'vault rotate-master-key': {
+  }),
+  'vault rotate-master-key': command({
     usage: 'pier vault rotate-master-key   (after restarting with the new PIER_MASTER_KEY and PIER_MASTER_KEY_PREVIOUS)',
-    run: (inv) => call(inv, 'POST', '/admin/v1/vault/rotate-master-key'),
-    text: (d) => `re-wrapped ${d.rewrapped_data_keys} data key(s), re-sealed ${d.resealed_app_secrets} app secret(s): PIER_MASTER_KEY_PREVIOUS can go`,
-  },
-  'bus init': {
+    run: (inv) => call(inv, API.rotateMasterKey),
+    text: (d) => `re-wrapped ${d.rewrappedDataKeys} data key(s), re-sealed ${d.resealedAppSecrets} app secret(s): PIER_MASTER_KEY_PREVIOUS can go`,
+  }),
+  'bus init': command({
     usage: 'pier bus init [--out DIR (default ~/.pier/bus)] [--identity NAME=ROLE,ROLE]... [--force (a folder inside a git work tree)]',
     run: async (inv) => {
       const extra: Record<string, BusRole[]> = {};
@@ -237,11 +236,11 @@ export const COMMANDS: Record<string, Command> = {
     text: (d) =>
       [
         `nats-server accounts: ${d.server} (include it from nats-server.conf): PIER for the services, PIER_STATE_<ROLE> for each role's JetStream state`,
-        ...d.identities.map((i: any) => `  ${i.user.padEnd(18)} ${i.creds}  (${i.roles.join(',')})`),
+        ...d.identities.map((i) => `  ${i.user.padEnd(18)} ${i.creds}  (${i.roles.join(',')})`),
         'Start each Pier process with NATS_CREDS=<its .nats.env file> (it carries the role\'s state logins too).',
       ].join('\n'),
-  },
-  'bus anchors': {
+  }),
+  'bus anchors': command({
     usage: 'pier bus anchors [--out DIR (default ~/.pier/bus)] [--force (a folder inside a git work tree)]   (reads PIER_MASTER_KEY, or master.key in PIER_DATA_DIR)',
     run: async (inv) => {
       try {
@@ -258,29 +257,29 @@ export const COMMANDS: Record<string, Command> = {
         `admin key: ${d.adminKey} (secret, 0600: PIER_ADMIN_KEY=<it> for the admin process only)`,
         ...(d.masterKeys > 1 ? ['Both the current and the previous master key are pinned: write them again once the rotation is done.'] : []),
       ].join('\n'),
-  },
-  'state export': {
+  }),
+  'state export': command({
     usage: 'pier state export FILE   (the registry and the vault, secrets sealed; no master key)',
     run: (inv) => exportState(adminTarget(inv.env), arg(inv, 0, 'FILE')),
     text: (d) => `exported ${d.records} record(s) to ${d.file}`,
-  },
-  'state import': {
+  }),
+  'state import': command({
     usage: 'pier state import FILE   (into an empty registry and vault, with the same PIER_MASTER_KEY)',
     run: (inv) => importState(adminTarget(inv.env), arg(inv, 0, 'FILE')),
     text: (d) => `imported ${d.imported} record(s)`,
-  },
-  status: {
+  }),
+  status: command({
     usage: 'pier status',
-    run: (inv) => call(inv, 'GET', '/admin/v1/status'),
+    run: (inv) => call(inv, API.status),
     text: (d) =>
       [
         `bus: ${d.bus.kind} (${d.bus.connected ? 'connected' : 'disconnected'})`,
         `roles: ${d.roles.join(', ')}`,
-        ...(d.missing_roles?.length ? [`MISSING: no ${d.missing_roles.join(', ')} replica is running (their requests answer 503)`] : []),
+        ...(d.missingRoles.length > 0 ? [`MISSING: no ${d.missingRoles.join(', ')} replica is running (their requests answer 503)`] : []),
         `registry revision: ${d.registry.revision}${d.registry.fresh ? '' : ' (stale)'}`,
         `connections: ${d.connections}, uploads in progress: ${d.uploads}`,
         'replicas:',
-        ...d.replicas.map((r: any) => `  ${r.id}  ${r.roles.join(',')}  since ${r.startedAt}`),
+        ...d.replicas.map((r) => `  ${r.id}  ${r.roles.join(',')}  since ${r.startedAt}`),
       ].join('\n'),
-  },
+  }),
 };

@@ -3,7 +3,7 @@ import { loadConfig } from '../lib/config/config.js';
 import { startProcess } from './start.js';
 import { logDestinationApartFromNativeOutput } from '../lib/runtime/log.js';
 import { CliError } from './admin-client.js';
-import { COMMANDS } from './commands.js';
+import { COMMANDS, type Invocation } from './commands.js';
 import { commandHelp, globalHelp } from './help.js';
 import { describeFailure, EXIT } from './outcome.js';
 
@@ -95,7 +95,7 @@ export async function main(argv: string[]): Promise<number> {
     const found = commandOf(positionals);
     if (!found) throw new CliError(`unknown command "${positionals.join(' ')}"; see pier help`, undefined, 'usage');
     const command = COMMANDS[found.name];
-    const data = await command.run({ positionals: found.rest, values: values as any, env: process.env });
+    const data = await command.run({ positionals: found.rest, values: values as Invocation['values'], env: process.env });
     process.stdout.write(`${json || !command.text ? JSON.stringify(data, null, json ? 0 : 2) : command.text(data)}\n`);
     return EXIT.ok;
   } catch (err) {

@@ -1,4 +1,6 @@
-import { clusterMetrics, adminHandlers, type AdminDeps } from './admin/admin-api.js';
+import { clusterMetrics, adminAnswers, envelopedAll, type AdminDeps } from './admin/admin-api.js';
+import { ADMIN_API, type AdminRouteName } from './admin/api.js';
+import { liveAnswers } from './admin/live-api.js';
 import { consoleRoutes, type ConsoleOptions } from './admin/console-api.js';
 import { healthz, readyz } from './http/health.js';
 import { accessToken, providerCall, providerCallGate, type SystemDeps } from './system/system-api.js';
@@ -21,7 +23,18 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
     { method: 'get', path: '/healthz', handler: healthz },
     { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache) },
   ];
-  const admin = adminHandlers(deps);
+  // The console first: it sets the sessions the admin API also accepts, and samples the figures' history.
+  const consoleParts = deps.console ? consoleRoutes(deps, deps.console) : null;
+  const admin = envelopedAll(deps, { ...adminAnswers(deps), ...liveAnswers(deps, consoleParts?.history ?? { everyMs: 0, samples: () => [] }) });
+  const adminBody: Partial<Record<AdminRouteName, number>> = {
+    userAdd: deps.adminBodyBytes,
+    appInstall: deps.adminBodyBytes,
+    stateImport: deps.adminBodyBytes,
+    // A secret is at most 64 KiB (docs/protocol.md "Vault"): its JSON, escaped, fits twice that.
+    vaultSet: 128 * 1024,
+    vaultSetByPath: 128 * 1024,
+    connectionsClose: 128 * 1024,
+  };
   /**
    * What the operator changed, logged at info once answered: who-what-outcome from the method, the
    * path (names only) and the status; never a body (tokens, secrets and values live there).
@@ -34,7 +47,6 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
   const local = localApi(deps);
   const uploads = uploadApi(deps);
   const tus = tusApi(deps);
-  const body = deps.adminBodyBytes;
   return {
     public: [...probes],
     system: [
@@ -83,31 +95,13 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
       { method: 'get', path: '/healthz', handler: healthz },
       { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache, deps.peers) },
       { method: 'get', path: '/metrics', handler: () => clusterMetrics(deps.bus, deps.peers) },
-      { method: 'get', path: '/admin/v1/status', handler: admin.status },
-      { method: 'get', path: '/admin/v1/users', handler: admin.userList },
-      { method: 'post', path: '/admin/v1/users', handler: audited(admin.userAdd), bodyLimit: body },
-      { method: 'post', path: '/admin/v1/users/:name/tokens', handler: audited(admin.userToken) },
-      { method: 'post', path: '/admin/v1/users/:name/revoke', handler: audited(admin.userRevoke) },
-      { method: 'get', path: '/admin/v1/apps', handler: admin.appList },
-      { method: 'post', path: '/admin/v1/apps', handler: audited(admin.appInstall), bodyLimit: body },
-      { method: 'del', path: '/admin/v1/apps/:user/:app', handler: audited(admin.appUninstall) },
-      { method: 'get', path: '/admin/v1/providers', handler: admin.providerList },
-      { method: 'post', path: '/admin/v1/providers/:name/suspend', handler: audited(admin.providerSetState('suspended')) },
-      { method: 'post', path: '/admin/v1/providers/:name/resume', handler: audited(admin.providerSetState('active')) },
-      { method: 'get', path: '/admin/v1/vault/audit', handler: admin.vaultAudit },
-      { method: 'get', path: '/admin/v1/vault/secrets', handler: admin.vaultOperator('list') },
-      { method: 'get', path: '/admin/v1/vault/secrets/:name', handler: audited(admin.vaultOperator('get')) },
-      // The same, the name in the query: a URL collapses the names `.` and `..` (even as %2E) in a path.
-      { method: 'get', path: '/admin/v1/vault/secret', handler: audited(admin.vaultOperator('get')) },
-      { method: 'put', path: '/admin/v1/vault/secret', handler: audited(admin.vaultOperator('set')), bodyLimit: 128 * 1024 },
-      { method: 'del', path: '/admin/v1/vault/secret', handler: audited(admin.vaultOperator('delete')) },
-      { method: 'put', path: '/admin/v1/vault/secrets/:name', handler: audited(admin.vaultOperator('set')), bodyLimit: 128 * 1024 },
-      { method: 'del', path: '/admin/v1/vault/secrets/:name', handler: audited(admin.vaultOperator('delete')) },
-      { method: 'del', path: '/admin/v1/vault/secrets', handler: audited(admin.vaultOperator('purge')) },
-      { method: 'post', path: '/admin/v1/vault/rotate-master-key', handler: audited(admin.rotateMasterKey) },
-      { method: 'get', path: '/admin/v1/state', handler: admin.stateExport },
-      { method: 'post', path: '/admin/v1/state', handler: audited(admin.stateImport), bodyLimit: body },
-      ...(deps.console ? consoleRoutes(deps, deps.console).routes : []),
+      // Every admin route as edge/admin/api.ts declares it; a change is logged once answered.
+      ...(Object.keys(ADMIN_API) as AdminRouteName[]).map((name): Route => {
+        const r = ADMIN_API[name];
+        const limit = adminBody[name];
+        return { method: r.method, path: r.path, handler: r.changes ? audited(admin[name]) : admin[name], ...(limit === undefined ? {} : { bodyLimit: limit }) };
+      }),
+      ...(consoleParts?.routes ?? []),
     ],
   };
 }

@@ -1,5 +1,5 @@
 import { PierError } from '../../bus/errors.js';
-import type { AuditEntry, OperatorVaultRequest, SecretOp } from '../../bus/subjects.js';
+import type { AuditEntry, OperatorVaultAnswers, OperatorVaultRequest, SecretOp } from '../../bus/subjects.js';
 import { perform, type VaultDeps } from './handler.js';
 import { nameOf, scopeKey, secretKey } from './store.js';
 
@@ -13,7 +13,7 @@ export const OPERATOR = '(operator)';
  * deletes every secret of the workspace in every env, with its data keys: what `uninstall --purge`
  * does, for secrets a plain uninstall kept.
  */
-export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Promise<{ data: unknown }> {
+export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Promise<{ data: OperatorVaultAnswers[OperatorVaultRequest['op']] }> {
   if (!deps.cache.userExists(req.user)) throw new PierError('NOT_FOUND', `user "${req.user}" not found`);
   const env = req.env ?? 'prod';
   const entry = (op: string) => (outcome: string): AuditEntry => ({ at: new Date(deps.now()).toISOString(), user: req.user, app: OPERATOR, op, workspace: req.workspace, env: req.op === 'purge' ? null : env, name: req.name ?? null, outcome });
@@ -48,7 +48,10 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
     if (err instanceof PierError) deps.audit(entry(op)(err.code));
     throw err;
   });
-  if (op === 'RetrieveSecret') return { data: { ...(answer.data as object), version: answer.version } };
   if (op === 'DeleteSecret') return { data: { deleted: req.name, env } };
-  return { data: { name: req.name, env, version: answer.version } };
+  // A read, a create and an update always carry the record's version (handler.ts).
+  const version = answer.version;
+  if (version === undefined) throw new Error(`the vault's ${op} answered no version`);
+  if (op === 'RetrieveSecret') return { data: { ...(answer.data as { name: string; env: string; value: string }), version } };
+  return { data: { name: req.name, env, version } };
 }

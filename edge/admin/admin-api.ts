@@ -1,7 +1,9 @@
 import { ask } from '../../bus/verbs.js';
 import type { Bus } from '../../bus/bus.js';
 import { ErrorReasons, PierError } from '../../bus/errors.js';
-import { credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type ImportedCredentials, type ProviderState, type OperatorVaultRequest } from '../../bus/subjects.js';
+import { credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
+import type { AdminApi, AdminRouteName, AnswerOf, AppRow, ProviderRow, ReplicaRow } from './api.js';
+import type { LiveRouteName } from './live-api.js';
 import { AggregatorRegistry } from 'prom-client';
 import { assertValid, compile } from '../../bus/validation.js';
 import { safeEqual } from '../../lib/crypto/tokens.js';
@@ -46,7 +48,7 @@ const installSchema = compile({
  * Admin calls carry `Authorization: Bearer <admin token>`, compared in constant time; without
  * the header, a console session (its cookie, and for a change its CSRF token) stands for it.
  */
-export function requireAdmin(deps: AdminDeps, req: HttpRequestData): void {
+export function requireAdmin(deps: Pick<AdminDeps, 'adminToken' | 'sessions'>, req: HttpRequestData): void {
   const header = req.headers.authorization ?? '';
   if (header === '' && deps.sessions) return deps.sessions.authorize(req);
   const token = header.startsWith('Bearer ') ? header.slice(7) : '';
@@ -65,36 +67,65 @@ function pathName(req: HttpRequestData, key: string, pattern: RegExp, what: stri
  * whatever this answers: with no upload role reachable the folder is created at the first upload,
  * and the answer says why it could not name it now.
  */
-async function uploadDir(deps: AdminDeps, user: string, dest: string | null): Promise<{ upload_dir: string | null; upload_dir_error?: string }> {
-  if (dest === null) return { upload_dir: null };
+async function uploadDir(deps: AdminDeps, user: string, dest: string | null): Promise<{ dir: string | null; error?: string }> {
+  if (dest === null) return { dir: null };
   try {
-    return { upload_dir: (await ask(deps.bus, upload.prepare, { user, dest })).dir };
+    return { dir: (await ask(deps.bus, upload.prepare, { user, dest })).dir };
   } catch (err) {
-    return { upload_dir: null, upload_dir_error: `the upload role did not create the folder: ${(err as Error).message}` };
+    return { dir: null, error: `the upload role did not create the folder: ${(err as Error).message}` };
   }
 }
 
 const EXPORT_PAGE = 500;
 
-/** The admin API handlers. Each checks the token, validates, and asks the registry over the bus. */
-export function adminHandlers(deps: AdminDeps) {
-  const guard =
-    (fn: (req: HttpRequestData) => Promise<HttpReply>) =>
-    (req: HttpRequestData): Promise<HttpReply> => {
-      requireAdmin(deps, req);
-      return fn(req);
-    };
+/** A reply that is not the envelope around a declared answer (an NDJSON stream, an envelope with flags beside `data`). */
+export class RawReply {
+  constructor(readonly reply: HttpReply) {}
+}
+
+/** What a route's handler answers: its declared type (edge/admin/api.ts), or a RawReply. */
+export type AnswerHandler<R> = (req: HttpRequestData) => Promise<AnswerOf<R> | RawReply>;
+export type AnswerHandlers<K extends AdminRouteName = AdminRouteName> = { [N in K]: AnswerHandler<AdminApi[N]> };
+
+/** A typed handler as a route's: the admin token (or console session) checked first, the answer in the envelope. */
+export function enveloped<R>(deps: Pick<AdminDeps, 'adminToken' | 'sessions'>, handler: AnswerHandler<R>): (req: HttpRequestData) => Promise<HttpReply> {
+  return async (req) => {
+    requireAdmin(deps, req);
+    const answer = await handler(req);
+    return answer instanceof RawReply ? answer.reply : ok(answer);
+  };
+}
+
+/** The routes' handlers by name, each checking the admin token and answering the envelope (what edge/routes.ts mounts). */
+export function envelopedAll<K extends AdminRouteName>(deps: Pick<AdminDeps, 'adminToken' | 'sessions'>, answers: AnswerHandlers<K>): Record<K, (req: HttpRequestData) => Promise<HttpReply>> {
+  const out = {} as Record<K, (req: HttpRequestData) => Promise<HttpReply>>;
+  for (const name of Object.keys(answers) as K[]) out[name] = enveloped(deps, answers[name] as AnswerHandler<unknown>);
+  return out;
+}
+
+/** Every admin route but those of live-api.ts, typed; edge/routes.ts mounts them from ADMIN_API. */
+export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRouteName, LiveRouteName>> {
+  const vaultOp = async <Op extends OperatorVaultRequest['op']>(op: Op, req: HttpRequestData): Promise<OperatorVaultAnswers[Op]> => {
+    const q = (k: string) => req.query.get(k) ?? undefined;
+    const body = op === 'set' ? (parseJsonBody(req) as { value?: unknown }) : {};
+    if (op === 'set' && typeof body.value !== 'string') throw new PierError('BAD_REQUEST', 'value: must be a string');
+    const name = req.params.name ?? q('name');
+    const request = { op, user: q('user') ?? '', workspace: q('workspace') ?? '', ...(q('env') ? { env: q('env') } : {}), ...(name ? { name } : {}), ...(op === 'set' ? { value: body.value as string } : {}) };
+    // The vault answers the shape of the operation asked (bus/subjects-vault.ts OperatorVaultAnswers).
+    return (await ask(deps.bus, vault.operator, request)).data as OperatorVaultAnswers[Op];
+  };
+  const setState = (state: ProviderState) => async (req: HttpRequestData) => providerRow(await ask(deps.bus, registry.providerSetState, { name: req.params.name, state }));
 
   return {
-    userAdd: guard(async (req) => {
+    userAdd: async (req) => {
       const body = parseJsonBody(req);
-      return ok(await ask(deps.bus, registry.userAdd, { name: body.name as string }));
-    }),
-    userList: guard(async () => ok(await ask(deps.bus, registry.userList, {}))),
-    userToken: guard(async (req) => ok(await ask(deps.bus, registry.userToken, { name: pathName(req, 'name', USER_NAME, 'user') }))),
-    userRevoke: guard(async (req) => ok(await ask(deps.bus, registry.userRevoke, { name: pathName(req, 'name', USER_NAME, 'user') }))),
+      return ask(deps.bus, registry.userAdd, { name: body.name as string });
+    },
+    userList: async () => (await ask(deps.bus, registry.userList, {})).map((u) => ({ name: u.name, tokens: u.tokens, createdAt: u.createdAt })),
+    userToken: async (req) => ask(deps.bus, registry.userToken, { name: pathName(req, 'name', USER_NAME, 'user') }),
+    userRevoke: async (req) => ask(deps.bus, registry.userRevoke, { name: pathName(req, 'name', USER_NAME, 'user') }),
 
-    appInstall: guard(async (req) => {
+    appInstall: async (req) => {
       const body = parseJsonBody(req);
       assertValid(installSchema, body);
       const installed = await ask(deps.bus, registry.appInstall, {
@@ -105,45 +136,48 @@ export function adminHandlers(deps: AdminDeps) {
         ...(body.credentials === undefined ? {} : { credentials: body.credentials as ImportedCredentials }),
         ...(body.sharedDest === true ? { sharedDest: true } : {}),
       });
-      return ok({
+      const folder = await uploadDir(deps, installed.user, installed.uploadDest);
+      return {
         app: installed.app,
         user: installed.user,
         env: { OS_SYSTEM_SERVER: deps.systemServer(), OS_APP_KEY: installed.appKey, OS_APP_SECRET: installed.appSecret },
-        ...(await uploadDir(deps, installed.user, installed.uploadDest)),
-      });
-    }),
-    appList: guard(async (req) => {
+        uploadDir: folder.dir,
+        upload_dir: folder.dir,
+        ...(folder.error === undefined ? {} : { uploadDirError: folder.error, upload_dir_error: folder.error }),
+      };
+    },
+    appList: async (req) => {
       const user = req.query.get('user') ?? undefined;
       if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
       // With what the registry's caches know of each app: its grants and its upload folder (the console's apps view).
       const apps = await ask(deps.bus, registry.appList, user === undefined ? {} : { user });
-      return ok(apps.map((a) => {
+      return apps.map((a): AppRow => {
+        const row: AppRow = { user: a.user, app: a.app, version: a.version, host: a.host, appKey: a.appKey, providers: a.providers, installedAt: a.installedAt, sharedDest: a.sharedDest };
         const view = deps.cache.app(a.user, a.app);
-        return view ? { ...a, grants: view.grants, upload_dest: view.upload?.dest ?? null } : a;
-      }));
-    }),
-    appUninstall: guard(async (req) => {
+        if (!view) return row;
+        const dest = view.upload?.dest ?? null;
+        return { ...row, grants: view.grants.map((g) => ({ dataType: g.dataType, group: g.group, version: g.version, ops: g.ops })), uploadDest: dest, upload_dest: dest };
+      });
+    },
+    appUninstall: async (req) => {
       const purge = req.query.get('purge');
       if (purge !== null && purge !== 'true' && purge !== 'false') throw new PierError('BAD_REQUEST', 'purge: must be true or false');
       const user = pathName(req, 'user', USER_NAME, 'user');
       const app = pathName(req, 'app', APP_NAME, 'app');
-      const done = await ask(deps.bus, registry.appUninstall, { user, app, purge: purge === 'true' }).catch((err: unknown) => {
+      return ask(deps.bus, registry.appUninstall, { user, app, purge: purge === 'true' }).catch((err: unknown) => {
         // Purging an app already uninstalled: its grants went with it, but its workspaces can still go.
         if (err instanceof PierError && err.is(ErrorReasons.APP_UNKNOWN) && purge === 'true') {
           throw new PierError('NOT_FOUND', `${err.message}: to delete the secrets a plain uninstall kept, run pier vault purge --user ${user} --workspace W for each of its workspaces`);
         }
         throw err;
       });
-      return ok(done);
-    }),
+    },
 
-    providerList: guard(async () => ok(await ask(deps.bus, registry.providerList, {}))),
-    providerSetState: (state: ProviderState) =>
-      guard(async (req) => {
-        return ok(await ask(deps.bus, registry.providerSetState, { name: req.params.name, state }));
-      }),
+    providerList: async () => (await ask(deps.bus, registry.providerList, {})).map(providerRow),
+    providerSuspend: setState('suspended'),
+    providerResume: setState('active'),
 
-    vaultAudit: guard(async (req) => {
+    vaultAudit: async (req) => {
       const user = req.query.get('user') ?? undefined;
       if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
       const limitText = req.query.get('limit') ?? '100';
@@ -154,22 +188,21 @@ export function adminHandlers(deps: AdminDeps) {
       if (app !== undefined && !APP_NAME.test(app)) throw new PierError('BAD_REQUEST', `app: must match ${APP_NAME}`);
       if (op !== undefined && !/^[A-Za-z]{1,64}$/.test(op)) throw new PierError('BAD_REQUEST', 'op: must be an operation name, letters only');
       const entries = await ask(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) });
-      return ok(entries.filter((e) => (app === undefined || e.app === app) && (op === undefined || e.op === op)));
-    }),
-    /**
-     * `pier vault list|get|set|delete|purge`: one user's workspace, as the operator. The target in
-     * the query (`user`, `workspace`, `env`), the name in the path; a value only in a PUT body.
-     */
-    vaultOperator: (op: OperatorVaultRequest['op']) =>
-      guard(async (req) => {
-        const q = (k: string) => req.query.get(k) ?? undefined;
-        const body = op === 'set' ? (parseJsonBody(req) as { value?: unknown }) : {};
-        if (op === 'set' && typeof body.value !== 'string') throw new PierError('BAD_REQUEST', 'value: must be a string');
-        const request = { op, user: q('user') ?? '', workspace: q('workspace') ?? '', ...(q('env') ? { env: q('env') } : {}), ...((req.params.name ?? q('name')) ? { name: req.params.name ?? q('name') } : {}), ...(op === 'set' ? { value: body.value as string } : {}) };
-        return ok((await ask(deps.bus, vault.operator, request)).data);
-      }),
+      return entries.filter((e) => (app === undefined || e.app === app) && (op === undefined || e.op === op)).map((e) => ({ at: e.at, user: e.user, app: e.app, op: e.op, workspace: e.workspace, env: e.env, name: e.name, outcome: e.outcome }));
+    },
+    // `pier vault list|get|set|delete|purge`: one user's workspace, as the operator. The target in
+    // the query (`user`, `workspace`, `env`), the name in the path or the query; a value only in a PUT body.
+    vaultList: (req) => vaultOp('list', req),
+    vaultPurge: (req) => vaultOp('purge', req),
+    vaultGetByPath: (req) => vaultOp('get', req),
+    vaultSetByPath: (req) => vaultOp('set', req),
+    vaultDeleteByPath: (req) => vaultOp('delete', req),
+    vaultGet: (req) => vaultOp('get', req),
+    vaultSet: (req) => vaultOp('set', req),
+    vaultDelete: (req) => vaultOp('delete', req),
+
     /** `pier state export`: every record of the registry and the vault, as NDJSON, streamed page by page. */
-    stateExport: guard(async () => {
+    stateExport: async () => {
       async function* lines(): AsyncGenerator<Uint8Array> {
         for (const ep of [stateEndpoints.registryExport, stateEndpoints.vaultExport]) {
           for (let offset = 0; ; offset += EXPORT_PAGE) {
@@ -179,13 +212,13 @@ export function adminHandlers(deps: AdminDeps) {
           }
         }
       }
-      return { status: 200, headers: { 'content-type': 'application/x-ndjson' }, stream: lines() };
-    }),
+      return new RawReply({ status: 200, headers: { 'content-type': 'application/x-ndjson' }, stream: lines() });
+    },
     /**
      * `pier state import`: one batch of records (NDJSON, within the admin body limit). The first
      * batch (`?first=true`) is refused unless the registry and the vault are empty.
      */
-    stateImport: guard(async (req) => {
+    stateImport: async (req) => {
       const records = parseStateLines(req.body.toString('utf8'), Number(req.query.get('line') ?? '1') || 1);
       if (req.query.get('first') === 'true') {
         const [r, v] = await Promise.all([ask(deps.bus, stateEndpoints.registryEmpty, {}), ask(deps.bus, stateEndpoints.vaultEmpty, {})]);
@@ -200,36 +233,60 @@ export function adminHandlers(deps: AdminDeps) {
         if (reg.length > 0) imported += (await ask(deps.bus, stateEndpoints.registryImport, { records: reg })).imported;
         if (vlt.length > 0) imported += (await ask(deps.bus, stateEndpoints.vaultImport, { records: vlt })).imported;
       }
-      return ok({ imported });
-    }),
+      return { imported };
+    },
     /** After restarting every process with the new PIER_MASTER_KEY and the old one as PIER_MASTER_KEY_PREVIOUS. */
-    rotateMasterKey: guard(async () => {
+    rotateMasterKey: async () => {
       const { rewrapped } = await ask(deps.bus, vault.rotate, {});
       const { resealed } = await ask(deps.bus, registry.appReseal, {});
-      return ok({ rewrapped_data_keys: rewrapped, resealed_app_secrets: resealed });
-    }),
+      return { rewrappedDataKeys: rewrapped, resealedAppSecrets: resealed, rewrapped_data_keys: rewrapped, resealed_app_secrets: resealed };
+    },
 
-    status: guard(async () => {
+    status: async () => {
       const reports = await describeProcesses(deps.bus, 300, deps.peers);
       const sum = (key: string) => reports.reduce((n, r) => n + (r.counters[key] ?? 0), 0);
-      return ok({
+      const missing = missingRoles(deps.peers);
+      return {
         roles: [...new Set(reports.flatMap((r) => r.info.roles))].sort(),
-        // Roles no live process runs: their requests answer 503 until one starts.
-        missing_roles: missingRoles(deps.peers),
+        missingRoles: missing,
+        missing_roles: missing,
         bus: { kind: deps.bus.kind, connected: deps.bus.isConnected() },
         registry: { revision: deps.cache.currentRevision(), fresh: deps.cache.isFresh() },
         // Each process as it announces itself, with its actor endpoints' figures (requests, errors, time, last error).
-        replicas: reports.map((r) => ({ ...r.info, counters: r.counters, ...(r.endpoints && Object.keys(r.endpoints).length > 0 ? { endpoints: r.endpoints } : {}) })).sort((a, b) => a.id.localeCompare(b.id)),
+        replicas: reports.map((r) => replicaRow(r.info, r.counters, r.endpoints)).sort((a, b) => a.id.localeCompare(b.id)),
         connections: sum('connections'),
         uploads: sum('uploads'),
-      });
-    }),
+      };
+    },
   };
+}
+
+function providerRow(p: ProviderView): ProviderRow {
+  return {
+    name: p.name,
+    user: p.user,
+    app: p.app,
+    namespace: p.namespace,
+    version: p.version,
+    dataType: p.dataType,
+    group: p.group,
+    endpoint: p.endpoint,
+    deployment: p.deployment,
+    description: p.description,
+    opApis: p.opApis.map((o) => ({ name: o.name, uri: o.uri })),
+    state: p.state,
+    appliedAt: p.appliedAt,
+  };
+}
+
+function replicaRow(info: ProcessInfo, counters: Record<string, number>, endpoints: Record<string, EndpointStats> | undefined): ReplicaRow {
+  const row: ReplicaRow = { id: info.id, busId: info.busId, roles: info.roles, pid: info.pid, host: info.host, startedAt: info.startedAt, ...(info.version === undefined ? {} : { version: info.version }), counters };
+  return endpoints && Object.keys(endpoints).length > 0 ? { ...row, endpoints } : row;
 }
 
 /** Prometheus text for every process on the bus, merged (each series keeps its `instance` label). */
 export async function clusterMetrics(bus: Bus, peers: Pick<Peers, 'signedBy'>): Promise<HttpReply> {
   const reports = await describeProcesses(bus, 300, peers);
-  const merged = AggregatorRegistry.aggregate(reports.map((r) => r.metrics) as any);
+  const merged = AggregatorRegistry.aggregate(reports.map((r) => r.metrics) as Parameters<typeof AggregatorRegistry.aggregate>[0]);
   return { status: 200, text: await merged.metrics(), headers: { 'content-type': merged.contentType } };
 }

@@ -1,24 +1,18 @@
-import { at } from '../../bus/exchange.js';
-import { ask, gather } from '../../bus/verbs.js';
 import { PierError } from '../../bus/errors.js';
-import { edgeOfConn } from '../../bus/ids.js';
-import { APP_NAME, gatewayChannels, gatewaySubjects, registry, upload, USER_NAME, type AppView } from '../../bus/subjects.js';
 import { describeProcesses } from '../../lib/runtime/presence.js';
-import { assertValid, compile } from '../../bus/validation.js';
 import type { AdminDeps } from './admin-api.js';
-import { requireAdmin } from './admin-api.js';
+import type { ConsoleSession } from './api.js';
+import type { SampledHistory } from './live-api.js';
 import { loadConsoleFiles } from './console-assets.js';
 import { ConsoleSessions, sessionCookie, signInOriginOk } from './console-session.js';
-import { ok } from '../http/envelope.js';
 import type { HttpReply, HttpRequestData, Route } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
 import { MetricsHistory, type MetricJson } from './metrics-history.js';
 
 /**
  * The operator console (docs/operations.md "Console") on the admin listener: its page and files under
- * `/console/`, its sign-in (`/console/session`), and the admin endpoints only it needed so far —
- * connections across edges, uploads in progress, a short history of the cluster's figures — each
- * with its CLI command, so the CLI can do whatever the console does.
+ * `/console/`, its sign-in (`/console/session`), and the sampler behind the figures' history
+ * (live-api.ts serves it). Everything else it shows comes from the admin API, as the CLI's does.
  */
 export interface ConsoleOptions {
   sessionMs: number;
@@ -26,24 +20,13 @@ export interface ConsoleOptions {
   now: () => number;
 }
 
-const closeSchema = compile({
-  $$strict: true,
-  user: { type: 'string', pattern: USER_NAME },
-  app: { type: 'string', pattern: APP_NAME },
-  conns: { type: 'array', min: 1, max: 1000, items: { type: 'string', max: 128 } },
-});
-
 /** The console's state and routes; `sessions` also authorizes the admin API (admin-api.ts `requireAdmin`). */
-export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Route[]; sessions: ConsoleSessions } {
+export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Route[]; sessions: ConsoleSessions; history: SampledHistory } {
   const files = loadConsoleFiles();
   const sessions = new ConsoleSessions({ ttlMs: o.sessionMs, max: 100, now: o.now });
   deps.sessions = sessions;
   const history = new MetricsHistory(180);
   const sampler = historySampler(deps, history, sessions, o.sampleMs);
-  const guarded = (fn: (req: HttpRequestData) => Promise<HttpReply>) => (req: HttpRequestData) => {
-    requireAdmin(deps, req);
-    return fn(req);
-  };
   const page = (): HttpReply => ({ status: 200, body: files.index, headers: { ...files.headers, 'content-type': 'text/html; charset=utf-8' } });
 
   const routes: Route[] = [
@@ -69,7 +52,7 @@ export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Rou
         sampler.wake();
         return {
           status: 200,
-          json: { code: 0, message: 'success', data: { csrf: opened.csrf, expires_at: new Date(opened.expiresAt).toISOString() } },
+          json: { code: 0, message: 'success', data: sessionAnswer(opened) },
           headers: { 'set-cookie': sessionCookie(opened.id, Math.floor(o.sessionMs / 1000), false), 'cache-control': 'no-store' },
         };
       },
@@ -80,7 +63,7 @@ export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Rou
       handler: (req) => {
         const s = sessions.sessionOf(req);
         if (!s) throw new PierError('UNAUTHORIZED', 'no console session: sign in');
-        return { status: 200, json: { code: 0, message: 'success', data: { csrf: s.csrf, expires_at: new Date(s.expiresAt).toISOString() } }, headers: { 'cache-control': 'no-store' } };
+        return { status: 200, json: { code: 0, message: 'success', data: sessionAnswer(s) }, headers: { 'cache-control': 'no-store' } };
       },
     },
     {
@@ -92,20 +75,14 @@ export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Rou
         return { status: 200, json: { code: 0, message: 'success' }, headers: { 'set-cookie': sessionCookie('', 0, false) } };
       },
     },
-    { method: 'get', path: '/admin/v1/metrics/history', handler: guarded(async () => ok({ every_ms: o.sampleMs, samples: history.all() })) },
-    { method: 'get', path: '/admin/v1/connections', handler: guarded((req) => listConnections(deps, req)) },
-    { method: 'post', path: '/admin/v1/connections/close', bodyLimit: 128 * 1024, handler: guarded((req) => closeConnections(deps, req)) },
-    {
-      method: 'get',
-      path: '/admin/v1/uploads',
-      handler: guarded(async (req) => {
-        const limitText = req.query.get('limit') ?? '200';
-        if (!/^\d{1,4}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 1000) throw new PierError('BAD_REQUEST', 'limit: must be an integer from 1 to 1000');
-        return ok(await ask(deps.bus, upload.list, { limit: Number(limitText) }));
-      }),
-    },
   ];
-  return { routes, sessions };
+  return { routes, sessions, history: { everyMs: o.sampleMs, samples: () => history.all() } };
+}
+
+/** The session as the console reads it (edge/admin/api.ts ConsoleSession), with the 0.1 name for one release. */
+function sessionAnswer(s: { csrf: string; expiresAt: number }): ConsoleSession {
+  const expiresAt = new Date(s.expiresAt).toISOString();
+  return { csrf: s.csrf, expiresAt, expires_at: expiresAt };
 }
 
 /** The sign-in form's token: JSON `{token}` or a urlencoded `token=` (a form posted without script). */
@@ -149,57 +126,4 @@ function historySampler(deps: AdminDeps, history: MetricsHistory, sessions: Cons
       void tick();
     },
   };
-}
-
-const MAX_APPS = 200;
-
-/** `GET /admin/v1/connections[?user=U[&app=A]]`: every edge's connections, per app; `partial` when an edge did not answer. */
-async function listConnections(deps: AdminDeps, req: HttpRequestData): Promise<HttpReply> {
-  const user = req.query.get('user') ?? undefined;
-  const appName = req.query.get('app') ?? undefined;
-  if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
-  if (appName !== undefined && (user === undefined || !APP_NAME.test(appName))) throw new PierError('BAD_REQUEST', `app: needs user, and must match ${APP_NAME}`);
-  const summaries = await ask(deps.bus, registry.appList, user === undefined ? {} : { user });
-  const apps = summaries
-    .filter((s) => appName === undefined || s.app === appName)
-    .map((s) => deps.cache.app(s.user, s.app))
-    .filter((a): a is AppView => a !== undefined && a.websocket !== null);
-  const alive = deps.peers.alive('edge');
-  const edges = alive.length;
-  // A connection id names its edge by bus id; the console names processes by instance id.
-  const processOf = new Map(alive.map((p) => [p.busId, p.id]));
-  let partial = false;
-  const data = await Promise.all(
-    apps.slice(0, MAX_APPS).map(async (a) => {
-      const replies = await gather(deps.bus, at(gatewayChannels.list, gatewaySubjects.list), { appId: a.id }, { timeoutMs: 1_000, stallMs: 1_000, expected: edges });
-      if (replies.length < edges) partial = true;
-      const conns = replies.flatMap((r) => r.conns).map((c) => {
-        const edge = edgeOfConn(c.id) ?? null;
-        return { id: c.id, user: c.user, userAgent: c.userAgent, edge, process: edge === null ? null : (processOf.get(edge) ?? null) };
-      });
-      return { user: a.user, app: a.name, conns };
-    }),
-  );
-  const json: Record<string, unknown> = { code: 0, message: 'success', data };
-  if (partial) json.partial = true;
-  if (apps.length > MAX_APPS) json.truncated = true;
-  return { status: 200, json };
-}
-
-/** `POST /admin/v1/connections/close {user, app, conns}`: each connection closed by its edge (4001), the count answered. */
-async function closeConnections(deps: AdminDeps, req: HttpRequestData): Promise<HttpReply> {
-  const body = parseJsonBody(req);
-  assertValid(closeSchema, body);
-  const appId = `${body.user as string}/${body.app as string}`;
-  let closed = 0;
-  for (const id of new Set(body.conns as string[])) {
-    const edge = edgeOfConn(id);
-    if (!edge) throw new PierError('BAD_REQUEST', `conns: "${id.slice(0, 64)}" is not a connection id`);
-    try {
-      closed += (await ask(deps.bus, at(gatewayChannels.command, gatewaySubjects.edge(edge)), { op: 'close', appId, connIds: [id] })).count;
-    } catch {
-      // Its edge is gone: so is the connection.
-    }
-  }
-  return ok({ closed });
 }

@@ -116,7 +116,7 @@ export async function setupChat({ adminEnv, ports, dir, user = 'alice', domain =
   return {
     url: `http://${host}:${port}/`,
     userToken: token,
-    uploadDir: installed.upload_dir,
+    uploadDir: installed.uploadDir,
     stop: () => {
       chat.proc.kill();
       quotes.proc.kill();

@@ -36,7 +36,7 @@ test('pier status and the admin /readyz name every role with no live process', a
     const r = await cli(['status', '--json'], env);
     return r.code === 0 && r.json.roles.includes('registry') ? r : undefined;
   });
-  t.deepEqual([...status.json.missing_roles].sort(), [...MISSING].sort());
+  t.deepEqual([...status.json.missingRoles].sort(), [...MISSING].sort());
   const human = await cli(['status'], env);
   t.regex(human.stdout, /MISSING: no token, provider, vault, callback, upload replica is running/);
   const ready = await fetch(`${procs[1].adminUrl}/readyz`);

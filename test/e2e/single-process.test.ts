@@ -35,10 +35,12 @@ test.serial('user add and app install print the documents of contract section 8;
 
   const app = await cli(['app', 'install', '--user', 'alice', '--manifest', example('PlatformManifest.yaml'), '--json'], env);
   t.is(app.code, 0, app.stderr);
-  t.deepEqual(Object.keys(app.json).sort(), ['app', 'env', 'upload_dir', 'user']);
+  // `upload_dir` is uploadDir's 0.1 name, kept for one release (CHANGELOG.md).
+  t.deepEqual(Object.keys(app.json).sort(), ['app', 'env', 'uploadDir', 'upload_dir', 'user']);
   // The manifest's dest `/data/chat`, under alice's folder of the default upload root `<data>/files`.
-  t.is(app.json.upload_dir, join(dir, 'files', 'alice', 'data', 'chat'));
-  t.true(statSync(app.json.upload_dir).isDirectory(), 'install created the folder');
+  t.is(app.json.uploadDir, join(dir, 'files', 'alice', 'data', 'chat'));
+  t.is(app.json.upload_dir, app.json.uploadDir);
+  t.true(statSync(app.json.uploadDir).isDirectory(), 'install created the folder');
   t.is(app.json.app, 'chat');
   t.is(app.json.user, 'alice');
   t.deepEqual(Object.keys(app.json.env).sort(), ['OS_APP_KEY', 'OS_APP_SECRET', 'OS_SYSTEM_SERVER']);

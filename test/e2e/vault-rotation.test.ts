@@ -33,9 +33,9 @@ test('master key rotation: restart with the new key and the old as previous, rot
   t.is((await retrieve(pier)).json.data.data.value, 'across-rotation');
   const rotated = await cli(['vault', 'rotate-master-key', '--json'], envOf(pier));
   t.is(rotated.code, 0, rotated.stderr);
-  t.deepEqual(rotated.json, { rewrapped_data_keys: 1, resealed_app_secrets: 1 });
+  t.deepEqual(rotated.json, { rewrappedDataKeys: 1, resealedAppSecrets: 1, rewrapped_data_keys: 1, resealed_app_secrets: 1 });
   const again = await cli(['vault', 'rotate-master-key', '--json'], envOf(pier));
-  t.deepEqual(again.json, { rewrapped_data_keys: 0, resealed_app_secrets: 0 });
+  t.deepEqual(again.json, { rewrappedDataKeys: 0, resealedAppSecrets: 0, rewrapped_data_keys: 0, resealed_app_secrets: 0 });
   await pier.stop();
 
   // The old key is gone: secrets, app secrets (access tokens) and the vault all work on the new one.

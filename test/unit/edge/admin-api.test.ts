@@ -1,7 +1,7 @@
 import test from 'ava';
 import { ErrorReasons, PierError } from '../../../bus/errors.js';
 import { registry, stateEndpoints, upload, vault } from '../../../bus/subjects.js';
-import { adminHandlers, type AdminDeps } from '../../../edge/admin/admin-api.js';
+import { adminAnswers, envelopedAll, type AdminDeps } from '../../../edge/admin/admin-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
 // The operator's API (docs/protocol.md "Admin API"): the token first, then the input checked and named,
@@ -14,7 +14,7 @@ function setup(t: Parameters<typeof stubBus>[0]) {
   const bus = stubBus(t);
   const logged: unknown[] = [];
   const deps = { bus, adminToken: TOKEN, systemServer: () => '10.0.0.1:40080', roles: [], peers: { alive: () => [], signedBy: () => undefined }, cache: {}, log: { info: (o: unknown) => logged.push(o) } } as unknown as AdminDeps;
-  return { bus, admin: adminHandlers(deps) };
+  return { bus, admin: envelopedAll(deps, adminAnswers(deps)) };
 }
 
 test('a wrong or missing admin token is 401 before any bus request', async (t) => {
@@ -52,7 +52,8 @@ test('install: a bad field is 400 naming it; a good one answers the app env and 
   t.deepEqual(reply.json, {
     code: 0,
     message: 'success',
-    data: { app: 'notes', user: 'alice', env: { OS_SYSTEM_SERVER: '10.0.0.1:40080', OS_APP_KEY: 'key1', OS_APP_SECRET: 'secret1' }, upload_dir: '/data/files/alice/notes' },
+    // The folder under its camelCase name, and its 0.1 name for one release (CHANGELOG.md).
+    data: { app: 'notes', user: 'alice', env: { OS_SYSTEM_SERVER: '10.0.0.1:40080', OS_APP_KEY: 'key1', OS_APP_SECRET: 'secret1' }, uploadDir: '/data/files/alice/notes', upload_dir: '/data/files/alice/notes' },
   });
 });
 
@@ -60,8 +61,9 @@ test('install with no upload role running still installs, and says why it has no
   const { bus, admin } = setup(t);
   responder(bus, registry.appInstall, () => ({ app: 'notes', user: 'alice', appKey: 'k', appSecret: 's', uploadDest: '/notes' }));
   const data = (await admin.appInstall(request({ headers: auth, body: { user: 'alice', manifest: 'm' } }))).json as { data: Record<string, unknown> };
-  t.is(data.data.upload_dir, null);
-  t.regex(data.data.upload_dir_error as string, /^the upload role did not create the folder: no upload replica is running/);
+  t.is(data.data.uploadDir, null);
+  t.regex(data.data.uploadDirError as string, /^the upload role did not create the folder: no upload replica is running/);
+  t.is(data.data.upload_dir_error, data.data.uploadDirError, 'the 0.1 name too, for one release');
 });
 
 test('uninstall: purge must be true or false; an app already gone with purge says how to delete its secrets', async (t) => {
@@ -94,11 +96,11 @@ test('vault audit: user and limit are checked and named; the limit is passed as 
 
 test("the operator's vault: set needs a string value (400 naming value); the target comes from the query, the name from the path or query", async (t) => {
   const { bus, admin } = setup(t);
-  const asked = responder(bus, vault.operator, () => ({ data: '' }));
+  const asked = responder(bus, vault.operator, (req) => ({ data: { name: req.name ?? '', env: req.env ?? 'prod', version: 1 } }));
   const query = new URLSearchParams('user=alice&workspace=ws1&env=dev');
-  t.deepEqual(await refusal(t, () => admin.vaultOperator('set')(request({ headers: auth, query, params: { name: 'k' }, body: { value: 7 } }))), { code: 'BAD_REQUEST', message: 'value: must be a string' });
-  await admin.vaultOperator('set')(request({ headers: auth, query, params: { name: 'k' }, body: { value: 'v' } }));
-  await admin.vaultOperator('get')(request({ headers: auth, query: new URLSearchParams('user=alice&workspace=ws1&name=..') }));
+  t.deepEqual(await refusal(t, () => admin.vaultSetByPath(request({ headers: auth, query, params: { name: 'k' }, body: { value: 7 } }))), { code: 'BAD_REQUEST', message: 'value: must be a string' });
+  await admin.vaultSetByPath(request({ headers: auth, query, params: { name: 'k' }, body: { value: 'v' } }));
+  await admin.vaultGet(request({ headers: auth, query: new URLSearchParams('user=alice&workspace=ws1&name=..') }));
   t.deepEqual(asked, [
     { op: 'set', user: 'alice', workspace: 'ws1', env: 'dev', name: 'k', value: 'v' },
     { op: 'get', user: 'alice', workspace: 'ws1', name: '..' },
@@ -131,6 +133,6 @@ test('master key rotation rewraps the vault then reseals the registry, and repor
   const order: string[] = [];
   responder(bus, vault.rotate, () => (order.push('vault'), { rewrapped: 4 }));
   responder(bus, registry.appReseal, () => (order.push('registry'), { resealed: 2 }));
-  t.deepEqual((await admin.rotateMasterKey(request({ headers: auth, method: 'post' }))).json, { code: 0, message: 'success', data: { rewrapped_data_keys: 4, resealed_app_secrets: 2 } });
+  t.deepEqual((await admin.rotateMasterKey(request({ headers: auth, method: 'post' }))).json, { code: 0, message: 'success', data: { rewrappedDataKeys: 4, resealedAppSecrets: 2, rewrapped_data_keys: 4, resealed_app_secrets: 2 } });
   t.deepEqual(order, ['vault', 'registry']);
 });
