@@ -73,8 +73,19 @@ export const ENV = {
 /** The environment as read: any variable may be absent. */
 export type Env = Record<string, string | undefined>;
 
+/** An integer setting as the last start read it: what docs/protocol.md "Environment" must say (test/unit/docs-reference.test.ts). */
+export interface IntegerSetting {
+  fallback: number;
+  min: number;
+  max: number;
+}
+
+/** Every integer setting read so far, by variable: the reference is checked against these values, not a copy of them. */
+export const INTEGER_SETTINGS = new Map<string, IntegerSetting>();
+
 /** An integer variable within [min, max], `fallback` when unset or empty; else a ConfigError naming the variable. */
 export function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  INTEGER_SETTINGS.set(name, { fallback, min, max });
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   if (!/^-?\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new ConfigError(`${name}: must be an integer from ${min} to ${max}, got "${raw}"`);

@@ -1,8 +1,12 @@
 import test from 'ava';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SECRET_VALUE_MAX_BYTES } from '../../bus/subjects.js';
+import { loadConfig } from '../../lib/config/config.js';
 import { COMMANDS } from '../../cli/commands.js';
-import { ENV } from '../../lib/config/config-env.js';
+import { ENV, INTEGER_SETTINGS } from '../../lib/config/config-env.js';
 import { GATEWAY_PATH } from '../../edge/gateway/gateway.js';
 import { routeTable } from '../../edge/routes.js';
 
@@ -63,4 +67,72 @@ test('every setting is in the reference\'s environment table, and the table name
   const read = new Set<string>(Object.values(ENV));
   t.deepEqual([...read].filter((v) => !documented.has(v)).sort(), [], 'read, not in the environment table');
   t.deepEqual([...documented].filter((v) => !read.has(v)).sort(), [], 'in the environment table, not read');
+});
+
+/** A size or duration as the reference writes it (`64 KiB`, `24 h`, `1800000 (30 min)`), in bytes or ms; null when it is not a number. */
+function amount(text: string, variable: string): number | null {
+  const m = /^(\d[\d,]*)(?:\s*(KiB|MiB|GiB|h|min|s)\b)?/.exec(text.trim());
+  if (!m) return null;
+  const n = Number(m[1].replace(/,/g, ''));
+  const unit = m[2];
+  if (unit === undefined) return n;
+  const bytes: Record<string, number> = { KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
+  if (unit in bytes) return n * bytes[unit];
+  if (!variable.endsWith('_MS')) return null;
+  return n * ({ h: 3_600_000, min: 60_000, s: 1_000 } as Record<string, number>)[unit];
+}
+
+/** The environment table's rows: variables (code spans of the first cell) and their defaults, one each when the counts match. */
+function documentedDefaults(): Map<string, string> {
+  const env = reference.slice(reference.indexOf('## Environment'));
+  const out = new Map<string, string>();
+  for (const row of env.split('\n').filter((l) => l.startsWith('| `'))) {
+    const [vars, defaults] = row.split(' | ').map((c) => c.replace(/^\| /, ''));
+    const names = [...vars.matchAll(/`([A-Z0-9_]+)`/g)].map((m) => m[1]);
+    // `max(5000, 10 × heartbeat)` is one default with a comma inside: commas within parentheses do not split.
+    const values = names.length > 1 ? defaults.split(/, (?![^(]*\))/) : [defaults];
+    if (values.length !== names.length) continue;
+    names.forEach((n, i) => out.set(n, values[i]));
+  }
+  return out;
+}
+
+// Defaults computed at start from something else: the reference says how, not a number.
+const COMPUTED = new Set<string>([ENV.bcryptThreads, ENV.registryMaxStalenessMs]);
+
+test("every integer setting's default in the reference is the one the code starts with", (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-docs-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  INTEGER_SETTINGS.clear();
+  loadConfig({ [ENV.dataDir]: dir });
+  t.true(INTEGER_SETTINGS.size >= 30, `the start read the integer settings (${INTEGER_SETTINGS.size})`);
+  const documented = documentedDefaults();
+  const wrong: string[] = [];
+  for (const [name, setting] of INTEGER_SETTINGS) {
+    if (COMPUTED.has(name)) continue;
+    const text = documented.get(name);
+    if (text === undefined) wrong.push(`${name}: no default in the environment table (the code's is ${setting.fallback})`);
+    else if (amount(text, name) !== setting.fallback) wrong.push(`${name}: the reference says "${text}", the code starts with ${setting.fallback}`);
+  }
+  t.deepEqual(wrong, []);
+});
+
+test("the reference's body limits are the route table's", (t) => {
+  const table = routeTable({ adminBodyBytes: 1, providerBodyBytes: 1, console: {} } as Parameters<typeof routeTable>[0]);
+  const limitOf = (listener: keyof typeof table, method: string, path: string) => table[listener].find((r) => r.method === method && r.path === path)?.bodyLimit ?? null;
+  const bodies = reference.slice(reference.indexOf('**Bodies**'), reference.indexOf('## Identities'));
+  const rowOf = (start: string) => bodies.split('\n').find((l) => l.startsWith(`| ${start}`)) ?? '';
+  const sizeIn = (row: string, after = '|') => amount(row.slice(row.lastIndexOf(after) + after.length), 'BYTES');
+  t.is(sizeIn(rowOf('`POST /permission/v1alpha1/access`'), ' | '), limitOf('system', 'post', '/permission/v1alpha1/access'));
+  t.is(sizeIn(rowOf('local API'), ' | '), limitOf('local', 'post', '/runtime/ws/conn/send'));
+  t.is(limitOf('local', 'post', '/runtime/ws/conn/close'), limitOf('local', 'post', '/runtime/ws/conn/send'));
+  t.is(sizeIn(rowOf('`POST /upload`'), ' | '), limitOf('upload', 'post', '/upload/'));
+  t.is(sizeIn(rowOf('admin API'), 'vault value routes '), limitOf('admin', 'put', '/admin/v1/vault/secret'));
+  t.is(limitOf('admin', 'put', '/admin/v1/vault/secrets/:name'), limitOf('admin', 'put', '/admin/v1/vault/secret'));
+});
+
+test("the reference's secret size is the vault's", (t) => {
+  const vaultSection = reference.slice(reference.indexOf('## Vault'), reference.indexOf('## Gateway'));
+  const row = vaultSection.split('\n').find((l) => l.startsWith('| `value` |')) ?? '';
+  t.is(amount(row.replace(/^.*at most /, ''), 'BYTES'), SECRET_VALUE_MAX_BYTES);
 });
