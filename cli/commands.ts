@@ -19,8 +19,11 @@ export interface Command<D = unknown> {
   text?(data: D): string;
 }
 
-/** A command whose `text` reads what its `run` answers (typed by the admin route it calls). */
-const command = <D>(c: Command<D>): Command => c as Command;
+/** A command whose `text` reads what its `run` answers (typed by the admin route it calls); its `--json` prints that. */
+const command = <D>(c: Command<D>): Command<D> => c;
+
+/** What a command prints with `--json`: the answer type of the admin route it calls (edge/admin/api.ts). */
+export type JsonOf<C> = C extends Command<infer D> ? D : never;
 
 function readFile(path: string, what: string): string {
   try {
@@ -79,7 +82,7 @@ export const printable = (v: string) => v.replace(/[\\\u0000-\u001f\u007f-\u009f
 const table = (rows: string[][]) => rows.map((r) => r.map(printable).join('\t')).join('\n');
 
 /** Admin commands, by their words. `pier start` is handled by main.ts. */
-export const COMMANDS: Record<string, Command> = {
+export const COMMANDS = {
   'user add': command({
     usage: 'pier user add NAME',
     run: (inv) => call(inv, API.userAdd, { body: { name: arg(inv, 0, 'NAME') } }),
@@ -282,4 +285,7 @@ export const COMMANDS: Record<string, Command> = {
         ...d.replicas.map((r) => `  ${r.id}  ${r.roles.join(',')}  since ${r.startedAt}`),
       ].join('\n'),
   }),
-};
+} satisfies Record<string, Command>;
+
+/** The commands by their words, for lookups by what was typed. */
+export const COMMAND_TABLE: Readonly<Record<string, Command | undefined>> = COMMANDS;

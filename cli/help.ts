@@ -1,4 +1,4 @@
-import { COMMANDS } from './commands.js';
+import { COMMAND_TABLE, COMMANDS } from './commands.js';
 import { EXIT } from './outcome.js';
 
 /** What `pier help COMMAND` (or `pier COMMAND --help`) says beyond the usage line: what it does, its flags, an example. */
@@ -87,7 +87,7 @@ export function globalHelp(): string {
 /** Help for one command, or null when there is no such command. */
 export function commandHelp(name: string): string | null {
   const help = HELP[name];
-  const usage = name === 'start' ? 'pier start [--roles R,R] [--data-dir DIR] [--app USER/APP]' : COMMANDS[name]?.usage;
+  const usage = name === 'start' ? 'pier start [--roles R,R] [--data-dir DIR] [--app USER/APP]' : COMMAND_TABLE[name]?.usage;
   if (!help || !usage) return null;
   const flags = Object.entries(help.flags ?? {});
   const width = Math.max(0, ...flags.map(([f]) => f.length));

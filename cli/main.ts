@@ -3,7 +3,7 @@ import { loadConfig } from '../lib/config/config.js';
 import { startProcess } from './start.js';
 import { logDestinationApartFromNativeOutput } from '../lib/runtime/log.js';
 import { CliError } from './admin-client.js';
-import { COMMANDS, type Invocation } from './commands.js';
+import { COMMAND_TABLE, type Invocation } from './commands.js';
 import { commandHelp, globalHelp } from './help.js';
 import { describeFailure, EXIT } from './outcome.js';
 
@@ -52,8 +52,8 @@ async function runStart(values: Record<string, unknown>): Promise<void> {
 /** The command a list of words names (`user add`, `status`), with the words after it. */
 function commandOf(positionals: string[]): { name: string; rest: string[] } | null {
   const two = `${positionals[0]} ${positionals[1] ?? ''}`;
-  if (COMMANDS[two]) return { name: two, rest: positionals.slice(2) };
-  if (COMMANDS[positionals[0]] || positionals[0] === 'start') return { name: positionals[0], rest: positionals.slice(1) };
+  if (COMMAND_TABLE[two]) return { name: two, rest: positionals.slice(2) };
+  if (COMMAND_TABLE[positionals[0]] || positionals[0] === 'start') return { name: positionals[0], rest: positionals.slice(1) };
   return null;
 }
 
@@ -93,8 +93,8 @@ export async function main(argv: string[]): Promise<number> {
       return -1; // keeps running
     }
     const found = commandOf(positionals);
-    if (!found) throw new CliError(`unknown command "${positionals.join(' ')}"; see pier help`, undefined, 'usage');
-    const command = COMMANDS[found.name];
+    const command = found && COMMAND_TABLE[found.name];
+    if (!found || !command) throw new CliError(`unknown command "${positionals.join(' ')}"; see pier help`, undefined, 'usage');
     const data = await command.run({ positionals: found.rest, values: values as Invocation['values'], env: process.env });
     process.stdout.write(`${json || !command.text ? JSON.stringify(data, null, json ? 0 : 2) : command.text(data)}\n`);
     return EXIT.ok;

@@ -1,4 +1,5 @@
 import test from 'ava';
+import { cliJson } from '../helpers/admin.js';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -33,7 +34,7 @@ const MISSING = ['token', 'provider', 'vault', 'callback', 'upload'];
 
 test('pier status and the admin /readyz name every role with no live process', async (t) => {
   const status = await until('the status to list the live roles', async () => {
-    const r = await cli(['status', '--json'], env);
+    const r = await cliJson('status', [], env);
     return r.code === 0 && r.json.roles.includes('registry') ? r : undefined;
   });
   t.deepEqual([...status.json.missingRoles].sort(), [...MISSING].sort());
@@ -48,11 +49,11 @@ test('pier status and the admin /readyz name every role with no live process', a
 });
 
 test('a request that needs a missing role says which, in words (503)', async (t) => {
-  const audit = await cli(['vault', 'audit', '--json'], env);
+  const audit = await cliJson('vault audit', [], env);
   t.not(audit.code, 0);
   t.regex(audit.stderr, /no vault replica is running \(nothing answers pier\.vault\.audit\) \(503\)/);
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\nupload: { fileType: ["*"], dest: /data/chat }\n');
   await cli(['user', 'add', 'alice'], env);
-  const install = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env);
+  const install = await cliJson('app install', ['--user', 'alice', '--manifest', join(dir, 'chat.yaml')], env);
   t.regex(install.stdout + install.stderr, /no upload replica is running/);
 });

@@ -1,4 +1,5 @@
 import test from 'ava';
+import { cliJson } from '../helpers/admin.js';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanup, cli, pierEnv, PierProcess, ROOT, tempDir } from '../helpers/pier.js';
@@ -28,26 +29,26 @@ const admin = (path: string, init: RequestInit = {}, auth: string | null = token
   fetch(`${pier.adminUrl}${path}`, { ...init, headers: { ...(auth === null ? {} : { authorization: `Bearer ${auth}` }), ...(init.headers ?? {}) } });
 
 test.serial('user add and app install print the documents of contract section 8; restart keeps them', async (t) => {
-  const user = await cli(['user', 'add', 'alice', '--json'], env);
+  const user = await cliJson('user add', ['alice'], env);
   t.is(user.code, 0, user.stderr);
   t.deepEqual(Object.keys(user.json).sort(), ['name', 'token']);
   t.is(user.json.name, 'alice');
 
-  const app = await cli(['app', 'install', '--user', 'alice', '--manifest', example('PlatformManifest.yaml'), '--json'], env);
+  const app = await cliJson('app install', ['--user', 'alice', '--manifest', example('PlatformManifest.yaml')], env);
   t.is(app.code, 0, app.stderr);
   // `upload_dir` is uploadDir's 0.1 name, kept for one release (CHANGELOG.md).
   t.deepEqual(Object.keys(app.json).sort(), ['app', 'env', 'uploadDir', 'upload_dir', 'user']);
   // The manifest's dest `/data/chat`, under alice's folder of the default upload root `<data>/files`.
   t.is(app.json.uploadDir, join(dir, 'files', 'alice', 'data', 'chat'));
   t.is(app.json.upload_dir, app.json.uploadDir);
-  t.true(statSync(app.json.uploadDir).isDirectory(), 'install created the folder');
+  t.true(statSync(app.json.uploadDir ?? '(none)').isDirectory(), 'install created the folder');
   t.is(app.json.app, 'chat');
   t.is(app.json.user, 'alice');
   t.deepEqual(Object.keys(app.json.env).sort(), ['OS_APP_KEY', 'OS_APP_SECRET', 'OS_SYSTEM_SERVER']);
   t.is(app.json.env.OS_SYSTEM_SERVER, `127.0.0.1:${pier.ports!.system}`);
   t.is(app.stdout.trim().split('\n').length, 1, '--json prints exactly one document');
 
-  const provider = await cli(['app', 'install', '--user', 'alice', '--manifest', example('notes-manifest.yaml'), '--provider', example('ProviderRegistry.yaml'), '--json'], env);
+  const provider = await cliJson('app install', ['--user', 'alice', '--manifest', example('notes-manifest.yaml'), '--provider', example('ProviderRegistry.yaml')], env);
   t.is(provider.code, 0, provider.stderr);
   t.is(provider.json.upload_dir, null, 'no upload option, no folder');
 
@@ -55,24 +56,24 @@ test.serial('user add and app install print the documents of contract section 8;
   pier = await PierProcess.start(pierEnv(dir));
   env = { ...env, PIER_ADMIN_URL: pier.adminUrl };
 
-  const users = await cli(['user', 'list', '--json'], env);
+  const users = await cliJson('user list', [], env);
   t.deepEqual(users.json.map((u: { name: string }) => u.name), ['alice']);
-  const apps = await cli(['app', 'list', '--user', 'alice', '--json'], env);
+  const apps = await cliJson('app list', ['--user', 'alice'], env);
   t.deepEqual(apps.json.map((a: { app: string }) => a.app), ['chat', 'notes']);
   t.is(apps.json[0].appKey, app.json.env.OS_APP_KEY);
-  const providers = await cli(['provider', 'list', '--json'], env);
+  const providers = await cliJson('provider list', [], env);
   t.deepEqual(providers.json.map((p: { name: string; state: string }) => `${p.name}:${p.state}`), ['provider-notes-alice:active']);
 });
 
 test('a second install of the same app is 409: one line on stderr, non-zero exit, nothing changed', async (t) => {
-  await cli(['user', 'add', 'dave', '--json'], env);
-  const first = await cli(['app', 'install', '--user', 'dave', '--manifest', example('PlatformManifest.yaml'), '--json'], env);
+  await cliJson('user add', ['dave'], env);
+  const first = await cliJson('app install', ['--user', 'dave', '--manifest', example('PlatformManifest.yaml')], env);
   t.is(first.code, 0);
-  const second = await cli(['app', 'install', '--user', 'dave', '--manifest', example('PlatformManifest.yaml'), '--json'], env);
+  const second = await cliJson('app install', ['--user', 'dave', '--manifest', example('PlatformManifest.yaml')], env);
   t.is(second.code, 6, 'conflict');
   t.is(second.stdout, '');
   t.deepEqual(JSON.parse(second.stderr), { error: { status: 409, code: 'CONFLICT', message: 'app "chat" is already installed for user "dave" (409)' } });
-  const apps = await cli(['app', 'list', '--user', 'dave', '--json'], env);
+  const apps = await cliJson('app list', ['--user', 'dave'], env);
   t.is(apps.json[0].appKey, first.json.env.OS_APP_KEY);
 });
 
@@ -101,7 +102,7 @@ test('bad input through the CLI: each a clear one-line error', async (t) => {
 });
 
 test('the CLI without a reachable admin API says so in one line', async (t) => {
-  const r = await cli(['user', 'list', '--json'], { ...env, PIER_ADMIN_URL: 'http://127.0.0.1:9' });
+  const r = await cliJson('user list', [], { ...env, PIER_ADMIN_URL: 'http://127.0.0.1:9' });
   t.is(r.code, 3, 'unreachable');
   // With --json the failure is one JSON document, naming the variable the address came from.
   const failure = JSON.parse(r.stderr);
@@ -117,7 +118,7 @@ test('admin calls without or with a wrong admin token are 401 and change nothing
     t.is(res.status, 401);
     t.deepEqual(await res.json(), { code: 401, message: 'admin token missing or wrong' });
   }
-  const r = await cli(['user', 'list', '--json'], { ...env, PIER_ADMIN_TOKEN: 'wrong-token-wrong-token' });
+  const r = await cliJson('user list', [], { ...env, PIER_ADMIN_TOKEN: 'wrong-token-wrong-token' });
   t.is(r.code, 4, 'auth');
   t.is(JSON.parse(r.stderr).error.status, 401);
   const human = await cli(['user', 'list'], { ...env, PIER_ADMIN_TOKEN: 'wrong-token-wrong-token' });
@@ -173,8 +174,8 @@ test('/metrics serves Prometheus text with the edge and registry series', async 
 });
 
 test('status reports roles, bus and this process', async (t) => {
-  t.is((await cli(['user', 'add', 'stats-user', '--json'], env)).code, 0);
-  const r = await cli(['status', '--json'], env);
+  t.is((await cliJson('user add', ['stats-user'], env)).code, 0);
+  const r = await cliJson('status', [], env);
   t.is(r.code, 0, r.stderr);
   t.deepEqual(r.json.roles, [...ROLES].sort());
   t.deepEqual(r.json.bus, { kind: 'memory', connected: true });

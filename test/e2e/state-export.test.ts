@@ -1,4 +1,5 @@
 import test from 'ava';
+import { cliJson } from '../helpers/admin.js';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,15 +18,15 @@ test('LMDB → file → JetStream: the same app, user and secrets work on the ot
   let to: PierProcess | undefined;
   try {
     const fromCli = { ...from.env, PIER_ADMIN_URL: from.adminUrl };
-    const user = (await cli(['user', 'add', 'alice', '--json'], fromCli)).json.token;
+    const user = (await cliJson('user add', ['alice'], fromCli)).json.token;
     writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [CreateSecret?workspace=w, RetrieveSecret?workspace=w] }\n');
-    const app: AppEnv = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], fromCli)).json.env;
+    const app: AppEnv = (await cliJson('app install', ['--user', 'alice', '--manifest', join(dir, 'chat.yaml')], fromCli)).json.env;
     const access = await accessToken(app, vaultPerm('w', ['CreateSecret', 'RetrieveSecret']));
     const value = `moved-${randomBytes(8).toString('hex')}`;
     t.is((await vaultCall(app.OS_SYSTEM_SERVER, 'CreateSecret', 'w', { user, access }, { name: 'db', value })).status, 200);
 
     const file = join(dir, 'state.ndjson');
-    const exported = await cli(['state', 'export', file, '--json'], fromCli);
+    const exported = await cliJson('state export', [file], fromCli);
     t.is(exported.code, 0, exported.stderr);
     t.true(exported.json.records >= 5, JSON.stringify(exported.json));
     t.is(statSync(file).mode & 0o777, 0o600);
@@ -47,7 +48,7 @@ test('LMDB → file → JetStream: the same app, user and secrets work on the ot
     writeFileSync(join(dir, 'deep.ndjson'), `{"kind":"user","value":${'['.repeat(5000)}${']'.repeat(5000)}}\n`);
     const deep = await cli(['state', 'import', join(dir, 'deep.ndjson')], toCli);
     t.regex(deep.stderr, /line 1: nested deeper than 64 levels \(400\)/);
-    const imported = await cli(['state', 'import', file, '--json'], toCli);
+    const imported = await cliJson('state import', [file], toCli);
     t.is(imported.code, 0, imported.stderr);
     t.is(imported.json.imported, exported.json.records);
     const again = await cli(['state', 'import', file], toCli);
@@ -59,8 +60,8 @@ test('LMDB → file → JetStream: the same app, user and secrets work on the ot
     const access2 = await until('an access token on the JetStream side', () => accessToken(moved, vaultPerm('w', ['RetrieveSecret'])));
     const read = await vaultCall(moved.OS_SYSTEM_SERVER, 'RetrieveSecret', 'w', { user, access: access2 }, { name: 'db' });
     t.is(read.json?.data?.data?.value, value, read.text);
-    const audit = await cli(['vault', 'audit', '--user', 'alice', '--json'], toCli);
-    t.true(audit.json.some((e: { op: string; name: string }) => e.op === 'CreateSecret' && e.name === 'db'), 'the audit moved too');
+    const audit = await cliJson('vault audit', ['--user', 'alice'], toCli);
+    t.true(audit.json.some((e) => e.op === 'CreateSecret' && e.name === 'db'), 'the audit moved too');
   } finally {
     await from.stop();
     await to?.stop();

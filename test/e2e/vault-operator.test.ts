@@ -1,4 +1,5 @@
 import test from 'ava';
+import { cliJson } from '../helpers/admin.js';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,9 +19,9 @@ test.before(async () => {
   dir = tempDir();
   pier = await PierProcess.start(pierEnv(join(dir, 'data')));
   env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
-  userToken = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
+  userToken = (await cliJson('user add', ['alice'], env)).json.token;
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: ["RetrieveSecret?workspace=chat", "ListSecret?workspace=chat"] }\n');
-  chat = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
+  chat = (await cliJson('app install', ['--user', 'alice', '--manifest', join(dir, 'chat.yaml')], env)).json.env;
 });
 
 test.after.always(async () => {
@@ -33,22 +34,22 @@ const target = ['--user', 'alice', '--workspace', 'chat'];
 test.serial('set from a file, the app reads it; list shows no value; get does; delete; all audited as the operator', async (t) => {
   const value = `motto-${randomBytes(8).toString('hex')}`;
   writeFileSync(join(dir, 'value.txt'), value);
-  const set = await cli(['vault', 'set', ...target, 'motto', '--value-file', join(dir, 'value.txt'), '--json'], env);
+  const set = await cliJson('vault set', [...target, 'motto', '--value-file', join(dir, 'value.txt')], env);
   t.is(set.code, 0, set.stderr);
   // The app sees what the operator seeded.
   const read = await vaultCall(chat.OS_SYSTEM_SERVER, 'RetrieveSecret', 'chat', { user: userToken, access: await accessToken(chat, vaultPerm('chat', ['RetrieveSecret'])) }, { name: 'motto' });
   t.true(read.text.includes(value), read.text);
-  const list = await cli(['vault', 'list', ...target, '--json'], env);
+  const list = await cliJson('vault list', [...target], env);
   t.deepEqual(list.json.map((s: { name: string; version: number; updatedBy: string }) => [s.name, s.version, s.updatedBy]), [['motto', 1, '(operator)']]);
   t.false(list.stdout.includes(value), 'no value in a list');
   const got = await cli(['vault', 'get', ...target, 'motto'], env);
   t.is(got.stdout, `${value}\n`);
-  t.is((await cli(['vault', 'set', ...target, 'motto', '--value-file', join(dir, 'value.txt'), '--json'], env)).json.version, 2, 'set again updates');
+  t.is((await cliJson('vault set', [...target, 'motto', '--value-file', join(dir, 'value.txt')], env)).json.version, 2, 'set again updates');
   t.is((await cli(['vault', 'delete', ...target, 'motto'], env)).code, 0);
   const gone = await cli(['vault', 'get', ...target, 'motto'], env);
   t.is(gone.code, 5, 'not found');
-  const audit = await cli(['vault', 'audit', '--user', 'alice', '--json'], env);
-  const mine = audit.json.filter((e: { app: string }) => e.app === '(operator)').map((e: { op: string; outcome: string }) => `${e.op}:${e.outcome}`);
+  const audit = await cliJson('vault audit', ['--user', 'alice'], env);
+  const mine = audit.json.filter((e) => e.app === '(operator)').map((e) => `${e.op}:${e.outcome}`);
   t.deepEqual(mine.sort(), ['CreateSecret:ok', 'DeleteSecret:ok', 'ListSecret:ok', 'RetrieveSecret:NOT_FOUND', 'RetrieveSecret:ok', 'UpdateSecret:ok'].sort());
   t.false(audit.stdout.includes(value));
   t.false(pier.logs.includes(value), 'the value is in no log line');
@@ -58,11 +59,11 @@ test.serial('purge removes every secret of the workspace in every env (what a pl
   writeFileSync(join(dir, 'v.txt'), 'x');
   for (const e of ['prod', 'dev']) t.is((await cli(['vault', 'set', ...target, '--env', e, 'key', '--value-file', join(dir, 'v.txt')], env)).code, 0);
   await cli(['app', 'uninstall', '--user', 'alice', 'chat'], env);
-  const before = await Promise.all(['prod', 'dev'].map(async (e) => (await cli(['vault', 'list', ...target, '--env', e, '--json'], env)).json.map((s: { name: string }) => `${e}/${s.name}`)));
+  const before = await Promise.all(['prod', 'dev'].map(async (e) => (await cliJson('vault list', [...target, '--env', e], env)).json.map((s: { name: string }) => `${e}/${s.name}`)));
   t.deepEqual(before.flat().sort(), ['dev/key', 'prod/key']);
-  const purged = await cli(['vault', 'purge', ...target, '--json'], env);
+  const purged = await cliJson('vault purge', [...target], env);
   t.deepEqual(purged.json, { purged: 2 });
-  for (const e of ['prod', 'dev']) t.deepEqual((await cli(['vault', 'list', ...target, '--env', e, '--json'], env)).json, []);
+  for (const e of ['prod', 'dev']) t.deepEqual((await cliJson('vault list', [...target, '--env', e], env)).json, []);
 });
 
 test.serial('hostile: an unknown user is 404, a bad workspace or env 400, a missing value file a usage error; nothing is written', async (t) => {
@@ -76,7 +77,7 @@ test.serial('hostile: an unknown user is 404, a bad workspace or env 400, a miss
   t.is(badEnv.code, 1);
   const noFile = await cli(['vault', 'set', ...target, 'k', '--value-file', join(dir, 'missing')], env);
   t.not(noFile.code, 0);
-  t.deepEqual((await cli(['vault', 'list', ...target, '--json'], env)).json, []);
+  t.deepEqual((await cliJson('vault list', [...target], env)).json, []);
 });
 
 test.serial('the names . and .. are secrets like any other from the CLI (a URL would collapse them)', async (t) => {
@@ -90,6 +91,6 @@ test.serial('the names . and .. are secrets like any other from the CLI (a URL w
 
 test.serial('a value over 64 KiB is 413 (too large), not a 400', async (t) => {
   writeFileSync(join(dir, 'big.txt'), 'x'.repeat(70_000));
-  const r = await cli(['vault', 'set', ...target, 'big', '--value-file', join(dir, 'big.txt'), '--json'], env);
+  const r = await cliJson('vault set', [...target, 'big', '--value-file', join(dir, 'big.txt')], env);
   t.is(JSON.parse(r.stderr).error.status, 413);
 });
