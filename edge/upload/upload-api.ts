@@ -113,7 +113,8 @@ export function uploadApi(deps: UploadApiDeps) {
         const conflict = (fields.conflict ?? 'replace') as ConflictPolicy;
         if (!CONFLICT_POLICIES.includes(conflict)) throw bad(`conflict: must be one of ${CONFLICT_POLICIES.join(', ')}`);
         const storagePath = required(fields, 'storage_path');
-        const created = await ask(deps.bus, upload.create, isFolderEntry(fields)
+        const folderEntry = isFolderEntry(fields);
+        const created = await ask(deps.bus, upload.create, folderEntry
             ? // The folder to create is storage_path itself (the actor knows it by the empty path).
               { user, app: app.name, storagePath, relativePath: '', fileType: '', fileSize: 0, conflict }
             : {
@@ -126,7 +127,10 @@ export function uploadApi(deps: UploadApiDeps) {
                 fileSize: nonNegativeInteger(required(fields, 'file_size'), 'file_size'),
                 conflict,
               });
-        const json = created.record ? { code: 0, message: 'success', data: created.record } : { code: 0, message: 'success' };
+        // A folder has no upload, but the platform's file manager reads `data.offset` of every answer
+        // (docs/protocol.md "Upload"): a folder answers a record that is already complete, with no id.
+        const record = created.record ?? { id: '', offset: 0, file_relative_path: folderEntry ? '' : (fields.file_relative_path ?? ''), file_type: '', file_size: 0, storage_path: storagePath };
+        const json = { code: 0, message: 'success', data: record };
         return { status: 200, json, headers: cors(req) };
       } catch (err) {
         return failure(req, err);

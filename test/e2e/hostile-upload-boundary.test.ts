@@ -155,9 +155,13 @@ test.serial('Unicode and right-to-left names stay inside dest and round-trip byt
 
 test.serial('a folder upload as the platform\'s file manager sends it: each folder a POST with the file fields "undefined", empty ones kept, every answer 200', async (t) => {
   const folderEntry = (path: string) => alice.create({ storage_path: path, file_relative_path: 'undefined', file_type: 'undefined', file_size: 'undefined' });
+  // A folder's answer is a complete record: the file manager reads `data.offset` and throws without it.
+  const folderAnswer = (path: string) => ({ status: 200, json: { code: 0, message: 'success', data: { id: '', offset: 0, file_relative_path: '', file_type: '', file_size: 0, storage_path: path } } });
   for (const folder of ['/data/chat/album', '/data/chat/album/2024', '/data/chat/album/empty', '/data/chat/album/2024/summer']) {
     const r = await folderEntry(folder);
-    t.deepEqual(r, { status: 200, json: { code: 0, message: 'success' } }, folder);
+    t.deepEqual(r, folderAnswer(folder), folder);
+    // What the file manager does with it: the folder is done when its offset reaches its size.
+    t.is(r.json.data.offset, r.json.data.file_size, `${folder}: done, no PATCH`);
   }
   // Then its files, as usual.
   const file = await alice.create({ storage_path: '/data/chat/album/2024', file_relative_path: 'photo.bin', file_type: '', file_size: 4 });
@@ -168,9 +172,10 @@ test.serial('a folder upload as the platform\'s file manager sends it: each fold
   // The same entry with the fields left out or empty, and dest itself: success too.
   t.is((await alice.create({ storage_path: '/data/chat/other' })).status, 200);
   t.is((await alice.create({ storage_path: '/data/chat/third', file_relative_path: '', file_type: '', file_size: '' })).status, 200);
-  t.deepEqual(await folderEntry('/data/chat'), { status: 200, json: { code: 0, message: 'success' } });
+  t.deepEqual(await folderEntry('/data/chat'), folderAnswer('/data/chat'));
   // A trailing slash keeps working.
-  t.is((await alice.create({ storage_path: '/data/chat', file_relative_path: 'slash/', file_type: 'bin', file_size: 0 })).status, 200);
+  const slash = await alice.create({ storage_path: '/data/chat', file_relative_path: 'slash/', file_type: 'bin', file_size: 0 });
+  t.deepEqual(slash, { status: 200, json: { code: 0, message: 'success', data: { id: '', offset: 0, file_relative_path: 'slash/', file_type: '', file_size: 0, storage_path: '/data/chat' } } });
   t.true(statSync(join(destHost, 'slash')).isDirectory());
 });
 

@@ -233,7 +233,7 @@ test("a part swapped for a symlink: Pier never writes through it", async (t) => 
 
 test('folders, zero-byte files, and two users with the same path', async (t) => {
   const folder = await alice().create({ storage_path: DOCS, file_relative_path: 'new/nested/folder/', file_type: 'bin', file_size: 0 });
-  t.deepEqual(folder, { status: 200, json: { code: 0, message: 'success' } });
+  t.deepEqual(folder, { status: 200, json: { code: 0, message: 'success', data: { id: '', offset: 0, file_relative_path: 'new/nested/folder/', file_type: '', file_size: 0, storage_path: DOCS } } });
   t.true(statSync(join(destOf('alice'), 'docs', 'new', 'nested', 'folder')).isDirectory());
 
   const empty = await alice().create({ storage_path: DOCS, file_relative_path: 'empty.bin', file_type: 'bin', file_size: 0 });
