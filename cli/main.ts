@@ -33,16 +33,16 @@ const OPTIONS = {
 async function runStart(values: Record<string, unknown>): Promise<void> {
   const config = loadConfig(process.env, { roles: values.roles as string | undefined, 'data-dir': values['data-dir'] as string | undefined, app: values.app as string | undefined });
   const proc = await startProcess(config, { logDestination: logDestinationApartFromNativeOutput() });
-  let stopping = false;
+  let first: NodeJS.Signals | null = null;
   // The first signal stops cleanly within PIER_STOP_TIMEOUT_MS (what it waits for is logged); a
   // second one stops at once. Exit codes: 0 after SIGTERM, 130 after SIGINT, 1 when forced.
   const shutdown = (signal: NodeJS.Signals) => {
-    if (stopping) {
-      process.stderr.write(`pier: ${signal} again: stopping now, without waiting\n`);
+    if (first !== null) {
+      process.stderr.write(`pier: ${signal === first ? `${signal} again` : `${signal} after ${first}`}: stopping now, without waiting\n`);
       process.exit(1);
     }
-    stopping = true;
-    process.stderr.write(`pier: ${signal}: stopping (within ${config.stopTimeoutMs} ms; ${signal} again to stop at once)\n`);
+    first = signal;
+    process.stderr.write(`pier: ${signal}: stopping (within ${config.stopTimeoutMs} ms; a second signal stops at once)\n`);
     void proc.stop().then(() => process.exit(signal === 'SIGINT' ? 130 : 0));
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));

@@ -27,7 +27,14 @@ const cleanUp = () => {
   if (process.env.EXAMPLE_KEEP_DATA !== '1') rmSync(dataDir, { recursive: true, force: true });
 };
 
-const pierProc = spawn(process.execPath, [join(ROOT, 'bin', 'pier.js'), 'start'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+// Pier in a process group of its own: Ctrl-C in the terminal reaches this script only, which asks
+// Pier to stop once (SIGTERM). In the terminal's group Pier would get the SIGINT too, and then this
+// script's SIGTERM, and take the second signal for "stop now, without waiting".
+const pierProc = spawn(process.execPath, [join(ROOT, 'bin', 'pier.js'), 'start'], { env, stdio: ['ignore', 'pipe', 'inherit'], detached: true });
+// Whatever ends this script ends Pier too (it is not in the terminal's group any more).
+process.on('exit', () => {
+  if (pierProc.exitCode === null && pierProc.signalCode === null) pierProc.kill('SIGKILL');
+});
 const log = createWriteStream(logFile, { flags: 'a' });
 pierProc.stdout.pipe(log);
 const ports = await new Promise((resolve, reject) => {
@@ -44,7 +51,11 @@ const ports = await new Promise((resolve, reject) => {
 });
 
 let chat;
+let stopping = false;
 const stop = () => {
+  // A second Ctrl-C is passed on as Pier's second signal: stop now, without waiting.
+  if (stopping) return void pierProc.kill('SIGTERM');
+  stopping = true;
   chat?.stop();
   pierProc.once('exit', () => {
     cleanUp();

@@ -146,3 +146,17 @@ test.serial('hostile: the example serves nothing outside its page and the SDK, a
   const answer = await raw(chat.url, '/cb', { method: 'POST', headers: { 'content-type': 'application/json', 'x-pier-event-id': 'e1', 'x-pier-signature': `t=${Math.floor(Date.now() / 1000)},v1=${'0'.repeat(64)}` }, body: forged });
   t.is(answer.status, 401);
 });
+
+maybe('at a phone width (390 px) the page lays out at device width with body text of at least 14 px', async (t) => {
+  // A phone as Chromium emulates one: without `<meta name="viewport">` it lays the page out at 980 px.
+  const context = await within('a phone-sized browser context', browser!.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 3, isMobile: true, hasTouch: true }));
+  t.teardown(() => context.close());
+  const page = await within('a new page', context.newPage());
+  await page.goto(chat.url, { timeout: 20_000 });
+  const layout = await within(
+    'the page to tell its layout',
+    page.evaluate(() => ({ width: document.documentElement.clientWidth, fontPx: parseFloat(getComputedStyle(document.body).fontSize), scale: window.visualViewport?.scale ?? 1 })),
+  );
+  t.is(layout.width, 390, 'laid out at the device width, not 980 px');
+  t.true(layout.fontPx * layout.scale >= 14, `body text is ${layout.fontPx} px at scale ${layout.scale}`);
+});

@@ -11,8 +11,15 @@ test('the example chat honours PIER_*_PORT, logs Pier to a file, and removes its
   const ports = await fixedPorts();
   const base = join(ROOT, 'data', 'example-chat');
   const before = existsSync(base) ? readdirSync(base) : [];
-  const proc = spawn(process.execPath, [join(ROOT, 'examples', 'chat', 'run.mjs')], { env: { ...process.env, ...ports }, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => void proc.kill('SIGKILL'));
+  // A process group of its own, as a terminal's foreground job: Ctrl-C is a SIGINT to the whole group.
+  const proc = spawn(process.execPath, [join(ROOT, 'examples', 'chat', 'run.mjs')], { env: { ...process.env, ...ports }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  t.teardown(() => {
+    try {
+      process.kill(-proc.pid!, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  });
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));
@@ -24,8 +31,11 @@ test('the example chat honours PIER_*_PORT, logs Pier to a file, and removes its
   const runDir = /Pier's data: (\S+)/.exec(out)![1];
   t.true(existsSync(runDir));
   const exited = within('the example to exit', new Promise<number | null>((r) => proc.once('exit', (code) => r(code))), 30_000);
-  proc.kill('SIGINT');
+  process.kill(-proc.pid!, 'SIGINT');
   t.is(await exited, 0);
+  // Pier heard one signal and stopped cleanly: Ctrl-C is not taken for a second, forced stop.
+  t.regex(out, /pier: SIGTERM: stopping/);
+  t.notRegex(out, /again: stopping now|SIGINT: stopping/);
   t.false(existsSync(runDir), 'the run folder is gone');
   t.deepEqual(existsSync(base) ? readdirSync(base) : [], before);
 });

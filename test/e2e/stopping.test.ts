@@ -46,7 +46,7 @@ test('SIGINT with a callback the app never answers: stops within the bound, says
   const exit = exited(pier);
   pier.proc.kill('SIGINT');
   t.is(await exit, 130);
-  t.regex(pier.stderr, /SIGINT: stopping \(within 3000 ms; SIGINT again to stop at once\)/);
+  t.regex(pier.stderr, /SIGINT: stopping \(within 3000 ms; a second signal stops at once\)/);
   t.regex(pier.logs, /"msg":"pier stopped"/);
 });
 
@@ -58,4 +58,15 @@ test('a second signal stops at once: exit 1, and it says so', async (t) => {
   pier.proc.kill('SIGTERM');
   t.is(await exit, 1);
   t.regex(pier.stderr, /SIGTERM again: stopping now/);
+});
+
+test('a second signal of another kind is named as such: SIGTERM after SIGINT', async (t) => {
+  const pier = await pierWithPendingCallback(t);
+  const exit = exited(pier);
+  pier.proc.kill('SIGINT');
+  await until('the first signal to be heard', () => pier.stderr.includes('SIGINT: stopping'));
+  pier.proc.kill('SIGTERM');
+  t.is(await exit, 1);
+  t.regex(pier.stderr, /SIGTERM after SIGINT: stopping now/);
+  t.notRegex(pier.stderr, /SIGTERM again/);
 });
