@@ -103,5 +103,43 @@ export function commandHelp(name: string): string | null {
   ].join('\n');
 }
 
+/** The words that group commands (`user`, `vault`, `bus`...): each has help listing its commands. */
+export function commandGroups(): string[] {
+  return [...new Set(Object.keys(COMMANDS).filter((n) => n.includes(' ')).map((n) => n.split(' ')[0]))];
+}
+
+/** `pier user` (or `pier help user`): the group's commands, each with what it does; null when `word` groups none. */
+export function groupHelp(word: string): string | null {
+  const names = Object.keys(COMMANDS).filter((n) => n.startsWith(`${word} `));
+  if (names.length === 0) return null;
+  return [
+    `pier ${word}: one of`,
+    '',
+    ...names.flatMap((n) => [`  ${COMMAND_TABLE[n]!.usage}`, `      ${HELP[n]?.summary ?? ''}`]),
+    '',
+    `pier help ${word} COMMAND (or pier ${word} COMMAND --help) for its flags and an example.`,
+  ].join('\n');
+}
+
+/** Every flag any command takes, for "did you mean" on a mistyped one. */
+export function closestFlag(typed: string, known: string[]): string | null {
+  const distance = (a: string, b: string) => {
+    const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      let diagonal = row[0];
+      row[0] = i;
+      for (let j = 1; j <= b.length; j++) {
+        const above = row[j];
+        row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
+        diagonal = above;
+      }
+    }
+    return row[b.length];
+  };
+  const ranked = known.map((k) => ({ k, d: distance(typed, k) })).sort((x, y) => x.d - y.d);
+  // Two edits at most, and fewer than half the word: a guess further away helps nobody.
+  return ranked.length > 0 && ranked[0].d <= Math.min(2, Math.floor(typed.length / 2)) ? ranked[0].k : null;
+}
+
 /** Every command has help (a test holds the table to it). */
 export const HELPED = Object.keys(HELP);

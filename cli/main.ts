@@ -4,31 +4,11 @@ import { startProcess } from './start.js';
 import { logDestinationApartFromNativeOutput } from '../lib/runtime/log.js';
 import { CliError } from './admin-client.js';
 import { COMMAND_TABLE, type Invocation } from './commands.js';
-import { commandHelp, globalHelp } from './help.js';
+import { commandHelp, globalHelp, groupHelp } from './help.js';
+import { OPTIONS, parseArgsMessage } from './flags.js';
 import { describeFailure, EXIT } from './outcome.js';
 
-const OPTIONS = {
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-  user: { type: 'string' },
-  manifest: { type: 'string' },
-  provider: { type: 'string', multiple: true },
-  host: { type: 'string' },
-  credentials: { type: 'string' },
-  limit: { type: 'string' },
-  app: { type: 'string' },
-  purge: { type: 'boolean' },
-  'shared-dest': { type: 'boolean' },
-  roles: { type: 'string' },
-  'data-dir': { type: 'string' },
-  out: { type: 'string' },
-  identity: { type: 'string', multiple: true },
-  force: { type: 'boolean' },
-  workspace: { type: 'string' },
-  env: { type: 'string' },
-  'value-file': { type: 'string' },
-  op: { type: 'string' },
-} as const;
+
 
 async function runStart(values: Record<string, unknown>): Promise<void> {
   const config = loadConfig(process.env, { roles: values.roles as string | undefined, 'data-dir': values['data-dir'] as string | undefined, app: values.app as string | undefined });
@@ -62,7 +42,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
-    return fail(new CliError(`${(err as Error).message}; see pier help`, undefined, 'usage'), argv.includes('--json'));
+    return fail(new CliError(parseArgsMessage(err as Error & { code?: string }), undefined, 'usage'), argv.includes('--json'));
   }
   const { values, positionals } = parsed;
   const json = values.json === true;
@@ -82,7 +62,7 @@ export async function main(argv: string[]): Promise<number> {
       return EXIT.ok;
     }
     const found = commandOf(words);
-    const text = found ? commandHelp(found.name) : null;
+    const text = found ? commandHelp(found.name) : words.length === 1 ? groupHelp(words[0]) : null;
     if (!text) return fail(new CliError(`unknown command "${words.join(' ')}"; see pier help`, undefined, 'usage'), json);
     process.stdout.write(`${text}\n`);
     return EXIT.ok;
@@ -94,7 +74,16 @@ export async function main(argv: string[]): Promise<number> {
     }
     const found = commandOf(positionals);
     const command = found && COMMAND_TABLE[found.name];
-    if (!found || !command) throw new CliError(`unknown command "${positionals.join(' ')}"; see pier help`, undefined, 'usage');
+    if (!found || !command) {
+      // `pier user` alone: the group's commands, as a usage error (nothing was done).
+      const group = groupHelp(positionals[0]);
+      if (group && !json) {
+        process.stderr.write(`${positionals.length > 1 ? `pier: unknown command "${positionals.slice(0, 2).join(' ')}"\n\n` : ''}${group}\n`);
+        return EXIT.usage;
+      }
+      const members = group ? Object.keys(COMMAND_TABLE).filter((n) => n.startsWith(`${positionals[0]} `)) : [];
+      throw new CliError(members.length > 0 ? `"${positionals.join(' ')}" is not a command; ${positionals[0]} has: ${members.join(', ')}` : `unknown command "${positionals.join(' ')}"; see pier help`, undefined, 'usage');
+    }
     const data = await command.run({ positionals: found.rest, values: values as Invocation['values'], env: process.env });
     process.stdout.write(`${json || !command.text ? JSON.stringify(data, null, json ? 0 : 2) : command.text(data)}\n`);
     return EXIT.ok;
