@@ -78,6 +78,15 @@ export function describe(errors: readonly FieldError[]): string {
   return errors.length > 1 ? `${first} (and ${errors.length - 1} more)` : first;
 }
 
+/**
+ * Every bad field in one line, `field: rule; field: rule`, the first `max` of them: for documents a
+ * person wrote (a manifest), fixed in one go rather than one mistake per try.
+ */
+export function describeAll(errors: readonly FieldError[], max = 10): string {
+  const shown = errors.slice(0, max).map((e) => `${e.field}: ${e.message}`).join('; ');
+  return errors.length > max ? `${shown} (and ${errors.length - max} more)` : shown;
+}
+
 /** Throws a 400 naming the first bad field; all of them are in `data.errors`. */
 export function assertValid(checker: Checker, value: unknown): void {
   throwIfInvalid(checker(value));

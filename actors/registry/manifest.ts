@@ -1,6 +1,6 @@
 import { PierError } from '../../bus/errors.js';
 import { APP_NAME, APP_VIEW_PATH, type Grant, type UploadOptions, type WebsocketOptions } from '../../bus/subjects.js';
-import { compile, describe, type FieldError } from '../../bus/validation.js';
+import { compile, describeAll, type FieldError } from '../../bus/validation.js';
 import { normalisedDest } from './dest-nesting.js';
 import { parseYamlDocument } from './yaml.js';
 
@@ -114,12 +114,25 @@ function checkGrants(entries: Record<string, unknown>[]): FieldError[] {
   return errors;
 }
 
-/** Checks a parsed manifest; throws a 400 whose message names the first bad field path. */
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Checks a parsed manifest; throws one 400 naming every bad field path (a manifest with four
+ * mistakes is fixed in one go, not four tries), each also in `data.errors`.
+ */
 export function validateManifest(doc: unknown): Manifest {
-  let errors = checkTop(doc);
+  const errors = [...checkTop(doc)];
   const value = doc as Record<string, any>;
-  if (errors.length === 0) errors = checkGrants(value.permission?.sysData ?? []);
-  if (errors.length > 0) throw new PierError('BAD_REQUEST', `manifest: ${describe(errors)}`, { data: { errors } });
+  // The grants are checked whenever they are a list, whatever else is wrong; an entry that is not a
+  // mapping is already named by the check above.
+  const sysData: unknown = isObject(value) && isObject(value.permission) ? value.permission.sysData : undefined;
+  if (Array.isArray(sysData) && sysData.every(isObject)) errors.push(...checkGrants(sysData));
+  const upload: unknown = isObject(value) ? value.upload : undefined;
+  const websocket: unknown = isObject(value) && isObject(value.options) ? value.options.websocket : undefined;
+  if (isObject(upload) && upload.callback !== undefined && upload.callbackPort === undefined && !(isObject(websocket) && websocket.port !== undefined)) {
+    errors.push({ field: 'upload.callback', message: 'needs upload.callbackPort, or options.websocket.port to share' });
+  }
+  if (errors.length > 0) throw new PierError('BAD_REQUEST', `manifest: ${describeAll(errors)}`, { data: { errors } });
 
   const grants: Grant[] = (value.permission?.sysData ?? []).map((g: Record<string, unknown>) => ({
     dataType: g.dataType,
@@ -145,8 +158,8 @@ export function validateManifest(doc: unknown): Manifest {
 /** `upload.callback` with its port: its own, or the websocket callbacks' (one of them must be given). */
 function uploadCallback(up: { callback?: string; callbackPort?: number }, ws: { port: number } | undefined): { callback?: { url: string; port: number } } {
   if (up.callback === undefined) return {};
-  const port = up.callbackPort ?? ws?.port;
-  if (port === undefined) throw new PierError('BAD_REQUEST', 'manifest: upload.callback needs upload.callbackPort, or options.websocket.port to share');
+  // validateManifest has refused a callback with neither port.
+  const port = (up.callbackPort ?? ws?.port) as number;
   return { callback: { url: up.callback, port } };
 }
 

@@ -109,7 +109,29 @@ test('every error is reported with its path, not only the first', (t) => {
   })), { instanceOf: PierError });
   const fields = (err!.data as { errors: { field: string }[] }).errors.map((e) => e.field);
   t.deepEqual(fields.sort(), ['options.websocket.port', 'upload.dest']);
-  t.regex(err!.message, /\(and 1 more\)$/);
+  t.regex(err!.message, /^manifest: options\.websocket\.port: must be a number; upload\.dest: must be an absolute path/);
+});
+
+test('four mistakes in four places, grants included, are all named in the one message', (t) => {
+  const err = t.throws(() => parseManifest(variant((m) => {
+    m.metadata.name = 'Chat_App';
+    m.permission.sysData[0].ops = ['StealSecret?workspace=chat'];
+    m.permission.sysData[1].version = 'v3';
+    m.upload.callback = '/uploaded';
+    delete m.options.websocket.port;
+  })), { instanceOf: PierError });
+  const fields = (err!.data as { errors: { field: string }[] }).errors.map((e) => e.field);
+  t.deepEqual(fields.sort(), ['metadata.name', 'options.websocket.port', 'permission.sysData[0].ops[0]', 'permission.sysData[1].version', 'upload.callback']);
+  for (const f of fields) t.true(err!.message.includes(`${f}: `), `${f} in: ${err!.message}`);
+});
+
+test('hostile: a manifest with hundreds of mistakes answers a bounded message', (t) => {
+  const err = t.throws(() => parseManifest(variant((m) => {
+    m.permission.sysData = Array.from({ length: 64 }, () => ({ dataType: 'a/b', group: 'g', version: 'v9', ops: [] }));
+  })), { instanceOf: PierError });
+  t.true((err!.data as { errors: unknown[] }).errors.length > 100);
+  t.regex(err!.message, /\(and \d+ more\)$/);
+  t.true(err!.message.length < 2_000, `${err!.message.length} characters`);
 });
 
 test('YAML alias bombs are refused, not expanded', (t) => {
