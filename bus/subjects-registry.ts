@@ -1,7 +1,10 @@
 
-/** Names of users and apps (docs/protocol.md "Identities"). */
+/** Names of users and apps (docs/protocol.md "Identities"): the platform's rules. */
 export const USER_NAME = /^[a-z][a-z0-9-]{0,30}$/;
 export const APP_NAME = /^[a-z][a-z0-9]{0,30}$/;
+/** The same rules in words, as every message, the CLI's help and the console say them. */
+export const USER_NAME_RULE = 'must be 1 to 31 characters: a lowercase letter, then lowercase letters, digits or dashes';
+export const APP_NAME_RULE = 'must be 1 to 31 characters: a lowercase letter, then lowercase letters or digits (no dashes)';
 
 // ---- Values the registry shares with everyone (read caches are built from these) ----
 
@@ -169,8 +172,8 @@ export interface AppCredentials {
   appSecret: string;
 }
 
-const userName = { type: 'string', pattern: USER_NAME, messages: { stringPattern: `must match ${USER_NAME}` } } as const;
-const appName = { type: 'string', pattern: APP_NAME, messages: { stringPattern: `must match ${APP_NAME}` } } as const;
+const userName = { type: 'string', pattern: USER_NAME, messages: { stringPattern: USER_NAME_RULE } } as const;
+const appName = { type: 'string', pattern: APP_NAME, messages: { stringPattern: APP_NAME_RULE } } as const;
 const MANIFEST_MAX = 256 * 1024;
 
 const Q = 'registry';

@@ -1,5 +1,5 @@
 import { PierError } from '../../bus/errors.js';
-import { APP_NAME, APP_VIEW_PATH, type Grant, type UploadOptions, type WebsocketOptions } from '../../bus/subjects.js';
+import { APP_NAME_RULE, APP_NAME, APP_VIEW_PATH, type Grant, type UploadOptions, type WebsocketOptions } from '../../bus/subjects.js';
 import { compile, describeAll, type FieldError } from '../../bus/validation.js';
 import { normalisedDest } from './dest-nesting.js';
 import { parseYamlDocument } from './yaml.js';
@@ -28,7 +28,7 @@ const checkTop = compile({
   metadata: {
     type: 'object',
     props: {
-      name: { type: 'string', pattern: APP_NAME, messages: { stringPattern: `must match ${APP_NAME}` } },
+      name: { type: 'string', pattern: APP_NAME, messages: { stringPattern: APP_NAME_RULE } },
       version: { type: 'string', convert: true, min: 1, max: 64, optional: true },
     },
   },
@@ -83,7 +83,7 @@ const checkSecretGrant = compile({
 
 const checkProviderGrant = compile({
   $$strict: true,
-  appName: { type: 'string', optional: true, pattern: APP_NAME, messages: { stringPattern: `must match ${APP_NAME}` } },
+  appName: { type: 'string', optional: true, pattern: APP_NAME, messages: { stringPattern: APP_NAME_RULE } },
   // Optional for every version (the platform's own v1 manifests omit it): Pier dials the
   // ProviderRegistry's endpoint, so port, svc and namespace are kept only as the app declared them.
   port: { ...port, optional: true },

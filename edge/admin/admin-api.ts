@@ -1,7 +1,7 @@
 import { ask } from '../../bus/verbs.js';
 import type { Bus } from '../../bus/bus.js';
 import { ErrorReasons, PierError } from '../../bus/errors.js';
-import { credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
+import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
 import type { AdminApi, AdminRouteName, AnswerOf, AppRow, ProviderRow, ReplicaRow } from './api.js';
 import type { LiveRouteName } from './live-api.js';
 import { AggregatorRegistry } from 'prom-client';
@@ -35,7 +35,7 @@ export interface AdminDeps {
 
 const installSchema = compile({
   $$strict: true,
-  user: { type: 'string', pattern: USER_NAME, messages: { stringPattern: `must match ${USER_NAME}` } },
+  user: { type: 'string', pattern: USER_NAME, messages: { stringPattern: USER_NAME_RULE } },
   manifest: { type: 'string', min: 1 },
   providers: { type: 'array', optional: true, items: 'string' },
   host: { type: 'string', optional: true, min: 1, max: 253 },
@@ -57,7 +57,7 @@ export function requireAdmin(deps: Pick<AdminDeps, 'adminToken' | 'sessions'>, r
 
 function pathName(req: HttpRequestData, key: string, pattern: RegExp, what: string): string {
   const v = req.params[key];
-  if (!pattern.test(v)) throw new PierError('BAD_REQUEST', `${what}: must match ${pattern}`);
+  if (!pattern.test(v)) throw new PierError('BAD_REQUEST', `${what}: ${pattern === USER_NAME ? USER_NAME_RULE : APP_NAME_RULE}`);
   return v;
 }
 
@@ -148,7 +148,7 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
     },
     appList: async (req) => {
       const user = req.query.get('user') ?? undefined;
-      if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
+      if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: ${USER_NAME_RULE}`);
       // With what the registry's caches know of each app: its grants and its upload folder (the console's apps view).
       const apps = await ask(deps.bus, registry.appList, user === undefined ? {} : { user });
       return apps.map((a): AppRow => {
@@ -179,13 +179,13 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
 
     vaultAudit: async (req) => {
       const user = req.query.get('user') ?? undefined;
-      if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
+      if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: ${USER_NAME_RULE}`);
       const limitText = req.query.get('limit') ?? '100';
       if (!/^\d{1,6}$/.test(limitText) || Number(limitText) < 1) throw new PierError('BAD_REQUEST', 'limit: must be an integer from 1 to 100000');
       // `app` and `op` narrow the newest `limit` entries (the console's filters; `pier vault audit --app --op`).
       const app = req.query.get('app') ?? undefined;
       const op = req.query.get('op') ?? undefined;
-      if (app !== undefined && !APP_NAME.test(app)) throw new PierError('BAD_REQUEST', `app: must match ${APP_NAME}`);
+      if (app !== undefined && !APP_NAME.test(app)) throw new PierError('BAD_REQUEST', `app: ${APP_NAME_RULE}`);
       if (op !== undefined && !/^[A-Za-z]{1,64}$/.test(op)) throw new PierError('BAD_REQUEST', 'op: must be an operation name, letters only');
       const entries = await ask(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) });
       return entries.filter((e) => (app === undefined || e.app === app) && (op === undefined || e.op === op)).map((e) => ({ at: e.at, user: e.user, app: e.app, op: e.op, workspace: e.workspace, env: e.env, name: e.name, outcome: e.outcome }));

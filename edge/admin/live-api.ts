@@ -2,7 +2,7 @@ import { at } from '../../bus/exchange.js';
 import { ask, gather } from '../../bus/verbs.js';
 import { PierError } from '../../bus/errors.js';
 import { edgeOfConn } from '../../bus/ids.js';
-import { APP_NAME, gatewayChannels, gatewaySubjects, registry, upload, USER_NAME, type AppView } from '../../bus/subjects.js';
+import { APP_NAME_RULE, USER_NAME_RULE, APP_NAME, gatewayChannels, gatewaySubjects, registry, upload, USER_NAME, type AppView } from '../../bus/subjects.js';
 import { assertValid, compile } from '../../bus/validation.js';
 import type { HttpRequestData } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
@@ -80,8 +80,8 @@ export function historyAnswer(history: SampledHistory): MetricsHistoryAnswer {
 async function listConnections(deps: AdminDeps, req: HttpRequestData): Promise<RawReply> {
   const user = req.query.get('user') ?? undefined;
   const appName = req.query.get('app') ?? undefined;
-  if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: must match ${USER_NAME}`);
-  if (appName !== undefined && (user === undefined || !APP_NAME.test(appName))) throw new PierError('BAD_REQUEST', `app: needs user, and must match ${APP_NAME}`);
+  if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: ${USER_NAME_RULE}`);
+  if (appName !== undefined && (user === undefined || !APP_NAME.test(appName))) throw new PierError('BAD_REQUEST', `app: needs user, and ${APP_NAME_RULE}`);
   const summaries = await ask(deps.bus, registry.appList, user === undefined ? {} : { user });
   const apps = summaries
     .filter((s) => appName === undefined || s.app === appName)

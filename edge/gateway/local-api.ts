@@ -3,7 +3,7 @@ import { ask, gather } from '../../bus/verbs.js';
 import type { Bus } from '../../bus/bus.js';
 import { PierError } from '../../bus/errors.js';
 import { edgeOfConn, parseAppId } from '../../bus/ids.js';
-import { gatewayChannels, gatewaySubjects, registry, USER_NAME, type AppView, type ConnCommand } from '../../bus/subjects.js';
+import { USER_NAME_RULE, gatewayChannels, gatewaySubjects, registry, USER_NAME, type AppView, type ConnCommand } from '../../bus/subjects.js';
 import type { Peers } from '../../lib/runtime/peers.js';
 import { FailureLimiter } from '../../lib/policy/rate-limit.js';
 import type { RegistryCache } from '../../lib/state/registry-cache.js';
@@ -29,12 +29,12 @@ const sendSchema = compile({
   $$strict: false,
   payload: { type: 'any' },
   conn_id: { type: 'string', optional: true, max: 64 },
-  users: { type: 'array', optional: true, max: 10_000, items: { type: 'string', pattern: USER_NAME, messages: { stringPattern: `must match ${USER_NAME}` } } },
+  users: { type: 'array', optional: true, max: 10_000, items: { type: 'string', pattern: USER_NAME, messages: { stringPattern: USER_NAME_RULE } } },
 });
 const closeSchema = compile({
   $$strict: false,
   conns: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
-  users: { type: 'array', optional: true, max: 10_000, items: { type: 'string', pattern: USER_NAME, messages: { stringPattern: `must match ${USER_NAME}` } } },
+  users: { type: 'array', optional: true, max: 10_000, items: { type: 'string', pattern: USER_NAME, messages: { stringPattern: USER_NAME_RULE } } },
 });
 
 /**

@@ -84,8 +84,8 @@ test('bad input through the CLI: each a clear one-line error', async (t) => {
   writeFileSync(bad, 'metadata:\n  name: Bad_Name\n');
   await cli(['user', 'add', 'erin'], env);
   const cases: Array<[string[], RegExp]> = [
-    [['user', 'add', 'Not-Valid'], /^pier: name: must match .* \(400\)\n$/],
-    [['app', 'install', '--user', 'erin', '--manifest', bad], /^pier: manifest: metadata\.name: must match .* \(400\)\n$/],
+    [['user', 'add', 'Not-Valid'], /^pier: name: must be 1 to 31 characters: a lowercase letter, then lowercase letters, digits or dashes \(400\)\n$/],
+    [['app', 'install', '--user', 'erin', '--manifest', bad], /^pier: manifest: metadata\.name: must be 1 to 31 characters: a lowercase letter, then lowercase letters or digits \(no dashes\) \(400\)\n$/],
     [['app', 'install', '--user', 'erin', '--manifest', join(dir2, 'missing.yaml')], /^pier: --manifest: cannot read .*missing\.yaml \(ENOENT\)\n$/],
     [['app', 'install', '--user', 'nobody', '--manifest', example('PlatformManifest.yaml')], /^pier: user "nobody" not found \(404\)\n$/],
     [['app', 'uninstall', '--user', 'erin', 'ghost'], /^pier: app "ghost" is not installed for user "erin" \(404\)\n$/],

@@ -56,7 +56,7 @@ test('send: exactly one of conn_id and users, else 400; a bad field is 400 namin
   const send = (body: object) => api.send(request({ method: 'post', headers: creds, body }));
   t.deepEqual(await refusal(t, send({ payload: 1 })), { code: 'BAD_REQUEST', message: 'give exactly one of conn_id and a non-empty users' });
   t.deepEqual(await refusal(t, send({ payload: 1, conn_id: CONN, users: ['alice'] })), { code: 'BAD_REQUEST', message: 'give exactly one of conn_id and a non-empty users' });
-  t.regex((await refusal(t, send({ payload: 1, users: ['Not A User'] }))).message, /^users\[0\]: must match/);
+  t.regex((await refusal(t, send({ payload: 1, users: ['Not A User'] }))).message, /^users\[0\]: must be 1 to 31 characters: a lowercase letter/);
 });
 
 test('send to a connection goes to its edge only; a connection nobody holds is 404', async (t) => {
