@@ -1,27 +1,53 @@
+// @ts-check
 // The Pier operator console: a sign-in, then one view per part of the running system, each
 // refreshing itself. Preact + htm, no build step; everything it shows comes from the admin API.
 import { h, render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import htm from 'htm';
-import { resume, signIn, signOut, whenSignedOut } from './api.js';
-import { VIEWS } from './views.js';
+import { ApiError, resume, signIn, signOut, whenSignedOut } from './api.js';
+import { messageOf } from './format.js';
+import { field, html } from './html.js';
+import { Apps } from './view-apps.js';
+import { Audit } from './view-audit.js';
+import { Charts } from './view-charts.js';
+import { Connections } from './view-connections.js';
+import { Processes } from './view-processes.js';
+import { Providers } from './view-providers.js';
+import { Uploads } from './view-uploads.js';
+import { Users } from './view-users.js';
 
-const html = htm.bind(h);
+/** @typedef {{ id: string, title: string, component: import('preact').FunctionComponent }} View */
 
+/**
+ * The views in the navigation's order; `id` is the page's `#fragment`.
+ * @type {[View, ...View[]]}
+ */
+const VIEWS = [
+  { id: 'processes', title: 'Processes', component: Processes },
+  { id: 'users', title: 'Users', component: Users },
+  { id: 'apps', title: 'Apps', component: Apps },
+  { id: 'providers', title: 'Providers', component: Providers },
+  { id: 'connections', title: 'Connections', component: Connections },
+  { id: 'uploads', title: 'Uploads', component: Uploads },
+  { id: 'audit', title: 'Vault audit', component: Audit },
+  { id: 'charts', title: 'Charts', component: Charts },
+];
+
+/** @param {{ notice: string, onDone: () => void }} props */
 function SignIn({ notice, onDone }) {
-  const [error, setError] = useState(notice ?? '');
+  const [error, setError] = useState(notice);
   const [busy, setBusy] = useState(false);
+  /** @param {import('./html.js').FormSubmit} e */
   const submit = async (e) => {
     e.preventDefault();
+    const form = e.currentTarget;
     setBusy(true);
     setError('');
-    const token = new FormData(e.target).get('token');
     try {
-      await signIn(String(token));
-      e.target.reset();
+      await signIn(field(form, 'token'));
+      form.reset();
       onDone();
     } catch (err) {
-      setError(err.status === 401 ? 'That is not the admin token.' : err.message);
+      setError(err instanceof ApiError && err.status === 401 ? 'That is not the admin token.' : messageOf(err));
     } finally {
       setBusy(false);
     }
@@ -38,25 +64,26 @@ function SignIn({ notice, onDone }) {
   </main>`;
 }
 
+/** The view the page's `#fragment` names, else the first. */
 const viewOf = () => {
   const name = location.hash.replace(/^#/, '');
-  return VIEWS.some((v) => v.id === name) ? name : VIEWS[0].id;
+  return VIEWS.find((v) => v.id === name) ?? VIEWS[0];
 };
 
+/** @param {{ onSignOut: () => void }} props */
 function Shell({ onSignOut }) {
-  const [view, setView] = useState(viewOf());
+  const [current, setCurrent] = useState(viewOf);
   useEffect(() => {
-    const onHash = () => setView(viewOf());
+    const onHash = () => setCurrent(viewOf());
     addEventListener('hashchange', onHash);
     return () => removeEventListener('hashchange', onHash);
   }, []);
-  const current = VIEWS.find((v) => v.id === view);
   return html`<div class="shell">
     <header>
       <span class="brand">Pier console</span>
       <nav aria-label="Views">
         <ul>
-          ${VIEWS.map((v) => html`<li><a href=${`#${v.id}`} aria-current=${v.id === view ? 'page' : undefined}>${v.title}</a></li>`)}
+          ${VIEWS.map((v) => html`<li><a href=${`#${v.id}`} aria-current=${v === current ? 'page' : undefined}>${v.title}</a></li>`)}
         </ul>
       </nav>
       <button class="quiet" onClick=${onSignOut}>Sign out</button>
@@ -68,35 +95,22 @@ function Shell({ onSignOut }) {
   </div>`;
 }
 
+/** @typedef {{ phase: 'checking' | 'in' | 'out', notice: string }} Phase */
+
 function App() {
-  const [state, setState] = useState({ phase: 'checking', notice: '' });
+  const [state, setState] = useState(/** @type {Phase} */ ({ phase: 'checking', notice: '' }));
   useEffect(() => {
     whenSignedOut((notice) => setState({ phase: 'out', notice }));
-    resume().then((ok) => setState({ phase: ok ? 'in' : 'out', notice: '' }));
+    void resume().then((ok) => setState({ phase: ok ? 'in' : 'out', notice: '' }));
   }, []);
   if (state.phase === 'checking') return html`<p class="checking">Loading…</p>`;
   if (state.phase === 'out') return html`<${SignIn} notice=${state.notice} onDone=${() => setState({ phase: 'in', notice: '' })} />`;
-  return html`<${Shell} onSignOut=${async () => {
+  const out = async () => {
     await signOut();
     setState({ phase: 'out', notice: 'Signed out.' });
-  }} />`;
+  };
+  return html`<${Shell} onSignOut=${out} />`;
 }
 
-/**
- * At phone width a table row is shown as a card (style.css): each cell needs its column's name,
- * copied here from the table's header whenever a view renders rows.
- */
-function labelCells(root) {
-  for (const table of root.querySelectorAll('table')) {
-    const names = [...table.querySelectorAll('thead th')].map((th) => th.textContent.trim());
-    for (const row of table.querySelectorAll('tbody tr')) {
-      [...row.children].forEach((cell, i) => {
-        if (names[i] && cell.dataset.label !== names[i]) cell.dataset.label = names[i];
-      });
-    }
-  }
-}
 const root = document.getElementById('root');
-new MutationObserver(() => labelCells(root)).observe(root, { childList: true, subtree: true });
-
-render(html`<${App} />`, root);
+if (root) render(h(App, null), root);
