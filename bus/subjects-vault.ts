@@ -58,6 +58,35 @@ export interface OperatorVaultRequest {
   value?: string;
 }
 
+/** Who the audit log names for what the operator did (never an app's name: no app has parentheses in its name). */
+export const OPERATOR_IN_AUDIT = '(operator)';
+
+/** What `pier vault audit` asks for: each filter narrows; `limit` is how many matches at most. */
+export interface AuditQuery {
+  user?: string;
+  app?: string;
+  op?: string;
+  limit: number;
+}
+
+/** Entries searched at most for one audit query: a filter matching nothing stops here, not at the log's start. */
+export const AUDIT_SCAN_MAX = 200_000;
+
+/**
+ * The matches, newest first, and how far the search went: `complete` is false when it stopped at
+ * AUDIT_SCAN_MAX entries with fewer than `limit` matches (older entries were not searched).
+ */
+export interface AuditPage {
+  entries: AuditEntry[];
+  scanned: number;
+  complete: boolean;
+  /** When the oldest entry searched was written: where an incomplete search stopped. */
+  searchedBackTo: string | null;
+}
+
+/** Whether `e` matches every filter of `q`. */
+export const auditMatches = (q: AuditQuery, e: AuditEntry) => (q.user === undefined || e.user === q.user) && (q.app === undefined || e.app === q.app) && (q.op === undefined || e.op === q.op);
+
 /** What each operator operation answers (actors/vault/operator.ts); never a value but `get`'s. */
 export interface OperatorVaultAnswers {
   list: Array<{ name: string; version: number; updatedAt: string; updatedBy: string }>;
@@ -72,8 +101,11 @@ export const vault = {
   op: shared(endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }, undefined, { request: 'vault', reply: true, grant: 'vault' })),
   /** The checks of `op` up to the body (404, 400 workspace, 401, 403; refusals audited as `op`'s are), before the edge reads the body. */
   authorize: shared(endpoint<Omit<VaultRequest, 'body'>, CallGate>('pier.vault.authorize', 'vault', vaultCaller, undefined, { request: 'vault', grant: 'vault' })),
-  audit: endpoint<{ user?: string; limit: number }, AuditEntry[]>('pier.vault.audit', 'vault', {
+  /** The newest `limit` entries that match, searched back through at most AUDIT_SCAN_MAX entries. */
+  audit: endpoint<AuditQuery, AuditPage>('pier.vault.audit', 'vault', {
     user: { type: 'string', optional: true, max: 64 },
+    app: { type: 'string', optional: true, max: 64 },
+    op: { type: 'string', optional: true, max: 64 },
     limit: { type: 'number', integer: true, min: 1, max: 100_000 },
   }, undefined, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
   /**

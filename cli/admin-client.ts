@@ -55,6 +55,11 @@ export interface CallInput<R extends AdminRoute> {
  * as the route declares it, or throws a one-line CliError. A string body is NDJSON (`state import`).
  */
 export async function adminCall<R extends AdminRoute>(target: AdminTarget, route: R, input: CallInput<R> = {}): Promise<AnswerOf<R>> {
+  return (await adminCallEnvelope(target, route, input)).data;
+}
+
+/** As adminCall, with what the envelope says beside `data` (`partial`, `truncated`, `searched`). */
+export async function adminCallEnvelope<R extends AdminRoute>(target: AdminTarget, route: R, input: CallInput<R> = {}): Promise<{ data: AnswerOf<R>; beside: Record<string, unknown> }> {
   const query = new URLSearchParams();
   for (const [k, v] of Object.entries((input.query ?? {}) as Record<string, string | undefined>)) if (v !== undefined) query.set(k, v);
   const path = `${fillPath(route.path, (input.params ?? {}) as Record<string, string>)}${query.size > 0 ? `?${query}` : ''}`;
@@ -73,7 +78,7 @@ export async function adminCall<R extends AdminRoute>(target: AdminTarget, route
     throw new CliError(`cannot reach the admin API at ${target.url} (${why}; from ${target.urlSource}): is Pier's admin role running (npm start)?`, undefined, 'unreachable');
   }
   const text = await res.text();
-  let envelope: { code?: number; message?: string; data?: unknown };
+  let envelope: { code?: number; message?: string; data?: unknown; [beside: string]: unknown };
   try {
     envelope = JSON.parse(text);
   } catch {
@@ -82,7 +87,8 @@ export async function adminCall<R extends AdminRoute>(target: AdminTarget, route
   if (res.status === 401) throw new CliError(`${envelope.message ?? 'unauthorized'} (401; the admin token came from ${target.tokenSource})`, 401);
   if (!res.ok || envelope.code !== 0) throw new CliError(`${envelope.message ?? 'request failed'} (${res.status})`, res.status);
   // The server compiles against the same declaration (edge/admin/admin-api.ts).
-  return envelope.data as AnswerOf<R>;
+  const { code: _code, message: _message, data, ...beside } = envelope;
+  return { data: data as AnswerOf<R>, beside };
 }
 
 /** `pier state export FILE`: the admin API's NDJSON stream into FILE (0600, never overwritten). */

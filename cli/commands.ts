@@ -3,8 +3,8 @@ import { busInitOut } from './bus-init-out.js';
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 import { planIdentities, writeBusInit } from './bus-init.js';
 import { writeBusAnchors } from './bus-anchors.js';
-import { adminCall, adminTarget, CliError, exportState, importState, type CallInput } from './admin-client.js';
-import { ADMIN_API as API, type AdminRoute, type InstallRequest, type VaultTarget } from '../edge/admin/api.js';
+import { adminCall, adminCallEnvelope, adminTarget, CliError, exportState, importState, type CallInput } from './admin-client.js';
+import { ADMIN_API as API, type AdminRoute, type AuditSearched, type InstallRequest, type VaultTarget } from '../edge/admin/api.js';
 
 export interface Invocation {
   positionals: string[];
@@ -160,7 +160,13 @@ export const COMMANDS = {
   }),
   'vault audit': command({
     usage: 'pier vault audit [--user U] [--app A] [--op OP] [--limit N]',
-    run: (inv) => call(inv, API.vaultAudit, { query: given(inv, ['user', 'app', 'op', 'limit']) }),
+    run: async (inv) => {
+      const { data, beside } = await adminCallEnvelope(adminTarget(inv.env), API.vaultAudit, { query: given(inv, ['user', 'app', 'op', 'limit']) });
+      const searched = beside.searched as AuditSearched | undefined;
+      // On stderr: standard output stays the one document (or the table) asked for.
+      if (searched) process.stderr.write(`pier: searched the newest ${searched.entries} entries (back to ${searched.backTo ?? '?'}) and stopped there: older ones were not searched; narrow with --user, --app or --op\n`);
+      return data;
+    },
     text: (d) => table([['AT', 'USER', 'APP', 'OP', 'WORKSPACE', 'ENV', 'NAME', 'OUTCOME'], ...d.map((e) => [e.at, e.user ?? '-', e.app ?? '-', e.op, e.workspace, e.env ?? '-', e.name ?? '-', e.outcome])]),
   }),
   'conn list': command({

@@ -1,7 +1,7 @@
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from 'nats';
 import { randomBytes } from 'node:crypto';
 import { decode, encode } from '../../bus/codec.js';
-import { vaultState, type AuditEntry } from '../../bus/subjects.js';
+import { auditMatches, vaultState, type AuditEntry, type AuditPage, type AuditQuery } from '../../bus/subjects.js';
 import { ensureStream, retryWhileStarting } from '../../lib/state/jetstream.js';
 
 /** Audit entries per stream message (at most; ~250 bytes each). */
@@ -59,14 +59,16 @@ export class JetStreamAudit {
     );
   }
 
-  /** Newest first, at most `limit`, optionally one user's: read in windows backwards from the stream's end. */
-  async read(limit: number, user?: string): Promise<AuditEntry[]> {
+  /** Newest first, at most `q.limit` matches, searched back through at most `scanMax` entries: read in windows backwards from the stream's end. */
+  async read(q: AuditQuery, scanMax: number): Promise<AuditPage> {
     const info = await this.manager.streams.info(vaultState.auditStream);
     const out: AuditEntry[] = [];
+    let scanned = 0;
+    let searchedBackTo: string | null = null;
     const first = info.state.first_seq;
     // Read in windows from the end: ordered consumers only read forwards.
-    for (let end = info.state.last_seq; end >= first && out.length < limit; ) {
-      const start = Math.max(first, end - Math.max(limit, 256) + 1);
+    for (let end = info.state.last_seq; end >= first && out.length < q.limit; ) {
+      const start = Math.max(first, end - Math.max(q.limit, 256) + 1);
       const consumer = await this.js.consumers.get(vaultState.auditStream, { opt_start_seq: start, deliver_policy: DeliverPolicy.StartSequence });
       const batch: AuditEntry[] = [];
       const messages = await consumer.fetch({ max_messages: end - start + 1, expires: 2_000 });
@@ -76,12 +78,15 @@ export class JetStreamAudit {
         if (m.seq === end) break;
       }
       for (const e of batch.reverse()) {
-        if (user !== undefined && e.user !== user) continue;
+        if (scanned >= scanMax) return { entries: out, scanned, complete: false, searchedBackTo };
+        scanned++;
+        searchedBackTo = e.at;
+        if (!auditMatches(q, e)) continue;
         out.push(e);
-        if (out.length >= limit) break;
+        if (out.length >= q.limit) break;
       }
       end = start - 1;
     }
-    return out;
+    return { entries: out, scanned, complete: true, searchedBackTo };
   }
 }

@@ -106,7 +106,7 @@ export const vaultActor = defineActor<VaultActor>({
     operator: serves(vault.operator, (a: VaultActor, req) => operatorOp(a.deps, req)),
     audit: serves(vault.audit, async (a: VaultActor, req) => {
       await a.batch.flush(); // what this replica has batched is part of the answer
-      return a.store.readAudit(req.limit, req.user);
+      return a.store.readAudit(req);
     }),
     rotate: serves(vault.rotate, async (a: VaultActor) => ({ rewrapped: await a.keys.rewrapAll() })),
     export: serves(stateEndpoints.vaultExport, (a: VaultActor, r) => current(a, () => vaultExportPage(a.store, r.offset, r.limit))),

@@ -1,10 +1,10 @@
 import { PierError } from '../../bus/errors.js';
-import type { AuditEntry, OperatorVaultAnswers, OperatorVaultRequest, SecretOp } from '../../bus/subjects.js';
+import { OPERATOR_IN_AUDIT, type AuditEntry, type OperatorVaultAnswers, type OperatorVaultRequest, type SecretOp } from '../../bus/subjects.js';
 import { perform, type VaultDeps } from './handler.js';
 import { nameOf, scopeKey, secretKey } from './store.js';
 
-/** Who the audit log names for what the operator did (never an app's name: it has no such app). */
-export const OPERATOR = '(operator)';
+/** Who the audit log names for what the operator did. */
+export const OPERATOR = OPERATOR_IN_AUDIT;
 
 /**
  * `pier vault list|get|set|delete|purge` (the admin role, through the admin API): the same

@@ -10,7 +10,7 @@ export const EXPORTED_AUDIT = 100_000;
 /** Every record of the vault, in a stable order: data keys, secrets, then audit entries (oldest first). */
 export async function vaultRecords(store: VaultStore): Promise<StateRecord[]> {
   const { dataKeys, secrets } = store.everything();
-  const audit = (await store.readAudit(EXPORTED_AUDIT)).reverse();
+  const audit = (await store.readAudit({ limit: EXPORTED_AUDIT }, EXPORTED_AUDIT)).entries.reverse();
   return [
     ...dataKeys.map((d): StateRecord => ({ kind: 'dataKey', key: d.scope, value: d.record as unknown as Record<string, unknown> })),
     ...secrets.map((s): StateRecord => ({ kind: 'secret', key: s.key, value: s.value as unknown as Record<string, unknown> })),

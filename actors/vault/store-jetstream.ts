@@ -1,7 +1,7 @@
 import { StorageType, type JetStreamClient, type JetStreamManager } from 'nats';
 import { PierError } from '../../bus/errors.js';
 import { catchUpOrRefuse, retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/state/jetstream.js';
-import { vaultState, type AuditEntry, type WrittenMark } from '../../bus/subjects.js';
+import { AUDIT_SCAN_MAX, vaultState, type AuditEntry, type AuditPage, type AuditQuery, type WrittenMark } from '../../bus/subjects.js';
 import { JetStreamAudit } from './audit-jetstream.js';
 import { BucketView, Conflict, HISTORY } from './bucket-view.js';
 import { bufferedWriter, type Op } from './buffered-writer.js';
@@ -197,8 +197,8 @@ export class JetStreamVaultStore implements VaultStore {
     return this.audit.append(entries);
   }
 
-  readAudit(limit: number, user?: string): Promise<AuditEntry[]> {
-    return this.audit.read(limit, user);
+  readAudit(q: AuditQuery, scanMax = AUDIT_SCAN_MAX): Promise<AuditPage> {
+    return this.audit.read(q, scanMax);
   }
 
   /** Retention is the stream's own (max age, max entries): nothing to do here. */

@@ -1,6 +1,6 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { durably } from '../../lib/state/lmdb-durable.js';
-import type { AuditEntry } from '../../bus/subjects.js';
+import { AUDIT_SCAN_MAX, auditMatches, type AuditEntry, type AuditPage, type AuditQuery } from '../../bus/subjects.js';
 import { DecodedCache } from './decoded-cache.js';
 
 /** A data key, wrapped (sealed) by the master key. One per (user, workspace, env). */
@@ -50,7 +50,8 @@ export interface VaultStore {
   /** All scopes of a (user, workspace), whatever the env. */
   scopesOf(user: string, workspace: string): string[];
   /** Newest first, at most `limit`, optionally one user's. */
-  readAudit(limit: number, user?: string): Promise<AuditEntry[]>;
+  /** The newest entries matching `q`, newest first, searched back through at most `scanMax` entries. */
+  readAudit(q: AuditQuery, scanMax?: number): Promise<AuditPage>;
   /** Every data key and secret, for `pier state export` (sealed as they are). */
   everything(): { dataKeys: Array<{ scope: string; record: DataKeyRecord }>; secrets: Array<{ key: string; value: SecretRecord }> };
   write<T>(fn: (w: VaultWriter) => T): Promise<T>;
@@ -139,14 +140,19 @@ export class LmdbVaultStore implements VaultStore {
     };
   }
 
-  async readAudit(limit: number, user?: string): Promise<AuditEntry[]> {
-    const out: AuditEntry[] = [];
+  async readAudit(q: AuditQuery, scanMax = AUDIT_SCAN_MAX): Promise<AuditPage> {
+    const entries: AuditEntry[] = [];
+    let scanned = 0;
+    let searchedBackTo: string | null = null;
     for (const { value } of this.audit.getRange({ reverse: true })) {
-      if (user !== undefined && value.user !== user) continue;
-      out.push(value);
-      if (out.length >= limit) break;
+      if (scanned >= scanMax) return { entries, scanned, complete: false, searchedBackTo };
+      scanned++;
+      searchedBackTo = value.at;
+      if (!auditMatches(q, value)) continue;
+      entries.push(value);
+      if (entries.length >= q.limit) break;
     }
-    return out;
+    return { entries, scanned, complete: true, searchedBackTo };
   }
 
   write<T>(fn: (w: VaultWriter) => T): Promise<T> {

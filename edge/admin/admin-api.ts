@@ -1,8 +1,8 @@
 import { ask } from '../../bus/verbs.js';
 import type { Bus } from '../../bus/bus.js';
 import { ErrorReasons, PierError } from '../../bus/errors.js';
-import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
-import type { AdminApi, AdminRouteName, AnswerOf, AppRow, ProviderRow, ReplicaRow } from './api.js';
+import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, OPERATOR_IN_AUDIT, type AuditQuery, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
+import type { AdminApi, AdminRouteName, AnswerOf, AppRow, AuditRow, ProviderRow, ReplicaRow } from './api.js';
 import type { LiveRouteName } from './live-api.js';
 import { AggregatorRegistry } from 'prom-client';
 import { assertValid, compile } from '../../bus/validation.js';
@@ -182,13 +182,18 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
       if (user !== undefined && !USER_NAME.test(user)) throw new PierError('BAD_REQUEST', `user: ${USER_NAME_RULE}`);
       const limitText = req.query.get('limit') ?? '100';
       if (!/^\d{1,6}$/.test(limitText) || Number(limitText) < 1) throw new PierError('BAD_REQUEST', 'limit: must be an integer from 1 to 100000');
-      // `app` and `op` narrow the newest `limit` entries (the console's filters; `pier vault audit --app --op`).
+      // `app` and `op` narrow the search (the console's filters; `pier vault audit --app --op`): the
+      // vault searches back until `limit` entries match, through AUDIT_SCAN_MAX entries at most.
       const app = req.query.get('app') ?? undefined;
       const op = req.query.get('op') ?? undefined;
-      if (app !== undefined && !APP_NAME.test(app)) throw new PierError('BAD_REQUEST', `app: ${APP_NAME_RULE}`);
+      if (app !== undefined && app !== OPERATOR_IN_AUDIT && !APP_NAME.test(app)) throw new PierError('BAD_REQUEST', `app: ${APP_NAME_RULE}, or ${OPERATOR_IN_AUDIT}`);
       if (op !== undefined && !/^[A-Za-z]{1,64}$/.test(op)) throw new PierError('BAD_REQUEST', 'op: must be an operation name, letters only');
-      const entries = await ask(deps.bus, vault.audit, { ...(user === undefined ? {} : { user }), limit: Math.min(100_000, Number(limitText)) });
-      return entries.filter((e) => (app === undefined || e.app === app) && (op === undefined || e.op === op)).map((e) => ({ at: e.at, user: e.user, app: e.app, op: e.op, workspace: e.workspace, env: e.env, name: e.name, outcome: e.outcome }));
+      const query: AuditQuery = { ...(user === undefined ? {} : { user }), ...(app === undefined ? {} : { app }), ...(op === undefined ? {} : { op }), limit: Math.min(100_000, Number(limitText)) };
+      const page = await ask(deps.bus, vault.audit, query);
+      const rows: AuditRow[] = page.entries.map((e) => ({ at: e.at, user: e.user, app: e.app, op: e.op, workspace: e.workspace, env: e.env, name: e.name, outcome: e.outcome }));
+      if (page.complete) return rows;
+      // Fewer matches than asked, and older entries not searched: said beside `data` (docs/protocol.md "Admin API").
+      return new RawReply({ status: 200, json: { code: 0, message: 'success', data: rows, searched: { entries: page.scanned, backTo: page.searchedBackTo, complete: false } } });
     },
     // `pier vault list|get|set|delete|purge`: one user's workspace, as the operator. The target in
     // the query (`user`, `workspace`, `env`), the name in the path or the query; a value only in a PUT body.

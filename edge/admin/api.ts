@@ -111,6 +111,14 @@ export interface AuditRow {
   outcome: string;
 }
 
+/** Beside `data` of `GET /admin/v1/vault/audit` when the search stopped before `limit` matches (older entries not searched). */
+export interface AuditSearched {
+  entries: number;
+  /** When the oldest entry searched was written. */
+  backTo: string | null;
+  complete: false;
+}
+
 export interface SecretRow {
   name: string;
   version: number;

@@ -112,10 +112,29 @@ export function vaultStoreSuite(test: TestFn, open: () => Promise<StorePair>): v
     await pair.a.appendAudit([audit('alice', 'one', base), audit('bob', 'two', base + 1)]);
     await pair.b.write((w) => w.appendAudit(audit('alice', 'three', base + 2)));
     const read = await until('the three entries in the audit', async () => {
-      const r = await pair.a.readAudit(10, 'alice');
+      const r = (await pair.a.readAudit({ limit: 10, user: 'alice' })).entries;
       return r.filter((e) => ['one', 'three'].includes(e.name!)).length === 2 ? r : undefined;
     });
     t.deepEqual(read.filter((e) => ['one', 'three'].includes(e.name!)).map((e) => e.name), ['three', 'one']);
-    t.true((await pair.b.readAudit(10)).some((e) => e.user === 'bob'));
+    t.true((await pair.b.readAudit({ limit: 10 })).entries.some((e) => e.user === 'bob'));
+  });
+
+  test.serial('an audit search by app and op finds matches past the newest entries, and stops at its bound saying so', async (t) => {
+    const base = Date.now() + 10_000;
+    const older = Array.from({ length: 4 }, (_, i) => ({ ...audit('carol', `match-${i}`, base + i), app: 'notes', op: 'RetrieveSecret' }));
+    const newer = Array.from({ length: 300 }, (_, i) => audit('carol', `noise-${i}`, base + 10 + i));
+    await pair.a.appendAudit([...older, ...newer]);
+    const found = await until('the four matches behind 300 newer entries', async () => {
+      const page = await pair.b.readAudit({ user: 'carol', app: 'notes', op: 'RetrieveSecret', limit: 3 });
+      return page.entries.length === 3 ? page : undefined;
+    });
+    t.deepEqual(found.entries.map((e) => e.name), ['match-3', 'match-2', 'match-1'], 'newest first, past the newest 300');
+    t.true(found.complete);
+    // A search bounded at 100 entries: nothing found, and it says where it stopped.
+    const cut = await pair.b.readAudit({ user: 'carol', app: 'notes', limit: 3 }, 100);
+    t.false(cut.complete);
+    t.is(cut.scanned, 100);
+    t.deepEqual(cut.entries, []);
+    t.is(typeof cut.searchedBackTo, 'string');
   });
 }

@@ -84,7 +84,7 @@ test('uninstall: purge must be true or false; an app already gone with purge say
 
 test('vault audit: user and limit are checked and named; the limit is passed as a number', async (t) => {
   const { bus, admin } = setup(t);
-  const asked = responder(bus, vault.audit, () => []);
+  const asked = responder(bus, vault.audit, () => ({ entries: [], scanned: 0, complete: true, searchedBackTo: null }));
   const q = (s: string) => request({ headers: auth, query: new URLSearchParams(s) });
   t.deepEqual(await refusal(t, () => admin.vaultAudit(q('limit=0'))), { code: 'BAD_REQUEST', message: 'limit: must be an integer from 1 to 100000' });
   t.deepEqual(await refusal(t, () => admin.vaultAudit(q('limit=ten'))), { code: 'BAD_REQUEST', message: 'limit: must be an integer from 1 to 100000' });
@@ -92,6 +92,24 @@ test('vault audit: user and limit are checked and named; the limit is passed as 
   await admin.vaultAudit(q('user=alice&limit=5'));
   await admin.vaultAudit(q(''));
   t.deepEqual(asked, [{ user: 'alice', limit: 5 }, { limit: 100 }]);
+});
+
+test('vault audit: app and op go to the vault, which searches past the newest entries; a search cut short says where it stopped', async (t) => {
+  const { bus, admin } = setup(t);
+  const entry = { at: '2026-11-26T10:00:00.000Z', user: 'alice', app: 'chat', op: 'RetrieveSecret', workspace: 'chat', env: 'prod', name: 'k', outcome: 'ok' };
+  let complete = true;
+  const asked = responder(bus, vault.audit, () => ({ entries: [entry], scanned: 200_000, complete, searchedBackTo: '2026-01-01T00:00:00.000Z' }));
+  const q = (s: string) => request({ headers: auth, query: new URLSearchParams(s) });
+  t.deepEqual((await admin.vaultAudit(q('app=chat&op=RetrieveSecret&limit=3'))).json, { code: 0, message: 'success', data: [entry] });
+  complete = false;
+  t.deepEqual((await admin.vaultAudit(q('app=(operator)&limit=3'))).json, {
+    code: 0,
+    message: 'success',
+    data: [entry],
+    searched: { entries: 200_000, backTo: '2026-01-01T00:00:00.000Z', complete: false },
+  });
+  t.deepEqual(asked, [{ app: 'chat', op: 'RetrieveSecret', limit: 3 }, { app: '(operator)', limit: 3 }]);
+  t.regex((await refusal(t, () => admin.vaultAudit(q('app=Chat')))).message, /^app: must be 1 to 31 characters/);
 });
 
 test("the operator's vault: set needs a string value (400 naming value); the target comes from the query, the name from the path or query", async (t) => {

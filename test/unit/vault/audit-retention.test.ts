@@ -17,7 +17,7 @@ test('audit retention: entries past the age go, then the oldest past the count',
       ...Array.from({ length: 20 }, (_, i) => entry(now - i * 1000, `new-${i}`)),
     ]);
     t.is(await store.pruneAudit(now - 90 * day, 15), 35, '30 too old, then the 5 oldest of the rest');
-    const left = await store.readAudit(1000);
+    const left = (await store.readAudit({ limit: 1000 })).entries;
     t.is(left.length, 15);
     t.true(left.every((e) => e.name!.startsWith('new-')));
     t.deepEqual(left.map((e) => e.name).slice(-1), ['new-14'], 'the newest are kept');
