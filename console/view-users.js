@@ -61,7 +61,7 @@ export function Users() {
   };
   return html`<form class="inline" onSubmit=${add}>
       <label for="new-user">New user</label>
-      <input id="new-user" name="name" required pattern="[a-z][a-z0-9\\-]{0,30}" title="lower-case letters, digits and dashes" />
+      <input id="new-user" name="name" required pattern="[a-z][a-z0-9\\-]{0,30}" title="1 to 31 characters: a lowercase letter, then lowercase letters, digits or dashes" />
       <button type="submit">Add user</button>
     </form>
     ${notice}
