@@ -77,8 +77,8 @@ export async function main(argv: string[]): Promise<number> {
     if (!found || !command) {
       // `pier user` alone: the group's commands, as a usage error (nothing was done).
       const group = groupHelp(positionals[0]);
-      if (group && !json) {
-        process.stderr.write(`${positionals.length > 1 ? `pier: unknown command "${positionals.slice(0, 2).join(' ')}"\n\n` : ''}${group}\n`);
+      if (group && !json && positionals.length === 1) {
+        process.stderr.write(`${group}\n`);
         return EXIT.usage;
       }
       const members = group ? Object.keys(COMMAND_TABLE).filter((n) => n.startsWith(`${positionals[0]} `)) : [];

@@ -70,6 +70,11 @@ export class ConnTable {
     return false;
   }
 
+  /** The connections with events still queued. */
+  pending(): ConnState[] {
+    return [...this.conns.values()].filter((c) => c.queue.length > 0);
+  }
+
   private prune(): void {
     const cutoff = Date.now() - this.tombstoneMs;
     for (const [id, at] of this.tombstones) if (at < cutoff) this.tombstones.delete(id);

@@ -42,6 +42,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 export class Deliverer {
   private readonly agent: Agent;
+  /** Targets whose last attempt failed (refused, reset, timed out, non-2xx), by origin: what a stop need not wait for. */
+  private readonly failing = new Set<string>();
 
   constructor(
     private readonly options: DeliveryOptions,
@@ -68,14 +70,24 @@ export class Deliverer {
         if (ev.cookie) headers.cookie = ev.cookie;
         const res = await this.agent.request({ origin, path: target.url, method: 'POST', headers, body, headersTimeout: this.options.timeoutMs, bodyTimeout: this.options.timeoutMs });
         await res.body.dump();
-        if (res.statusCode >= 200 && res.statusCode < 300) return 'delivered';
+        if (res.statusCode >= 200 && res.statusCode < 300) {
+          this.failing.delete(origin);
+          return 'delivered';
+        }
       } catch (err) {
         if (isPolicyRefusal(err)) return 'refused';
         // refused, reset, timed out, not resolved, or no secret yet: retried like a non-2xx
       }
+      // Bounded by the targets of the connections this replica holds.
+      this.failing.add(origin);
       if (Date.now() >= deadline) return 'dropped';
       await sleep(Math.min(wait, deadline - Date.now() + 1));
     }
+  }
+
+  /** Whether `target`'s last attempt failed (and none has succeeded since). */
+  isFailing(target: CallbackTarget): boolean {
+    return this.failing.has(callbackOrigin(target));
   }
 
   /** Lets requests in flight finish for a moment, then drops them (an app that never answers cannot hold a stop). */

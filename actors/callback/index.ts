@@ -16,6 +16,8 @@ import { inUploadDest, UploadNotices, uploadTarget } from './upload-notices.js';
 
 /** How long a stopping replica keeps delivering what it has queued (the edges' closes among it). */
 const STOP_DELIVERY_MS = 5_000;
+/** How long it waits when every target it still has events for is failing (refused, down): retrying will not help now. */
+const STOP_FAILING_MS = 1_500;
 
 interface CallbackActor {
   ctx: RoleContext;
@@ -89,6 +91,21 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
   return { ctx, queues, notices, refusals, deliverer, secrets, stopWatching };
 }
 
+/** Says, per app, which callbacks a stop left undelivered, and who will deliver them. */
+function reportUndelivered(a: CallbackActor): void {
+  const byApp = new Map<string, number>();
+  for (const u of a.queues.undelivered()) byApp.set(appId(u.user, u.app), (byApp.get(appId(u.user, u.app)) ?? 0) + u.events);
+  if (byApp.size === 0) return;
+  const others = a.ctx.peers.alive('callback').filter((p) => p.busId !== a.ctx.peers.self.busId).length;
+  // The edges keep every event until it is settled; one stopping in this process keeps nothing.
+  const next = a.ctx.config.roles.includes('edge')
+    ? 'the edge of this process stops too: they are not sent again'
+    : others > 0
+      ? `the edges send them to another callback replica (${others} running) once this one is gone`
+      : 'the edges keep them until a callback replica runs again';
+  for (const [app, events] of byApp) a.ctx.log.warn({ app, events }, `callbacks left undelivered at stop: ${next}`);
+}
+
 /**
  * The callback actor: gateway events → the app's `options.websocket` endpoint. Each edge sends all
  * events of one connection to one callback replica (chosen by rendezvous hashing over the live
@@ -132,9 +149,16 @@ export const callbackActor = defineActor<CallbackActor>({
   onStart,
   onStop: async (a) => {
     a.stopWatching();
-    // Deliver what is queued (the edge's closes at shutdown among them), for a bounded time.
-    const end = Date.now() + STOP_DELIVERY_MS;
-    while ((a.queues.busy() || a.notices.waiting() > 0) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    // Deliver what is queued (the edge's closes at shutdown among them), for a bounded time; not
+    // long when every target left is failing. What is left is not lost: it was never settled, so
+    // the edges keep it and send it to another callback replica (or to this one when it is back).
+    const started = Date.now();
+    const allFailing = () => a.queues.undelivered().every((u) => a.deliverer.isFailing(u.target));
+    while ((a.queues.busy() || a.notices.waiting() > 0) && Date.now() - started < STOP_DELIVERY_MS) {
+      if (Date.now() - started >= STOP_FAILING_MS && a.notices.waiting() === 0 && allFailing()) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    reportUndelivered(a);
     await a.deliverer.close();
   },
 });

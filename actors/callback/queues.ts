@@ -84,6 +84,11 @@ export class ConnQueues {
     return this.table.size();
   }
 
+  /** What is still to deliver, by connection: its app, its target and how many events. */
+  undelivered(): Array<{ user: string; app: string; target: CallbackTarget; events: number }> {
+    return this.table.pending().map((c) => ({ user: c.user, app: c.app, target: c.target, events: c.queue.length }));
+  }
+
   /** Some connection still has events to deliver. */
   busy(): boolean {
     return this.table.busy();

@@ -90,8 +90,10 @@ test('bad input through the CLI: each a clear one-line error', async (t) => {
     [['app', 'install', '--user', 'nobody', '--manifest', example('PlatformManifest.yaml')], /^pier: user "nobody" not found \(404\)\n$/],
     [['app', 'uninstall', '--user', 'erin', 'ghost'], /^pier: app "ghost" is not installed for user "erin" \(404\)\n$/],
     [['provider', 'suspend', 'ghost'], /^pier: provider "ghost" not found \(404\)\n$/],
-    [['user', 'frobnicate'], /^pier: unknown command "user frobnicate"; see pier help\n$/],
-    [['user', 'add', 'x', '--bogus'], /^pier: Unknown option '--bogus'/],
+    [['user', 'frobnicate'], /^pier: "user frobnicate" is not a command; user has: user add, user token, user revoke, user list\n$/],
+    [['nothing'], /^pier: unknown command "nothing"; see pier help\n$/],
+    [['user', 'add', 'x', '--bogus'], /^pier: unknown flag --bogus; see pier help COMMAND for a command's flags\n$/],
+    [['user', 'list', '--jsno'], /^pier: unknown flag --jsno \(did you mean --json\?\); see pier help COMMAND for a command's flags\n$/],
   ];
   for (const [args, expected] of cases) {
     const r = await cli(args, env);
@@ -99,6 +101,10 @@ test('bad input through the CLI: each a clear one-line error', async (t) => {
     t.regex(r.stderr, expected, args.join(' '));
     t.is(r.stderr.trim().split('\n').length, 1, `one line: ${args.join(' ')}`);
   }
+  // A group alone is a question, not a mistake: its commands, each with what it does.
+  const group = await cli(['user'], env);
+  t.is(group.code, 2);
+  for (const c of ['pier user add NAME', 'pier user token NAME', 'pier user revoke NAME', 'pier user list']) t.true(group.stderr.includes(c), c);
 });
 
 test('the CLI without a reachable admin API says so in one line', async (t) => {

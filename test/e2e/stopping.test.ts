@@ -70,3 +70,33 @@ test('a second signal of another kind is named as such: SIGTERM after SIGINT', a
   t.regex(pier.stderr, /SIGTERM after SIGINT: stopping now/);
   t.notRegex(pier.stderr, /SIGTERM again/);
 });
+
+test('a callback target that refuses connections does not hold the stop: it ends in its bound, naming the app whose callbacks were left', async (t) => {
+  const dir = tempDir();
+  // A port nothing listens on: every callback attempt is refused at once.
+  const closed = createServer();
+  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+  const port = (closed.address() as { port: number }).port;
+  await new Promise<void>((r) => closed.close(() => r()));
+  const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_STOP_TIMEOUT_MS: '8000' }));
+  t.teardown(() => {
+    void pier.stop('SIGKILL');
+    cleanup(dir);
+  });
+  const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+  const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
+  writeFileSync(join(dir, 'chat.yaml'), wsManifest('chat', port));
+  await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml')], env);
+  const client = await until('the gateway to take alice\'s connection', () => connect(pier.ports!.public, 'chat.alice.localhost', { 'x-authorization': token }).catch(() => undefined));
+  client.ws.send('hello');
+  const retried = async () => Number(/^pier_callbacks_retried_total\S* (\d+)/m.exec(await (await fetch(`${pier.adminUrl}/metrics`)).text())?.[1] ?? 0);
+  await until('the callback to have been refused and retried', async () => (await retried()) > 0);
+  const exit = exited(pier);
+  pier.proc.kill('SIGTERM');
+  t.is(await exit, 0);
+  t.notRegex(pier.logs, /gave up waiting/, 'the stop ended within its own bound');
+  const left = pier.logs.split('\n').filter((l) => l.includes('callbacks left undelivered at stop')).map((l) => JSON.parse(l));
+  t.is(left.length, 1, pier.logs);
+  t.is(left[0].app, 'alice/chat');
+  t.true(left[0].events >= 1);
+});
