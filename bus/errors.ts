@@ -22,6 +22,9 @@ export const ErrorTable = {
 
 export type ErrorCode = keyof typeof ErrorTable;
 
+/** A failure of the process answering (5xx), not a refusal of what was asked (4xx). */
+export const isFault = (code: ErrorCode) => ErrorTable[code] >= 500;
+
 /**
  * Sub-codes, for the failures code must tell apart within one class: code decides on these,
  * never on a message's text, so a message can be reworded (the wire texts stay as the platform

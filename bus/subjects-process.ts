@@ -33,6 +33,13 @@ export interface EndpointStats {
   processingMs: number;
   averageMs: number;
   lastError: { code: string; message: string; at: string } | null;
+  /**
+   * The answers that were the process's own failure (5xx: a throw, a timeout, a dependency down),
+   * apart from refusals of what a client asked (4xx: a missing secret is a normal 404). Absent from
+   * processes older than this field: read as unknown.
+   */
+  faults?: number;
+  lastFault?: { code: string; message: string; at: string } | null;
 }
 
 /** What a heartbeat says: the process, and the public keys secrets are sealed to (bus/seal.ts). */

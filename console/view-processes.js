@@ -8,12 +8,17 @@ import { html } from './html.js';
 
 /** @typedef {import('../edge/admin/api.js').ReplicaRow} ReplicaRow */
 
-/** An endpoint's error counts since the process started; only a recent one (5 min) makes it look unwell. */
+/** An endpoint's faults since the process started; only a recent one (5 min) makes it look unwell. */
 const RECENT_MS = 5 * 60_000;
 
-/** @param {ReplicaRow} p */
+/**
+ * A fault (5xx) makes a process look unwell; a client's refusal (a missing secret's 404) does not.
+ * A process older than `lastFault` says only `lastError`: taken as it is.
+ * @param {ReplicaRow} p
+ */
 function health(p) {
-  const recent = Object.values(p.endpoints ?? {}).flatMap((e) => (e.lastError && Date.now() - Date.parse(e.lastError.at) < RECENT_MS ? [e.lastError] : []));
+  const faults = Object.values(p.endpoints ?? {}).map((e) => (e.lastFault === undefined ? e.lastError : e.lastFault));
+  const recent = faults.flatMap((f) => (f && Date.now() - Date.parse(f.at) < RECENT_MS ? [f] : []));
   const last = recent.sort((a, b) => b.at.localeCompare(a.at))[0];
   if (!last) return html`<span class="good">answering</span>`;
   return html`<span class="warn" title=${`${last.code}: ${last.message}`}>answering; last error ${ago(last.at)} ago (${last.code})</span>`;

@@ -167,7 +167,11 @@ export interface EndpointRow {
   errors: number;
   processingMs: number;
   averageMs: number;
+  /** The last error answered, a client's refusal (4xx) or a fault (5xx). */
   lastError: { code: string; message: string; at: string } | null;
+  /** Answers that were the process's own failure (5xx); absent from a process older than the field. */
+  faults?: number;
+  lastFault?: { code: string; message: string; at: string } | null;
 }
 
 export interface ReplicaRow {

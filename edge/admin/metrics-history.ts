@@ -51,6 +51,13 @@ const COUNTERS = {
 } as const;
 const GAUGES = { ws_connections: 'pier_ws_connections', uploads_active: 'pier_uploads_active' } as const;
 
+/**
+ * The admin listener's own requests (the operator's, the console's polls) are left out of the HTTP
+ * figures: they describe what Pier serves to apps and browsers, and on an idle system the console
+ * watching would otherwise be the busiest thing on it. /metrics has them all.
+ */
+const OPERATOR_LISTENER = 'admin';
+
 function totalsOf(at: number, processes: MetricJson[][]): Totals {
   const sums = new Map<string, number>();
   const buckets = new Map<number, number>();
@@ -59,13 +66,16 @@ function totalsOf(at: number, processes: MetricJson[][]): Totals {
     for (const m of metrics) {
       if (m.name === 'pier_http_requests_total') {
         for (const v of m.values) {
+          if (v.labels.listener === OPERATOR_LISTENER) continue;
+          sums.set(m.name, (sums.get(m.name) ?? 0) + (Number.isFinite(v.value) ? v.value : 0));
           const route = `${String(v.labels.listener ?? '')} ${String(v.labels.route ?? '')}`;
           if (routes.size < 1000 || routes.has(route)) routes.set(route, (routes.get(route) ?? 0) + v.value);
         }
+        continue;
       }
       if (m.name === 'pier_http_request_seconds') {
         for (const v of m.values) {
-          if (v.metricName !== 'pier_http_request_seconds_bucket') continue;
+          if (v.metricName !== 'pier_http_request_seconds_bucket' || v.labels.listener === OPERATOR_LISTENER) continue;
           const le = v.labels.le === '+Inf' ? Infinity : Number(v.labels.le);
           buckets.set(le, (buckets.get(le) ?? 0) + v.value);
         }

@@ -1,7 +1,7 @@
 import { at, type Addressed, type AnyAddressed, type AnyExchange, type Exchange } from '../../bus/exchange.js';
 import { hear, serve } from '../../bus/verbs.js';
 import type { Subscription } from '../../bus/bus.js';
-import type { PierError } from '../../bus/errors.js';
+import { isFault, type PierError } from '../../bus/errors.js';
 import type { BusRole, Declaration, JetStreamDeclaration } from '../../bus/permissions.js';
 import type { Change, EndpointStats } from '../../bus/subjects.js';
 import type { RoleContext, Running } from './runtime.js';
@@ -143,15 +143,20 @@ export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): P
     s.processingMs += seconds * 1000;
     s.averageMs = s.processingMs / s.requests;
     if (error) {
+      const last = { code: error.code, message: error.message, at: new Date(ctx.now()).toISOString() };
       s.errors++;
-      s.lastError = { code: error.code, message: error.message, at: new Date(ctx.now()).toISOString() };
+      s.lastError = last;
+      if (isFault(error.code)) {
+        s.faults = (s.faults ?? 0) + 1;
+        s.lastFault = last;
+      }
     }
     ctx.metrics.observeActor(subject, seconds, error);
   };
   const subs: Subscription[] = [];
   try {
     for (const [name, e] of Object.entries(d.endpoints)) {
-      stats[name] = { subject: e.endpoint.subject, requests: 0, errors: 0, processingMs: 0, averageMs: 0, lastError: null };
+      stats[name] = { subject: e.endpoint.subject, requests: 0, errors: 0, processingMs: 0, averageMs: 0, lastError: null, faults: 0, lastFault: null };
       const handle = e.handle as (state: S, req: unknown) => unknown;
       subs.push(serve(ctx.bus, e.endpoint, (req) => track(Promise.resolve().then(() => handle(state, req))), { observe: observe(name) }));
     }

@@ -56,3 +56,33 @@ test('requests per route: the interval\'s rate of each route, the busiest kept, 
   t.deepEqual(h.all()[0]!.routes, { 'system POST /permission/v1alpha1/access': 12 });
   t.is(h.all()[0]!.http_requests_per_s, 12);
 });
+
+test("the admin listener's own requests (the console polling) are in neither the rate nor the busiest routes", (t) => {
+  const h = new MetricsHistory();
+  const counts = (app: number, admin: number): MetricJson[] => [
+    {
+      name: 'pier_http_requests_total',
+      type: 'counter',
+      values: [
+        { value: app, labels: { listener: 'system', route: 'POST /permission/v1alpha1/access', status: '200' } },
+        { value: admin, labels: { listener: 'admin', route: 'GET /admin/v1/status', status: '200' } },
+      ],
+    },
+    {
+      name: 'pier_http_request_seconds',
+      type: 'histogram',
+      values: [
+        { value: app, labels: { listener: 'system', route: 'POST /permission/v1alpha1/access', le: 0.005 }, metricName: 'pier_http_request_seconds_bucket' },
+        { value: app, labels: { listener: 'system', route: 'POST /permission/v1alpha1/access', le: '+Inf' }, metricName: 'pier_http_request_seconds_bucket' },
+        { value: 0, labels: { listener: 'admin', route: 'GET /admin/v1/status', le: 0.005 }, metricName: 'pier_http_request_seconds_bucket' },
+        { value: admin, labels: { listener: 'admin', route: 'GET /admin/v1/status', le: '+Inf' }, metricName: 'pier_http_request_seconds_bucket' },
+      ],
+    },
+  ];
+  h.add(0, [counts(0, 0)]);
+  h.add(1_000, [counts(2, 500)]);
+  const [sample] = h.all();
+  t.deepEqual(sample!.routes, { 'system POST /permission/v1alpha1/access': 2 });
+  t.is(sample!.http_requests_per_s, 2);
+  t.is(sample!.http_p99_ms, 5, "the admin listener's slow answers are not the p99 either");
+});

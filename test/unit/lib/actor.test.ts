@@ -108,6 +108,12 @@ test('a thrower behind an endpoint: its caller hears the typed error at once; an
   t.is(stats.fails.errors, 1);
   t.is(stats.fails.lastError!.code, 'CONFLICT');
   t.is(stats.crashes.lastError!.code, 'INTERNAL');
+  // A refusal of what was asked (409, 400) is no fault of the process; a throw (500) is.
+  t.is(stats.fails.faults, 0);
+  t.is(stats.fails.lastFault, null);
+  t.is(stats.echo.faults, 0, 'a garbled request is the sender\'s');
+  t.is(stats.crashes.faults, 1);
+  t.is(stats.crashes.lastFault!.code, 'INTERNAL');
   t.is(stats.echo.subject, 't.echo');
   t.true(stats.echo.averageMs >= 0);
   await actor.stop();
