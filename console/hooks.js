@@ -94,9 +94,22 @@ export function useNotice() {
 }
 
 /**
+ * uPlot's legend shows the values at the cursor, and `--` while the cursor is not over the chart:
+ * then it shows the latest sample's instead. uPlot updates its legend (and fires `setLegend`) when
+ * the chart is made, after each `setData`, and as the cursor moves or leaves; `cursor.idx` is null
+ * while the cursor is not over the plot. (`false`: the hook is not fired again.)
+ * @param {uPlot} u
+ */
+function legendAtLatest(u) {
+  const last = u.data[0].length - 1;
+  if (u.cursor.idx == null && last >= 0) u.setLegend({ idx: last }, false);
+}
+
+/**
  * A uPlot chart drawn into the element given the returned ref: made when the component mounts and
  * again whenever `deps` change (if the element is there then), given `data` whenever it changes
- * (`useMemo` it), as wide as its box (240 to 900 px) at every window resize.
+ * (`useMemo` it), as wide as its box (240 to 900 px) at every window resize. Its legend shows the
+ * values under the cursor, or the latest sample's when the cursor is not over the chart.
  * @param {Omit<uPlot.Options, 'width'>} options read when the chart is made
  * @param {uPlot.AlignedData} data
  * @param {ReadonlyArray<unknown>} deps
@@ -110,7 +123,8 @@ export function useUPlot(options, data, deps) {
     const el = box.current;
     if (!el) return undefined;
     const width = () => Math.max(240, Math.min(el.clientWidth, 900));
-    const chart = new uPlot({ ...options, width: width() }, latest.current, el);
+    const hooks = { ...options.hooks, setLegend: [legendAtLatest, ...(options.hooks?.setLegend ?? [])] };
+    const chart = new uPlot({ ...options, hooks, width: width() }, latest.current, el);
     plot.current = chart;
     const resize = () => chart.setSize({ width: width(), height: options.height });
     addEventListener('resize', resize);
