@@ -75,7 +75,14 @@ function RoutesChart({ samples }) {
 export function Charts() {
   const { data, error } = usePoll((signal) => get('metricsHistory', { signal }), 2000);
   const samples = data?.samples ?? [];
+  // Until the first answer, nothing: the history is kept from the admin process's start, so it
+  // usually holds samples already ("Collecting" is for an admin process just started).
+  const charts = !data
+    ? ''
+    : samples.length < 2
+      ? html`<p>Collecting the first samples…</p>`
+      : html`<div class="charts">${SERIES.map((s) => html`<${Chart} key=${s.id} samples=${samples} series=${s} />`)}<${RoutesChart} samples=${samples} /></div>`;
   return html`<${ErrorText} text=${error} />
-    <p class="help">Sampled every ${data ? data.everyMs / 1000 : '–'} s while someone is signed in; the last ${samples.length} samples. The same figures as <code>/metrics</code>.</p>
-    ${samples.length < 2 ? html`<p>Collecting the first samples…</p>` : html`<div class="charts">${SERIES.map((s) => html`<${Chart} key=${s.id} samples=${samples} series=${s} />`)}<${RoutesChart} samples=${samples} /></div>`}`;
+    <p class="help">Sampled every ${data ? data.everyMs / 1000 : '–'} s since the admin process started; the last ${samples.length} samples. The same figures as <code>/metrics</code>, without the admin listener's own requests (this console's among them).</p>
+    ${charts}`;
 }
