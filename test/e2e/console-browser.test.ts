@@ -21,9 +21,10 @@ import { connect, type Client } from '../helpers/ws-client.js';
  * playwright-core, against Pier as several processes on one NATS (test/helpers/console-cluster.ts):
  * sign in with the admin token, add a user (token shown once), install apps from pasted documents,
  * close a live WebSocket connection, watch a tus upload's progress, read and filter the vault audit,
- * suspend and resume a provider, see the charts fill, and see a killed process drop out of the
- * processes view; a wrong token, an expired session and cross-site or token-less changes are
- * refused. Screenshots of every view at 1280 and 390 px go to PIER_SCREENSHOTS_DIR (kept) or to the
+ * suspend and resume a provider, see the charts drawn at sign-in from the samples kept since the
+ * admin process started (their legend at the latest values) and app-facing traffic in them, see a
+ * client's refusal leave a process answering, and see a killed process drop out of the processes
+ * view; a wrong token, an expired session and cross-site or token-less changes are refused. Screenshots of every view at 1280 and 390 px go to PIER_SCREENSHOTS_DIR (kept) or to the
  * test's temp dir (removed).
  */
 const chromiumPath = findChromium();
@@ -137,6 +138,46 @@ async function shoot(p: Page, name: string, ready: () => Promise<unknown> = asyn
 /** The text of each cell of the rows matching `selector`. */
 const cellsOf = (p: Page, selector: string): Promise<string[][]> => p.locator(selector).evaluateAll((rows) => rows.map((r) => [...(r as HTMLTableRowElement).cells].map((c) => (c.textContent ?? '').trim())));
 
+/** The route of the system listener's POST /permission/v1alpha1/access in the metrics history (`<listener> <METHOD path>`). */
+const ACCESS_ROUTE = 'system POST /permission/v1alpha1/access';
+
+/**
+ * App-facing traffic, as an app's requests are counted: `n` POSTs to the system listener's access
+ * route with a body that is no access request (each refused with a 4xx, and counted).
+ */
+async function appTraffic(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const r = await request(`http://127.0.0.1:${cluster!.main.ports!.system}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"not":"an access request"}' });
+    await r.body.dump();
+    if (r.statusCode < 400 || r.statusCode >= 500) throw new Error(`the system listener answered a bad access request ${r.statusCode}`);
+  }
+}
+
+interface HistorySample {
+  at: number;
+  routes: Record<string, number>;
+}
+
+/** The metrics history (admin API, admin token) once `ok` holds of its samples; waited for with a deadline. */
+async function historyWhen(what: string, ok: (samples: HistorySample[]) => boolean): Promise<{ every_ms: number; samples: HistorySample[] }> {
+  return until(
+    what,
+    async () => {
+      const h = (await adminGet('/admin/v1/metrics/history')).json?.data;
+      return h && ok(h.samples) ? h : undefined;
+    },
+    20_000,
+    100,
+  );
+}
+
+/** The routes chart's legend, a row per series (the first is the time): its label and the value it shows. */
+const routesLegend = (p: Page): Promise<{ label: string; value: string }[]> =>
+  p.locator('figure[data-chart="routes"] .u-legend .u-series').evaluateAll((rows) => rows.map((r) => ({ label: (r.querySelector('.u-label')?.textContent ?? '').trim(), value: (r.querySelector('.u-value')?.textContent ?? '').trim() })));
+
+/** A rate as uPlot's legend writes a number (in the browser's locale): not `--`, uPlot's "no value here". */
+const NUMBER = /^-?[\d.,\u00a0\u202f]+$/;
+
 /** Signs in on the sign-in form of `p`. */
 async function signIn(p: Page, token: string): Promise<void> {
   await p.getByLabel('Admin token').fill(token);
@@ -159,6 +200,11 @@ maybe('sign-in: a wrong token is refused with an error and no session; the admin
   t.false((await context.cookies()).some((c) => c.name === SESSION_COOKIE), 'no session cookie');
   t.is(await page.getByRole('navigation', { name: 'Views' }).count(), 0, 'still on the sign-in page');
 
+  // The history is sampled from the admin process's start, whether anyone is signed in or not: by
+  // now it holds samples, app-facing traffic in them (the next test opens the charts on them).
+  await appTraffic(10);
+  await historyWhen(`two samples or more before sign-in, one with ${ACCESS_ROUTE}`, (samples) => samples.length >= 2 && samples.some((s) => ACCESS_ROUTE in s.routes));
+
   await signIn(page, cluster!.adminToken);
   const nav = page.getByRole('navigation', { name: 'Views' });
   await nav.waitFor();
@@ -172,6 +218,58 @@ maybe('sign-in: a wrong token is refused with an error and no session; the admin
   const kept = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + location.href);
   t.false(kept.includes(cluster!.adminToken), 'the token is kept nowhere by the page');
   t.is(await page.getByLabel('Admin token').count(), 0);
+});
+
+maybe('charts at sign-in: drawn at once from the samples already kept, the legend at the latest values without hovering (and again once the cursor leaves)', async (t) => {
+  t.timeout(60_000);
+  explain(t);
+  // Whatever the view shows from the moment it opens: it is never "Collecting the first samples…".
+  await page.evaluate(() => {
+    const w = window as unknown as { collecting: boolean; collectingWatch: MutationObserver };
+    w.collecting = false;
+    w.collectingWatch = new MutationObserver(() => {
+      if (document.querySelector('main')?.textContent?.includes('Collecting the first samples')) w.collecting = true;
+    });
+    w.collectingWatch.observe(document.body, { childList: true, subtree: true, characterData: true });
+  });
+  const firstAnswer = page.waitForResponse((r) => new URL(r.url()).pathname === '/admin/v1/metrics/history', { timeout: 15_000 });
+  await show(page, 'Charts');
+  const first = (await (await firstAnswer).json()).data as { samples: HistorySample[] };
+  t.true(first.samples.length >= 2, `the view's first answer holds samples (${first.samples.length})`);
+  const drawn = await until('a uPlot canvas in every chart', async () => {
+    const n = await page.locator('figure[data-chart] canvas').count();
+    return n === CHARTS.length ? n : undefined;
+  });
+  t.is(drawn, CHARTS.length, 'each one drawn (uPlot canvas)');
+  t.false(
+    await page.evaluate(() => {
+      const w = window as unknown as { collecting: boolean; collectingWatch: MutationObserver };
+      w.collectingWatch.disconnect();
+      return w.collecting || (document.querySelector('main')?.textContent ?? '').includes('Collecting the first samples');
+    }),
+    'the view never said "Collecting the first samples…": the charts came with its first answer',
+  );
+  t.deepEqual(await page.locator('figure[data-chart]').evaluateAll((els) => els.map((e) => e.getAttribute('data-chart'))), CHARTS);
+
+  // No cursor over the chart: the legend shows the latest sample's values, not uPlot's "--".
+  const shown = await routesLegend(page);
+  t.true(shown.length >= 2, `a legend row per route (${JSON.stringify(shown)})`);
+  t.true(shown.some((r) => r.label === ACCESS_ROUTE), `${ACCESS_ROUTE} in the legend: ${JSON.stringify(shown)}`);
+  t.not(shown[0].value, '--', `the time of the latest sample (${shown[0].value})`);
+  t.not(shown[0].value, '', 'the time of the latest sample');
+  for (const r of shown.slice(1)) t.regex(r.value, NUMBER, `${r.label}: ${r.value}`);
+
+  // The cursor over the chart shows the values there (uPlot's own); once it leaves, the latest again.
+  const plot = page.locator('figure[data-chart="routes"] .u-over');
+  await plot.hover({ position: { x: 2, y: 10 } });
+  await until('the legend to follow the cursor', async () => ((await routesLegend(page))[0]?.value ?? '--') !== '--');
+  await page.mouse.move(0, 0);
+  const left = await until('the legend once the cursor left the chart', async () => {
+    const rows = await routesLegend(page);
+    return rows.length >= 2 && rows[0].value !== '' ? rows : undefined;
+  });
+  t.not(left[0].value, '--', 'the time of the latest sample, the cursor gone');
+  for (const r of left.slice(1)) t.regex(r.value, NUMBER, `${r.label}, the cursor gone: ${r.value}`);
 });
 
 maybe('users: add one in the console; its token is shown once and its row appears', async (t) => {
@@ -460,10 +558,25 @@ maybe('charts: once two samples exist, a chart per figure', async (t) => {
   const history = (await adminGet('/admin/v1/metrics/history')).json.data;
   t.true(history.samples.length >= 2);
   t.is(history.every_ms, 500);
-  // The console itself calls the admin API: its routes are among the busiest, each a line of the routes chart.
-  const routes = await page.locator('figure[data-chart="routes"] .u-legend .u-series').count();
-  t.true(routes >= 2, `the routes chart has a line per busy route (uPlot legend: ${routes - 1} routes)`);
-  t.true(history.samples.some((s: { routes: Record<string, number> }) => Object.keys(s.routes).some((r) => r.startsWith('admin GET /admin/v1/'))), 'the history has per-route rates');
+  // What apps ask of Pier, not the console's own polls of the admin API: app-facing requests now
+  // show up in a sample, and then as a line of the routes chart.
+  const since = Date.now();
+  await appTraffic(30);
+  const after = await historyWhen(`a sample after the app-facing requests with a system route (${ACCESS_ROUTE})`, (samples) => samples.some((s) => s.at > since && ACCESS_ROUTE in s.routes));
+  t.true(after.samples.some((s) => Object.keys(s.routes).some((r) => r.startsWith('system '))), 'the history has per-route rates');
+  for (const h of [history, after]) {
+    const admin = h.samples.flatMap((s: HistorySample) => Object.keys(s.routes).filter((r) => r.startsWith('admin ')));
+    t.deepEqual(admin, [], "the admin listener's requests (the console's polls) are not among the routes");
+  }
+  const legend = await until(`a line for ${ACCESS_ROUTE} in the routes chart`, async () => {
+    const rows = await routesLegend(page);
+    return rows.some((r) => r.label === ACCESS_ROUTE) ? rows : undefined;
+  });
+  t.true(legend.length >= 2, `the routes chart has a line per busy route (uPlot legend: ${legend.length - 1} routes)`);
+  t.false(
+    legend.some((r) => r.label.startsWith('admin ')),
+    JSON.stringify(legend.map((r) => r.label)),
+  );
 });
 
 /** Serves one page at `/` on 127.0.0.1 (reachable also as evil.localhost: Chromium resolves *.localhost to loopback). */
@@ -592,6 +705,37 @@ maybe('screenshots of every view at 1280 and 390 px', async (t) => {
   const names = ['signin', ...views.map((v) => v[0])].flatMap((n) => [`${n}-1280.png`, `${n}-390.png`]);
   for (const n of names) t.true(statSync(join(shotsDir, n)).size > 1_000, n);
   t.log(`screenshots in ${shotsDir}`);
+});
+
+maybe("processes: a client's refusal (a missing secret's 404 from the vault) leaves the vault's process answering, with no warning", async (t) => {
+  t.timeout(60_000);
+  explain(t);
+  const { main } = cluster!;
+  const since = Date.now();
+  const missing = await adminGet('/admin/v1/vault/secret?user=alice&workspace=x&name=missing');
+  t.is(missing.status, 404, missing.text);
+  type Endpoint = { lastError: { code: string; at: string } | null; lastFault?: { code: string; at: string } | null };
+  type Row = { id: string; endpoints?: Record<string, Endpoint> };
+  /** The vault endpoint of `main` whose last error is that 404, in a status answer's replicas. */
+  const refusalIn = (replicas: Row[]): [string, Endpoint] | undefined =>
+    Object.entries(replicas.find((r) => r.id === main.instance)?.endpoints ?? {}).find(([name, e]) => name.startsWith('vault.') && e.lastError?.code === 'NOT_FOUND' && Date.parse(e.lastError.at) >= since);
+  // The vault actor counted it as an error (what the view used to warn on), not as a fault.
+  const [name, endpoint] = await until("the 404 among the vault endpoint's figures in the status", async () => refusalIn((await adminGet('/admin/v1/status')).json.data.replicas));
+  t.false(!!endpoint.lastFault && Date.parse(endpoint.lastFault.at) >= since, `${name}: not a fault (${JSON.stringify(endpoint.lastFault)})`);
+
+  // Two of the view's answers that carry it: the next poll is sent only after an answer was shown.
+  const isStatus = (url: string) => new URL(url).pathname === '/admin/v1/status';
+  const carrying = page.waitForResponse(async (r) => isStatus(r.url()) && r.status() === 200 && !!refusalIn(((await r.json()) as { data: { replicas: Row[] } }).data.replicas), { timeout: 15_000 });
+  await show(page, 'Processes');
+  await carrying;
+  await page.waitForRequest((r) => isStatus(r.url()), { timeout: 15_000 });
+  const row = page.locator(`tr[data-process="${main.instance}"]`);
+  await row.waitFor();
+  // Columns: Process (th), Roles, Host, Version, Up, Connections, Health.
+  const [cells] = await cellsOf(page, `tr[data-process="${main.instance}"]`);
+  t.true(cells[1].includes('vault'), cells[1]);
+  t.is(cells[6], 'answering');
+  t.is(await row.locator('.warn').count(), 0, 'no warning');
 });
 
 maybe('processes: a process killed with SIGKILL drops out of the view', async (t) => {
