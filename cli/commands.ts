@@ -4,7 +4,7 @@ import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 import { planIdentities, writeBusInit } from './bus-init.js';
 import { writeBusAnchors } from './bus-anchors.js';
 import { adminCall, adminCallEnvelope, adminTarget, CliError, exportState, importState, type CallInput } from './admin-client.js';
-import { ADMIN_API as API, type AdminRoute, type AuditSearched, type InstallRequest, type VaultTarget } from '../edge/admin/api.js';
+import { ADMIN_API as API, type AdminRoute, type AuditSearched, type InstallRequest, type Status, type VaultTarget } from '../edge/admin/api.js';
 
 export interface Invocation {
   positionals: string[];
@@ -43,6 +43,36 @@ function arg(inv: Invocation, index: number, name: string): string {
 function vaultTarget(inv: Invocation): VaultTarget {
   // The env's value is checked by the vault (400 naming env).
   return { user: flag(inv, 'user'), workspace: flag(inv, 'workspace'), ...(inv.values.env !== undefined ? { env: flag(inv, 'env') as VaultTarget['env'] } : {}) };
+}
+
+function seconds(text: string, name: string): number {
+  if (!/^\d{1,4}$/.test(text)) throw new CliError(`${name}: must be a whole number of seconds (0 to 9999)`, undefined, 'usage');
+  return Number(text);
+}
+
+/**
+ * `pier status --wait N`: the status once the admin API answers and every role has a live process
+ * (a script starting a cluster waits on this, not on a sleep), or after N seconds a failure naming
+ * what was still missing.
+ */
+async function statusOnceReady(inv: Invocation, waitSeconds: number): Promise<Status> {
+  const deadline = Date.now() + waitSeconds * 1000;
+  for (;;) {
+    let why: string;
+    try {
+      const status = await call(inv, API.status);
+      if (status.missingRoles.length === 0) return status;
+      why = `no ${status.missingRoles.join(', ')} replica is running`;
+    } catch (err) {
+      // Not up yet: no admin API, a role not answering, or the admin process has not written its
+      // token yet. A wrong token (401) or anything else is an answer: said at once.
+      const notYet = err instanceof CliError && (err.kind === 'unreachable' || err.status === 503 || (err.kind === 'auth' && err.status === undefined));
+      if (!notYet) throw err;
+      why = (err as CliError).message;
+    }
+    if (Date.now() >= deadline) throw new CliError(`not ready after ${waitSeconds} s: ${why}`, undefined, 'unreachable');
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 /** The flags among `names` that were given, as a query. */
@@ -278,8 +308,8 @@ export const COMMANDS = {
     text: (d) => `imported ${d.imported} record(s)`,
   }),
   status: command({
-    usage: 'pier status',
-    run: (inv) => call(inv, API.status),
+    usage: 'pier status [--wait SECONDS]',
+    run: (inv) => (inv.values.wait === undefined ? call(inv, API.status) : statusOnceReady(inv, seconds(flag(inv, 'wait'), '--wait'))),
     text: (d) =>
       [
         `bus: ${d.bus.kind} (${d.bus.connected ? 'connected' : 'disconnected'})`,

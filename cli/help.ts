@@ -58,7 +58,11 @@ const HELP: Record<string, Help> = {
   },
   'state export': { summary: 'Writes the registry and the vault to FILE (NDJSON, 0600, secrets sealed, never overwrites).', example: 'pier state export state.ndjson' },
   'state import': { summary: 'Loads an export into an empty registry and vault started with the same master key.', example: 'pier state import state.ndjson' },
-  status: { summary: 'The processes on the bus, their roles, the roles no process runs, the registry revision, connections and uploads.', example: 'pier status --json' },
+  status: {
+    summary: 'The processes on the bus, their roles, the roles no process runs, the registry revision, connections and uploads.',
+    flags: { '--wait SECONDS': 'first wait (up to SECONDS) until the admin API answers and every role has a live process; exit 3 if not by then' },
+    example: 'pier status --wait 30',
+  },
 };
 
 const ADMIN_ENV = [

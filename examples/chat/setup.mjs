@@ -55,8 +55,12 @@ function start(script, env, ready, timeoutMs = 20_000) {
  * names (PIER_ADMIN_URL, PIER_ADMIN_TOKEN or PIER_DATA_DIR), with its listeners on `ports`, and
  * starts both apps. `dir` receives the manifests. Answers the page's URL and a stop function.
  */
-export async function setupChat({ adminEnv, ports, dir, user = 'alice', domain = 'localhost', chatPort = 0, tls = false }) {
-  const { token } = await pier(['user', 'add', user], adminEnv);
+export async function setupChat({ adminEnv, ports, dir, user = 'alice', domain = 'localhost', chatPort = 0, tls = false, edgeHost = '127.0.0.1', existingUser = 'fail' }) {
+  // On a Pier that already knows the user (`existingUser: 'token'`), a new token of theirs.
+  const { token } = await pier(['user', 'add', user], adminEnv).catch((err) => {
+    if (existingUser === 'token' && /\(409\)$/.test(err.message)) return pier(['user', 'token', user], adminEnv);
+    throw err;
+  });
 
   const quotes = await start('quotes-provider.mjs', { ...process.env, PORT: '0' }, /^(\d+)\n/);
   const quotesPort = Number(quotes.match[1]);
@@ -103,7 +107,7 @@ export async function setupChat({ adminEnv, ports, dir, user = 'alice', domain =
     {
       ...process.env,
       ...installed.env,
-      PIER_GATEWAY_URL: `http://127.0.0.1:${ports.local}`,
+      PIER_GATEWAY_URL: `http://${edgeHost}:${ports.local}`,
       CHAT_PORT: String(port),
       CHAT_LOGIN_TOKEN: token,
       // With PIER_TLS_CERT the public and upload listeners speak TLS only.
