@@ -61,5 +61,27 @@ export function upstreamError(provider: string, timeoutMs: number, err: unknown)
   if (err instanceof errors.HeadersTimeoutError || err instanceof errors.BodyTimeoutError || e.name === 'TimeoutError' || e.code === 'UND_ERR_HEADERS_TIMEOUT') {
     return new PierError('TIMEOUT', `provider "${provider}" did not answer within ${timeoutMs} ms`, { cause: err });
   }
-  return new PierError('BAD_GATEWAY', `provider "${provider}" is unreachable`, { cause: err });
+  const why = UNREACHABLE_BECAUSE[networkCode(err) ?? ''];
+  return new PierError('BAD_GATEWAY', `provider "${provider}" is unreachable${why ? `: ${why}` : ''}`, { cause: err });
+}
+
+/**
+ * Why a provider could not be reached, in words a developer can act on, and never its address
+ * (the caller is another app: it learns what kind of failure, not where the provider lives).
+ */
+const UNREACHABLE_BECAUSE: Record<string, string> = {
+  ENOTFOUND: "its endpoint's host name does not resolve",
+  EAI_AGAIN: "its endpoint's host name does not resolve (the resolver did not answer)",
+  ECONNREFUSED: 'its endpoint refused the connection (nothing listens there)',
+  ECONNRESET: 'its endpoint closed the connection',
+  EHOSTUNREACH: 'its endpoint cannot be reached (no route to it)',
+  ENETUNREACH: 'its endpoint cannot be reached (no route to it)',
+  UND_ERR_SOCKET: 'its endpoint closed the connection',
+  UND_ERR_CONNECT_TIMEOUT: 'its endpoint did not accept the connection in time',
+};
+
+/** The system or undici error code of a failed request, where undici keeps it (the error or its cause). */
+function networkCode(err: unknown): string | undefined {
+  const e = err as { code?: unknown; cause?: { code?: unknown } } | undefined;
+  return [e?.code, e?.cause?.code].find((c): c is string => typeof c === 'string' && c in UNREACHABLE_BECAUSE);
 }

@@ -289,7 +289,7 @@ test('unreachable provider 502; slow provider 504; other providers unaffected me
   const down = await accessToken(apps.chat, { ...DOWN, ops: ['ping'] });
   const r1 = await callProvider(sys, 'legacy_down/api.down/v2/ping', down);
   t.is(r1.status, 502);
-  t.deepEqual(await r1.json(), { code: 502, message: 'provider "provider-down-alice" is unreachable' });
+  t.deepEqual(await r1.json(), { code: 502, message: 'provider "provider-down-alice" is unreachable: its endpoint refused the connection (nothing listens there)' });
 
   const token = await notesToken(['slow', 'echo']);
   const slow = callProvider(sys, 'legacy_notes/api.notes/v2/slow', token);
