@@ -1,4 +1,5 @@
-import { closeSync, openSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { destination, pino, type Logger } from 'pino';
 
@@ -52,20 +53,43 @@ export function humanLines(out: NodeJS.WritableStream): NodeJS.WritableStream {
   });
 }
 
+/** The write end of a pipe to a `cat` that writes to this process's stdout; undefined when none could start. */
+function relayThroughChild(): number | undefined {
+  if (!existsSync('/bin/sh') || !existsSync('/bin/cat')) return undefined;
+  try {
+    // It ignores the stop signals a terminal or a supervisor sends the whole group, so the stop's own
+    // log lines still get through; it ends when the pipe closes (this process exited or was killed).
+    const relay = spawn('/bin/sh', ['-c', "trap '' INT TERM HUP; exec /bin/cat"], { stdio: ['pipe', 'inherit', 'ignore'], detached: true });
+    relay.on('error', () => undefined);
+    // Not a reason to stay alive, and not this process's to wait for: it ends with the pipe.
+    relay.unref();
+    const pipe = relay.stdin as unknown as { _handle?: { fd?: number; unref?: () => void } };
+    pipe._handle?.unref?.();
+    const fd = pipe._handle?.fd;
+    return typeof fd === 'number' && fd > 2 ? fd : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Keeps stdout for JSON lines only. The native uWebSockets.js build prints debug text (`finding
  * *.alice.localhost`, `Browsed to SNI: …`) with printf on file descriptor 1, at start and at each
  * certificate reload. So the logs get a descriptor of their own on the same stdout (the pipe, file
  * or terminal reopened through /proc/self/fd/1), and descriptor 1 itself becomes /dev/null (close
  * it, and the next open takes the lowest free number). Only for `pier start`, before anything
- * touched `process.stdout`; where stdout cannot be reopened (a socket), nothing changes.
+ * touched `process.stdout`. A socket (journald, a supervisor's socket pair) cannot be reopened: then
+ * a `cat` child inherits it (the kernel's copy of the descriptor, which Node cannot make itself) and
+ * relays the logs from a pipe; it ends when this process's end closes the pipe.
  */
 export function logDestinationApartFromNativeOutput(): NodeJS.WritableStream | undefined {
   let fd: number;
   try {
     fd = openSync('/proc/self/fd/1', 'a');
   } catch {
-    return undefined;
+    const relay = relayThroughChild();
+    if (relay === undefined) return undefined;
+    fd = relay;
   }
   try {
     closeSync(1);

@@ -243,3 +243,38 @@ test.serial('stdout carries only JSON lines, with SNI certificates loaded and re
   });
   t.deepEqual(notJson, []);
 });
+
+test.serial('stdout a socket (journald, a supervisor, Node\'s own pipes): still only JSON lines, through an SNI reload, to the last line of the stop', async (t) => {
+  leaf(join(tlsDir, 'third'), ['localhost', 'IP:127.0.0.1']);
+  const sni3 = join(dir, 'sni-3');
+  mkdirSync(sni3);
+  copyFileSync(join(sniDir, '*.bob.localhost.crt'), join(sni3, '*.bob.localhost.crt'));
+  copyFileSync(join(sniDir, '*.bob.localhost.key'), join(sni3, '*.bob.localhost.key'));
+  // 'pipe' is a Unix socket pair in Node: /proc/self/fd/1 cannot be reopened.
+  const proc = spawn(process.execPath, [BIN, 'start'], {
+    env: pierEnv(join(dir, 'data-3'), { PIER_TLS_CERT: join(tlsDir, 'third.pem'), PIER_TLS_KEY: join(tlsDir, 'third.key'), PIER_TLS_SNI_DIR: sni3 }),
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  t.teardown(() => void proc.kill('SIGKILL'));
+  let text = '';
+  proc.stdout!.on('data', (d) => (text += d));
+  const ended = new Promise((r) => proc.stdout!.once('end', r));
+  await until('pier ready on the socket', () => text.includes('"pier ready"'), 20_000);
+  const reloads = () => text.split('tls: certificates reloaded').length + text.split('tls: reload refused').length;
+  const before = reloads();
+  proc.kill('SIGHUP');
+  await until('the SIGHUP reload to be logged', () => reloads() > before);
+  proc.kill('SIGTERM');
+  await within('the stop to end the stream', ended, 20_000);
+  const lines = text.split('\n').filter((l) => l !== '');
+  const notJson = lines.filter((l) => {
+    try {
+      return typeof JSON.parse(l) !== 'object';
+    } catch {
+      return true;
+    }
+  });
+  t.deepEqual(notJson, []);
+  t.regex(text, /"msg":"pier stopped"/, 'the stop\'s last line got through the relay');
+});
+
