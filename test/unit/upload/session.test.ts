@@ -40,19 +40,27 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSiz
   const deps = { store, root, busId: 'b1', now: () => clock.now, chunkMaxBytes: 8, locks, completed: (e: UploadCompleted) => completed.push(e) } as unknown as UploadDeps;
   const session = new WriteSession({ ...deps, bus, idleMs: 10_000, wrote: () => undefined, failed: () => undefined }, lease!, Math.min(8, fileSize - offset), true);
   await session.start();
+  let seq = 0;
+  /**
+   * Sessions a test may leave open, with their next piece number: each is ended at teardown, as the
+   * edge does when its client goes away, else its 10 s idle timer would keep the worker alive 10 s
+   * after the last test (a session already over is no longer there, and the abort is answered at once).
+   */
+  const started: { subject: string; seq: () => number }[] = [{ subject: session.subject, seq: () => seq }];
   /** The next PATCH's session (the lock taken again), started. */
   const nextSession = async () => {
     const next = await locks.take('u1', (c): c is Upload => c !== undefined, { touch: false });
     const s = new WriteSession({ ...deps, bus, idleMs: 10_000, wrote: () => undefined, failed: () => undefined }, next!, 8, true);
     await s.start();
+    started.push({ subject: s.subject, seq: () => 0 });
     return s;
   };
   t.teardown(async () => {
+    for (const s of started) await sendPiece(bus, at(uploadStream, s.subject), { seq: s.seq(), kind: 'abort', data: Buffer.alloc(0) }, 2_000);
     await bus.close();
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
-  let seq = 0;
   // Each answer as one object: `{ok: true, ...answer}` or `{ok: false, error}`.
   const send = (kind: PieceKind, text = '') =>
     sendPiece(bus, at(uploadStream, session.subject), { seq: seq++, kind, data: Buffer.from(text) }, 2_000).then((o): { ok: boolean; record?: UploadRecord; complete?: boolean; error?: WireError } => (o.ok ? { ok: true, ...o.data } : { ok: false, error: o.error.toWire() }));
