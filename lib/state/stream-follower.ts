@@ -26,6 +26,11 @@ export interface FollowOptions {
   from: number;
   onMessage: (m: JsMsg) => void;
   onError?: (err: unknown, what: string) => void;
+  /**
+   * The pause before subscription number `attempt` (0 first) after the last one ended:
+   * `pauseBefore` unless given. Unit tests give shorter ones, so as not to wait the real ones out.
+   */
+  pause?: (attempt: number) => number;
 }
 
 /** What the follower needs of a JetStream client (all of it, in production; a stub in unit tests). */
@@ -74,7 +79,7 @@ export class StreamFollower {
       await this.read(sub);
       sub = null;
       for (let attempt = 0; !sub && !this.closed; attempt++) {
-        await this.pause(pauseBefore(attempt));
+        await this.pause((this.options.pause ?? pauseBefore)(attempt));
         if (this.closed) break;
         try {
           sub = await this.subscribe();

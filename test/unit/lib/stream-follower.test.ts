@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { ConsumerOptsBuilder, JetStreamSubscription, JsMsg } from 'nats';
-import { StreamFollower, type FollowOptions, type Subscriber } from '../../../lib/state/stream-follower.js';
+import { pauseBefore, StreamFollower, type FollowOptions, type Subscriber } from '../../../lib/state/stream-follower.js';
 import { until, within } from '../../helpers/wait.js';
 
 // The follower against a stream held in memory: what it asks of JetStream is one call,
@@ -147,10 +147,17 @@ test('hostile: a message whose handler throws is reported and passed; the follow
   await within('close', follower.close());
 });
 
+/** Pauses between subscriptions of 1 ms: the real ones (100 ms doubling up to 2 s) are not waited out here. */
+const short = () => 1;
+
+test('the pause before a new subscription: 100 ms, doubling up to 2 s', (t) => {
+  t.deepEqual([0, 1, 2, 3, 4, 5, 10].map(pauseBefore), [100, 200, 400, 800, 1_600, 2_000, 2_000]);
+});
+
 test('errors are reported, not thrown: a subscription ending in an error, then refused subscriptions, until one holds', async (t) => {
   const stream = new StubStream();
   stream.append('a');
-  const { got, errors, started } = follow(stream);
+  const { got, errors, started } = follow(stream, { pause: short });
   const follower = await started;
   await until('a', () => got.length === 1);
   stream.refuse = 2;
@@ -171,20 +178,21 @@ test('the first subscription failing is thrown to the caller, who decides whethe
 
 test('hostile: close during a pause between subscriptions returns without waiting the pause out, and nothing is subscribed after', async (t) => {
   const stream = new StubStream();
-  const { errors, started } = follow(stream);
+  // Four short pauses, then a long one (a minute).
+  const { errors, started } = follow(stream, { pause: (attempt) => (attempt < 4 ? 1 : 60_000) });
   const follower = await started;
   stream.refuse = Infinity;
   stream.live()!.end();
-  // Refused four times: the pause now running is 1.6 s.
+  // Refused four times: the pause now running is a minute.
   await until('four refusals', () => errors.length >= 4);
   const tried = stream.starts.length;
-  await within('close to return during a pause of 1.6 s or more', follower.close(), 1_000);
+  await within('close to return during a pause of a minute', follower.close(), 1_000);
   t.is(stream.starts.length, tried, 'no subscription after close');
 });
 
 test('hostile: close while a subscription is being made returns at once; the subscription made after it is ended, and delivers nothing', async (t) => {
   const stream = new StubStream();
-  const { got, errors, started } = follow(stream);
+  const { got, errors, started } = follow(stream, { pause: short });
   const follower = await started;
   stream.hold = { release: () => undefined };
   stream.live()!.end();
