@@ -141,8 +141,10 @@ test('a process cut off from the bus (or paused) declares nobody dead for its ow
   const cut: typeof bus = Object.create(bus);
   cut.publish = (subject, data, options) => (link.up ? bus.publish(subject, data, options) : undefined);
   cut.subscribe = (subject, handler, options) => bus.subscribe(subject, (m) => link.up && handler(m), options);
-  const callback = new Peers(cut, info('callback-1', ['callback']), { intervalMs: 10, deadAfterMs: 1_000, key: KeyPair.generate().publicKey, now });
-  const edge = new Peers(bus, info('edge-1', ['edge']), { intervalMs: 10, deadAfterMs: 1_000, key: KeyPair.generate().publicKey, now });
+  // A death bound of 200 ms of the test's clock: the blackout below is 25 of them, and a real death
+  // is seen after some 10 steps of 20 ms (each waiting for two real beats of 10 ms).
+  const callback = new Peers(cut, info('callback-1', ['callback']), { intervalMs: 10, deadAfterMs: 200, key: KeyPair.generate().publicKey, now });
+  const edge = new Peers(bus, info('edge-1', ['edge']), { intervalMs: 10, deadAfterMs: 200, key: KeyPair.generate().publicKey, now });
   const deaths: string[] = [];
   callback.onDeath((p) => deaths.push(p.id));
   let edgeBeats = 0;
@@ -174,7 +176,7 @@ test('a process cut off from the bus (or paused) declares nobody dead for its ow
   for (let step = 0; step < 200 && !deaths.includes('edge-1'); step++) {
     clock.t += 20; // below the 30 ms (3 beats) after which the watcher counts itself cut off
     const at = callbackBeats;
-    await until('the watcher to beat at the new time', () => callbackBeats >= at + 2, 5_000);
+    await until('the watcher to beat at the new time', () => callbackBeats >= at + 2, 5_000, 2);
   }
   t.deepEqual(deaths, ['edge-1']);
 });
