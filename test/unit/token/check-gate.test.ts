@@ -97,15 +97,19 @@ test('over all pairs, checks running or waiting are bounded too', async (t) => {
 });
 
 test('a proof still waiting past its caller\'s deadline is dropped unchecked (TIMEOUT): a burst leaves no backlog behind it', async (t) => {
-  const gate = new CheckGate({ maxRunningPerClient: 32, slowMs: 1_000 });
+  // The gate's clock is the test's: a second of the slow lane passes without being waited out.
+  const clock = { t: 1_000_000 };
+  const gate = new CheckGate({ maxRunningPerClient: 32, slowMs: 1_000, now: () => clock.t });
   const p = pairState(1);
   p.fail();
   // The pair is slowed: one check a second. The first takes the slot, the next ones wait.
-  const first = await gate.admit('k|a', 'a', p.limit, p.failures, p.slowed, Date.now() + 5_000);
-  const late = gate.admit('k|a', 'a', p.limit, p.failures, p.slowed, Date.now() + 30);
+  const first = await gate.admit('k|a', 'a', p.limit, p.failures, p.slowed, clock.t + 5_000);
+  const late = gate.admit('k|a', 'a', p.limit, p.failures, p.slowed, clock.t + 30);
+  clock.t += 31; // its deadline passes while it waits (it looks again after 30 ms)
   await t.throwsAsync(late, { message: /waited past its deadline/ });
   first();
-  // Its place was given back: a later one, still awaited, gets the next slot.
-  const next = await gate.admit('k|a', 'a', p.limit, p.failures, p.slowed, Date.now() + 5_000);
+  // Its place was given back: a later one, still awaited, gets the next slot, a second on.
+  clock.t += 1_000;
+  const next = await gate.admit('k|a', 'a', p.limit, p.failures, p.slowed, clock.t + 5_000);
   next();
 });
