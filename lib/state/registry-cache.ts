@@ -13,6 +13,11 @@ export interface RegistryCacheOptions {
   log: Logger;
   metrics: Metrics;
   now?: () => number;
+  /**
+   * How long a snapshot question waits for a replica before it is asked again (1 s unless given;
+   * unit tests give less, so as not to wait a silent replica's second out).
+   */
+  snapshotTimeoutMs?: number;
 }
 
 /**
@@ -226,7 +231,7 @@ export class RegistryCache {
     if (this.loading || this.stopped) return;
     // A replica that does not answer (paused, cut off) is given up on soon, and the question asked
     // again at once while behind: the queue group picks a replica afresh each time.
-    this.loading = ask(this.bus, registry.snapshot, {}, { timeoutMs: 1_000 })
+    this.loading = ask(this.bus, registry.snapshot, {}, { timeoutMs: this.options.snapshotTimeoutMs ?? 1_000 })
       .then((snap) => {
         this.load(snap);
         const pending = this.buffered.sort((a, b) => a.revision - b.revision);
