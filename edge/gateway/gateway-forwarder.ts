@@ -52,7 +52,8 @@ export class EventForwarder {
   constructor(
     private readonly bus: Bus,
     private readonly peers: Peers,
-    private readonly options: { giveUpMs: number; ackTimeoutMs: number; maxEvents: number; maxBytes: number },
+    /** `retryMs`: the pause before unsettled events are sent again (250 ms unless given; unit tests give less). */
+    private readonly options: { giveUpMs: number; ackTimeoutMs: number; maxEvents: number; maxBytes: number; retryMs?: number },
     private readonly log: Logger,
     /** The callback replica already raised this connection's close (the edge was thought dead). */
     private readonly onClosedByCluster: (connId: string) => void,
@@ -224,6 +225,6 @@ export class EventForwarder {
       if (box.replica !== null && next !== box.replica) this.tellMoved(box.replica, connId);
       box.replica = next;
       for (const ev of [...box.events]) this.send(box, ev);
-    }, 250);
+    }, this.options.retryMs ?? 250);
   }
 }

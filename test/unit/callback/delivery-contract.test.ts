@@ -60,7 +60,9 @@ function replica(bus: Bus, peers: FakePeers, busId: string, received: Array<[str
 /** The edge's forwarder, once it has greeted the replicas there are (it uses none before). */
 async function edge(bus: Bus, peers: FakePeers, giveUpMs = 60_000) {
   const closedByCluster: string[] = [];
-  const forwarder = new EventForwarder(bus, peers as unknown as Peers, { giveUpMs, ackTimeoutMs: 300, maxEvents: 1000, maxBytes: 1 << 20 }, log, (id) => closedByCluster.push(id));
+  // Acknowledgements awaited 100 ms, and unsettled events sent again 50 ms later (not 5 s and 250 ms):
+  // the lost and refused events below are not waited for at the real pace.
+  const forwarder = new EventForwarder(bus, peers as unknown as Peers, { giveUpMs, ackTimeoutMs: 100, retryMs: 50, maxEvents: 1000, maxBytes: 1 << 20 }, log, (id) => closedByCluster.push(id));
   hear(bus, at(gatewayChannels.settled, gatewaySubjects.settled(EDGE)), ({ connId, seq }) => forwarder.settled(connId, seq));
   await until('the edge to have greeted every replica', () => forwarder.replicas() === peers.replicas.size);
   return { forwarder, closedByCluster };
