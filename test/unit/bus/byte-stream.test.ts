@@ -4,7 +4,7 @@ import { bufferSource, CHUNK_BYTES, MAX_WAITING_PIECES, offerBytes, pieces, push
 import { PierError } from '../../../bus/errors.js';
 import { at, exchange } from '../../../bus/exchange.js';
 import { ask } from '../../../bus/verbs.js';
-import { within } from '../../helpers/wait.js';
+import { until, within } from '../../helpers/wait.js';
 
 // The one byte stream (issue 38): upload pieces and provider bodies both travel on it.
 
@@ -39,6 +39,9 @@ test('the window bounds what is unanswered: a receiver that holds its answers st
   let published = 0;
   bus.subscribe('x.window', () => published++);
   const pushed = pushBytes(bus, at(stream, 'x.window'), bufferSource(Buffer.alloc(10 * CHUNK_BYTES)), { window: 3, timeoutMs: 5_000 });
+  // The first three, then 200 ms for a fourth that must not come (waited for, not assumed sent
+  // within a fixed time: the worker's event loop may be busy with other tests).
+  await until('three pieces sent', () => published >= 3);
   await new Promise((r) => setTimeout(r, 200));
   t.is(published, 3, 'three pieces sent, none more while none is answered');
   t.is(seen, 1, 'the receiver handles them in order, one at a time');

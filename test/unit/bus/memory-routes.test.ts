@@ -1,6 +1,7 @@
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import type { BusMessage } from '../../../bus/bus.js';
+import { until } from '../../helpers/wait.js';
 
 // The in-process bus remembers who hears each subject (bus/memory-routes.ts) and answers requests
 // through one-shot waiters. What it remembers must never outlive a change of subscriptions.
@@ -64,6 +65,8 @@ test('a request nobody answers times out and leaves no waiter: a late answer is 
   let reply = '';
   bus.subscribe('svc.slow', (m) => (reply = m.reply!));
   await t.throwsAsync(bus.request('svc.slow', bytes('x'), { timeoutMs: 50 }), { message: /timed out/ });
+  // On a busy event loop (a worker running many tests) the 50 ms may pass before the request is delivered.
+  await until('the request delivered', () => reply !== '');
   t.notThrows(() => bus.publish(reply, bytes('late')));
   await bus.flush();
   t.is((bus as unknown as { replies: Map<string, unknown> }).replies.size, 0);
