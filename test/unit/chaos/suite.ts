@@ -1,0 +1,9 @@
+// Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
+import './processes-check.test.js';
+import './upload-check.test.js';
+import './users-check.test.js';
+import './vault-check.test.js';
+import './ws-check.test.js';
+import { everyFileGathered } from '../../helpers/unit-suite.js';
+
+everyFileGathered(import.meta.url);

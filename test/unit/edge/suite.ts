@@ -1,0 +1,19 @@
+// Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
+import './admin-api.test.js';
+import './admin-host.test.js';
+import './call-gate.test.js';
+import './console-session.test.js';
+import './gateway-host.test.js';
+import './health.test.js';
+import './http-pieces.test.js';
+import './local-api.test.js';
+import './metrics-history.test.js';
+import './routes.test.js';
+import './stream-chunks.test.js';
+import './system-api.test.js';
+import './tus-headers.test.js';
+import './upload-api.test.js';
+import './vault-api.test.js';
+import { everyFileGathered } from '../../helpers/unit-suite.js';
+
+everyFileGathered(import.meta.url);

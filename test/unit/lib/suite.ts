@@ -1,0 +1,16 @@
+// Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
+import './actor.test.js';
+import './address-policy.test.js';
+import './app-secrets.test.js';
+import './applied-sequence.test.js';
+import './callback-target.test.js';
+import './config.test.js';
+import './crypto.test.js';
+import './gc-threads.test.js';
+import './lmdb-durable.test.js';
+import './master-key-check.test.js';
+import './peers.test.js';
+import './stream-follower.test.js';
+import { everyFileGathered } from '../../helpers/unit-suite.js';
+
+everyFileGathered(import.meta.url);

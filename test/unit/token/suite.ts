@@ -1,0 +1,7 @@
+// Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
+import './check-gate.test.js';
+import './issue.test.js';
+import './proofs.test.js';
+import { everyFileGathered } from '../../helpers/unit-suite.js';
+
+everyFileGathered(import.meta.url);

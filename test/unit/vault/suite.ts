@@ -1,0 +1,8 @@
+// Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
+import './audit-batch.test.js';
+import './audit-retention.test.js';
+import './decoded-cache.test.js';
+import './handler.test.js';
+import { everyFileGathered } from '../../helpers/unit-suite.js';
+
+everyFileGathered(import.meta.url);
