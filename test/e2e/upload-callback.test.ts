@@ -70,5 +70,5 @@ test('a manifest with upload.callback but no port to use is refused at install, 
   writeFileSync(join(dir, 'noport.yaml'), 'metadata: { name: noport }\nupload: { fileType: [bin], dest: /data/noport, callback: /uploaded }\n');
   const r = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'noport.yaml')], env);
   t.not(r.code, 0);
-  t.regex(r.stderr, /upload\.callback needs upload\.callbackPort/);
+  t.regex(r.stderr, /upload\.callback: needs upload\.callbackPort/);
 });
