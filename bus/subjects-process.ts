@@ -10,7 +10,21 @@ export interface ProcessInfo {
   startedAt: string;
   /** Pier's version (package.json) this process runs: what a rolling upgrade shows in the console. */
   version?: string;
+  /** The wire formats it reads and writes (bus/envelope.ts); absent from a process older than the field: 1 to 1. */
+  wire?: WireWindow;
 }
+
+/** The bus formats a process speaks: every version from `oldest` to `speaks` (docs/operations.md "Upgrading"). */
+export interface WireWindow {
+  speaks: number;
+  oldest: number;
+}
+
+/** What a process that does not say speaks: the first format. */
+export const FIRST_WIRE: WireWindow = { speaks: 1, oldest: 1 };
+
+/** Whether two processes share a wire format (release N speaks N−1 too, so N and N−1 do; N and N−2 do not). */
+export const wireOverlaps = (a: WireWindow, b: WireWindow) => a.speaks >= b.oldest && b.speaks >= a.oldest;
 
 /** What a process tells about itself when asked; the counters are summed by `pier status`. */
 export interface ProcessReport {
@@ -71,6 +85,7 @@ export const processChannels = {
     host: { type: 'string', max: 256 },
     startedAt: { type: 'string', max: 64 },
     version: { type: 'string', max: 64, optional: true },
+    wire: { type: 'object', optional: true, props: { speaks: { type: 'number', integer: true, min: 1, max: 1_000_000 }, oldest: { type: 'number', integer: true, min: 1, max: 1_000_000 } } },
     key: publicKey,
     roleKeys: { type: 'array', max: 2, items: publicKey },
     seq: { type: 'number', integer: true, min: 0 },

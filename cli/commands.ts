@@ -315,6 +315,7 @@ export const COMMANDS = {
         `bus: ${d.bus.kind} (${d.bus.connected ? 'connected' : 'disconnected'})`,
         `roles: ${d.roles.join(', ')}`,
         ...(d.missingRoles.length > 0 ? [`MISSING: no ${d.missingRoles.join(', ')} replica is running (their requests answer 503)`] : []),
+        ...(d.mismatched ?? []).map((m) => `MISMATCH: ${m.roles.join(',')} process ${m.id} (Pier ${m.version ?? 'older than 0.2'}, wire ${m.wire.oldest}-${m.wire.speaks}) shares no wire format with this admin (wire ${d.wire.oldest}-${d.wire.speaks}): nothing is routed to it; upgrade one release at a time`),
         `registry revision: ${d.registry.revision}${d.registry.fresh ? '' : ' (stale)'}`,
         `connections: ${d.connections}, uploads in progress: ${d.uploads}`,
         'replicas:',

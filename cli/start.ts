@@ -1,4 +1,4 @@
-import { onRefusal } from '../bus/envelope.js';
+import { OLDEST_WIRE_VERSION, onRefusal, WIRE_VERSION } from '../bus/envelope.js';
 import type { Bus } from '../bus/bus.js';
 import { gcThreadsHint } from '../lib/runtime/gc-threads.js';
 import { MemoryBus } from '../bus/bus-memory.js';
@@ -112,7 +112,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
   // Messages refused before any handler (undecodable, failing their schema) are counted too.
   onRefusal((subject, reason) => metrics.busRefusals.inc({ reason, subject: subject.split('.').slice(0, 3).join('.') }));
   const cache = new RegistryCache(shared, { maxStalenessMs: config.registry.maxStalenessMs, log, metrics, now });
-  const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString(), version: pierVersion() };
+  const self: ProcessInfo = { id: config.instanceId, busId: randomBytes(6).toString('hex'), roles: config.roles, pid: process.pid, host: hostname(), startedAt: new Date().toISOString(), version: pierVersion(), wire: { speaks: WIRE_VERSION, oldest: OLDEST_WIRE_VERSION } };
   // Secrets on a wire are sealed (bus/seal.ts): this process's keys, announced with its heartbeats.
   const keys = new BusKeys(config.busTrust);
   const peers = new Peers(viewFor(config.roles, 'presence'), self, {
@@ -124,6 +124,12 @@ export async function startProcess(config: Config, options: { logDestination?: N
       metrics.busRefusals.inc({ reason: 'presence', subject: 'pier.process.heartbeat' });
       log.warn({ why }, 'bus: a heartbeat was not believed');
     },
+    // Loud, by name: a process outside this one's window is refused, never waited for (docs/operations.md "Upgrading").
+    onMismatch: (peer, role) =>
+      log.error(
+        { peer: peer.id, role, version: peer.version ?? null, speaks: peer.wire ?? null, ownWire: self.wire },
+        `bus: ${role} process ${peer.id} (Pier ${peer.version ?? 'older than 0.2'}) shares no wire format with this one (Pier ${self.version}): nothing is routed to it, and what it sends is refused; upgrade one release at a time`,
+      ),
   });
   keys.attach(peers);
   if (bus instanceof NatsBus) bus.sealing = keys;

@@ -46,6 +46,10 @@ export function Processes() {
       <li>Registry revision ${data.registry.revision}${data.registry.fresh ? '' : html` <span class="bad">(stale)</span>`}</li>
       <li>${plural(data.connections, 'WebSocket connection')}, ${plural(data.uploads, 'upload')} in progress</li>
       <li>${data.missingRoles.length === 0 ? 'Every role runs somewhere' : html`<span class="bad">No process runs: ${data.missingRoles.join(', ')}</span>`}</li>
+      ${(data.mismatched ?? []).map(
+        (m) =>
+          html`<li class="bad" data-mismatch=${m.id}>Mismatch: ${m.roles.join(', ')} process ${m.id} (Pier ${m.version ?? 'older than 0.2'}) shares no wire format with this admin (it speaks ${m.wire.oldest}–${m.wire.speaks}, this admin ${data.wire.oldest}–${data.wire.speaks}): nothing is routed to it. Upgrade one release at a time.</li>`,
+      )}
     </ul>
     <${Table} ...${table} />`;
 }

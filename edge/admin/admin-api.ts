@@ -1,7 +1,8 @@
 import { ask } from '../../bus/verbs.js';
+import { OLDEST_WIRE_VERSION, WIRE_VERSION } from '../../bus/envelope.js';
 import type { Bus } from '../../bus/bus.js';
 import { ErrorReasons, PierError } from '../../bus/errors.js';
-import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, OPERATOR_IN_AUDIT, type AuditQuery, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
+import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, FIRST_WIRE, OPERATOR_IN_AUDIT, type AuditQuery, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
 import type { AdminApi, AdminRouteName, AnswerOf, AppRow, AuditRow, ProviderRow, ReplicaRow } from './api.js';
 import type { LiveRouteName } from './live-api.js';
 import { AggregatorRegistry } from 'prom-client';
@@ -26,7 +27,7 @@ export interface AdminDeps {
   systemServer: () => string;
   roles: string[];
   /** Live processes by role, from their heartbeats. */
-  peers: Pick<Peers, 'alive' | 'signedBy'>;
+  peers: Pick<Peers, 'alive' | 'signedBy' | 'mismatched'>;
   /** Where the operator's changes are logged (admin action lines). */
   log?: Pick<Logger, 'info'>;
   /** The console's sessions (console-api.ts): a signed-in console may call the admin API too. */
@@ -253,6 +254,8 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
       const missing = missingRoles(deps.peers);
       return {
         roles: [...new Set(reports.flatMap((r) => r.info.roles))].sort(),
+        mismatched: deps.peers.mismatched().map((p) => ({ id: p.id, roles: p.roles, version: p.version ?? null, wire: p.wire ?? FIRST_WIRE })),
+        wire: { speaks: WIRE_VERSION, oldest: OLDEST_WIRE_VERSION },
         missingRoles: missing,
         missing_roles: missing,
         bus: { kind: deps.bus.kind, connected: deps.bus.isConnected() },

@@ -188,8 +188,21 @@ export interface ReplicaRow {
   endpoints?: Record<string, EndpointRow>;
 }
 
+/** A live process that shares no wire format with the admin process (docs/operations.md "Upgrading"). */
+export interface MismatchRow {
+  id: string;
+  roles: string[];
+  version: string | null;
+  /** The wire formats it speaks (1 to 1 for a process that does not say). */
+  wire: { speaks: number; oldest: number };
+}
+
 export interface Status {
   roles: string[];
+  /** Processes outside this admin's wire window: nothing is routed to them (a rolling upgrade skipped a release). */
+  mismatched: MismatchRow[];
+  /** The wire formats this admin process speaks. */
+  wire: { speaks: number; oldest: number };
   /** Roles no live process runs: their requests answer 503 until one starts. */
   missingRoles: string[];
   /** @deprecated 0.1 name of `missingRoles`, removed in 0.3. */

@@ -16,14 +16,15 @@ export function missingRoles(peers: Pick<Peers, 'alive'>): string[] {
 
 /**
  * `/readyz`: the bus is connected and the registry (which every listener needs) is heard. On the
- * admin listener (`peers` given) also every role of the cluster has a live process: an operator's
- * probe of the whole, naming what is missing.
+ * admin listener (`peers` given) also every role of the cluster has a live process and none is
+ * outside the wire window: an operator's probe of the whole, naming what is missing or mismatched.
  */
-export function readyz(bus: Bus, cache: RegistryCache, peers?: Pick<Peers, 'alive'>): HttpReply {
+export function readyz(bus: Bus, cache: RegistryCache, peers?: Pick<Peers, 'alive' | 'mismatched'>): HttpReply {
   const problems: string[] = [];
   if (!bus.isConnected()) problems.push('bus disconnected');
   if (!cache.isFresh()) problems.push('registry not reachable');
   for (const role of peers ? missingRoles(peers) : []) problems.push(`no ${role} replica is running`);
+  for (const p of peers?.mismatched() ?? []) problems.push(`${p.roles.join(',')} process ${p.id} (Pier ${p.version ?? '?'}) shares no wire format with this admin`);
   return problems.length === 0
     ? { status: 200, json: { code: 0, message: 'ready' } }
     : { status: 503, json: { code: 503, message: `not ready: ${problems.join(', ')}` } };

@@ -2,7 +2,7 @@ import { at } from '../../bus/exchange.js';
 import { hear, tell } from '../../bus/verbs.js';
 import { createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import type { Bus, Subscription } from '../../bus/bus.js';
-import { processChannels, processSubjects, type Heartbeat, type ProcessInfo } from '../../bus/subjects.js';
+import { FIRST_WIRE, processChannels, processSubjects, wireOverlaps, type Heartbeat, type ProcessInfo } from '../../bus/subjects.js';
 
 export interface PeersOptions {
   intervalMs: number;
@@ -20,6 +20,8 @@ export interface PeersOptions {
   maxPeers?: number;
   /** A heartbeat was not believed (a second claimant of a live id, or one past the bound). */
   onRefused?: (why: string) => void;
+  /** A process that shares no wire format with this one was heard: said once per process (a log line by name). */
+  onMismatch?: (peer: ProcessInfo, role: string) => void;
 }
 
 interface Entry {
@@ -30,8 +32,9 @@ interface Entry {
   signKey: KeyObject;
 }
 
-/** What a heartbeat's signature covers: everything that decides where messages and keys go. */
-const signed = (role: string, b: Omit<Heartbeat, 'sig'>) => Buffer.from(JSON.stringify([role, b.id, b.busId, b.key, b.roleKeys, b.seq, b.signKey]));
+/** What a heartbeat's signature covers: everything that decides where messages and keys go, and which formats it speaks. */
+const signed = (role: string, b: Omit<Heartbeat, 'sig'>) =>
+  Buffer.from(JSON.stringify(b.wire === undefined ? [role, b.id, b.busId, b.key, b.roleKeys, b.seq, b.signKey] : [role, b.id, b.busId, b.key, b.roleKeys, b.seq, b.signKey, b.wire.speaks, b.wire.oldest]));
 
 /**
  * Which Pier processes are alive, from the heartbeats every process publishes once per role on
@@ -102,6 +105,26 @@ export class Peers {
     if (this.timer) clearInterval(this.timer);
     this.sub?.unsubscribe();
     for (const wake of this.keyWaiters) wake();
+  }
+
+  /**
+   * Live processes that share no wire format with this one (docs/operations.md "Upgrading"): heard,
+   * named, and left out of `alive` (nothing is routed to them), never timed out against.
+   */
+  mismatched(): ProcessInfo[] {
+    const now = this.now();
+    const out = new Map<string, ProcessInfo>();
+    for (const e of this.seen.values()) {
+      if (e.dead || now - e.at > this.options.deadAfterMs || this.speaksWith(e.beat)) continue;
+      const { key: _k, roleKeys: _r, sig: _s, seq: _q, signKey: _g, ...info } = e.beat;
+      const known = out.get(info.id);
+      out.set(info.id, known ? { ...known, roles: [...known.roles, e.role] } : info);
+    }
+    return [...out.values()];
+  }
+
+  private speaksWith(beat: Pick<ProcessInfo, 'wire'>): boolean {
+    return wireOverlaps(beat.wire ?? FIRST_WIRE, this.self.wire ?? FIRST_WIRE);
   }
 
   /** Live processes with `role` (this one included), as far as their role's own heartbeats tell. */
@@ -196,7 +219,7 @@ export class Peers {
   private aliveBeats(role: string): Heartbeat[] {
     const now = this.now();
     const others: Heartbeat[] = [];
-    for (const e of this.seen.values()) if (e.role === role && !e.dead && now - e.at <= this.options.deadAfterMs) others.push(e.beat);
+    for (const e of this.seen.values()) if (e.role === role && !e.dead && now - e.at <= this.options.deadAfterMs && this.speaksWith(e.beat)) others.push(e.beat);
     return this.self.roles.includes(role) ? [this.beatFor(role), ...others] : others;
   }
 
@@ -233,6 +256,10 @@ export class Peers {
     }
     // What the process says of its roles is kept as the one role its subject proves.
     this.seen.set(id, { beat: { ...beat, roles: [role] }, role, at: this.now(), dead: false, signKey });
+    if ((!known || known.dead) && !this.speaksWith(beat)) {
+      const { key: _k, roleKeys: _r, sig: _s, seq: _q, signKey: _g, ...info } = beat;
+      this.options.onMismatch?.({ ...info, roles: [role] }, role);
+    }
     if (!known || known.dead) for (const wake of [...this.keyWaiters]) wake();
   }
 

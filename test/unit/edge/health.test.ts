@@ -9,7 +9,7 @@ import type { RegistryCache } from '../../../lib/state/registry-cache.js';
 
 const bus = (connected: boolean) => ({ isConnected: () => connected }) as unknown as Bus;
 const cache = (fresh: boolean) => ({ isFresh: () => fresh }) as unknown as RegistryCache;
-const peers = (running: readonly string[]) => ({ alive: (role: string) => (running.includes(role) ? [{ id: `${role}-1` }] : []) }) as never;
+const peers = (running: readonly string[], mismatched: unknown[] = []) => ({ alive: (role: string) => (running.includes(role) ? [{ id: `${role}-1` }] : []), mismatched: () => mismatched }) as never;
 
 test('/healthz answers 200 whatever the bus', (t) => {
   t.deepEqual(healthz(), { status: 200, json: { code: 0, message: 'ok' } });
@@ -23,6 +23,11 @@ test('/readyz is 200 with the bus connected and the registry heard', (t) => {
 test('/readyz is 503 naming each problem', (t) => {
   t.deepEqual(readyz(bus(false), cache(false)), { status: 503, json: { code: 503, message: 'not ready: bus disconnected, registry not reachable' } });
   t.deepEqual(readyz(bus(true), cache(true), peers(BUS_ROLES.filter((r) => r !== 'vault'))), { status: 503, json: { code: 503, message: 'not ready: no vault replica is running' } });
+});
+
+test("the admin's /readyz names a process outside the wire window (a rolling upgrade that skipped a release)", (t) => {
+  const far = { id: 'vault-far', roles: ['vault'], version: '0.5.0', wire: { speaks: 5, oldest: 4 } };
+  t.deepEqual(readyz(bus(true), cache(true), peers(BUS_ROLES, [far])), { status: 503, json: { code: 503, message: 'not ready: vault process vault-far (Pier 0.5.0) shares no wire format with this admin' } });
 });
 
 test('missing roles are those without a live process, in the order of the role table', (t) => {

@@ -11,6 +11,7 @@ import './lmdb-durable.test.js';
 import './master-key-check.test.js';
 import './peers.test.js';
 import './stream-follower.test.js';
+import './wire-window.test.js';
 import { everyFileGathered } from '../../helpers/unit-suite.js';
 
 everyFileGathered(import.meta.url);
