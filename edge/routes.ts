@@ -2,7 +2,7 @@ import { clusterMetrics, adminAnswers, envelopedAll, type AdminDeps } from './ad
 import { ADMIN_API, type AdminRouteName } from './admin/api.js';
 import { liveAnswers } from './admin/live-api.js';
 import { consoleRoutes, type ConsoleOptions } from './admin/console-api.js';
-import { healthz, readyz } from './http/health.js';
+import { healthz, readyz, type Drain } from './http/health.js';
 import { accessToken, providerCall, providerCallGate, type SystemDeps } from './system/system-api.js';
 import { isVaultCall, vaultCall, vaultCallGate, type VaultApiDeps } from './system/vault-api.js';
 import { localApi, type LocalDeps } from './gateway/local-api.js';
@@ -18,10 +18,10 @@ export type ListenerName = (typeof LISTENERS)[number];
  * Every route of every listener, in one table. Features land here as their issues do; until then a
  * listener answers its probes and 404.
  */
-export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDeps & UploadApiDeps & { adminBodyBytes: number; providerBodyBytes: number; console?: ConsoleOptions }): Record<ListenerName, Route[]> {
+export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDeps & UploadApiDeps & { adminBodyBytes: number; providerBodyBytes: number; console?: ConsoleOptions; drain?: Drain }): Record<ListenerName, Route[]> {
   const probes: Route[] = [
     { method: 'get', path: '/healthz', handler: healthz },
-    { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache) },
+    { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache, undefined, deps.drain) },
   ];
   // The console first: it sets the sessions the admin API also accepts, and samples the figures' history.
   const consoleParts = deps.console ? consoleRoutes(deps, deps.console) : null;

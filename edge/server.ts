@@ -9,6 +9,7 @@ import { Gateway } from './gateway/gateway.js';
 import { routeTable, type ListenerName } from './routes.js';
 import { PassedGates } from './system/call-gate.js';
 import { TlsServing } from './http/tls.js';
+import type { Drain } from './http/health.js';
 
 export interface RunningEdge {
   /** Ports actually bound (differs from the configuration when it asked for port 0). */
@@ -73,8 +74,9 @@ async function listen(app: uWS.TemplatedApp, host: string, port: number, name: s
   }
 }
 
-function routesFor(ctx: RoleContext, withConsole = false) {
+function routesFor(ctx: RoleContext, withConsole = false, drain?: Drain) {
   return routeTable({
+    ...(drain ? { drain } : {}),
     ...(withConsole ? { console: { sessionMs: ctx.config.console.sessionMs, sampleMs: ctx.config.console.sampleMs, now: () => Date.now() } } : {}),
     bus: ctx.bus,
     cache: ctx.cache,
@@ -105,8 +107,9 @@ async function bindListeners(
   ports: Partial<Config['ports']>,
   setUp: (name: ListenerName, app: uWS.TemplatedApp) => void,
   tls: TlsServing | null = null,
+  drain?: Drain,
 ): Promise<uWS.us_listen_socket[]> {
-  const table = routesFor(ctx, names.includes('admin'));
+  const table = routesFor(ctx, names.includes('admin'), drain);
   const sockets: uWS.us_listen_socket[] = [];
   try {
     for (const name of names) {
@@ -143,6 +146,7 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
   const ports: Partial<Config['ports']> = {};
   const gateway = new Gateway(ctx);
   const tls = ctx.config.tls ? new TlsServing(ctx.config.tls, ctx.log, ctx.metrics) : null;
+  const drain: Drain = { draining: false };
   const sockets = await bindListeners(
     ctx,
     ['public', 'system', 'local', 'upload'],
@@ -151,6 +155,7 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
       if (name === 'public') gateway.attach(app);
     },
     tls,
+    drain,
   );
   tls?.watchForChanges();
   gateway.start();
@@ -159,7 +164,14 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
   return {
     ports,
     async stop() {
-      // Stop taking new work, then close the connections and hand over their close events.
+      // Drain (docs/operations.md "Upgrading"): /readyz answers 503 for PIER_DRAIN_MS, so a load
+      // balancer sends new connections elsewhere while this edge still serves what it has.
+      if (ctx.config.drainMs > 0) {
+        drain.draining = true;
+        ctx.log.info({ drainMs: ctx.config.drainMs }, 'edge draining: /readyz answers 503, the listeners close after');
+        await new Promise((r) => setTimeout(r, ctx.config.drainMs));
+      }
+      // Stop taking new work, then close the connections (1001: clients reconnect elsewhere) and hand over their close events.
       tls?.stop();
       for (const s of sockets) uWS.us_listen_socket_close(s);
       await gateway.stop();

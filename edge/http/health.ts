@@ -14,13 +14,19 @@ export function missingRoles(peers: Pick<Peers, 'alive'>): string[] {
   return BUS_ROLES.filter((role) => peers.alive(role).length === 0);
 }
 
+/** Whether a stopping process has begun draining: its /readyz says so before its listeners close. */
+export interface Drain {
+  draining: boolean;
+}
+
 /**
  * `/readyz`: the bus is connected and the registry (which every listener needs) is heard. On the
  * admin listener (`peers` given) also every role of the cluster has a live process and none is
  * outside the wire window: an operator's probe of the whole, naming what is missing or mismatched.
  */
-export function readyz(bus: Bus, cache: RegistryCache, peers?: Pick<Peers, 'alive' | 'mismatched'>): HttpReply {
+export function readyz(bus: Bus, cache: RegistryCache, peers?: Pick<Peers, 'alive' | 'mismatched'>, drain?: Drain): HttpReply {
   const problems: string[] = [];
+  if (drain?.draining) problems.push('draining: this process is stopping');
   if (!bus.isConnected()) problems.push('bus disconnected');
   if (!cache.isFresh()) problems.push('registry not reachable');
   for (const role of peers ? missingRoles(peers) : []) problems.push(`no ${role} replica is running`);

@@ -46,6 +46,7 @@ export const ENV = {
   heartbeatMs: 'PIER_HEARTBEAT_MS',
   peerDeadMs: 'PIER_PEER_DEAD_MS',
   stopTimeoutMs: 'PIER_STOP_TIMEOUT_MS',
+  drainMs: 'PIER_DRAIN_MS',
   probePort: 'PIER_PROBE_PORT',
   wsIdleMs: 'PIER_WS_IDLE_MS',
   wsMaxFrameBytes: 'PIER_WS_MAX_FRAME_BYTES',

@@ -69,6 +69,8 @@ export interface Config {
   probePort: number | null;
   /** How long a stop (SIGTERM, SIGINT) waits for work in flight before leaving it (and saying so). */
   stopTimeoutMs: number;
+  /** How long a stopping edge answers /readyz 503 before it closes its listeners (a load balancer's time to notice). */
+  drainMs: number;
   gateway: {
     idleMs: number;
     maxFrameBytes: number;

@@ -67,6 +67,10 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
   const busTrust = busTrustFrom(env, roles, keyring, Boolean(env[ENV.masterKey]) || uses(KEYRING_ROLES), natsUrl !== null);
 
   const heartbeatMs = integer(env, ENV.registryHeartbeatMs, 500, 50, 60_000);
+  const stopTimeoutMs = integer(env, ENV.stopTimeoutMs, 8_000, 100, 600_000);
+  const drainMs = integer(env, ENV.drainMs, 0, 0, 300_000);
+  // The drain is part of the stop: the stop's bound must leave room for the rest of it.
+  if (drainMs > 0 && drainMs >= stopTimeoutMs) throw new ConfigError(`${ENV.drainMs}: must be less than ${ENV.stopTimeoutMs} (${stopTimeoutMs}), which bounds the whole stop`);
   return {
     instanceId: `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     roles,
@@ -110,7 +114,8 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       maxEntries: integer(env, ENV.auditMaxEntries, 1_000_000, 1_000, 1_000_000_000),
     },
     heartbeatMs: integer(env, ENV.heartbeatMs, 1_000, 50, 60_000),
-    stopTimeoutMs: integer(env, ENV.stopTimeoutMs, 8_000, 100, 600_000),
+    stopTimeoutMs,
+    drainMs,
     probePort: env[ENV.probePort] ? integer(env, ENV.probePort, 0, 0, 65535) : null,
     peerDeadMs: integer(env, ENV.peerDeadMs, 10_000, 200, 600_000),
     gateway: {
