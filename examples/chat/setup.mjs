@@ -10,7 +10,10 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const PIER = join(ROOT, 'bin', 'pier.js');
 
-/** Runs the `pier` CLI with `--json`; resolves with its JSON, rejects with its one-line error. */
+/**
+ * Runs the `pier` CLI with `--json`; resolves with its JSON, rejects with its error's message and its
+ * HTTP status (`status`, 0 when no API answered), read from the CLI's JSON error document.
+ */
 export function pier(args, env) {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, [PIER, ...args, '--json'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -18,7 +21,16 @@ export function pier(args, env) {
     let err = '';
     proc.stdout.on('data', (d) => (out += d));
     proc.stderr.on('data', (d) => (err += d));
-    proc.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`pier ${args.slice(0, 2).join(' ')}: ${err.trim()}`))));
+    proc.on('exit', (code) => {
+      if (code === 0) return resolve(JSON.parse(out));
+      let error = { status: 0, message: err.trim() };
+      try {
+        error = { ...error, ...JSON.parse(err).error };
+      } catch {
+        // Not the CLI's JSON document (a crash): its text as it is.
+      }
+      reject(Object.assign(new Error(`pier ${args.slice(0, 2).join(' ')}: ${error.message}`), { status: error.status }));
+    });
   });
 }
 
@@ -58,7 +70,7 @@ function start(script, env, ready, timeoutMs = 20_000) {
 export async function setupChat({ adminEnv, ports, dir, user = 'alice', domain = 'localhost', chatPort = 0, tls = false, edgeHost = '127.0.0.1', existingUser = 'fail' }) {
   // On a Pier that already knows the user (`existingUser: 'token'`), a new token of theirs.
   const { token } = await pier(['user', 'add', user], adminEnv).catch((err) => {
-    if (existingUser === 'token' && /\(409\)$/.test(err.message)) return pier(['user', 'token', user], adminEnv);
+    if (existingUser === 'token' && err.status === 409) return pier(['user', 'token', user], adminEnv);
     throw err;
   });
 
