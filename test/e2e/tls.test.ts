@@ -209,6 +209,21 @@ test('bad files stop the start with one line: expired, mismatched key, missing, 
 });
 
 
+/**
+ * `pier start` with TLS and an SNI folder, good files of its own named `name` (the tests before left
+ * bad ones behind on purpose), its stdout `stdout`.
+ */
+function startWithSni(name: string, stdout: number | 'pipe') {
+  leaf(join(tlsDir, name), ['localhost', 'IP:127.0.0.1']);
+  const sni = join(dir, `sni-${name}`);
+  mkdirSync(sni);
+  for (const ext of ['crt', 'key']) copyFileSync(join(sniDir, `*.bob.localhost.${ext}`), join(sni, `*.bob.localhost.${ext}`));
+  return spawn(process.execPath, [BIN, 'start'], {
+    env: pierEnv(join(dir, `data-${name}`), { PIER_TLS_CERT: join(tlsDir, `${name}.pem`), PIER_TLS_KEY: join(tlsDir, `${name}.key`), PIER_TLS_SNI_DIR: sni }),
+    stdio: ['ignore', stdout, 'ignore'],
+  });
+}
+
 /** The lines of `text` that are not a JSON object (the native library's prints, if any got through). */
 function linesNotJson(text: string): string[] {
   return text.split('\n').filter((l) => {
@@ -222,20 +237,10 @@ function linesNotJson(text: string): string[] {
 }
 
 test.serial('stdout carries only JSON lines, with SNI certificates loaded and reloaded (the native library\'s debug prints are kept out)', async (t) => {
-  // Stdout a file, as with `pier start > pier.log` or a container's log pipe (see lib/runtime/log.ts for
-  // the socket case it cannot help).
+  // Stdout a file, as with `pier start > pier.log` or a container's log pipe (the next test: a socket).
   const out = join(dir, 'stdout.log');
   const fd = openSync(out, 'w');
-  // Good files of its own (the tests before left bad ones behind on purpose).
-  leaf(join(tlsDir, 'second'), ['localhost', 'IP:127.0.0.1']);
-  const sni2 = join(dir, 'sni-2');
-  mkdirSync(sni2);
-  copyFileSync(join(sniDir, '*.bob.localhost.crt'), join(sni2, '*.bob.localhost.crt'));
-  copyFileSync(join(sniDir, '*.bob.localhost.key'), join(sni2, '*.bob.localhost.key'));
-  const proc = spawn(process.execPath, [BIN, 'start'], {
-    env: pierEnv(join(dir, 'data-2'), { PIER_TLS_CERT: join(tlsDir, 'second.pem'), PIER_TLS_KEY: join(tlsDir, 'second.key'), PIER_TLS_SNI_DIR: sni2 }),
-    stdio: ['ignore', fd, 'ignore'],
-  });
+  const proc = startWithSni('second', fd);
   closeSync(fd);
   t.teardown(() => void proc.kill('SIGKILL'));
   const text = () => readFileSync(out, 'utf8');
@@ -249,16 +254,8 @@ test.serial('stdout carries only JSON lines, with SNI certificates loaded and re
 });
 
 test.serial('stdout a socket (journald, a supervisor, Node\'s own pipes): still only JSON lines, through an SNI reload, to the last line of the stop', async (t) => {
-  leaf(join(tlsDir, 'third'), ['localhost', 'IP:127.0.0.1']);
-  const sni3 = join(dir, 'sni-3');
-  mkdirSync(sni3);
-  copyFileSync(join(sniDir, '*.bob.localhost.crt'), join(sni3, '*.bob.localhost.crt'));
-  copyFileSync(join(sniDir, '*.bob.localhost.key'), join(sni3, '*.bob.localhost.key'));
   // 'pipe' is a Unix socket pair in Node: /proc/self/fd/1 cannot be reopened.
-  const proc = spawn(process.execPath, [BIN, 'start'], {
-    env: pierEnv(join(dir, 'data-3'), { PIER_TLS_CERT: join(tlsDir, 'third.pem'), PIER_TLS_KEY: join(tlsDir, 'third.key'), PIER_TLS_SNI_DIR: sni3 }),
-    stdio: ['ignore', 'pipe', 'ignore'],
-  });
+  const proc = startWithSni('third', 'pipe');
   t.teardown(() => void proc.kill('SIGKILL'));
   let text = '';
   proc.stdout!.on('data', (d) => (text += d));
