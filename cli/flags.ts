@@ -37,8 +37,10 @@ export function parseArgsMessage(err: Error & { code?: string }): string {
     return `unknown flag ${typed}${meant ? ` (did you mean --${meant}?)` : ''}; see pier help COMMAND for a command's flags`;
   }
   if (err.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    // Node names the flag only in its text; what is wrong follows from the flag's own type here.
     const flag = flagIn(/option '(-[-\w]+)/i);
-    return /does not take an argument/.test(err.message) ? `${flag} takes no value` : `${flag} needs a value (${flag} VALUE)`;
+    const type = (OPTIONS as Record<string, { type: string }>)[flag.replace(/^-+/, '')]?.type;
+    return type === 'boolean' ? `${flag} takes no value` : `${flag} needs a value (${flag} VALUE)`;
   }
   return `${err.message}; see pier help`;
 }
