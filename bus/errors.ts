@@ -46,6 +46,8 @@ export const ErrorReasons = {
   NO_RESPONDERS: 'no_responders',
   /** The receiver does not speak the message's wire format (bus/envelope.ts): the sender may fall back. */
   UNSUPPORTED_VERSION: 'unsupported_version',
+  /** A stored record is in a format this release cannot read (lib/state/record-format.ts): a later release wrote it (503). */
+  RECORD_FORMAT: 'record_format',
 } as const;
 
 export type ErrorReason = (typeof ErrorReasons)[keyof typeof ErrorReasons];

@@ -67,7 +67,7 @@ export class JetStreamRegistryStore implements RegistryStore {
   private constructor(private readonly log: ReplicatedLog<Change, Model>) {}
 
   static async open(js: JetStreamClient, manager: () => Promise<JetStreamManager>, options: { replicas: number; snapshotEvery?: number; onError?: (err: unknown, what: string) => void }): Promise<JetStreamRegistryStore> {
-    return new JetStreamRegistryStore(await ReplicatedLog.open(js, manager, registryState, { ...options, fresh: () => new Model() }));
+    return new JetStreamRegistryStore(await ReplicatedLog.open(js, manager, registryState, { ...options, recordKind: 'registry', fresh: () => new Model() }));
   }
 
   private get model(): Model {

@@ -1,4 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { openRecords } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import type { AppView, Change, ChangeEvent, ProviderView, Snapshot, TokenView, UserView } from '../../bus/subjects.js';
 
@@ -72,11 +73,11 @@ export class LmdbRegistryStore implements RegistryStore {
     const root = open({ path, compression: false });
     return new LmdbRegistryStore(
       root,
-      root.openDB<UserView, string>({ name: 'users' }),
-      root.openDB<TokenView, string>({ name: 'tokens' }),
-      root.openDB<AppRecord, string>({ name: 'apps' }),
+      openRecords<UserView>(root, 'users', 'registry'),
+      openRecords<TokenView>(root, 'tokens', 'registry'),
+      openRecords<AppRecord>(root, 'apps', 'registry'),
       root.openDB<string, string>({ name: 'app-keys' }),
-      root.openDB<ProviderView, string>({ name: 'providers' }),
+      openRecords<ProviderView>(root, 'providers', 'registry'),
       root.openDB<number, string>({ name: 'meta' }),
     );
   }

@@ -63,7 +63,7 @@ export class JetStreamUploadStore implements UploadStore {
   ) {}
 
   static async open(js: JetStreamClient, manager: () => Promise<JetStreamManager>, options: { replicas: number; storage: string; snapshotEvery?: number; onError?: (err: unknown, what: string) => void }): Promise<JetStreamUploadStore> {
-    const log = await ReplicatedLog.open(js, manager, uploadState, { ...options, fresh: () => new Model() });
+    const log = await ReplicatedLog.open(js, manager, uploadState, { ...options, recordKind: 'upload', fresh: () => new Model() });
     return new JetStreamUploadStore(log, options.storage);
   }
 

@@ -1,4 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { openRecords } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import { appId } from '../../bus/ids.js';
 import type { CreateUpload, UploadRecord } from '../../bus/subjects.js';
@@ -98,7 +99,7 @@ export class LmdbUploadStore implements UploadStore {
 
   static open(path: string): LmdbUploadStore {
     const root = open({ path, compression: false });
-    return new LmdbUploadStore(root, root.openDB<Upload, string>({ name: 'uploads' }), root.openDB<string, string>({ name: 'by-target' }));
+    return new LmdbUploadStore(root, openRecords<Upload>(root, 'uploads', 'upload'), root.openDB<string, string>({ name: 'by-target' }));
   }
 
   private static targetKey(user: string, app: string, target: string): string {

@@ -2,6 +2,7 @@ import type { JetStreamClient, JetStreamManager, JsMsg, KV } from 'nats';
 import { decode, encode } from '../../bus/codec.js';
 import { AppliedSequence } from '../../lib/state/applied-sequence.js';
 import { StreamFollower } from '../../lib/state/stream-follower.js';
+import { neededReader, RecordFormatError, RECORD_FORMATS, type RecordKind } from '../../lib/state/record-format.js';
 
 /** KV keys are limited to `[-/_=.a-zA-Z0-9]`: a logical key (with its NUL separators) travels as base64url. */
 const kvKey = (key: string) => Buffer.from(key, 'utf8').toString('base64url');
@@ -62,6 +63,8 @@ export class BucketView<T> {
     readonly kv: KV,
     bucket: string,
     private readonly manager: JetStreamManager,
+    /** What its values are, for the format check of each (lib/state/record-format.ts). */
+    private readonly kind: RecordKind,
   ) {
     this.stream = `KV_${bucket}`;
     this.prefix = `$KV.${bucket}.`;
@@ -130,6 +133,22 @@ export class BucketView<T> {
     return this.entries.get(key)?.revision ?? this.deleted.get(key) ?? 0;
   }
 
+  /**
+   * A key's accepted value. One in a format this release cannot read still takes its revision (every
+   * replica judges the next write of the key the same), but reading its value throws the refusal,
+   * by name: the read or write that meets it answers why, whichever of the view's readers it is.
+   */
+  private held(value: T, revision: number): Held<T> {
+    if (neededReader(value) <= RECORD_FORMATS[this.kind]) return { value, revision };
+    const refusal = new RecordFormatError(this.kind, neededReader(value), `${this.stream} at ${revision}`);
+    return Object.defineProperty({ revision } as Held<T>, 'value', {
+      get: () => {
+        throw refusal;
+      },
+      enumerable: true,
+    });
+  }
+
   private apply(m: JsMsg): void {
     if (m.seq <= this.applied.value) return;
     // Server-side DEL and PURGE markers (a KV-Operation header) are never written by Pier: the key's accepted state stays.
@@ -141,7 +160,7 @@ export class BucketView<T> {
           this.entries.delete(key);
           this.deleted.set(key, m.seq);
         } else {
-          this.entries.set(key, { value: intent.v as T, revision: m.seq });
+          this.entries.set(key, this.held(intent.v as T, m.seq));
           this.deleted.delete(key);
         }
       }

@@ -69,8 +69,8 @@ export class JetStreamVaultStore implements VaultStore {
     const [keys, secrets] = await Promise.all([bucket(vaultState.keys), bucket(vaultState.secrets)]);
     const audit = new JetStreamAudit(js, manager);
     await audit.ensure(options.replicas, options.auditMaxAgeMs, options.auditMaxEntries);
-    const keysView = new BucketView<DataKeyRecord>(keys, vaultState.keys, manager);
-    const secretsView = new BucketView<SecretRecord>(secrets, vaultState.secrets, manager);
+    const keysView = new BucketView<DataKeyRecord>(keys, vaultState.keys, manager, 'vaultDataKey');
+    const secretsView = new BucketView<SecretRecord>(secrets, vaultState.secrets, manager, 'vaultSecret');
     const losses = options.connectionLosses ?? (() => 0);
     const store = new JetStreamVaultStore(manager, keysView, secretsView, audit, options.onAuditLost ?? (() => undefined), options.announce, losses);
     store.caughtUpAfterLosses = losses();

@@ -1,4 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { openRecords } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import { AUDIT_SCAN_MAX, auditMatches, type AuditEntry, type AuditPage, type AuditQuery } from '../../bus/subjects.js';
 import { DecodedCache } from './decoded-cache.js';
@@ -101,9 +102,9 @@ export class LmdbVaultStore implements VaultStore {
     const root = open({ path, compression: false });
     return new LmdbVaultStore(
       root,
-      root.openDB<DataKeyRecord, string>({ name: 'data-keys' }),
-      root.openDB<SecretRecord, string>({ name: 'secrets' }),
-      root.openDB<AuditEntry, [number, string, number]>({ name: 'audit' }),
+      openRecords<DataKeyRecord>(root, 'data-keys', 'vaultDataKey'),
+      openRecords<SecretRecord>(root, 'secrets', 'vaultSecret'),
+      openRecords<AuditEntry, [number, string, number]>(root, 'audit', 'audit'),
       replica,
     );
   }

@@ -8,7 +8,9 @@ import { PierError } from '../../bus/errors.js';
  */
 export class AppliedSequence {
   private at = 0;
-  private readonly waiters: Array<{ seq: number; wake: () => void }> = [];
+  private readonly waiters: Array<{ seq: number; wake: () => void; refuse: (err: Error) => void }> = [];
+  /** Why the copy cannot get further (an entry it cannot read): every wait past `at` is refused with it. */
+  private stuck: Error | null = null;
 
   /** `name` says whose sequence it is in the error of a wait that timed out. */
   constructor(private readonly name: string) {}
@@ -26,8 +28,9 @@ export class AppliedSequence {
   /** Resolves once `seq` is applied; rejects with UNAVAILABLE after `timeoutMs`. */
   reached(seq: number, timeoutMs = 10_000): Promise<void> {
     if (seq <= this.at) return Promise.resolve();
+    if (this.stuck) return Promise.reject(this.stuck);
     return new Promise((resolve, reject) => {
-      const waiter = { seq, wake: () => (clearTimeout(timer), resolve()) };
+      const waiter = { seq, wake: () => (clearTimeout(timer), resolve()), refuse: (err: Error) => (clearTimeout(timer), reject(err)) };
       const timer = setTimeout(() => {
         const i = this.waiters.indexOf(waiter);
         if (i >= 0) this.waiters.splice(i, 1);
@@ -35,6 +38,12 @@ export class AppliedSequence {
       }, timeoutMs);
       this.waiters.push(waiter);
     });
+  }
+
+  /** The copy stops at `at` for good: who waits past it, now or later, is refused with `why` (not left to time out). */
+  stop(why: Error): void {
+    this.stuck = why;
+    for (const w of this.waiters.splice(0)) w.refuse(why);
   }
 
   /** Wakes every waiter now (the copy is closing: what they wait for will not come). */

@@ -6,6 +6,7 @@ import { AppliedSequence } from './applied-sequence.js';
 import { catchUpOrRefuse, ensureStream, retryWhileStarting, SharedCatchUp } from './jetstream.js';
 import { LogSnapshots, type LogNames } from './log-snapshots.js';
 import { StreamFollower } from './stream-follower.js';
+import { neededReader, readable, RecordFormatError, RECORD_FORMATS, type RecordKind } from './record-format.js';
 
 export type { LogNames } from './log-snapshots.js';
 
@@ -26,6 +27,8 @@ export interface LogOptions<C, S extends LogState<C>> {
   /** A snapshot is taken every this many accepted entries (by the replica whose write reached it). */
   snapshotEvery?: number;
   onError?: (err: unknown, what: string) => void;
+  /** The format its entries and snapshots are checked against (lib/state/record-format.ts). */
+  recordKind: RecordKind;
 }
 
 /**
@@ -71,6 +74,8 @@ export class ReplicatedLog<C, S extends LogState<C>> {
   private readonly origin = randomBytes(8).toString('base64url');
   /** Snapshots taken and written by this replica, and reloads from one after a gap (for tests and metrics). */
   snapshotsWritten = 0;
+  /** An entry in a format this release cannot read: the replica stopped before it (see apply). */
+  private unreadable: RecordFormatError | null = null;
   reloads = 0;
 
   private constructor(
@@ -110,7 +115,10 @@ export class ReplicatedLog<C, S extends LogState<C>> {
     const snapshot = await this.snapshots.newest();
     if (generation !== this.generation) return;
     const state = this.options.fresh();
-    if (snapshot) state.load(snapshot.dump, snapshot.revision);
+    if (snapshot) {
+      const where = `the newest snapshot of ${this.names.stream}`;
+      state.load(readable(this.options.recordKind, readable('snapshot', snapshot, where).dump, where), snapshot.revision);
+    }
     this.state = state;
     this.applied.set(snapshot?.seq ?? 0);
     const follower = await StreamFollower.start(this.js, {
@@ -175,9 +183,24 @@ export class ReplicatedLog<C, S extends LogState<C>> {
   }
 
   private apply(seq: number, data: Uint8Array): void {
-    if (seq <= this.applied.value) return;
+    if (seq <= this.applied.value || this.unreadable) return;
+    let entry: Entry<C>;
     try {
-      const entry = decode<Entry<C>>(data);
+      entry = decode<Entry<C>>(data);
+    } catch {
+      this.applied.set(seq); // not an entry of ours: never accepted
+      return;
+    }
+    if (neededReader(entry) > RECORD_FORMATS[this.options.recordKind]) {
+      // Skipping it would make this replica's state differ from a newer one's: it stops here, and
+      // says why to every read and write that waits on it (a rollback past a format change, or an
+      // old replica beside a new one: docs/operations.md "Upgrading").
+      this.unreadable = new RecordFormatError(this.options.recordKind, neededReader(entry), `the ${this.names.stream} log at ${seq}`);
+      this.options.onError?.(this.unreadable, 'following the log');
+      this.applied.stop(this.unreadable);
+      return;
+    }
+    try {
       if (entry.expected === this.state.revision && Array.isArray(entry.changes)) {
         this.state.apply(entry.changes);
         this.accepted.set(seq, this.state.revision);
@@ -185,7 +208,7 @@ export class ReplicatedLog<C, S extends LogState<C>> {
         if (entry.origin === this.origin && this.state.revision % (this.options.snapshotEvery ?? 1_000) === 0) this.snapshot(seq);
       }
     } catch {
-      // not an entry of ours: never accepted
+      // a change its state could not apply: never accepted
     }
     this.applied.set(seq);
   }
