@@ -1,6 +1,7 @@
 // Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
 import './gitignore.test.js';
 import './install.test.js';
+import './releases.test.js';
 import { everyFileGathered } from '../../helpers/unit-suite.js';
 
 everyFileGathered(import.meta.url);
