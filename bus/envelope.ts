@@ -9,12 +9,15 @@ import type { Checker } from './validation.js';
  * - **One answer format**: `{ok: true, data}` or `{ok: false, error: {code, message, data?, reason?}}`,
  *   msgpack, for every exchange. A reader ignores keys it does not know (room for what a later
  *   release adds, a signed grant beside the data say).
- * - **A version slot**: the wire format's version travels in the `pier-v` header; absent means 1,
- *   the format of this release (no header to encode or parse on the hot path). A receiver refuses a
- *   version it does not speak, counted, and answers it `unsupported_version`: the sender can fall
- *   back (docs/operations.md, "Upgrading").
+ * - **A version slot**: the wire format's version travels in the `pier-v` header; absent means 1.
+ *   A sender writes the lowest format that says what it sends (nearly every message is format 1, no
+ *   header on the hot path), and a format past 1 only to a role whose live processes all speak it
+ *   (`Peers.notSpeaking`). A receiver refuses a version it does not speak, counted, and answers it
+ *   `unsupported_version`, by name (docs/operations.md, "Upgrading").
+ *
+ * Formats: 1, the first; 2 adds the vault operator's `versions` (a secret's versions, no values).
  */
-export const WIRE_VERSION: number = 1;
+export const WIRE_VERSION: number = 2;
 /** The oldest wire format this process reads. */
 export const OLDEST_WIRE_VERSION = 1;
 export const VERSION_HEADER = 'pier-v';
@@ -26,10 +29,10 @@ export function wireVersionOf(headers: Headers | undefined): number {
   return /^[1-9]\d{0,5}$/.test(v) ? Number(v) : NaN;
 }
 
-/** A message's headers as it leaves: the version slot filled past version 1. */
-export function outgoing(headers: Headers | undefined): Headers | undefined {
-  if (WIRE_VERSION === 1) return headers;
-  return { ...headers, [VERSION_HEADER]: String(WIRE_VERSION) };
+/** A message's headers as it leaves in wire format `version`: the slot filled past format 1. */
+export function outgoing(headers: Headers | undefined, version = 1): Headers | undefined {
+  if (version === 1) return headers;
+  return { ...headers, [VERSION_HEADER]: String(version) };
 }
 
 /** Whether this process reads a message of this wire format. */

@@ -48,7 +48,9 @@ const vaultCaller = {
 } as const;
 
 /** What the operator does to a user's secrets from the CLI (`pier vault list|get|set|delete|purge`). */
-export const OPERATOR_VAULT_OPS = ['list', 'get', 'set', 'delete', 'purge'] as const;
+export const OPERATOR_VAULT_OPS = ['list', 'get', 'set', 'delete', 'purge', 'versions'] as const;
+/** The wire format an operation needs past format 1 (bus/envelope.ts): sent only to vault replicas that all speak it. */
+export const OPERATOR_VAULT_OP_WIRE: Partial<Record<(typeof OPERATOR_VAULT_OPS)[number], number>> = { versions: 2 };
 export interface OperatorVaultRequest {
   op: (typeof OPERATOR_VAULT_OPS)[number];
   user: string;
@@ -94,6 +96,8 @@ export interface OperatorVaultAnswers {
   set: { name: string; env: string; version: number };
   delete: { deleted: string; env: string };
   purge: { purged: number };
+  /** Newest first, the current one included; `size` null where a version was written before sizes were kept. */
+  versions: { name: string; env: string; version: number; versions: Array<{ version: number; at: string; by: string; size: number | null; current: boolean }> };
 }
 
 export const vault = {

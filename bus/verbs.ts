@@ -98,8 +98,11 @@ function opened(bus: Bus, ex: Exchange<unknown, unknown>, msg: BusMessage, reply
   }
 }
 
-/** Asks one server of the exchange. The request is checked before it leaves; an error answer is thrown as PierError. */
-export async function ask<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, req: Req, options: { timeoutMs?: number } = {}): Promise<Res> {
+/**
+ * Asks one server of the exchange. The request is checked before it leaves; an error answer is
+ * thrown as PierError. `wire`: the format the request is in, when past 1 (bus/envelope.ts).
+ */
+export async function ask<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, req: Req, options: { timeoutMs?: number; wire?: number } = {}): Promise<Res> {
   const subject = subjectOf(ex, true);
   const timeoutMs = options.timeoutMs ?? ex.timeoutMs;
   assertValid(ex.check, req);
@@ -109,7 +112,7 @@ export async function ask<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, req: Req, 
   const sealable = { subject, seal: ex.seal };
   // Only a sealed request needs a wait before it leaves (its recipient's key): the usual one goes now.
   const sealed = bus.sealing && ex.seal ? await sealRequest(bus, sealable, data) : { data };
-  const msg = await bus.request(subject, sealed.data, { timeoutMs, headers: outgoing(headers) }).catch((err: unknown) => {
+  const msg = await bus.request(subject, sealed.data, { timeoutMs, headers: outgoing(headers, options.wire) }).catch((err: unknown) => {
     // Said in words an operator acts on: which role has no process running, not a subject.
     if (ex.queue && err instanceof PierError && err.is(ErrorReasons.NO_RESPONDERS)) {
       throw new PierError('UNAVAILABLE', `no ${ex.queue} replica is running (nothing answers ${subject})`, { cause: err, reason: ErrorReasons.NO_RESPONDERS });

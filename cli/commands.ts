@@ -229,6 +229,11 @@ export const COMMANDS = {
     run: (inv) => call(inv, API.vaultGet, { query: { ...vaultTarget(inv), name: arg(inv, 0, 'NAME') } }),
     text: (d) => String(d.value),
   }),
+  'vault versions': command({
+    usage: 'pier vault versions --user U --workspace W [--env E] NAME   (who wrote each version and when; never a value)',
+    run: (inv) => call(inv, API.vaultVersions, { query: { ...vaultTarget(inv), name: arg(inv, 0, 'NAME') } }),
+    text: (d) => table([['VERSION', 'AT', 'BY', 'SIZE'], ...d.versions.map((v) => [`${v.version}${v.current ? ' (current)' : ''}`, v.at, v.by, v.size === null ? '?' : `${v.size} B`])]),
+  }),
   'vault set': command({
     usage: 'pier vault set --user U --workspace W [--env E] NAME [--value-file FILE]   (the value from FILE, or standard input)',
     run: async (inv) => {

@@ -5,7 +5,7 @@ import type { RegistryCache } from '../../lib/state/registry-cache.js';
 import { open, seal } from '../../lib/crypto/secret-box.js';
 import { assertValid, compile } from '../../bus/validation.js';
 import type { DataKeys } from './data-keys.js';
-import { nameOf, scopeKey, secretKey, type SecretRecord, type VaultStore, type VaultWriter } from './store.js';
+import { nameOf, scopeKey, secretKey, sizeOf, SECRET_FORMAT, type SecretRecord, type VaultStore, type VaultWriter } from './store.js';
 import { parseAppId } from '../../bus/ids.js';
 
 export interface VaultDeps {
@@ -185,7 +185,8 @@ export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who:
       if (existing) throw new PierError('CONFLICT', `secret "${body.name}" already exists in ${env}`);
       const sealed = seal(deps.keys.getOrCreate(scope, w), Buffer.from(body.value as string, 'utf8'), valueContext(key));
       const at = now();
-      w.putSecret(key, { sealed, version: 1, createdAt: at, createdBy: who.app, updatedAt: at, updatedBy: who.app, history: [] });
+      const bytes = Buffer.byteLength(body.value as string, 'utf8');
+      w.putSecret(key, { ...SECRET_FORMAT, sealed, size: { version: 1, bytes }, version: 1, createdAt: at, createdBy: who.app, updatedAt: at, updatedBy: who.app, history: [] });
       deps.auditInWrite(w, entry('ok'));
       return { data: '', version: 1 };
     }
@@ -201,8 +202,10 @@ export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who:
     }
     const sealed = seal(deps.keys.getOrCreate(scope, w), Buffer.from(body.value as string, 'utf8'), valueContext(key));
     const version = existing.version + 1;
-    const history = [...existing.history, { version: existing.version, at: existing.updatedAt, by: existing.updatedBy }].slice(-100);
-    w.putSecret(key, { ...existing, sealed, version, updatedAt: now(), updatedBy: who.app, history });
+    const before = sizeOf(existing);
+    const history = [...existing.history, { version: existing.version, at: existing.updatedAt, by: existing.updatedBy, ...(before === undefined ? {} : { size: before }) }].slice(-100);
+    const bytes = Buffer.byteLength(body.value as string, 'utf8');
+    w.putSecret(key, { ...existing, ...SECRET_FORMAT, sealed, size: { version, bytes }, version, updatedAt: now(), updatedBy: who.app, history });
     deps.auditInWrite(w, entry('ok'));
     return { data: '', version };
   });

@@ -1,13 +1,13 @@
 import { PierError } from '../../bus/errors.js';
 import { OPERATOR_IN_AUDIT, type AuditEntry, type OperatorVaultAnswers, type OperatorVaultRequest, type SecretOp } from '../../bus/subjects.js';
 import { perform, type VaultDeps } from './handler.js';
-import { nameOf, scopeKey, secretKey } from './store.js';
+import { nameOf, scopeKey, secretKey, sizeOf } from './store.js';
 
 /** Who the audit log names for what the operator did. */
 export const OPERATOR = OPERATOR_IN_AUDIT;
 
 /**
- * `pier vault list|get|set|delete|purge` (the admin role, through the admin API): the same
+ * `pier vault list|get|set|delete|purge|versions` (the admin role, through the admin API): the same
  * operations as an app's, on one user's workspace, audited as the operator. `list` answers names
  * and versions only; a value is shown only by an explicit `get`. `set` creates or updates. `purge`
  * deletes every secret of the workspace in every env, with its data keys: what `uninstall --purge`
@@ -41,6 +41,14 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
     return { data: { purged: removed } };
   }
   if (req.name === undefined) throw new PierError('BAD_REQUEST', 'name: is required');
+  if (req.op === 'versions') {
+    const record = deps.store.secret(secretKey(scope, req.name));
+    if (!record) throw new PierError('NOT_FOUND', `secret "${req.name}" not found in ${env}`);
+    const current = { version: record.version, at: record.updatedAt, by: record.updatedBy, size: sizeOf(record) ?? null, current: true };
+    const earlier = record.history.map((v) => ({ version: v.version, at: v.at, by: v.by, size: v.size ?? null, current: false })).reverse();
+    deps.audit(entry('ListVersions')('ok'));
+    return { data: { name: req.name, env, version: record.version, versions: [current, ...earlier] } };
+  }
   const op: SecretOp = req.op === 'get' ? 'RetrieveSecret' : req.op === 'delete' ? 'DeleteSecret' : deps.store.secret(secretKey(scope, req.name)) ? 'UpdateSecret' : 'CreateSecret';
   if (req.op === 'set' && req.value === undefined) throw new PierError('BAD_REQUEST', 'value: is required');
   const body: Record<string, unknown> = { name: req.name, env, ...(req.value !== undefined ? { value: req.value } : {}) };

@@ -1,5 +1,5 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
-import { openRecords } from '../../lib/state/record-format.js';
+import { openRecords, type FormatSlot } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import { AUDIT_SCAN_MAX, auditMatches, type AuditEntry, type AuditPage, type AuditQuery } from '../../bus/subjects.js';
 import { DecodedCache } from './decoded-cache.js';
@@ -14,10 +14,24 @@ export interface SecretVersion {
   version: number;
   at: string;
   by: string;
+  /** The value's size in bytes (format 2; absent from a version written before it). */
+  size?: number;
 }
 
+/**
+ * The format this release writes secrets in (lib/state/record-format.ts): 2 adds `size`, which
+ * 0.2.0 reads past (it ignores fields it does not know), so `oldestReader` stays 1.
+ */
+export const SECRET_FORMAT = { format: 2, oldestReader: 1 } as const;
+
 /** A secret: its value sealed with its data key, and who wrote which version when (never a value). */
-export interface SecretRecord {
+export interface SecretRecord extends FormatSlot {
+  /**
+   * The current value's size in bytes, and the version it is the size of: a release before format 2
+   * keeps the field when it updates a record (it copies what it does not know), so a size is
+   * believed only for the version it names.
+   */
+  size?: { version: number; bytes: number };
   sealed: Uint8Array;
   version: number;
   createdAt: string;
@@ -34,6 +48,9 @@ const SEP = '\u0000';
 export const scopeKey = (user: string, workspace: string, env: string) => [user, workspace, env].join(SEP);
 export const secretKey = (scope: string, name: string) => `${scope}${SEP}${name}`;
 export const nameOf = (key: string) => key.slice(key.lastIndexOf(SEP) + 1);
+
+/** The current value's size in bytes, when the record knows it for its current version. */
+export const sizeOf = (record: SecretRecord): number | undefined => (record.size?.version === record.version ? record.size.bytes : undefined);
 
 /**
  * What the vault keeps, whatever keeps it (docs/operations.md "How writes stay correct" will add a replicated one): data

@@ -2,7 +2,7 @@ import { ask } from '../../bus/verbs.js';
 import { OLDEST_WIRE_VERSION, WIRE_VERSION } from '../../bus/envelope.js';
 import type { Bus } from '../../bus/bus.js';
 import { ErrorReasons, PierError } from '../../bus/errors.js';
-import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, FIRST_WIRE, OPERATOR_IN_AUDIT, type AuditQuery, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
+import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, FIRST_WIRE, OPERATOR_IN_AUDIT, OPERATOR_VAULT_OP_WIRE, type AuditQuery, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
 import type { AdminApi, AdminRouteName, AnswerOf, AppRow, AuditRow, ProviderRow, ReplicaRow } from './api.js';
 import type { LiveRouteName } from './live-api.js';
 import { AggregatorRegistry } from 'prom-client';
@@ -27,7 +27,7 @@ export interface AdminDeps {
   systemServer: () => string;
   roles: string[];
   /** Live processes by role, from their heartbeats. */
-  peers: Pick<Peers, 'alive' | 'signedBy' | 'mismatched'>;
+  peers: Pick<Peers, 'alive' | 'signedBy' | 'mismatched' | 'notSpeaking'>;
   /** Where the operator's changes are logged (admin action lines). */
   log?: Pick<Logger, 'info'>;
   /** The console's sessions (console-api.ts): a signed-in console may call the admin API too. */
@@ -112,8 +112,15 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
     if (op === 'set' && typeof body.value !== 'string') throw new PierError('BAD_REQUEST', 'value: must be a string');
     const name = req.params.name ?? q('name');
     const request = { op, user: q('user') ?? '', workspace: q('workspace') ?? '', ...(q('env') ? { env: q('env') } : {}), ...(name ? { name } : {}), ...(op === 'set' ? { value: body.value as string } : {}) };
+    // Past format 1 only when every live vault replica speaks it (docs/operations.md "Upgrading", rule 2).
+    const wire = OPERATOR_VAULT_OP_WIRE[op] ?? 1;
+    const behind = wire > 1 ? deps.peers.notSpeaking('vault', wire) : [];
+    if (behind.length > 0) {
+      const named = behind.map((p) => `${p.id} (Pier ${p.version ?? 'before 0.2.0'}, wire ${(p.wire ?? FIRST_WIRE).speaks})`).join(', ');
+      throw new PierError('UNAVAILABLE', `vault ${op} needs wire format ${wire}, which these vault processes do not speak yet: ${named}; finish the upgrade (docs/operations.md "Upgrading")`, { reason: ErrorReasons.UNSUPPORTED_VERSION });
+    }
     // The vault answers the shape of the operation asked (bus/subjects-vault.ts OperatorVaultAnswers).
-    return (await ask(deps.bus, vault.operator, request)).data as OperatorVaultAnswers[Op];
+    return (await ask(deps.bus, vault.operator, request, { wire })).data as OperatorVaultAnswers[Op];
   };
   const setState = (state: ProviderState) => async (req: HttpRequestData) => providerRow(await ask(deps.bus, registry.providerSetState, { name: req.params.name, state }));
 
@@ -206,6 +213,7 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
     vaultGet: (req) => vaultOp('get', req),
     vaultSet: (req) => vaultOp('set', req),
     vaultDelete: (req) => vaultOp('delete', req),
+    vaultVersions: (req) => vaultOp('versions', req),
 
     /** `pier state export`: every record of the registry and the vault, as NDJSON, streamed page by page. */
     stateExport: async () => {

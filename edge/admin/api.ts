@@ -133,6 +133,14 @@ export interface SecretValue {
   version: number;
 }
 
+/** `pier vault versions`: who wrote each version of a secret and when, newest first; never a value. */
+export interface SecretVersions {
+  name: string;
+  env: string;
+  version: number;
+  versions: Array<{ version: number; at: string; by: string; size: number | null; current: boolean }>;
+}
+
 export interface SecretSet {
   name: string;
   env: string;
@@ -371,6 +379,7 @@ export const ADMIN_API = {
   vaultDeleteByPath: route<SecretDeleted, undefined, VaultTarget>()('del', '/admin/v1/vault/secrets/:name'),
   // The same three, the name in the query: a URL collapses the names `.` and `..` (even as %2E) in a path.
   vaultGet: route<SecretValue, undefined, VaultTarget & { name: string }>()('get', '/admin/v1/vault/secret', true),
+  vaultVersions: route<SecretVersions, undefined, VaultTarget & { name: string }>()('get', '/admin/v1/vault/versions'),
   vaultSet: route<SecretSet, { value: string }, VaultTarget & { name: string }>()('put', '/admin/v1/vault/secret'),
   vaultDelete: route<SecretDeleted, undefined, VaultTarget & { name: string }>()('del', '/admin/v1/vault/secret'),
   rotateMasterKey: route<Rotated>()('post', '/admin/v1/vault/rotate-master-key'),

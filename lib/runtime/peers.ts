@@ -132,6 +132,14 @@ export class Peers {
     return this.aliveBeats(role).map(({ key: _k, roleKeys: _r, ...info }) => info);
   }
 
+  /**
+   * Live processes of `role` that do not speak wire format `version`: a sender writes that format
+   * to the role only when this is empty (docs/operations.md "Upgrading", rule 2).
+   */
+  notSpeaking(role: string, version: number): ProcessInfo[] {
+    return this.alive(role).filter((p) => (p.wire ?? FIRST_WIRE).speaks < version);
+  }
+
   onDeath(listener: (peer: ProcessInfo) => void): () => void {
     this.deathListeners.add(listener);
     return () => this.deathListeners.delete(listener);

@@ -18,8 +18,8 @@ export const RECORD_FORMATS = {
   registry: 1,
   /** Upload records (LMDB and the upload log). */
   upload: 1,
-  /** A vault secret: its sealed value and its history of versions. */
-  vaultSecret: 1,
+  /** A vault secret: its sealed value and its history of versions. 2: sizes (readable by 1). */
+  vaultSecret: 2,
   /** A scope's data key, wrapped by the master key. */
   vaultDataKey: 1,
   /** Vault audit entries. */

@@ -55,6 +55,31 @@ test.serial('set from a file, the app reads it; list shows no value; get does; d
   t.false(pier.logs.includes(value), 'the value is in no log line');
 });
 
+test.serial('versions: who wrote each one, when and its size, newest first; never a value; audited; a missing secret is 404', async (t) => {
+  // A workspace of its own: the tests after this one count what is in `chat`.
+  const elsewhere = ['--user', 'alice', '--workspace', 'notes'];
+  const values = ['first', 'second value', `third-${randomBytes(8).toString('hex')}`];
+  for (const v of values) {
+    writeFileSync(join(dir, 'value.txt'), v);
+    t.is((await cli(['vault', 'set', ...elsewhere, '--env', 'staging', 'token', '--value-file', join(dir, 'value.txt')], env)).code, 0);
+  }
+  const listed = await cliJson('vault versions', [...elsewhere, '--env', 'staging', 'token'], env);
+  t.is(listed.code, 0, listed.stderr);
+  t.like(listed.json, { name: 'token', env: 'staging', version: 3 });
+  t.deepEqual(
+    listed.json.versions.map((v) => [v.version, v.by, v.size, v.current]),
+    [[3, '(operator)', Buffer.byteLength(values[2]), true], [2, '(operator)', 12, false], [1, '(operator)', 5, false]],
+  );
+  t.true(listed.json.versions.every((v) => !Number.isNaN(Date.parse(v.at))));
+  const text = await cli(['vault', 'versions', ...elsewhere, '--env', 'staging', 'token'], env);
+  t.regex(text.stdout, /^VERSION\s+AT\s+BY\s+SIZE\n3 \(current\)\s/);
+  for (const v of values) t.false(text.stdout.includes(v) || listed.stdout.includes(v), 'no value in the listing');
+  const missing = await cli(['vault', 'versions', ...elsewhere, '--env', 'staging', 'nope'], env);
+  t.is(missing.code, 5, missing.stderr);
+  const audit = await cliJson('vault audit', ['--user', 'alice', '--op', 'ListVersions'], env);
+  t.true(audit.json.some((e) => e.app === '(operator)' && e.name === 'token' && e.outcome === 'ok'));
+});
+
 test.serial('purge removes every secret of the workspace in every env (what a plain uninstall kept)', async (t) => {
   writeFileSync(join(dir, 'v.txt'), 'x');
   for (const e of ['prod', 'dev']) t.is((await cli(['vault', 'set', ...target, '--env', e, 'key', '--value-file', join(dir, 'v.txt')], env)).code, 0);

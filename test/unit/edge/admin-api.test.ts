@@ -154,3 +154,21 @@ test('master key rotation rewraps the vault then reseals the registry, and repor
   t.deepEqual((await admin.rotateMasterKey(request({ headers: auth, method: 'post' }))).json, { code: 0, message: 'success', data: { rewrappedDataKeys: 4, resealedAppSecrets: 2, rewrapped_data_keys: 4, resealed_app_secrets: 2 } });
   t.deepEqual(order, ['vault', 'registry']);
 });
+
+test('hostile: vault versions (wire format 2) is not sent while a vault replica speaks only format 1: 503 naming it; sent once all speak it', async (t) => {
+  const bus = stubBus(t);
+  let vaultProcesses = [{ id: 'vault-old', roles: ['vault'], version: '0.2.0', wire: { speaks: 1, oldest: 1 } }];
+  const peers = { alive: () => [], signedBy: () => undefined, mismatched: () => [], notSpeaking: (role: string, v: number) => (role === 'vault' ? vaultProcesses.filter((p) => p.wire.speaks < v) : []) };
+  const deps = { bus, adminToken: TOKEN, systemServer: () => '10.0.0.1:40080', roles: [], peers, cache: {}, log: { info: () => undefined } } as unknown as AdminDeps;
+  const admin = envelopedAll(deps, adminAnswers(deps));
+  const asked = responder(bus, vault.operator, () => ({ data: { name: 'k', env: 'prod', version: 1, versions: [] } }));
+  const query = new URLSearchParams({ user: 'alice', workspace: 'chat', name: 'k' });
+  const refused = await refusal(t, () => admin.vaultVersions(request({ headers: auth, query })));
+  t.is(refused.code, 'UNAVAILABLE');
+  t.regex(refused.message, /^vault versions needs wire format 2, which these vault processes do not speak yet: vault-old \(Pier 0\.2\.0, wire 1\); finish the upgrade/);
+  t.is(asked.length, 0, 'nothing was sent in a format a live replica would refuse');
+  t.is((await admin.vaultList(request({ headers: auth, query }))).status, 200, 'format-1 operations go on meanwhile');
+  vaultProcesses = [];
+  t.is((await admin.vaultVersions(request({ headers: auth, query }))).status, 200);
+  t.like(asked.at(-1), { op: 'versions', name: 'k' });
+});

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { open } from 'lmdb';
-import { LmdbVaultStore, scopeKey, secretKey } from '../../../actors/vault/store.js';
+import { LmdbVaultStore, scopeKey, secretKey, sizeOf } from '../../../actors/vault/store.js';
 import { ErrorReasons } from '../../../bus/errors.js';
 import { AppliedSequence } from '../../../lib/state/applied-sequence.js';
 import { neededReader, readable, RecordFormatError, RECORD_FORMATS } from '../../../lib/state/record-format.js';
@@ -55,4 +55,11 @@ test('a copy stopped at a record it cannot read refuses who waits past it, now a
   t.is(await t.throwsAsync(waiting), why);
   t.is(await t.throwsAsync(seq.reached(4, 60_000)), why);
   await t.notThrowsAsync(seq.reached(3), 'what was applied stays read');
+});
+
+test('a size is believed only for the version it names: a release before sizes that updates a record keeps the old field, and it is not shown', (t) => {
+  const base = { sealed: new Uint8Array(), createdAt: '', createdBy: 'a', updatedAt: '', updatedBy: 'a', history: [] };
+  t.is(sizeOf({ ...base, version: 3, size: { version: 3, bytes: 12 } }), 12);
+  t.is(sizeOf({ ...base, version: 4, size: { version: 3, bytes: 12 } }), undefined, 'written by 0.2.0 after a rollback: version 4, size of 3');
+  t.is(sizeOf({ ...base, version: 1 }), undefined);
 });
