@@ -323,11 +323,20 @@ export const COMMANDS = {
         ...(d.mismatched ?? []).map((m) => `MISMATCH: ${m.roles.join(',')} process ${m.id} (Pier ${m.version ?? 'older than 0.2'}, wire ${m.wire.oldest}-${m.wire.speaks}) shares no wire format with this admin (wire ${d.wire.oldest}-${d.wire.speaks}): nothing is routed to it; upgrade one release at a time`),
         `registry revision: ${d.registry.revision}${d.registry.fresh ? '' : ' (stale)'}`,
         `connections: ${d.connections}, uploads in progress: ${d.uploads}`,
+        ...versionsLine(d.replicas),
         'replicas:',
-        ...d.replicas.map((r) => `  ${r.id}  ${r.roles.join(',')}  since ${r.startedAt}`),
+        ...d.replicas.map((r) => `  ${r.id}  ${r.roles.join(',')}  Pier ${r.version ?? 'before 0.2.0'} (wire ${r.wire.oldest}-${r.wire.speaks})  since ${r.startedAt}`),
       ].join('\n'),
   }),
 } satisfies Record<string, Command>;
+
+/** During a rolling upgrade (more than one release running), how many processes run each: one line. */
+function versionsLine(replicas: ReadonlyArray<{ version?: string }>): string[] {
+  const count = new Map<string, number>();
+  for (const r of replicas) count.set(r.version ?? 'before 0.2.0', (count.get(r.version ?? 'before 0.2.0') ?? 0) + 1);
+  if (count.size < 2) return [];
+  return [`versions: ${[...count].map(([v, n]) => `Pier ${v} × ${n}`).join(', ')} (a rolling upgrade in progress, or one left half done)`];
+}
 
 /** The commands by their words, for lookups by what was typed. */
 export const COMMAND_TABLE: Readonly<Record<string, Command | undefined>> = COMMANDS;

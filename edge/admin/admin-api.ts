@@ -296,7 +296,7 @@ function providerRow(p: ProviderView): ProviderRow {
 }
 
 function replicaRow(info: ProcessInfo, counters: Record<string, number>, endpoints: Record<string, EndpointStats> | undefined): ReplicaRow {
-  const row: ReplicaRow = { id: info.id, busId: info.busId, roles: info.roles, pid: info.pid, host: info.host, startedAt: info.startedAt, ...(info.version === undefined ? {} : { version: info.version }), counters };
+  const row: ReplicaRow = { id: info.id, busId: info.busId, roles: info.roles, pid: info.pid, host: info.host, startedAt: info.startedAt, ...(info.version === undefined ? {} : { version: info.version }), wire: info.wire ?? FIRST_WIRE, counters };
   return endpoints && Object.keys(endpoints).length > 0 ? { ...row, endpoints } : row;
 }
 

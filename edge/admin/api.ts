@@ -191,6 +191,8 @@ export interface ReplicaRow {
   host: string;
   startedAt: string;
   version?: string;
+  /** The wire formats it speaks (docs/operations.md "Upgrading"); a process before 0.2.0 says none: 1 to 1. */
+  wire: { speaks: number; oldest: number };
   counters: Record<string, number>;
   /** Its actor endpoints' figures by `<role>.<endpoint>`; absent for a process that serves none. */
   endpoints?: Record<string, EndpointRow>;
