@@ -4,6 +4,7 @@ import './byte-stream.test.js';
 import './channel-errors.test.js';
 import './errors.test.js';
 import './ids.test.js';
+import './wire-format.test.js';
 import './memory-routes.test.js';
 import './permissions.test.js';
 import './seal.test.js';
