@@ -7,13 +7,13 @@ import { pierEnv } from '../test/helpers/pier.js';
 import { SecureBus } from '../test/helpers/secure-bus.js';
 import { KEYRING_ROLES } from '../lib/config/config.js';
 import { until } from '../test/helpers/wait.js';
-import { ChaosProcess } from './processes.js';
+import { ChaosProcess, THIS_BUILD, type Build } from './processes.js';
 
 /** The listeners haproxy balances over the edges, by the name of their port in Pier's config. */
 const BALANCED = ['public', 'system', 'local', 'upload'] as const;
 export type Balanced = (typeof BALANCED)[number];
 
-/** Two replicas of every actor role, each its own process with its own role identity. */
+/** Every actor role, each replica its own process with its own role identity. */
 const ACTOR_ROLES = ['registry', 'token', 'provider', 'vault', 'callback', 'upload'] as const;
 
 export interface ClusterOptions {
@@ -22,14 +22,20 @@ export interface ClusterOptions {
   peerDeadMs: number;
   /** Extra environment for every Pier process. */
   env?: Record<string, string>;
+  /** Replicas of each actor role (2, the production shape, unless told; the admin is one, the edges two). */
+  replicas?: 1 | 2;
+  /** The build every process starts on (this checkout's unless told). */
+  build?: Build;
+  /** The edges' PIER_DRAIN_MS (0: none): /readyz answers 503 that long before they stop on SIGTERM. */
+  edgeDrainMs?: number;
 }
 
 /**
  * The production shape as local processes (the issue's chaos cluster): a 3-node NATS cluster with
  * JetStream, every client authenticated with its role's identity of `pier bus init` over TLS;
  * `PIER_STATE=jetstream` with three copies; two replicas of every actor role; one admin; two edges
- * behind haproxy (Debian's package, configured as deploy/haproxy.cfg, with fast health checks so a
- * killed edge leaves the pool within a second). Upload replicas share one upload root, as on one host.
+ * behind haproxy (Debian's package, configured as deploy/haproxy.cfg, with fast HTTP checks of
+ * /readyz so a killed or draining edge leaves the pool within a second). Upload replicas share one upload root, as on one host.
  */
 export class ChaosCluster {
   readonly processes = new Map<string, ChaosProcess>();
@@ -70,18 +76,22 @@ export class ChaosCluster {
         const keyring = roles.split(',').some((r) => (KEYRING_ROLES as readonly string[]).includes(r));
         const trust = keyring ? {} : { PIER_MASTER_KEY: '', ...bus.anchorEnv(cluster.secrets.PIER_MASTER_KEY) };
         const env = pierEnv(join(dir, name), { ...shared, ...bus.envFor(identity), ...ports, ...trust });
-        const p = new ChaosProcess(name, roles, env, (proc, code, signal, tail) => {
+        const drain: Record<string, string> = roles === 'edge' && options.edgeDrainMs ? { PIER_DRAIN_MS: String(options.edgeDrainMs) } : {};
+        const p = new ChaosProcess(name, roles, { ...env, ...drain }, (proc, code, signal, tail) => {
           cluster.unexpectedExits.push({ name: proc.name, code, signal, tail: tail.slice(-4000) });
           onUnexpectedExit(proc.name, code, signal);
         }, join(dir, `${name}.log`));
+        p.build = options.build ?? THIS_BUILD;
         cluster.processes.set(name, p);
         return p;
       };
       // The registry first (the others read it), then every other replica at once.
-      const registries = [await add('registry-1', 'registry', 'registry', []), await add('registry-2', 'registry', 'registry', [])];
+      const replicas = Array.from({ length: options.replicas ?? 2 }, (_, i) => i + 1);
+      const registries: ChaosProcess[] = [];
+      for (const i of replicas) registries.push(await add(`registry-${i}`, 'registry', 'registry', []));
       await Promise.all(registries.map((p) => p.start()));
       const others: ChaosProcess[] = [];
-      for (const role of ACTOR_ROLES.filter((r) => r !== 'registry')) for (const i of [1, 2]) others.push(await add(`${role}-${i}`, role, role, []));
+      for (const role of ACTOR_ROLES.filter((r) => r !== 'registry')) for (const i of replicas) others.push(await add(`${role}-${i}`, role, role, []));
       others.push(await add('admin', 'admin', 'admin', ['admin']));
       for (const i of [1, 2]) others.push(await add(`edge-${i}`, 'edge', 'edge', [...BALANCED]));
       await Promise.all(others.map((p) => p.start()));
@@ -123,11 +133,18 @@ export class ChaosCluster {
       '  timeout connect 2s',
       '  timeout client 1h',
       '  timeout server 1h',
-      // A killed edge leaves the pool after two failed checks half a second apart; a new
-      // connection that hits it before then is sent to the other (redispatch).
+      // An edge leaves the pool after two failed checks (half a second, then a quarter, apart); a new
+      // connection that hits a killed one before then is sent to the other (redispatch). The check
+      // is HTTP, of /readyz (every balanced listener answers it), so a draining edge, whose /readyz
+      // answers 503 while its listeners still serve, leaves the pool before they close; connections
+      // already open stay (haproxy ends no session of a server marked down). HTTP/1.1 with a Host:
+      // the edge (uWS) leaves a bare `option httpchk GET /readyz` (HTTP/1.0) unanswered.
       '  option redispatch',
       '  retries 2',
-      '  default-server check inter 500 fall 2 rise 1',
+      '  option httpchk',
+      '  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost',
+      '  http-check expect status 200',
+      '  default-server check inter 500 fastinter 250 fall 2 rise 1',
       ...BALANCED.flatMap((l) => [
         `frontend ${l}`,
         `  bind 127.0.0.1:${this.front[l]}`,

@@ -30,13 +30,18 @@ export class History {
   private ids = 0;
   private readonly out: WriteStream;
   readonly lines: HistoryLine[] = [];
+  /**
+   * Fields every line carries from now on (an upgrade stamps the cluster's build phase on each
+   * operation, so the history shows on which build a write was acknowledged and a read answered).
+   */
+  private stamp: Record<string, unknown> = {};
 
   constructor(readonly path: string) {
     this.out = createWriteStream(path, { flags: 'w' });
   }
 
   private write(line: Omit<HistoryLine, 't' | 'n'>): void {
-    const full = { t: Date.now(), n: this.n++, ...line } as HistoryLine;
+    const full = { t: Date.now(), n: this.n++, ...this.stamp, ...line } as HistoryLine;
     this.lines.push(full);
     this.out.write(`${JSON.stringify(full)}\n`);
   }
@@ -62,6 +67,11 @@ export class History {
 
   info(kind: string, op: string, fields: Record<string, unknown> = {}): void {
     this.write({ kind, phase: 'info', op, id: `${kind}-info-${++this.ids}`, ...fields });
+  }
+
+  /** Stamps `fields` on every line written after this (replacing the previous stamp). */
+  setStamp(fields: Record<string, unknown>): void {
+    this.stamp = { ...fields };
   }
 
   close(): Promise<void> {

@@ -3,10 +3,17 @@ import { createWriteStream, readFileSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from '../test/helpers/pier.js';
 
-const BIN = join(ROOT, 'bin', 'pier.js');
+/** This checkout's build: what a process runs unless told another (an upgrade runs two). */
+export const THIS_BUILD: Build = { name: 'this', bin: join(ROOT, 'bin', 'pier.js') };
 /** What a process's output is kept of (its last lines, for a failure's report): bounded. */
 const TAIL_BYTES = 16 * 1024;
 const READY_MS = 60_000;
+
+/** A build of Pier a process can run: a name for the history, and its `bin/pier.js`. */
+export interface Build {
+  name: string;
+  bin: string;
+}
 
 /**
  * One Pier process of the chaos cluster: started, killed, paused and started again on the same
@@ -20,6 +27,8 @@ export class ChaosProcess {
   private expectingExit = false;
   paused = false;
   ports: Record<string, number> | null = null;
+  /** What the next start runs; switched between a stop and a start (a rolling upgrade). */
+  build: Build = THIS_BUILD;
 
   /** Everything the process wrote, across its restarts (for reading a failure afterwards); null: not kept. */
   private readonly log: WriteStream | null;
@@ -52,9 +61,9 @@ export class ChaosProcess {
     this.expectingExit = false;
     this.paused = false;
     this.tail = '';
-    const proc = spawn(process.execPath, [BIN, 'start', '--roles', this.roles], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [this.build.bin, 'start', '--roles', this.roles], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
     this.proc = proc;
-    this.log?.write(`--- start ${new Date().toISOString()}\n`);
+    this.log?.write(`--- start ${new Date().toISOString()} (build ${this.build.name})\n`);
     const keep = (d: Buffer) => {
       this.tail = (this.tail + d.toString()).slice(-TAIL_BYTES);
       this.log?.write(d);

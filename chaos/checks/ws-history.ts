@@ -38,6 +38,8 @@ export interface Client {
   endedAt?: number;
   /** The code of its close (answered) or of the break. */
   endCode?: number;
+  /** When its connection was closed under it (a `break`), if it was. */
+  brokenAt?: number;
 }
 
 /** A window during which an edge process may lose a connection's unsettled events. */
@@ -64,7 +66,9 @@ export interface Parsed {
  * overwrites the line's own `kind: 'fault'`, so they are told by their op and target too.
  */
 const FAULT_KINDS = ['fault', 'kill -9', 'drain', 'pause', 'nats restart'];
-const isFault = (l: HistoryLine) => l.kind === 'fault' || (FAULT_KINDS.includes(l.kind) && (l.op === 'down' || l.op === 'healed') && typeof l.target === 'string');
+/** A rolling upgrade's step (chaos/rolling.ts) stops its process as a drain does: read as one. */
+const isUpgradeStop = (l: HistoryLine) => l.kind === 'upgrade' && (l.op === 'drain' || l.op === 'down') && typeof l.target === 'string';
+const isFault = (l: HistoryLine) => l.kind === 'fault' || isUpgradeStop(l) || (FAULT_KINDS.includes(l.kind) && (l.op === 'down' || l.op === 'healed') && typeof l.target === 'string');
 
 const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
@@ -133,6 +137,7 @@ export function parse(lines: readonly HistoryLine[]): Parsed {
         c.endedAt = l.t;
         c.endCode = num(l.code);
       } else if (l.op === 'break') {
+        c.brokenAt ??= l.t;
         c.endedAt ??= l.t;
         c.endCode ??= num(l.code);
       }

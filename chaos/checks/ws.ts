@@ -1,6 +1,7 @@
 import type { HistoryLine } from '../history.js';
 import type { Verdict } from '../workload.js';
 import { parse, type Arrival, type Client, type Conn, type LossWindow, type Parsed } from './ws-history.js';
+import { checkWsUpgrade, hasUpgrade } from './ws-upgrade.js';
 
 /**
  * The gateway's delivery contract (docs/protocol.md "Callbacks to the app", docs/gateway.md "The
@@ -178,5 +179,7 @@ export function checkWs(lines: readonly HistoryLine[]): Verdict[] {
     { check: 'ws: every callback is signed with the app\'s callback key (derived from its secret)', checked: conns.reduce((n, c) => n + c.all.length, 0), anomalies: signed },
     // Not a property: the counts a reader needs to judge how much the run exercised.
     { check: `ws: (info) lost to edge faults: ${excused} clients; unnamed conns: ${unnamed}; redelivered after close: ${redeliveredAfterClose}`, checked: opened.length, anomalies: [] },
+    // A rolling upgrade holds a stricter rule than faults do: only the edge being replaced closes connections.
+    ...(hasUpgrade(lines) ? checkWsUpgrade(lines, p) : []),
   ];
 }

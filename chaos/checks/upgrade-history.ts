@@ -1,0 +1,126 @@
+import type { HistoryLine } from '../history.js';
+
+/**
+ * A rolling upgrade's history read back (the steps chaos/rolling.ts writes, the requests every
+ * workload records), for the upgrade checker and the run's report. Nothing of Pier is imported.
+ */
+export interface StepRecord {
+  step: number;
+  roll: string;
+  target: string;
+  roles: string;
+  from: string;
+  to: string;
+  startedAt: number;
+  downAt?: number;
+  readyAt?: number;
+  readyMs?: number;
+  endedAt?: number;
+  startFailures: string[];
+}
+
+/** One request a workload made: its invocation and outcome. */
+export interface Request {
+  kind: string;
+  op: string;
+  id: string;
+  invokedAt: number;
+  endedAt: number;
+  outcome: 'ok' | 'fail' | 'unknown';
+  status?: number;
+  /** What a retry of it is recognised by (the upload's file, the ws slot, the carry key). */
+  lane?: string;
+  /** The cluster's build phase when it was invoked (the history's stamp). */
+  build?: string;
+}
+
+export function readSteps(lines: readonly HistoryLine[]): StepRecord[] {
+  const steps = new Map<number, StepRecord>();
+  for (const l of lines) {
+    if (l.kind !== 'upgrade' || typeof l.step !== 'number') continue;
+    if (l.op === 'step') {
+      steps.set(l.step, { step: l.step, roll: String(l.roll), target: String(l.target), roles: String(l.roles), from: String(l.from), to: String(l.to), startedAt: l.t, startFailures: [] });
+      continue;
+    }
+    const s = steps.get(l.step);
+    if (!s) continue;
+    if (l.op === 'down') s.downAt = l.t;
+    else if (l.op === 'ready') {
+      s.readyAt = l.t;
+      s.readyMs = Number(l.readyMs);
+    } else if (l.op === 'start failed') s.startFailures.push(`attempt ${String(l.attempt)}: ${String(l.error).slice(0, 200)}`);
+    else if (l.op === 'step end') s.endedAt = l.t;
+  }
+  return [...steps.values()].sort((a, b) => a.step - b.step);
+}
+
+/** The workloads whose requests are judged, and what identifies a retry of one. */
+const LANE: Record<string, (invoke: HistoryLine) => string | undefined> = {
+  vault: () => undefined,
+  users: () => undefined,
+  upload: (l) => (typeof l.file === 'string' ? `file ${l.file}` : undefined),
+  ws: (l) => (l.op === 'connect' && typeof l.slot === 'number' ? `slot ${l.slot}` : undefined),
+  carry: (l) => (l.op === 'create' && typeof l.key === 'string' ? `key ${l.key}` : undefined),
+};
+
+export function readRequests(lines: readonly HistoryLine[]): Request[] {
+  const invokes = new Map<string, HistoryLine>();
+  const out: Request[] = [];
+  for (const l of lines) {
+    if (!(l.kind in LANE)) continue;
+    if (l.phase === 'invoke') invokes.set(l.id, l);
+    else if (l.phase === 'ok' || l.phase === 'fail' || l.phase === 'unknown') {
+      const inv = invokes.get(l.id);
+      if (!inv) continue;
+      invokes.delete(l.id);
+      out.push({
+        kind: l.kind,
+        op: l.op,
+        id: l.id,
+        invokedAt: inv.t,
+        endedAt: l.t,
+        outcome: l.phase,
+        ...(typeof l.status === 'number' ? { status: l.status } : {}),
+        ...(LANE[l.kind](inv) === undefined ? {} : { lane: LANE[l.kind](inv) }),
+        ...(typeof inv.build === 'string' ? { build: inv.build } : {}),
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * A request the platform failed (not one it refused on its merits): no answer, a deadline, a 5xx,
+ * a 429. Every workload records those as `unknown` (or, 429, `fail`); a 4xx refusal is the
+ * workloads' checkers' to judge (a revoked token refused is the point).
+ */
+export function failed(r: Request): boolean {
+  return r.outcome === 'unknown' || (r.status !== undefined && (r.status >= 500 || r.status === 429));
+}
+
+/**
+ * Whether a later request on the same lane succeeded: the retry the workload made absorbed it. Only
+ * the upload (per file, and its `completed`), ws connects (per slot) and carry creates (per key)
+ * retry; vault and users requests are sent once and have no lane.
+ */
+export function absorbed(r: Request, all: readonly Request[], completedFiles: ReadonlySet<string>): boolean {
+  if (r.lane === undefined) return false;
+  if (r.kind === 'upload') return completedFiles.has(r.lane);
+  return all.some((o) => o.lane === r.lane && o.kind === r.kind && o.invokedAt >= r.endedAt && (o.outcome === 'ok' || (r.kind === 'carry' && o.status === 409)));
+}
+
+export function completedUploads(lines: readonly HistoryLine[]): Set<string> {
+  return new Set(lines.filter((l) => l.kind === 'upload' && l.op === 'completed').map((l) => `file ${String(l.file)}`));
+}
+
+/** The roles a request passes through (its edge, and the actors behind it): what may fail it while replaced. */
+export function rolesOf(r: Request): string[] {
+  if (r.kind === 'vault' || r.kind === 'carry') return ['edge', 'vault'];
+  if (r.kind === 'upload') return ['edge', 'upload'];
+  if (r.kind === 'ws') return ['edge'];
+  if (r.op === 'probe') return ['edge'];
+  if (r.op === 'access probe') return ['edge', 'vault'];
+  // The token actor asks the registry for the app's credentials (pier.registry.app.credentials).
+  if (r.op === 'access' || r.op === 'old key') return ['edge', 'token', 'registry'];
+  return ['admin', 'registry'];
+}

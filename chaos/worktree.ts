@@ -1,0 +1,94 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT } from '../test/helpers/pier.js';
+import type { Build } from './processes.js';
+
+/**
+ * The previous release, built beside this checkout: a detached git worktree of its commit under the
+ * run's folder, its dependencies, its three tsc passes. node_modules is reused when the two lockfiles
+ * are byte for byte the same, as a hard-link copy (`cp -al`): a symlink would make Node resolve the
+ * packages' real paths into this checkout, and the SDK (a `file:` link, relative) must resolve to the
+ * worktree's own. Otherwise `npm ci`, which a run pays once. "The same" ignores the root package's
+ * own version (the lockfile repeats package.json's): every release and every `-dev` bump changes
+ * it, and it installs nothing.
+ */
+export interface Worktree {
+  build: Build;
+  root: string;
+  commit: string;
+  /** Whether node_modules was reused (lockfiles identical) or installed. */
+  reused: boolean;
+  /** Wall time of the whole preparation (checkout, dependencies, build). */
+  ms: number;
+}
+
+function run(cmd: string, args: string[], cwd: string): string {
+  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (r.status !== 0) throw new Error(`\`${cmd} ${args.join(' ')}\` in ${cwd} failed (${r.status ?? r.signal}): ${`${r.stderr ?? ''}${r.stdout ?? ''}`.slice(-3000)}`);
+  return r.stdout;
+}
+
+/**
+ * The commit to upgrade from: `--from` when given, else releases.json's `previous.commit` (the file the
+ * release names its predecessor in); with neither, an error saying so.
+ */
+export function previousRelease(from: string | undefined): { commit: string; label: string } {
+  const ref = from ?? readReleases();
+  const commit = run('git', ['rev-parse', '--verify', `${ref}^{commit}`], ROOT).trim();
+  return { commit, label: from === undefined ? `release ${ref}` : ref };
+}
+
+function readReleases(): string {
+  const path = join(ROOT, 'releases.json');
+  if (!existsSync(path)) throw new Error('no releases.json names the previous release: give --from <commit> (e.g. --from HEAD for identical builds)');
+  const json = JSON.parse(readFileSync(path, 'utf8')) as { previous?: { commit?: unknown } };
+  const commit = json.previous?.commit;
+  if (typeof commit !== 'string' || !/^[0-9a-f]{40}$/.test(commit)) throw new Error(`releases.json: previous.commit is not a 40-hex commit: ${JSON.stringify(commit)}`);
+  return commit;
+}
+
+export function buildWorktree(commit: string, dir: string, log: (m: string) => void): Worktree {
+  const started = Date.now();
+  const root = join(dir, 'from');
+  run('git', ['worktree', 'add', '--detach', root, commit], ROOT);
+  const same = existsSync(join(root, 'package-lock.json')) && sameDependencies(readFileSync(join(root, 'package-lock.json')), readFileSync(join(ROOT, 'package-lock.json')));
+  if (same) {
+    log(`worktree ${commit.slice(0, 12)}: lockfiles identical, node_modules hard-linked`);
+    run('cp', ['-al', join(ROOT, 'node_modules'), join(root, 'node_modules')], ROOT);
+  } else {
+    log(`worktree ${commit.slice(0, 12)}: lockfiles differ, npm ci`);
+    run('npm', ['ci', '--no-audit', '--no-fund'], root);
+  }
+  // The three passes of its own `npm run build` (whatever its package.json says, its tsc).
+  log(`worktree ${commit.slice(0, 12)}: building`);
+  run('npm', ['run', 'build'], root);
+  const bin = join(root, 'bin', 'pier.js');
+  if (!existsSync(bin)) throw new Error(`worktree ${commit}: no bin/pier.js after the build`);
+  return { build: { name: `from ${commit.slice(0, 12)}`, bin }, root, commit, reused: same, ms: Date.now() - started };
+}
+
+/** Two lockfiles install the same tree: equal bytes, or equal but for the root package's version. */
+export function sameDependencies(a: Buffer, b: Buffer): boolean {
+  if (a.equals(b)) return true;
+  const strip = (bytes: Buffer): string | null => {
+    try {
+      const lock = JSON.parse(bytes.toString('utf8')) as { version?: unknown; packages?: Record<string, { version?: unknown }> };
+      delete lock.version;
+      if (lock.packages?.['']) delete lock.packages[''].version;
+      return JSON.stringify(lock);
+    } catch {
+      return null;
+    }
+  };
+  const x = strip(a);
+  return x !== null && x === strip(b);
+}
+
+/** Removes the worktree (and git's record of it), whatever state it is in; never throws. */
+export function removeWorktree(root: string): string | null {
+  const r = spawnSync('git', ['worktree', 'remove', '--force', root], { cwd: ROOT, encoding: 'utf8' });
+  if (r.status === 0) return null;
+  spawnSync('git', ['worktree', 'prune'], { cwd: ROOT });
+  return `git worktree remove ${root}: ${r.stderr.trim()}`;
+}
