@@ -34,18 +34,18 @@ function run(cmd: string, args: string[], cwd: string): string {
  * release names its predecessor in); with neither, an error saying so.
  */
 export function previousRelease(from: string | undefined): { commit: string; label: string } {
-  const ref = from ?? readReleases();
-  const commit = run('git', ['rev-parse', '--verify', `${ref}^{commit}`], ROOT).trim();
-  return { commit, label: from === undefined ? `release ${ref}` : ref };
+  const named = from === undefined ? readReleases() : { commit: from, version: from };
+  const commit = run('git', ['rev-parse', '--verify', `${named.commit}^{commit}`], ROOT).trim();
+  return { commit, label: from === undefined ? `release ${named.version}` : from };
 }
 
-function readReleases(): string {
+function readReleases(): { commit: string; version: string } {
   const path = join(ROOT, 'releases.json');
   if (!existsSync(path)) throw new Error('no releases.json names the previous release: give --from <commit> (e.g. --from HEAD for identical builds)');
-  const json = JSON.parse(readFileSync(path, 'utf8')) as { previous?: { commit?: unknown } };
+  const json = JSON.parse(readFileSync(path, 'utf8')) as { previous?: { commit?: unknown; version?: unknown } };
   const commit = json.previous?.commit;
   if (typeof commit !== 'string' || !/^[0-9a-f]{40}$/.test(commit)) throw new Error(`releases.json: previous.commit is not a 40-hex commit: ${JSON.stringify(commit)}`);
-  return commit;
+  return { commit, version: String(json.previous?.version ?? commit.slice(0, 12)) };
 }
 
 export function buildWorktree(commit: string, dir: string, log: (m: string) => void): Worktree {
