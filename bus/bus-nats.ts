@@ -96,7 +96,7 @@ export class NatsBus implements Bus {
         }
       },
     });
-    return { subject, unsubscribe: () => sub.unsubscribe() };
+    return { subject, unsubscribe: () => sub.unsubscribe(), drain: () => sub.drain() };
   }
 
   async request(subject: string, data: Uint8Array, options: RequestOptions): Promise<BusMessage> {

@@ -69,6 +69,11 @@ export interface SubscribeOptions {
 export interface Subscription {
   readonly subject: string;
   unsubscribe(): void;
+  /**
+   * Ends interest and hands over what the server already sent before that (a queue group's
+   * requests routed here just before the stop), then resolves; absent: unsubscribe loses nothing.
+   */
+  drain?(): Promise<void>;
 }
 
 export interface PublishOptions {

@@ -76,7 +76,7 @@ export class ChaosCluster {
         const keyring = roles.split(',').some((r) => (KEYRING_ROLES as readonly string[]).includes(r));
         const trust = keyring ? {} : { PIER_MASTER_KEY: '', ...bus.anchorEnv(cluster.secrets.PIER_MASTER_KEY) };
         const env = pierEnv(join(dir, name), { ...shared, ...bus.envFor(identity), ...ports, ...trust });
-        const drain: Record<string, string> = roles === 'edge' && options.edgeDrainMs ? { PIER_DRAIN_MS: String(options.edgeDrainMs) } : {};
+        const drain: Record<string, string> = roles === 'edge' && options.edgeDrainMs ? { PIER_DRAIN_MS: String(options.edgeDrainMs), PIER_STOP_TIMEOUT_MS: String(options.edgeDrainMs + 8_000) } : {};
         const p = new ChaosProcess(name, roles, { ...env, ...drain }, (proc, code, signal, tail) => {
           cluster.unexpectedExits.push({ name: proc.name, code, signal, tail: tail.slice(-4000) });
           onUnexpectedExit(proc.name, code, signal);

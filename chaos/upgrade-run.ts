@@ -21,7 +21,11 @@ export interface UpgradeRunOptions {
   /** The pause after each replaced process is ready. */
   gapMs: number;
   workloads: Array<{ workload: Workload; check: Checker }>;
-  /** The edges' drain (PIER_DRAIN_MS): longer than haproxy takes to see /readyz fail (two checks, ≤ 1 s). */
+  /**
+   * The edges' drain (PIER_DRAIN_MS): longer than haproxy takes to see /readyz fail (two checks,
+   * ≤ 1 s), and than uWS keeps an idle kept-alive HTTP connection (10 s): by the exit, every
+   * connection a client had to the edge has been closed between two requests, none under one.
+   */
   edgeDrainMs?: number;
   log?: (message: string) => void;
 }
@@ -63,7 +67,7 @@ export async function upgradeRun(o: UpgradeRunOptions): Promise<UpgradeRunResult
   };
   history.info('run', 'start', { seed: o.seed, upgrade: true, old: o.old, new: THIS_BUILD, replicas: o.replicas, phaseMs: o.phaseMs, gapMs: o.gapMs, heartbeatMs, peerDeadMs, faults: false });
   phase('old');
-  const cluster = await ChaosCluster.start(join(o.dir, 'cluster'), { heartbeatMs, peerDeadMs, replicas: o.replicas, build: old, edgeDrainMs: o.edgeDrainMs ?? 2_000 }, (name, code, signal) => {
+  const cluster = await ChaosCluster.start(join(o.dir, 'cluster'), { heartbeatMs, peerDeadMs, replicas: o.replicas, build: old, edgeDrainMs: o.edgeDrainMs ?? 11_000 }, (name, code, signal) => {
     history.info('process', 'exited', { target: name, code, signal, unexpected: true });
     log(`process ${name} exited on its own (${code ?? signal})`);
   });

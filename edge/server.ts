@@ -118,7 +118,7 @@ async function bindListeners(
       const routes = (a: uWS.TemplatedApp) => {
         setUp(name, a);
         const hostAllowed = name === 'admin' ? (host: string | undefined) => adminHostAllowed(host, ctx.config.adminHosts) : undefined;
-        mountRoutes(a, table[name], { listener: name, log: ctx.log, metrics: ctx.metrics, ...(hostAllowed ? { hostAllowed } : {}) });
+        mountRoutes(a, table[name], { listener: name, log: ctx.log, metrics: ctx.metrics, ...(hostAllowed ? { hostAllowed } : {}), ...(drain ? { closing: () => drain.draining, inFlight: drain.inFlight } : {}) });
       };
       routes(app);
       // With TLS, every SNI name gets the same routes (uWS routes per SNI domain).
@@ -146,7 +146,7 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
   const ports: Partial<Config['ports']> = {};
   const gateway = new Gateway(ctx);
   const tls = ctx.config.tls ? new TlsServing(ctx.config.tls, ctx.log, ctx.metrics) : null;
-  const drain: Drain = { draining: false };
+  const drain: Drain = { draining: false, inFlight: { count: 0 } };
   const sockets = await bindListeners(
     ctx,
     ['public', 'system', 'local', 'upload'],
@@ -174,6 +174,12 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
       // Stop taking new work, then close the connections (1001: clients reconnect elsewhere) and hand over their close events.
       tls?.stop();
       for (const s of sockets) uWS.us_listen_socket_close(s);
+      // Answers still being made are finished before the bus goes (each closes its connection):
+      // a request taken is answered, not cut by the exit. Bounded by what is left of the stop.
+      drain.draining = true;
+      const until = Date.now() + Math.max(0, ctx.config.stopTimeoutMs - ctx.config.drainMs - 2_000);
+      while (drain.inFlight!.count > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+      if (drain.inFlight!.count > 0) ctx.log.warn({ inFlight: drain.inFlight!.count }, 'edge stopping with HTTP requests still unanswered');
       await gateway.stop();
     },
   };

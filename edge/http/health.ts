@@ -17,6 +17,8 @@ export function missingRoles(peers: Pick<Peers, 'alive'>): string[] {
 /** Whether a stopping process has begun draining: its /readyz says so before its listeners close. */
 export interface Drain {
   draining: boolean;
+  /** HTTP requests being answered by the edge's listeners (edge/http/mount-routes.ts). */
+  inFlight?: { count: number };
 }
 
 /**

@@ -61,4 +61,12 @@ export interface HttpDeps {
   metrics: Metrics;
   /** Whether the listener answers a request with this `Host` (the admin listener's: edge/admin/admin-host.ts); absent: any. */
   hostAllowed?: (host: string | undefined) => boolean;
+  /**
+   * The listener's process is stopping (an edge's drain): every answer from now on closes its
+   * connection after it (`Connection: close`), so a client's next request opens a new connection,
+   * which the balancer sends to another edge, instead of reusing one bound to this one.
+   */
+  closing?: () => boolean;
+  /** Requests being answered now, counted while the listener lives (a stop waits for them). */
+  inFlight?: { count: number };
 }

@@ -14,7 +14,7 @@ class GateRefusal extends Error {
 }
 
 /** Answers a request outside any route's handler (405, 404, a failure before the handler). */
-const answer = (res: HttpResponse, reply: HttpReply) => void send(res, reply, { aborted: false });
+const answerWith = (deps: HttpDeps) => (res: HttpResponse, reply: HttpReply) => void send(res, reply, { aborted: false, closeConnection: deps.closing?.() === true });
 
 /**
  * Mounts a listener's route table: each route's handler, a 405 (with `Allow`) for other methods on
@@ -22,6 +22,7 @@ const answer = (res: HttpResponse, reply: HttpReply) => void send(res, reply, { 
  * the one place where an error becomes an HTTP status.
  */
 export function mountRoutes(app: TemplatedApp, routes: Route[], deps: HttpDeps): void {
+  const answer = answerWith(deps);
   const allowed = new Map<string, Method[]>();
   for (const route of routes) {
     if (route.method !== 'any') allowed.set(route.path, [...(allowed.get(route.path) ?? []), route.method]);
@@ -55,14 +56,22 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
     s.count.inc();
     s.seconds.observe(seconds);
   };
+  const answer = answerWith(deps);
   return (res, req) => {
     const started = process.hrtime.bigint();
     const state: ResponseState = { aborted: false };
+    if (deps.inFlight) deps.inFlight.count++;
+    let counted = deps.inFlight !== undefined;
+    const done = () => {
+      if (counted) deps.inFlight!.count--;
+      counted = false;
+    };
     res.onAborted(abortRelay(state));
     const data = copyRequest(res, req, names, state);
     if (deps.hostAllowed && !deps.hostAllowed(data.headers.host)) {
       answer(res, errorReply(new PierError('FORBIDDEN', 'Host: this listener answers only loopback names, IP addresses and the names in PIER_ADMIN_HOSTS')));
       observe(data.method, 403, Number(process.hrtime.bigint() - started) / 1e9);
+      done();
       return;
     }
     const limit = route.bodyLimit ?? 0;
@@ -88,6 +97,8 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
         return errorReply(e);
       })
       .then(async (reply) => {
+        // Asked when the answer leaves, not when the request came: a drain that began meanwhile counts.
+        state.closeConnection = deps.closing?.() === true;
         await send(res, reply, state);
         // uWS keeps the abort relay, and so `state`, until the connection's next request: let go of the reader.
         state.onAbort = undefined;
@@ -97,6 +108,7 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
         // Sending failed (the response went away mid-write): nothing left to answer; never unhandled.
         deps.metrics.handlerFailures.inc({ where: `http ${route.path}` });
         deps.log.warn({ err, route: route.path }, 'answer could not be sent');
-      });
+      })
+      .finally(done);
   };
 }

@@ -13,6 +13,8 @@ export interface ResponseState {
   finished?: boolean;
   /** Set by whoever waits on the request, to be told of an abort (uWS calls nothing else then). */
   onAbort?: () => void;
+  /** End the connection with this answer (`Connection: close`): its process is draining. */
+  closeConnection?: boolean;
 }
 
 const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? ''}`.trimEnd();
@@ -50,7 +52,7 @@ async function sendStream(res: HttpResponse, reply: HttpReply, stream: AsyncIter
       });
       if (!ok) await writable(res, state);
     }
-    if (!state.aborted) res.cork(() => res.end());
+    if (!state.aborted) res.cork(() => res.end(undefined, state.closeConnection === true));
   } catch {
     // The status is already sent: the only honest signal left is to cut the connection.
     if (!state.aborted) res.close();
@@ -67,7 +69,7 @@ export async function send(res: HttpResponse, reply: HttpReply, state: ResponseS
   const body = reply.json !== undefined ? JSON.stringify(reply.json) : (reply.body ?? reply.text ?? '');
   res.cork(() => {
     writeHead(res, reply);
-    res.end(body);
+    res.end(body, state.closeConnection === true);
   });
   state.finished = true;
 }

@@ -184,7 +184,10 @@ export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): P
     role: d.role,
     stats: () => structuredClone(stats),
     async stop() {
-      for (const s of subs) s.unsubscribe();
+      // Queue group membership ends first; what NATS already routed here is still handled (a plain
+      // unsubscribe drops it, and its asker waits out its deadline: found by npm run upgrade).
+      const unsubscribed = Promise.allSettled(subs.map((s) => (s.drain ? s.drain() : s.unsubscribe())));
+      await Promise.race([unsubscribed, new Promise((r) => setTimeout(r, DRAIN_MS).unref())]);
       stopWatch();
       for (const stopTimer of timers) stopTimer();
       const drained = Promise.allSettled([...inFlight]);

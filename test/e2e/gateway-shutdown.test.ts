@@ -27,9 +27,11 @@ test('drain (PIER_DRAIN_MS): a stopping edge first answers /readyz 503 while it 
   void client.closed.then(() => (closedAt = Date.now()));
   const readyz = async () => {
     const res = await fetch(`http://127.0.0.1:${pier.ports!.public}/readyz`);
-    return { status: res.status, body: (await res.json()) as { message: string } };
+    return { status: res.status, connection: res.headers.get('connection'), body: (await res.json()) as { message: string } };
   };
-  t.is((await readyz()).status, 200);
+  const before = await readyz();
+  t.is(before.status, 200);
+  t.not(before.connection, 'close', 'kept alive while the edge runs');
   const exit = pier.stop('SIGTERM');
   // What a load balancer's check sees: not ready, naming why, while the connection is still served.
   const draining = await until('the edge to answer /readyz 503 while draining', async () => {
@@ -37,6 +39,9 @@ test('drain (PIER_DRAIN_MS): a stopping edge first answers /readyz 503 while it 
     return r?.status === 503 ? r : undefined;
   });
   t.regex(draining.body.message, /draining: this process is stopping/);
+  // Every answer of a draining edge ends its connection: a client's next request opens a new one,
+  // which the balancer sends to another edge, instead of reusing one bound to this edge.
+  t.is(draining.connection, 'close');
   t.is(closedAt, null, 'the open connection is still served while the balancer is told');
   client.ws.send(JSON.stringify({ event: 'chat', data: { text: 'during the drain' } }));
   await app.until(() => app.accepted.some((k) => k.body.action === 'message'));
