@@ -60,18 +60,11 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
   return (res, req) => {
     const started = process.hrtime.bigint();
     const state: ResponseState = { aborted: false };
-    if (deps.inFlight) deps.inFlight.count++;
-    let counted = deps.inFlight !== undefined;
-    const done = () => {
-      if (counted) deps.inFlight!.count--;
-      counted = false;
-    };
     res.onAborted(abortRelay(state));
     const data = copyRequest(res, req, names, state);
     if (deps.hostAllowed && !deps.hostAllowed(data.headers.host)) {
       answer(res, errorReply(new PierError('FORBIDDEN', 'Host: this listener answers only loopback names, IP addresses and the names in PIER_ADMIN_HOSTS')));
       observe(data.method, 403, Number(process.hrtime.bigint() - started) / 1e9);
-      done();
       return;
     }
     const limit = route.bodyLimit ?? 0;
@@ -83,6 +76,10 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
         })
       : null;
     const bodyPromise = !stream && limit > 0 ? readBody(res, data.headers['content-length'] ?? '', limit, state, gate) : (gate ?? Promise.resolve()).then(() => Buffer.alloc(0));
+    // Counted from here, where the one chain that ends it begins (a stop waits for it): whatever
+    // threw before this answered through the isolation wrapper, and was never counted.
+    const inFlight = deps.inFlight;
+    if (inFlight) inFlight.count++;
     void bodyPromise
       .then((body) => {
         // Set, not spread: a spread would read the lazy remote address of every request.
@@ -109,6 +106,8 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
         deps.metrics.handlerFailures.inc({ where: `http ${route.path}` });
         deps.log.warn({ err, route: route.path }, 'answer could not be sent');
       })
-      .finally(done);
+      .finally(() => {
+        if (inFlight) inFlight.count--;
+      });
   };
 }
