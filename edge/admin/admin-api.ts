@@ -14,6 +14,7 @@ import type { Peers } from '../../lib/runtime/peers.js';
 import type { Logger } from '../../lib/runtime/log.js';
 import type { ConsoleSessions } from './console-session.js';
 import { missingRoles } from '../http/health.js';
+import { BUS_ROLES } from '../../bus/permissions.js';
 import { ok } from '../http/envelope.js';
 import type { HttpReply, HttpRequestData } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
@@ -261,7 +262,8 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
       const sum = (key: string) => reports.reduce((n, r) => n + (r.counters[key] ?? 0), 0);
       const missing = missingRoles(deps.peers);
       return {
-        roles: [...new Set(reports.flatMap((r) => r.info.roles))].sort(),
+        // Roles with a live process: the heartbeats' word (as `missingRoles`), and any a report names.
+        roles: [...new Set([...BUS_ROLES.filter((role) => !missing.includes(role)), ...reports.flatMap((r) => r.info.roles)])].sort(),
         mismatched: deps.peers.mismatched().map((p) => ({ id: p.id, roles: p.roles, version: p.version ?? null, wire: p.wire ?? FIRST_WIRE })),
         wire: { speaks: WIRE_VERSION, oldest: OLDEST_WIRE_VERSION },
         missingRoles: missing,
@@ -301,7 +303,7 @@ function replicaRow(info: ProcessInfo, counters: Record<string, number>, endpoin
 }
 
 /** Prometheus text for every process on the bus, merged (each series keeps its `instance` label). */
-export async function clusterMetrics(bus: Bus, peers: Pick<Peers, 'signedBy'>): Promise<HttpReply> {
+export async function clusterMetrics(bus: Bus, peers: Pick<Peers, 'signedBy' | 'alive'>): Promise<HttpReply> {
   const reports = await describeProcesses(bus, 300, peers);
   const merged = AggregatorRegistry.aggregate(reports.map((r) => r.metrics) as Parameters<typeof AggregatorRegistry.aggregate>[0]);
   return { status: 200, text: await merged.metrics(), headers: { 'content-type': merged.contentType } };

@@ -1,6 +1,7 @@
 import { at } from '../../bus/exchange.js';
 import { gather, serve } from '../../bus/verbs.js';
 import type { Bus, Subscription } from '../../bus/bus.js';
+import { BUS_ROLES } from '../../bus/permissions.js';
 import { processChannels, processSubjects, type EndpointStats, type ProcessInfo, type ProcessReport } from '../../bus/subjects.js';
 import type { Metrics } from './metrics.js';
 import type { Peers } from './peers.js';
@@ -33,14 +34,21 @@ export function announceProcess(
 }
 
 /**
- * Asks every process and keeps the answers that arrive within `waitMs` signed by a live process of
- * the directory (any identity may answer a describe: an unsigned or forged report, or one with a
- * negative counter, is a process missing, not a figure summed into status and /metrics).
+ * Asks every process and keeps the answers signed by a live process of the directory (any identity
+ * may answer a describe: an unsigned or forged report, or one with a negative counter, is a process
+ * missing, not a figure summed into status and /metrics). It waits for as many answers as the
+ * heartbeats count live processes, up to 3 s (a loaded host answers late: a stall of `waitMs` after
+ * the last answer cut off the slow ones, and `pier status` listed fewer roles than it said ran);
+ * when no heartbeat was heard yet, until answers stall `waitMs` after the last one, up to 5 s.
  */
-export async function describeProcesses(bus: Bus, waitMs: number, peers: Pick<Peers, 'signedBy'>): Promise<ProcessReport[]> {
-  // Answers stop being waited for `waitMs` after the last one came; the first may take longer (a
-  // loaded host, a process collecting its metrics): up to 5 s, not one bound for both.
-  const reports = await gather(bus, at(processChannels.describe, processSubjects.describe), {}, { timeoutMs: Math.max(5_000, 5 * waitMs), stallMs: waitMs });
+export async function describeProcesses(bus: Bus, waitMs: number, peers: Pick<Peers, 'signedBy' | 'alive'>): Promise<ProcessReport[]> {
+  const live = new Set(BUS_ROLES.flatMap((role) => peers.alive(role).map((p) => p.id))).size;
+  const reports = await gather(
+    bus,
+    at(processChannels.describe, processSubjects.describe),
+    {},
+    live > 0 ? { timeoutMs: Math.max(3_000, 5 * waitMs), stallMs: waitMs, expected: live } : { timeoutMs: Math.max(5_000, 5 * waitMs), stallMs: waitMs },
+  );
   return reports.filter(
     (r) => typeof r.sig === 'string' && typeof r.info?.id === 'string' && Object.values(r.counters).every((v) => typeof v === 'number' && v >= 0) && peers.signedBy(r.info.id, signed(r), r.sig),
   );
