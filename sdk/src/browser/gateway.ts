@@ -24,6 +24,36 @@ export interface GatewayOptions {
   reconnect?: { maxAttempts?: number; baseMs?: number; maxMs?: number };
   /** Opens the socket (default: the global WebSocket). */
   socketFactory?: (url: string) => WebSocketLike;
+  /**
+   * Ask Pier for what was missed while disconnected (default true): every connection opts in with
+   * the `recover` query parameter, carrying the position of the last message seen once there is one.
+   * See GatewayEvents.recovery. An edge without history and recovery ignores it; the SDK notices
+   * (no recovery frame first) and delivers that connection's frames as before.
+   */
+  recover?: boolean;
+}
+
+/** Where in the user's history the page stands: the last message seen (docs/protocol.md "History and recovery"). */
+export interface GatewayPosition {
+  epoch: string;
+  offset: number;
+}
+
+/** Pier's recovery frame, as the `recovery` event hands it on. */
+export interface RecoveryInfo {
+  /**
+   * True: every message kept since the position asked for follows (`missed` of them), so the page's
+   * state stays right. **False: the page must reload its state** (from the app), because what it
+   * missed cannot be replayed; `reason` says why.
+   */
+  recovered: boolean;
+  /** The position after the replay; both null when history is off (`reason: 'off'`). */
+  epoch: string | null;
+  offset: number | null;
+  /** How many messages are replayed after this event (delivered as `message`, in order). */
+  missed: number;
+  /** With `recovered: false`: `new` (no position asked: a first connection), `epoch`, `gap`, `off` or `unavailable`. */
+  reason?: string;
 }
 
 export interface CloseInfo {
@@ -39,6 +69,13 @@ export interface GatewayEvents {
   message: (data: unknown) => void;
   close: (info: CloseInfo) => void;
   reconnecting: (info: { attempt: number; delayMs: number }) => void;
+  /**
+   * Once per connection that recovers (option `recover`, on by default), after `open` and before any
+   * `message` of that connection: what Pier could replay. With `recovered: false` **reload your
+   * state** (its `reason` other than `new` means messages were missed); with true, the missed
+   * messages follow as ordinary `message` events.
+   */
+  recovery: (info: RecoveryInfo) => void;
 }
 
 export class GatewayQueueFullError extends Error {
@@ -49,6 +86,43 @@ export class GatewayQueueFullError extends Error {
 const FINAL_CODES = new Set([4001, 4002, 4004]);
 const OPEN = 1;
 const PONG = '{"event":"pong"}';
+const RECOVERY_EVENT = 'pier.recovery';
+const MESSAGE_EVENT = 'pier.message';
+
+/**
+ * How the frames of the current socket are read. `deciding`: it opted in to recovery, and its first
+ * frame says whether the edge speaks it (a recovery frame) or ignores the parameter (an older edge).
+ */
+type FrameMode = 'deciding' | 'wrapped' | 'raw';
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isOffset = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+
+/** The recovery frame's data, or null when `frame` is not a well-formed recovery frame. */
+function recoveryInfo(frame: unknown): RecoveryInfo | null {
+  if (!isObject(frame) || frame.event !== RECOVERY_EVENT || !isObject(frame.data) || typeof frame.data.recovered !== 'boolean') return null;
+  const d = frame.data;
+  const info: RecoveryInfo = {
+    recovered: d.recovered as boolean,
+    epoch: typeof d.epoch === 'string' && d.epoch !== '' ? d.epoch : null,
+    offset: isOffset(d.offset) ? d.offset : null,
+    missed: isOffset(d.missed) ? d.missed : 0,
+  };
+  if (typeof d.reason === 'string') info.reason = d.reason;
+  return info;
+}
+
+/**
+ * `url` with `recover=` (no position yet) or `recover=<epoch>:<offset>`, its other query parameters
+ * kept as written; a `recover` already in it is replaced, since the SDK owns that parameter.
+ */
+function recoverUrl(url: string, position: GatewayPosition | null): string {
+  const at = url.indexOf('?');
+  const base = at < 0 ? url : url.slice(0, at);
+  const kept = at < 0 ? [] : url.slice(at + 1).split('&').filter((p) => p !== '' && p.split('=')[0] !== 'recover');
+  const value = position ? `${encodeURIComponent(position.epoch)}:${position.offset}` : '';
+  return `${base}?${[...kept, `recover=${value}`].join('&')}`;
+}
 
 export type GatewayState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
@@ -57,17 +131,24 @@ export type GatewayState = 'connecting' | 'open' | 'reconnecting' | 'closed';
  * `auth_token` cookie going along): keep-alive with the exact ping and pong, reconnect with
  * jittered backoff after anything but a final close, and a bounded queue of frames sent while
  * reconnecting. Frames are delivered in order; a frame queued is sent at most once.
+ *
+ * Recovery (option `recover`, on by default): each connection asks Pier for the messages kept since
+ * the last one seen (`position`), so a page that was offline gets what it missed, in order, and none
+ * twice. Each connection first gets a `recovery` event: `recovered: false` means "reload your state".
  */
 export class GatewayConnection {
   private socket: WebSocketLike | null = null;
   private readonly queue: string[] = [];
-  private readonly listeners: { [K in keyof GatewayEvents]: Set<GatewayEvents[K]> } = { open: new Set(), message: new Set(), close: new Set(), reconnecting: new Set() };
+  private readonly listeners: { [K in keyof GatewayEvents]: Set<GatewayEvents[K]> } = { open: new Set(), message: new Set(), close: new Set(), reconnecting: new Set(), recovery: new Set() };
   private attempts = 0;
   private missed = 0;
   private pingTimer: ReturnType<typeof setInterval> | null = null;
   private pongTimer: ReturnType<typeof setTimeout> | null = null;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private _state: GatewayState = 'connecting';
+  private frameMode: FrameMode = 'raw';
+  private _position: GatewayPosition | null = null;
+  private _recovered: boolean | null = null;
 
   constructor(
     readonly url: string,
@@ -78,6 +159,24 @@ export class GatewayConnection {
 
   get state(): GatewayState {
     return this._state;
+  }
+
+  /**
+   * The last recovery frame's `recovered` (null before any). False means the page's state must be
+   * reloaded. It stays as it was across a connection to an edge without recovery, which sends none.
+   */
+  get recovered(): boolean | null {
+    return this._recovered;
+  }
+
+  /**
+   * The last message seen, the next connection's `recover=<epoch>:<offset>`; null before Pier gave
+   * one, when history is off, and after a connection without recovery delivered anything (an older
+   * edge: which kept messages it delivered is unknown, and asking from the old position would
+   * deliver them twice).
+   */
+  get position(): GatewayPosition | null {
+    return this._position && { ...this._position };
   }
 
   on<K extends keyof GatewayEvents>(type: K, fn: GatewayEvents[K]): () => void {
@@ -120,8 +219,10 @@ export class GatewayConnection {
 
   private open(): void {
     const make = this.options.socketFactory ?? ((url: string) => new WebSocket(url) as unknown as WebSocketLike);
-    const socket = make(this.url);
+    const recover = this.options.recover ?? true;
+    const socket = make(recover ? recoverUrl(this.url, this._position) : this.url);
     this.socket = socket;
+    this.frameMode = recover ? 'deciding' : 'raw';
     socket.onopen = () => {
       this._state = 'open';
       this.attempts = 0;
@@ -140,10 +241,50 @@ export class GatewayConnection {
       } catch {
         // not JSON: handed on as text
       }
-      this.emit('message', data);
+      this.frame(data);
     };
     socket.onerror = () => undefined; // the close that follows says everything
     socket.onclose = (ev) => this.ended(socket, ev.code, ev.reason);
+  }
+
+  /** One frame of the current socket (not the pong), parsed, read as its mode says. */
+  private frame(data: unknown): void {
+    if (this.frameMode === 'deciding') {
+      const info = recoveryInfo(data);
+      if (info) {
+        this.frameMode = 'wrapped';
+        return this.recovery(info);
+      }
+      // An edge that ignored `recover`: this connection's frames are the app's, as before.
+      this.frameMode = 'raw';
+      this._position = null;
+    }
+    if (this.frameMode === 'raw' || !isObject(data) || data.event !== MESSAGE_EVENT || !isObject(data.data) || !('payload' in data.data)) {
+      // A connection without recovery, or a frame Pier did not wrap as a message (something a later
+      // edge adds, or malformed): handed on as it is, as without recovery.
+      return this.emit('message', data);
+    }
+    const { offset, payload } = data.data;
+    if (isOffset(offset) && this._position) {
+      // Offsets grow within an epoch: one at or below the last seen was delivered already.
+      if (offset <= this._position.offset) return;
+      this._position = { epoch: this._position.epoch, offset };
+    }
+    // Not kept (sent to one connection, too large, history off): no offset, nothing to remember.
+    this.emit('message', payload);
+  }
+
+  private recovery(info: RecoveryInfo): void {
+    this._recovered = info.recovered;
+    const previous = this._position;
+    if (info.epoch === null || info.offset === null) this._position = null;
+    else if (info.missed === 0) this._position = { epoch: info.epoch, offset: info.offset };
+    // The frame's offset is where the replay ends, not where it starts: the `missed` messages up to it
+    // are still to come. Stand before them — at the last seen when it is in this epoch and not past
+    // the end, else at the epoch's start (real offsets are above 0) — so they are not taken for
+    // duplicates, and a connection lost during the replay asks for the rest.
+    else this._position = { epoch: info.epoch, offset: previous?.epoch === info.epoch && previous.offset <= info.offset ? previous.offset : 0 };
+    this.emit('recovery', { ...info });
   }
 
   /** `socket` is gone (closed, or given up on): reconnect after a backoff unless that is over. */

@@ -20,6 +20,20 @@ export interface ConnectionList {
 /** Who a message goes to: one connection, or every connection of some users. */
 export type SendTarget = { connId: string } | { users: string[] };
 
+/** What `POST /runtime/ws/conn/send` answers: where the message went, and whether history kept it. */
+export interface SendReceipt {
+  /** Connections it was sent to. */
+  delivered: number;
+  /**
+   * True when it is in each named user's history, so a page that reconnects gets it; false for a
+   * `connId` target, history off, a message too large to keep, or a Pier without history.
+   */
+  kept: boolean;
+  /** With `kept`: its offset in `epoch`, the same for every user named. */
+  offset?: number;
+  epoch?: string;
+}
+
 /**
  * The gateway's local API (docs/protocol.md "Gateway"), as one app. Sends the app's key and secret on
  * every call (shared mode); a sidecar ignores them.
@@ -34,8 +48,22 @@ export class GatewayClient {
 
   /** Sends `payload` (any JSON) as one text frame; answers how many connections it was sent to. */
   async send(target: SendTarget, payload: unknown): Promise<number> {
+    return (await this.sendWithReceipt(target, payload)).delivered;
+  }
+
+  /**
+   * As `send`, answering Pier's whole receipt: also whether the message was kept in the users'
+   * history (and under which offset and epoch). With history on but its store unreachable, Pier
+   * sends nothing and this throws a `ServerError` (503).
+   */
+  async sendWithReceipt(target: SendTarget, payload: unknown): Promise<SendReceipt> {
     const body = 'connId' in target ? { payload, conn_id: target.connId } : { payload, users: target.users };
-    return ((await this.post('/runtime/ws/conn/send', body)) as { delivered: number }).delivered;
+    const data = (await this.post('/runtime/ws/conn/send', body)) as { delivered: number; kept?: unknown; offset?: unknown; epoch?: unknown };
+    // A Pier from before history answers `delivered` alone: nothing of it was kept.
+    const receipt: SendReceipt = { delivered: data.delivered, kept: data.kept === true };
+    if (receipt.kept && typeof data.offset === 'number') receipt.offset = data.offset;
+    if (receipt.kept && typeof data.epoch === 'string') receipt.epoch = data.epoch;
+    return receipt;
   }
 
   /** Closes the union of `conns` and the connections of `users`; answers how many were closed. */
