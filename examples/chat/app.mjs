@@ -1,6 +1,7 @@
 // The example's backend: a chat room per user that uses each of Pier's services through the SDK.
 //   - the gateway: every message a browser sends comes here as a signed callback; it is sent back
-//     to all of the user's open pages;
+//     to all of the user's open pages (to the user, so Pier keeps it: a page offline then gets it
+//     when it reconnects);
 //   - the vault: the room's motto is a secret, created on first start and read from the vault;
 //   - a provider: "/quote" asks the quotes app (another app, through Pier) for a quote;
 //   - upload: the page uploads files straight to Pier; it announces each finished one here.

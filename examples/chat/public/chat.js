@@ -14,8 +14,20 @@ const line = (from, text) => {
   $('log').append(li);
 };
 
+// Recovery is on by default: after a reconnect, what was said while this page was offline arrives
+// as ordinary messages, none twice.
 const conn = connectGateway(config.wsUrl);
+let reconnected = false;
 conn.on('open', () => status('open'));
+conn.on('reconnecting', () => (reconnected = true));
+conn.on('recovery', ({ recovered, reason }) => {
+  // `new` is a first connection, and a first connection has nothing to catch up on whatever the
+  // reason; after a reconnect, `false` means messages were missed that cannot be replayed. The app
+  // keeps no log of its own to reload the page from, so the page says so.
+  if (recovered || reason === 'new' || !reconnected) return;
+  $('notice').textContent = `Messages sent while you were offline may be missing (${reason}).`;
+  $('notice').hidden = false;
+});
 conn.on('close', ({ reconnecting }) => status(reconnecting ? 'reconnecting' : 'closed'));
 conn.on('message', (msg) => {
   if (msg?.event === 'welcome') $('motto').textContent = msg.data.motto;
