@@ -53,6 +53,8 @@ export interface Declaration {
 
 export interface JetStreamDeclaration {
   readonly streams: readonly string[];
+  /** Streams it purges (an app's lower bound, an uninstall): besides its logs'. */
+  readonly purges?: readonly string[];
   readonly buckets: readonly string[];
   readonly subjects: readonly string[];
   readonly logs?: readonly LogNames[];
@@ -74,6 +76,7 @@ function jetStreamSubjects(d: JetStreamDeclaration): string[] {
   const streams = [...d.streams, ...d.buckets.map((b) => `KV_${b}`), ...logs.flatMap((l) => [l.stream, l.snapshotStream])];
   return [
     ...logs.flatMap((l) => [`$JS.API.STREAM.PURGE.${l.stream}`, `$JS.API.STREAM.PURGE.${l.snapshotStream}`, l.subject, ...snapshotSubjects(l)]),
+    ...(d.purges ?? []).map((s) => `$JS.API.STREAM.PURGE.${s}`),
     '$JS.API.INFO',
     ...streams.flatMap((s) => [
       `$JS.API.STREAM.INFO.${s}`,
@@ -127,7 +130,14 @@ function permissionsOf(d: Declaration): RolePermissions {
  * configuration reads their state logins before any declaration is loaded.
  * `test/unit/bus/permissions.test.ts` holds it equal to the roles whose declarations have `jetstream`.
  */
-export const STATE_ROLES: readonly BusRole[] = ['registry', 'token', 'vault', 'upload'];
+export const STATE_ROLES: readonly BusRole[] = ['registry', 'token', 'vault', 'upload', 'edge'];
+
+/**
+ * State roles whose state login is optional: the edge's (its gateway history, added in 0.3) — an
+ * edge started with the credentials of an earlier `pier bus init` runs, and keeps no history, rather
+ * than stop (docs/operations.md "Upgrading": a new account is an expand step).
+ */
+export const OPTIONAL_STATE_ROLES: readonly BusRole[] = ['edge'];
 
 /** The NATS account holding `role`'s JetStream state (`pier bus init` writes one per state role). */
 export const stateAccountOf = (role: BusRole) => `PIER_STATE_${role.toUpperCase()}`;

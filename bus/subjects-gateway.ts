@@ -80,6 +80,12 @@ export interface ConnCommand {
   users?: string[];
   /** JSON text to send as one text frame (op `send`). */
   text?: string;
+  /**
+   * Where the message was kept in the user's history (docs/gateway.md "History and recovery"): an
+   * edge delivers it after the one it follows (`prev`), and wraps it with its offset for connections
+   * that asked for recovery. A release before 0.3 ignores it (and delivers as it always did).
+   */
+  kept?: { epoch: string; seq: number; prev: number };
 }
 
 export interface ConnCommandResult {
@@ -155,6 +161,11 @@ export const gatewayChannels = {
       connIds: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
       users: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
       text: { type: 'string', optional: true, max: 16 * 1024 * 1024 },
+      kept: {
+        type: 'object',
+        optional: true,
+        props: { epoch: { type: 'string', max: 64 }, seq: { type: 'number', integer: true, min: 1 }, prev: { type: 'number', integer: true, min: 0 } },
+      },
     },
     { count: { type: 'number', integer: true, min: 0 } },
     undefined,

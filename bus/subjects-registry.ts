@@ -34,6 +34,15 @@ export interface Grant {
 export interface WebsocketOptions {
   url: string;
   port: number;
+  /** The manifest's `options.websocket.history`: off, or bounds lower than the operator's (docs/protocol.md "Manifest"). Absent: the operator's. */
+  history?: false | HistoryOptions;
+}
+
+export interface HistoryOptions {
+  messages?: number;
+  bytes?: number;
+  /** Seconds. */
+  ttl?: number;
 }
 
 export interface UploadOptions {

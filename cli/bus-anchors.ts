@@ -1,6 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { anchorsFromMasterKeys, formatAnchors, formatSeeds, roleSeed } from '../lib/crypto/bus-anchors.js';
+import { anchorsFromMasterKeys, formatAnchors, formatHistoryKeys, formatSeeds, historySeed, roleSeed } from '../lib/crypto/bus-anchors.js';
 import { ENV } from '../lib/config/config.js';
 import { parseMasterKey } from '../lib/config/config-secrets.js';
 import { CliError } from './admin-client.js';
@@ -8,21 +8,24 @@ import { CliError } from './admin-client.js';
 /**
  * `pier bus anchors`: the files a process without the master key trusts the bus with
  * (docs/security.md, "Keys with an anchor"): `anchors` (public: every process without the master
- * key), `callback.key` (secret: callback replicas only) and `admin.key` (secret: the admin process only). Both derive from the master key, read
+ * key), `callback.key` (secret: callback replicas only), `admin.key` (secret: the admin process only)
+ * and `history.key` (secret: edges, to seal the gateway's history at rest). All derive from the master key, read
  * where Pier reads it (`PIER_MASTER_KEY`, else `<data dir>/master.key`), with the previous one
  * during a rotation (`PIER_MASTER_KEY_PREVIOUS`: both are pinned until the rotation is done).
  * Running it again writes the same files for the same keys.
  */
-export function writeBusAnchors(dir: string, env: Record<string, string | undefined>): { dir: string; anchors: string; callbackKey: string; adminKey: string; masterKeys: number } {
+export function writeBusAnchors(dir: string, env: Record<string, string | undefined>): { dir: string; anchors: string; callbackKey: string; adminKey: string; historyKey: string; masterKeys: number } {
   const masters = masterKeys(env);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const anchors = join(dir, 'anchors');
   const callbackKey = join(dir, 'callback.key');
   const adminKey = join(dir, 'admin.key');
+  const historyKey = join(dir, 'history.key');
   replace(anchors, formatAnchors(anchorsFromMasterKeys(masters)), 0o644);
   replace(callbackKey, formatSeeds(masters.map((m) => roleSeed(m, 'callback')), 'callback'), 0o600);
   replace(adminKey, formatSeeds(masters.map((m) => roleSeed(m, 'admin')), 'admin'), 0o600);
-  return { dir, anchors, callbackKey, adminKey, masterKeys: masters.length };
+  replace(historyKey, formatHistoryKeys(masters.map(historySeed)), 0o600);
+  return { dir, anchors, callbackKey, adminKey, historyKey, masterKeys: masters.length };
 }
 
 function masterKeys(env: Record<string, string | undefined>): Buffer[] {

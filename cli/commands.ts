@@ -299,6 +299,7 @@ export const COMMANDS = {
         `bus anchors: ${d.anchors} (public: PIER_BUS_ANCHORS=<it> for every process without the master key)`,
         `callback key: ${d.callbackKey} (secret, 0600: PIER_CALLBACK_KEY=<it> for callback replicas only)`,
         `admin key: ${d.adminKey} (secret, 0600: PIER_ADMIN_KEY=<it> for the admin process only)`,
+        `history key: ${d.historyKey} (secret, 0600: PIER_HISTORY_KEY=<it> for edges: seals the gateway's history at rest)`,
         ...(d.masterKeys > 1 ? ['Both the current and the previous master key are pinned: write them again once the rotation is done.'] : []),
       ].join('\n'),
   }),

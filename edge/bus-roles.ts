@@ -1,5 +1,6 @@
 import type { Declaration } from '../bus/permissions.js';
 import { streamSubject } from '../bus/byte-stream.js';
+import { HISTORY_STREAM, HISTORY_SUBJECTS } from './gateway/history/store-jetstream.js';
 import { gatewaySubjects, processSubjects, provider, registry, stateEndpoints, token, upload, uploadSubjects, vault } from '../bus/subjects.js';
 
 const any = '*';
@@ -36,6 +37,8 @@ export const edgeRole: Declaration = {
     streamSubject('provider', '>'),
   ],
   serves: [gatewaySubjects.edge(any), gatewaySubjects.user(any, any), gatewaySubjects.list, gatewaySubjects.settled(any), streamSubject('edge', '>')],
+  // The gateway's history (PIER_STATE=jetstream), in the edge's own state account.
+  jetstream: { streams: [HISTORY_STREAM], purges: [HISTORY_STREAM], buckets: [], subjects: [HISTORY_SUBJECTS] },
 };
 
 /** The operator's listener (loopback): users, apps, providers, the vault's audit and key rotation, state export. */

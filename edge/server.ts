@@ -6,6 +6,7 @@ import { ConfigError, type Config, type Ports } from '../lib/config/config.js';
 import { mountRoutes } from './http/mount-routes.js';
 import { adminHostAllowed } from './admin/admin-host.js';
 import { Gateway } from './gateway/gateway.js';
+import { GatewayHistory } from './gateway/history/history.js';
 import { routeTable, type ListenerName } from './routes.js';
 import { PassedGates } from './system/call-gate.js';
 import { TlsServing } from './http/tls.js';
@@ -74,8 +75,9 @@ async function listen(app: uWS.TemplatedApp, host: string, port: number, name: s
   }
 }
 
-function routesFor(ctx: RoleContext, withConsole = false, drain?: Drain) {
+function routesFor(ctx: RoleContext, withConsole = false, drain?: Drain, history: GatewayHistory | null = null) {
   return routeTable({
+    history,
     ...(drain ? { drain } : {}),
     ...(withConsole ? { console: { sessionMs: ctx.config.console.sessionMs, sampleMs: ctx.config.console.sampleMs, now: () => Date.now() } } : {}),
     bus: ctx.bus,
@@ -108,8 +110,9 @@ async function bindListeners(
   setUp: (name: ListenerName, app: uWS.TemplatedApp) => void,
   tls: TlsServing | null = null,
   drain?: Drain,
+  history: GatewayHistory | null = null,
 ): Promise<uWS.us_listen_socket[]> {
-  const table = routesFor(ctx, names.includes('admin'), drain);
+  const table = routesFor(ctx, names.includes('admin'), drain, history);
   const sockets: uWS.us_listen_socket[] = [];
   try {
     for (const name of names) {
@@ -144,7 +147,8 @@ async function bindListeners(
  */
 export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
   const ports: Partial<Config['ports']> = {};
-  const gateway = new Gateway(ctx);
+  const history = await GatewayHistory.open(ctx);
+  const gateway = new Gateway(ctx, history);
   const tls = ctx.config.tls ? new TlsServing(ctx.config.tls, ctx.log, ctx.metrics) : null;
   const drain: Drain = { draining: false, inFlight: { count: 0 } };
   const sockets = await bindListeners(
@@ -156,6 +160,7 @@ export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
     },
     tls,
     drain,
+    history,
   );
   tls?.watchForChanges();
   gateway.start();

@@ -47,6 +47,23 @@ const checkTop = compile({
         props: {
           url: { type: 'string', max: 512, pattern: /^\/[^\s?#]*$/, messages: { stringPattern: 'must be a path starting with /' } },
           port,
+          // Gateway history (docs/protocol.md "History and recovery"): false, or bounds that only lower the operator's.
+          history: {
+            type: 'multi',
+            optional: true,
+            rules: [
+              { type: 'equal', value: false, strict: true },
+              {
+                type: 'object',
+                strict: true,
+                props: {
+                  messages: { type: 'number', integer: true, positive: true, optional: true },
+                  bytes: { type: 'number', integer: true, positive: true, optional: true },
+                  ttl: { type: 'number', integer: true, positive: true, optional: true },
+                },
+              },
+            ],
+          },
         },
       },
     },
@@ -150,7 +167,7 @@ export function validateManifest(doc: unknown): Manifest {
     name: value.metadata.name,
     version: value.metadata.version ?? '',
     grants,
-    websocket: ws ? { url: ws.url, port: ws.port } : null,
+    websocket: ws ? { url: ws.url, port: ws.port, ...(ws.history === undefined ? {} : { history: ws.history === false ? false : { ...ws.history } }) } : null,
     upload: up ? { fileType: [...up.fileType], dest: normalisedDest(up.dest), limitedSize: up.limitedSize ?? DEFAULT_LIMITED_SIZE, ...uploadCallback(up, ws) } : null,
   };
 }

@@ -5,6 +5,7 @@ import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { sha256Hex } from '../../lib/crypto/tokens.js';
 import { identifyBrowserCaller } from '../system/app-identity.js';
 import { userTokenOf } from '../system/user-token.js';
+import { parsePosition, type Position } from './history/history.js';
 
 /** Per-connection data, set once at upgrade (never properties patched onto `ws`). */
 export interface Conn {
@@ -20,6 +21,22 @@ export interface Conn {
   /** Closed by the cluster already (its close was raised elsewhere): no second close event. */
   silent: boolean;
   open: boolean;
+  /**
+   * The connection asked for recovery (`?recover=`, docs/protocol.md "History and recovery"): what it
+   * named, and from then on its frames are wrapped. Undefined: frames are the app's, byte for byte.
+   */
+  recover?: RecoverState;
+}
+
+export interface RecoverState {
+  since: Position | null | 'malformed';
+  /** The replay is being read: frames for the connection wait in `held`, frames from it in `inbound`. */
+  replaying: boolean;
+  held: Array<{ text: string; seq: number | null }>;
+  heldBytes: number;
+  inbound: Array<{ data: unknown; cookie: string | null; size: number }>;
+  /** The last offset this connection was sent (or was at after its replay): nothing at or below it is sent again. */
+  position: number;
 }
 
 /**
@@ -27,7 +44,7 @@ export interface Conn {
  * with a websocket option, under the per-user cap. Answers the new connection's data, or throws
  * the refusal (the edge answers it with its usual error envelope; no connection is opened).
  */
-export function admit(ctx: RoleContext, headers: Record<string, string>, liveOf: (user: string) => number): Conn {
+export function admit(ctx: RoleContext, headers: Record<string, string>, liveOf: (user: string) => number, recover?: string): Conn {
   const caller = identifyBrowserCaller(headers, ctx.cache, ctx.config.domain, null);
   const { user, app } = caller;
   // The edge names no target in its events (the callback actor looks it up itself): it only
@@ -47,5 +64,6 @@ export function admit(ctx: RoleContext, headers: Record<string, string>, liveOf:
     lastSeen: Date.now(),
     silent: false,
     open: false,
+    ...(recover === undefined ? {} : { recover: { since: parsePosition(recover.slice(0, 64)), replaying: true, held: [], heldBytes: 0, inbound: [], position: 0 } }),
   };
 }

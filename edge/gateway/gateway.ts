@@ -14,6 +14,10 @@ import { EventForwarder } from './gateway-forwarder.js';
 import { frameToData } from './gateway-host.js';
 import { isolated } from '../http/isolate.js';
 import { decrement, increment } from '../../lib/runtime/counts.js';
+import type { GatewayHistory, Recovery } from './history/history.js';
+import { LiveOrder } from './history/order.js';
+import { ReplayBudget } from './history/replay-budget.js';
+import { messageFrame, recoveryFrame } from './history/frames.js';
 
 type Ws = uWS.WebSocket<Conn>;
 /** Where browsers open their WebSocket (docs/protocol.md "Gateway"). */
@@ -38,8 +42,14 @@ export class Gateway {
   private stopUninstallWatch: (() => void) | null = null;
   private readonly metrics;
   private stopping = false;
+  /** Kept messages in offset order on this edge (null: this edge keeps no history). */
+  private readonly order: LiveOrder | null;
+  private readonly replayBudget: ReplayBudget;
 
-  constructor(private readonly ctx: RoleContext) {
+  constructor(
+    private readonly ctx: RoleContext,
+    private readonly history: GatewayHistory | null = null,
+  ) {
     const registers = [ctx.metrics.registry];
     this.metrics = {
       connections: new Gauge({ name: 'pier_ws_connections', help: 'Open WebSocket connections on this edge', registers }),
@@ -47,7 +57,28 @@ export class Gateway {
       messagesOut: new Counter({ name: 'pier_ws_messages_out_total', help: 'Frames sent to clients', registers }),
       closes: new Counter({ name: 'pier_ws_closes_total', help: 'Connections closed, by code', labelNames: ['code'], registers }),
       refused: new Counter({ name: 'pier_ws_upgrades_refused_total', help: 'Upgrades refused, by status', labelNames: ['status'], registers }),
+      recoveries: new Counter({ name: 'pier_ws_recoveries_total', help: 'Connections that asked for recovery, by outcome (recovered, or why not)', labelNames: ['outcome'], registers }),
+      gapsSkipped: new Counter({ name: 'pier_ws_history_gaps_skipped_total', help: 'Live messages a gateway could neither wait for nor read from history, so skipped in order', registers }),
     };
+    this.replayBudget = new ReplayBudget(ctx.config.gateway.history.replayBytesPerMin);
+    this.order = history
+      ? new LiveOrder({
+          head: async (id) => {
+            const app = this.appOf(id);
+            return app ? history.head(app).catch(() => null) : null;
+          },
+          fill: async (id, after, until) => {
+            const app = this.appOf(id);
+            if (!app) return null;
+            return (await history.entriesAfter(app, after, 1_000)).filter((e) => e.seq < until);
+          },
+          deliverText: (id, seq, text) => this.sendToChain(id, text, seq),
+          onSkip: (id, from, to) => {
+            this.metrics.gapsSkipped.inc();
+            ctx.log.warn({ app: id, from, to }, 'gateway history: a gap in live messages could not be read; delivering on');
+          },
+        })
+      : null;
     const g = ctx.config.gateway;
     this.forwarder = new EventForwarder(ctx.bus, ctx.peers, { giveUpMs: g.callbackRetryMs, ackTimeoutMs: 5_000, maxEvents: g.maxPendingEvents, maxBytes: g.maxPendingBytes }, ctx.log, (connId) => {
       const ws = this.conns.get(connId);
@@ -59,6 +90,11 @@ export class Gateway {
 
   count(): number {
     return this.conns.size;
+  }
+
+  private appOf(id: string) {
+    const parsed = parseAppId(id);
+    return parsed ? this.ctx.cache.app(parsed.user, parsed.app) : undefined;
   }
 
   /** Mounts `GET /ws` on the public listener (before its catch-all 404). */
@@ -100,7 +136,12 @@ export class Gateway {
     // Uninstalling an app closes its connections at once; revoking a user's token closes those opened
     // with it (each gets its close callback).
     this.stopUninstallWatch = cache.onApplied((c) => {
-      if (c.kind === 'app' && c.op === 'delete') this.closeWhere((d) => appId(d.user, d.app) === c.key, CLOSE_CODES.APP_UNINSTALLED, 'app uninstalled');
+      if (c.kind === 'app' && c.op === 'delete') {
+        this.closeWhere((d) => appId(d.user, d.app) === c.key, CLOSE_CODES.APP_UNINSTALLED, 'app uninstalled');
+        // Its history goes with it (a reinstall starts another chain in any case).
+        const gone = parseAppId(c.key);
+        if (gone && this.history) void this.history.drop(gone.user, gone.app).catch(() => undefined);
+      }
       if (c.kind === 'token' && c.op === 'delete') this.closeWhere((d) => d.tokenDigest === c.key, CLOSE_CODES.REVOKED, 'token revoked');
     });
     const idleMs = this.ctx.config.gateway.idleMs;
@@ -137,6 +178,7 @@ export class Gateway {
     this.forwarder.close();
     for (const s of this.subs) s.unsubscribe();
     for (const u of this.byUser.values()) u.sub.unsubscribe();
+    await this.history?.close().catch(() => undefined);
   }
 
   private upgrade(res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t): void {
@@ -145,6 +187,7 @@ export class Gateway {
     req.forEach((k, v) => {
       headers[k] = v;
     });
+    const recover = req.getQuery('recover');
     // Refused upgrades get the edge's usual error envelope; no connection is opened.
     const fail = (err: unknown) => {
       const e = asPierError(err);
@@ -155,10 +198,13 @@ export class Gateway {
     if (this.fenced()) return fail(new PierError('UNAVAILABLE', 'this gateway is reconnecting to the cluster; try again'));
     let conn: Conn;
     try {
-      conn = admit(this.ctx, headers, (user) => this.perUser.get(user) ?? 0);
+      conn = admit(this.ctx, headers, (user) => this.perUser.get(user) ?? 0, recover);
     } catch (err) {
       return fail(err);
     }
+    // A client replaying again and again is held to its user's budget (docs/protocol.md "History and recovery").
+    const budget = conn.recover && typeof conn.recover.since === 'object' && conn.recover.since !== null ? this.replayBudget.allows(conn.user) : { ok: true as const };
+    if (!budget.ok) return fail(new PierError('RATE_LIMITED', `user "${conn.user}" replayed too much history lately; reconnect in ${budget.retryAfterS} s`));
     res.upgrade(conn, headers['sec-websocket-key'] ?? '', headers['sec-websocket-protocol'] ?? '', headers['sec-websocket-extensions'] ?? '', context);
   }
 
@@ -177,11 +223,57 @@ export class Gateway {
     if (!entry) {
       entry = { sockets: new Set(), sub: serve(this.ctx.bus, at(gatewayChannels.command, gatewaySubjects.user(c.user, c.app)), (cmd) => this.command(cmd)) };
       this.byUser.set(key, entry);
+      this.order?.track(key);
     }
     entry.sockets.add(ws);
     increment(this.perUser, c.user);
     this.metrics.connections.set(this.conns.size);
-    this.event(c, 'open', {}, null);
+    // A connection that asked for recovery is told its replay first; its open callback says how it went.
+    if (c.recover) void this.recover(ws, c);
+    else this.event(c, 'open', {}, null);
+  }
+
+  /**
+   * The replay of a connection that asked (docs/protocol.md "History and recovery"): the recovery
+   * frame, what it missed, then what came live meanwhile (held, never sent twice: an offset at or
+   * below the connection's position is not sent again); then its open callback, and the frames it
+   * sent while this was read.
+   */
+  private async recover(ws: Ws, c: Conn): Promise<void> {
+    const r = c.recover!;
+    const app = this.ctx.cache.app(c.user, c.app);
+    const off: Recovery = { recovered: false, epoch: null, offset: null, missed: 0, reason: 'off', replay: [], bytes: 0 };
+    const result = this.history && app ? await this.history.recover(app, r.since).catch((): Recovery => ({ ...off, reason: 'unavailable' })) : off;
+    // Closed meanwhile: closed() has sent the open and the close.
+    if (!r.replaying) return;
+    r.replaying = false;
+    this.metrics.recoveries.inc({ outcome: result.recovered ? 'recovered' : result.reason! });
+    this.replayBudget.charge(c.user, result.bytes);
+    r.position = result.offset ?? 0;
+    const held = r.held;
+    r.held = [];
+    r.heldBytes = 0;
+    ws.cork(() => {
+      if (!this.send(ws, recoveryFrame(result))) return;
+      for (const m of result.replay) if (!this.send(ws, messageFrame(m.text, m.seq))) return;
+      for (const h of held) if (!this.deliverTo(ws, h.text, h.seq)) return;
+    });
+    this.openEvent(c, result);
+  }
+
+  /** The open callback of a connection that asked for recovery, then the frames it sent meanwhile. */
+  private openEvent(c: Conn, result: Pick<Recovery, 'recovered' | 'offset' | 'missed' | 'reason'>): void {
+    const r = c.recover!;
+    const since = typeof r.since === 'object' && r.since !== null ? r.since.offset : null;
+    this.event(c, 'open', { recovery: { recovered: result.recovered, since, offset: result.offset, missed: result.missed, ...(result.reason ? { reason: result.reason } : {}) } }, null);
+    const inbound = r.inbound;
+    r.inbound = [];
+    for (const m of inbound) {
+      if (this.event(c, 'message', m.data, m.cookie, m.size) && c.open) {
+        this.conns.get(c.connId)?.end(CLOSE_CODES.BACKLOG, 'too many events waiting for the app');
+        return;
+      }
+    }
   }
 
   /**
@@ -216,6 +308,12 @@ export class Gateway {
       if (this.send(ws, PONG)) this.metrics.messagesOut.inc();
       return;
     }
+    // While its replay is read (its open callback not sent yet), a recovering connection's frames wait, bounded as events are.
+    if (c.recover?.replaying) {
+      c.recover.inbound.push({ data, cookie: c.cookie || null, size: message.byteLength + c.cookie.length });
+      if (c.recover.inbound.length > this.ctx.config.gateway.maxPendingEvents) ws.end(CLOSE_CODES.BACKLOG, 'too many events waiting for the app');
+      return;
+    }
     // Events waiting for a failing or slow app are bounded per connection: past it, 4009 (the close is still delivered).
     if (this.event(c, 'message', data, c.cookie || null, message.byteLength + c.cookie.length)) {
       ws.end(CLOSE_CODES.BACKLOG, 'too many events waiting for the app');
@@ -233,11 +331,17 @@ export class Gateway {
       if (entry.sockets.size === 0) {
         entry.sub.unsubscribe();
         this.byUser.delete(key);
+        this.order?.untrack(key);
       }
     }
     decrement(this.perUser, c.user);
     this.metrics.connections.set(this.conns.size);
     this.metrics.closes.inc({ code: String(code) });
+    // Closed before its replay was read: its open goes first, as for every connection, then its close.
+    if (c.recover?.replaying) {
+      c.recover.replaying = false;
+      if (!c.silent) this.openEvent(c, { recovered: false, offset: null, missed: 0, reason: 'unavailable' });
+    }
     if (!c.silent) this.event(c, 'close', {}, null);
   }
 
@@ -253,6 +357,38 @@ export class Gateway {
       return false;
     }
     return true;
+  }
+
+  /** A kept message to every connection of the chain on this edge, in its turn. */
+  private sendToChain(id: string, text: string, seq: number): void {
+    let count = 0;
+    for (const ws of this.byUser.get(id)?.sockets ?? []) {
+      let sent = false;
+      ws.cork(() => {
+        sent = this.deliverTo(ws, text, seq);
+      });
+      if (sent) count++;
+    }
+    this.metrics.messagesOut.inc(count);
+  }
+
+  /**
+   * An app's message to one connection: its text as is (a connection that did not ask for recovery
+   * sees exactly what it always did), or wrapped with its offset; held while the replay is read;
+   * never an offset the connection has had.
+   */
+  private deliverTo(ws: Ws, text: string, seq: number | null): boolean {
+    const r = ws.getUserData().recover;
+    if (!r) return this.send(ws, text);
+    if (seq !== null && seq <= r.position && !r.replaying) return false;
+    if (r.replaying) {
+      r.held.push({ text, seq });
+      r.heldBytes += text.length;
+      if (r.heldBytes > this.ctx.config.gateway.outboundBufferBytes) ws.end(CLOSE_CODES.SLOW_CONSUMER, 'slow consumer: outbound buffer full');
+      return true;
+    }
+    if (seq !== null) r.position = seq;
+    return this.send(ws, messageFrame(text, seq));
   }
 
   /** A send or close for connections this edge holds (by id, or all of the named users'). */
@@ -272,10 +408,17 @@ export class Gateway {
     }
     if (cmd.op === 'send') {
       const text = cmd.text ?? 'null';
+      const kept = cmd.kept;
+      if (kept && this.order && (cmd.connIds ?? []).length === 0) {
+        // In offset order on this edge: now, or once the message it follows is here.
+        for (const ws of targets) if (ws.getUserData().open) count++;
+        this.order.accept(cmd.appId, kept, () => this.sendToChain(cmd.appId, text, kept.seq));
+        return { count };
+      }
       for (const ws of targets) {
         let sent = false;
         ws.cork(() => {
-          sent = this.send(ws, text);
+          sent = this.deliverTo(ws, text, kept?.seq ?? null);
         });
         if (sent) count++;
       }

@@ -13,6 +13,7 @@ import { assertValid, compile } from '../../bus/validation.js';
 import { ok } from '../http/envelope.js';
 import type { HttpReply, HttpRequestData } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
+import type { GatewayHistory } from './history/history.js';
 
 export interface LocalDeps {
   bus: Bus;
@@ -23,6 +24,8 @@ export interface LocalDeps {
   now: () => number;
   /** App credentials the registry confirmed lately (`caller`). */
   verified: PassedGates;
+  /** Where what apps send to users is kept (docs/gateway.md "History and recovery"); absent or null: nothing is. */
+  history?: GatewayHistory | null;
 }
 
 const sendSchema = compile({
@@ -111,9 +114,13 @@ export function localApi(deps: LocalDeps) {
       if (hasConn) {
         const delivered = await toConn(body.conn_id as string, cmd);
         if (delivered === 0) throw new PierError('NOT_FOUND', `connection "${body.conn_id}" is not open`);
-        return ok({ delivered });
+        return ok({ delivered, kept: false });
       }
-      return ok({ delivered: await toUsers(users, cmd) });
+      // Kept first (an app instance is one user's: only its own user's connections can get it), then
+      // sent: `send` answers once the message is in the history, and every edge delivers it in its turn.
+      const kept = deps.history && users.includes(app.user) ? await deps.history.keep(app, cmd.text) : null;
+      const delivered = await toUsers(users, kept ? { ...cmd, kept: { epoch: kept.epoch, seq: kept.seq, prev: kept.prev } } : cmd);
+      return ok(kept?.whole ? { delivered, kept: true, offset: kept.seq, epoch: kept.epoch } : { delivered, kept: false });
     },
 
     async close(req: HttpRequestData): Promise<HttpReply> {

@@ -1,10 +1,13 @@
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { STATE_ROLES } from '../../bus/permissions.js';
+import { OPTIONAL_STATE_ROLES, STATE_ROLES } from '../../bus/permissions.js';
 import { ENV, integer, type Env } from './config-env.js';
 import { ConfigError, ROLES, type Config, type Role } from './config-types.js';
 import { stateLoginVariable, type NatsAuth } from './nats-auth.js';
 import { loadCertificates, type TlsSettings } from './tls-files.js';
+import { historySeed, parseSeeds } from '../crypto/bus-anchors.js';
+import type { Keyring } from '../crypto/keyring.js';
 
 // Readers of the configuration's sections that take more than one line: each checks its
 // variables and answers a ConfigError naming the variable and what it must be.
@@ -66,7 +69,7 @@ export function parseState(env: Env, natsUrl: string | null): Config['state'] {
  */
 export function checkStateLogins(state: Config['state'], roles: Role[], auth: NatsAuth, credsFile: string | undefined): Config['state'] {
   if (state.kind !== 'jetstream' || auth.user === null) return state;
-  for (const role of roles.filter((r) => STATE_ROLES.includes(r))) {
+  for (const role of roles.filter((r) => STATE_ROLES.includes(r) && !OPTIONAL_STATE_ROLES.includes(r))) {
     if (auth.state[role]) continue;
     const where = credsFile ? `${credsFile} has no ${stateLoginVariable(role)} line` : `${stateLoginVariable(role)} is not set`;
     throw new ConfigError(`${ENV.state}=jetstream: role ${role} keeps its state in its own NATS account, but ${where}: use the credentials of a current \`pier bus init\` (docs/operations.md, "Upgrading")`);
@@ -106,4 +109,41 @@ export function parseAdminHosts(text: string | undefined): string[] {
   if (names.length > 64) throw new ConfigError(`${ENV.adminHosts}: at most 64 names`);
   for (const n of names) if (!/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/.test(n)) throw new ConfigError(`${ENV.adminHosts}: "${n}" is not a host name`);
   return names;
+}
+
+/**
+ * The gateway's history (docs/gateway.md "History and recovery"): on unless `PIER_WS_HISTORY=off`, its
+ * ceilings, and its keys: derived from the master key when this process holds one, else read from
+ * `PIER_HISTORY_KEY` (an edge on NATS); with neither the edge keeps no history (it says so at start).
+ */
+export function parseHistory(env: Env, keyring: Keyring, holdsMasterKey: boolean): Config['gateway']['history'] {
+  const flag = env[ENV.wsHistory] || 'on';
+  if (flag !== 'on' && flag !== 'off') throw new ConfigError(`${ENV.wsHistory}: must be on or off, got "${flag}"`);
+  let keys: Buffer[] | null = null;
+  if (holdsMasterKey) keys = [keyring.current, ...(keyring.previous ? [keyring.previous] : [])].map(historySeed);
+  else if (env[ENV.historyKey]) {
+    let text: string;
+    try {
+      text = readFileSync(env[ENV.historyKey]!, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`${ENV.historyKey}: cannot read ${env[ENV.historyKey]} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+    try {
+      keys = parseSeeds(text, ENV.historyKey);
+    } catch (err) {
+      throw new ConfigError((err as Error).message.replace('as `pier bus anchors` writes them', 'as `pier bus anchors` writes history.key'));
+    }
+  }
+  return {
+    on: flag === 'on',
+    ceilings: {
+      messages: integer(env, ENV.wsHistoryMessages, 100, 1, 100_000),
+      bytes: integer(env, ENV.wsHistoryBytes, 1024 * 1024, 1024, 1024 * 1024 * 1024),
+      ttlMs: integer(env, ENV.wsHistoryTtlS, 300, 1, 7 * 86_400) * 1_000,
+    },
+    messageBytes: integer(env, ENV.wsHistoryMessageBytes, 64 * 1024, 256, 16 * 1024 * 1024),
+    storeBytes: integer(env, ENV.wsHistoryStoreBytes, 1024 * 1024 * 1024, 1024 * 1024, 1024 * 1024 * 1024 * 1024),
+    replayBytesPerMin: integer(env, ENV.wsReplayBytesPerMin, 16 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    keys,
+  };
 }

@@ -83,6 +83,20 @@ export interface Config {
     maxPendingBytes: number;
     /** Live connections per user on one gateway (upgrade 429 past it). */
     maxConnsPerUser: number;
+    /** What apps send to users, kept for recovery (docs/gateway.md "History and recovery"). */
+    history: {
+      on: boolean;
+      /** Per app instance: the defaults, and the ceilings a manifest can only lower. */
+      ceilings: { messages: number; bytes: number; ttlMs: number };
+      /** The largest message kept (a larger one is delivered, and kept as a hole). */
+      messageBytes: number;
+      /** The whole store (JetStream: the stream's max_bytes, oldest dropped first). */
+      storeBytes: number;
+      /** Replayed bytes per user per edge per minute (a recovering upgrade is 429 past it). */
+      replayBytesPerMin: number;
+      /** The keys sealing it at rest, the current first: from the master key, or PIER_HISTORY_KEY; null: none, so no history. */
+      keys: Buffer[] | null;
+    };
   };
   upload: {
     /** Users' files: `<root>/<user>/<dest>` (docs/protocol.md "Manifest"). */

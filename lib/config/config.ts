@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { availableParallelism, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ENV, integer, type Env } from './config-env.js';
-import { checkStateLogins, normaliseSystemServer, parseAdminHosts, parseCidrs, parseLogFormat, parseRoles, parseState, parseTls } from './config-sections.js';
+import { checkStateLogins, normaliseSystemServer, parseHistory, parseAdminHosts, parseCidrs, parseLogFormat, parseRoles, parseState, parseTls } from './config-sections.js';
 import { ensureWritableDir, parseMasterKey, secretFile } from './config-secrets.js';
 import { ConfigError, DEFAULT_PORTS, KEYRING_ROLES, ROLES, type Config, type Ports, type Role, type StartFlags } from './config-types.js';
 import { Keyring } from '../crypto/keyring.js';
@@ -127,6 +127,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       maxPendingEvents: integer(env, ENV.wsPendingEvents, 1_000, 1, 1_000_000),
       maxPendingBytes: integer(env, ENV.wsPendingBytes, 1024 * 1024, 1024, 1024 * 1024 * 1024),
       maxConnsPerUser: integer(env, ENV.wsConnsPerUser, 256, 1, 1_000_000),
+      history: parseHistory(env, keyring, Boolean(env[ENV.masterKey]) || uses(KEYRING_ROLES) || natsUrl === null),
     },
     upload: {
       root: resolve(env[ENV.uploadRoot] || join(dataDir, 'files')),

@@ -39,6 +39,19 @@ export function roleSeed(master: Buffer, role: AnchoredRole): Buffer {
   return Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), `pier bus role key|${role}`, SEED_BYTES));
 }
 
+/**
+ * The key sealing the gateway's history at rest under one master key (edge/gateway/history/seal.ts):
+ * what `pier bus anchors` writes to `history.key` for edges, which do not hold the master key.
+ */
+export function historySeed(master: Buffer): Buffer {
+  return Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), 'pier gateway history key v1', SEED_BYTES));
+}
+
+/** The `history.key` file (`PIER_HISTORY_KEY`): base64url keys, the current master key's first. */
+export function formatHistoryKeys(keys: readonly Buffer[]): string {
+  return `# The key sealing Pier's gateway history at rest (PIER_HISTORY_KEY=<this file>). Secret: keep it 0600, and give it only to edge processes.\n${keys.map((s) => s.toString('base64url')).join('\n')}\n`;
+}
+
 /** A role's private keys, from its seed: X25519 for boxes, Ed25519 for broadcast signatures. */
 export class RoleKeys {
   readonly seal: KeyPair;

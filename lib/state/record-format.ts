@@ -26,6 +26,8 @@ export const RECORD_FORMATS = {
   audit: 1,
   /** A replicated log's snapshot (its record and its dump). */
   snapshot: 1,
+  /** What an app sent to its user's connections, kept for recovery (edge/gateway/history). */
+  gatewayHistory: 1,
 } as const satisfies Record<string, number>;
 
 export type RecordKind = keyof typeof RECORD_FORMATS;

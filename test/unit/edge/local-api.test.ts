@@ -63,7 +63,7 @@ test('send to a connection goes to its edge only; a connection nobody holds is 4
   const { bus, api } = setup(t);
   const seen = holder(bus, gatewaySubjects.edge(EDGE), 1);
   const reply = await api.send(request({ method: 'post', headers: creds, body: { conn_id: CONN, payload: { hi: 1 } } }));
-  t.deepEqual(reply.json, { code: 0, message: 'success', data: { delivered: 1 } });
+  t.deepEqual(reply.json, { code: 0, message: 'success', data: { delivered: 1, kept: false } });
   t.deepEqual(seen, [{ op: 'send', appId: 'alice/chat', text: '{"hi":1}', connIds: [CONN] }]);
   t.deepEqual(await refusal(t, api.send(request({ method: 'post', headers: creds, body: { conn_id: `ffffffffffff.${'B'.repeat(22)}`, payload: 1 } }))), { code: 'NOT_FOUND', message: `connection "ffffffffffff.${'B'.repeat(22)}" is not open` });
   t.deepEqual(await refusal(t, api.send(request({ method: 'post', headers: creds, body: { conn_id: 'not-a-conn-id', payload: 1 } }))), { code: 'NOT_FOUND', message: 'connection "not-a-conn-id" is not open' });
@@ -75,7 +75,7 @@ test("send to users goes to each user's subject once, and counts every holder's 
   const a2 = holder(bus, gatewaySubjects.user('alice', 'chat'), 1);
   const b = holder(bus, gatewaySubjects.user('bob', 'chat'), 0);
   const reply = await api.send(request({ method: 'post', headers: creds, body: { users: ['alice', 'bob', 'alice'], payload: 'x' } }));
-  t.deepEqual(reply.json, { code: 0, message: 'success', data: { delivered: 3 } });
+  t.deepEqual(reply.json, { code: 0, message: 'success', data: { delivered: 3, kept: false } });
   t.deepEqual([a1.length, a2.length, b.length], [1, 1, 1]);
   t.deepEqual(b[0], { op: 'send', appId: 'alice/chat', text: '"x"', users: ['bob'] });
 });

@@ -1,0 +1,140 @@
+import type { Kept } from './store.js';
+
+/** How long a message that came before the one it follows waits for it, before the edge reads the gap from the history. */
+export const GAP_WAIT_MS = 1_000;
+/** Messages one chain may have waiting for a gap on this edge: past it they go out in offset order at once. */
+export const MAX_WAITING = 1_000;
+
+interface Waiting {
+  kept: Kept;
+  deliver: () => void;
+}
+
+interface ChainState {
+  /** The last offset delivered here; null until the chain's head is read (messages wait meanwhile). */
+  last: number | null;
+  epoch: string | null;
+  /** By the offset each follows. */
+  waiting: Map<number, Waiting>;
+  timer: NodeJS.Timeout | null;
+}
+
+export interface LiveOrderDeps {
+  /** The chain's head as the history has it now (null: the history cannot be read). */
+  head: (appId: string) => Promise<{ epoch: string; last: number } | null>;
+  /** Kept messages after `after`, up to `until`, for a gap: delivered through `deliverText`. Null: cannot be read. */
+  fill: (appId: string, after: number, until: number) => Promise<Array<{ seq: number; prev: number; text: string | null }> | null>;
+  deliverText: (appId: string, seq: number, text: string) => void;
+  onSkip: (appId: string, from: number, to: number) => void;
+}
+
+/**
+ * Live messages in offset order on one edge (docs/gateway.md "History and recovery"): each kept
+ * message names the offset it follows, so an edge delivers it only after that one. Sends through
+ * different edges (or app replicas) reach an edge in any order; one that comes early waits for the
+ * message it follows, at most GAP_WAIT_MS, after which the gap is read from the history (a sender
+ * that died between keeping and sending leaves one), or, unreadable, skipped and counted.
+ */
+export class LiveOrder {
+  private readonly chains = new Map<string, ChainState>();
+
+  constructor(private readonly deps: LiveOrderDeps) {}
+
+  /** This edge holds a connection of the chain now: its head is read, and messages are ordered from there. */
+  track(appId: string): void {
+    if (this.chains.has(appId)) return;
+    const state: ChainState = { last: null, epoch: null, waiting: new Map(), timer: null };
+    this.chains.set(appId, state);
+    this.arm(appId, state);
+    void this.deps.head(appId).then(
+      (head) => {
+        if (this.chains.get(appId) !== state || state.last !== null) return;
+        if (!head) return this.flush(appId, state);
+        state.epoch = head.epoch;
+        // What waited and is not after the head was kept before this edge held the chain.
+        state.last = head.last;
+        for (const [prev, w] of state.waiting) if (w.kept.seq <= head.last) state.waiting.delete(prev);
+        this.drain(state);
+      },
+      () => this.flush(appId, state),
+    );
+  }
+
+  /** The edge holds no connection of the chain any more. */
+  untrack(appId: string): void {
+    const state = this.chains.get(appId);
+    if (state?.timer) clearTimeout(state.timer);
+    this.chains.delete(appId);
+  }
+
+  /** The last offset delivered on this edge for the chain (null: not known yet). */
+  lastOf(appId: string): number | null {
+    return this.chains.get(appId)?.last ?? null;
+  }
+
+  /** A kept message for the chain: delivered now if it follows the last, later if it came early, never twice. */
+  accept(appId: string, kept: Kept, deliver: () => void): void {
+    const state = this.chains.get(appId);
+    if (!state) return deliver();
+    if (state.epoch !== null && kept.epoch !== state.epoch) return deliver(); // another chain (a reinstall): not ordered with this one
+    if (state.last !== null && kept.seq <= state.last) return; // delivered already, or kept before this edge held the chain
+    if (state.last !== null && kept.prev === state.last) {
+      state.last = kept.seq;
+      deliver();
+      this.drain(state);
+      return;
+    }
+    state.waiting.set(kept.prev, { kept, deliver });
+    if (state.waiting.size > MAX_WAITING) return this.flush(appId, state);
+    this.arm(appId, state);
+  }
+
+  private drain(state: ChainState): void {
+    for (let next = state.waiting.get(state.last!); next; next = state.waiting.get(state.last!)) {
+      state.waiting.delete(state.last!);
+      state.last = next.kept.seq;
+      next.deliver();
+    }
+    if (state.waiting.size === 0 && state.timer) {
+      clearTimeout(state.timer);
+      state.timer = null;
+    }
+  }
+
+  private arm(appId: string, state: ChainState): void {
+    if (state.timer) return;
+    state.timer = setTimeout(() => {
+      state.timer = null;
+      if (this.chains.get(appId) === state && state.waiting.size > 0) void this.fillGap(appId, state);
+    }, GAP_WAIT_MS);
+    state.timer.unref?.();
+  }
+
+  /** The gap read from the history and delivered; what cannot be read is skipped. */
+  private async fillGap(appId: string, state: ChainState): Promise<void> {
+    if (state.last === null) return this.flush(appId, state);
+    const until = Math.min(...[...state.waiting.values()].map((w) => w.kept.seq));
+    const entries = await this.deps.fill(appId, state.last, until).catch(() => null);
+    if (this.chains.get(appId) !== state) return;
+    for (const e of entries ?? []) {
+      if (e.seq >= until || e.prev !== state.last) break;
+      state.last = e.seq;
+      if (e.text !== null) this.deps.deliverText(appId, e.seq, e.text);
+    }
+    this.drain(state);
+    if (state.waiting.size > 0) this.flush(appId, state);
+  }
+
+  /** Everything waiting goes out in offset order, the gaps before each skipped (and counted). */
+  private flush(appId: string, state: ChainState): void {
+    const all = [...state.waiting.values()].sort((a, b) => a.kept.seq - b.kept.seq);
+    state.waiting.clear();
+    for (const w of all) {
+      if (state.last !== null && w.kept.seq <= state.last) continue;
+      if (state.last !== null && w.kept.prev !== state.last) this.deps.onSkip(appId, state.last, w.kept.prev);
+      state.last = w.kept.seq;
+      w.deliver();
+    }
+    if (state.epoch === null && all.length > 0) state.epoch = all[0]!.kept.epoch;
+  }
+}

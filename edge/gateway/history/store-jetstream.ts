@@ -1,0 +1,161 @@
+import { DiscardPolicy, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type StoredMsg } from 'nats';
+import { ensureStream, retryWhileStarting } from '../../../lib/state/jetstream.js';
+import { readable } from '../../../lib/state/record-format.js';
+import { PierError } from '../../../bus/errors.js';
+import type { HistorySeal } from './seal.js';
+import { chainKey, epochOf, sealBound, type HistoryBounds, type HistoryChain, type HistoryHead, type HistoryStore, type Kept, type KeptEntry } from './store.js';
+
+/** The stream of gateway history, in the edge's own state account (docs/security.md "The bus"). */
+export const HISTORY_STREAM = 'PIER_WS_HISTORY';
+export const HISTORY_SUBJECTS = 'pier.hist.>';
+const subjectOf = (chain: HistoryChain) => `pier.hist.${chainKey(chain)}`;
+
+/** JetStream's error code for a publish whose expected last sequence is not the subject's (JSStreamWrongLastSequenceErr). */
+const JS_WRONG_LAST_SEQUENCE = 10071;
+const H_PREV = 'Pier-Prev';
+const H_BYTES = 'Pier-Bytes';
+const H_HOLE = 'Pier-Hole';
+/** The record format slot (lib/state/record-format.ts): absent, 1. */
+const H_OLDEST_READER = 'Pier-Oldest-Reader';
+/** Appends racing on one chain (several edges, several app replicas) try again this often at most. */
+const MAX_RACES = 32;
+/** Chains whose last offset this edge remembers (its own appends): past it the oldest are forgotten. */
+const MAX_REMEMBERED = 10_000;
+
+export interface JetStreamHistoryOptions {
+  replicas: number;
+  ceilings: HistoryBounds;
+  storeBytes: number;
+  /** Largest message kept (the stream refuses larger ones). */
+  messageBytes: number;
+}
+
+/**
+ * The history of the cluster shape: one stream, a subject per chain. Order across edges comes from
+ * the stream: an append names the offset it follows (`Nats-Expected-Last-Subject-Sequence`), so two
+ * racing appends to one chain cannot both follow the same message; the loser reads the chain's new
+ * last and tries again. The stream bounds what it keeps by age (the ceiling's), per subject by count
+ * (the ceiling's) and in total by bytes; an app's lower count is applied by purging its subject.
+ */
+export class JetStreamHistory implements HistoryStore {
+  readonly kind = 'jetstream' as const;
+  /** The last offset of chains this edge appended to: usually right, so an append is one round trip. */
+  private readonly lastOf = new Map<string, number>();
+
+  private constructor(
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly seal: HistorySeal,
+    private readonly epoch: string,
+  ) {}
+
+  static async open(js: JetStreamClient, jsm: JetStreamManager, seal: HistorySeal, options: JetStreamHistoryOptions): Promise<JetStreamHistory> {
+    const config = {
+      name: HISTORY_STREAM,
+      subjects: [HISTORY_SUBJECTS],
+      num_replicas: options.replicas,
+      max_age: options.ceilings.ttlMs * 1_000_000,
+      max_msgs_per_subject: options.ceilings.messages,
+      max_bytes: options.storeBytes,
+      max_msg_size: options.messageBytes + 1024,
+      discard: DiscardPolicy.Old,
+      duplicate_window: 1_000_000_000,
+    };
+    await retryWhileStarting(() => ensureStream(jsm, config, 'update'));
+    const info = await retryWhileStarting(() => jsm.streams.info(HISTORY_STREAM));
+    // The stream's creation time names it: a stream made again (its history lost) is a new epoch.
+    return new JetStreamHistory(js, jsm, seal, Date.parse(info.created).toString(36));
+  }
+
+  private async lastSeq(subject: string): Promise<number> {
+    try {
+      return (await this.jsm.streams.getMessage(HISTORY_STREAM, { last_by_subj: subject })).seq;
+    } catch (err) {
+      if (/no message found/i.test(String((err as Error).message)) || (err as { code?: string }).code === '404') return 0;
+      throw unreachable(err);
+    }
+  }
+
+  async head(chain: HistoryChain): Promise<HistoryHead> {
+    return { epoch: epochOf(this.epoch, chain), last: await this.lastSeq(subjectOf(chain)) };
+  }
+
+  async append(chain: HistoryChain, text: string | null, bytes: number, bounds: HistoryBounds): Promise<Kept> {
+    const subject = subjectOf(chain);
+    for (let race = 0; race < MAX_RACES; race++) {
+      const prev = this.lastOf.get(subject) ?? (await this.lastSeq(subject));
+      const h = natsHeaders();
+      h.set(H_PREV, String(prev));
+      h.set(H_BYTES, String(bytes));
+      if (text === null) h.set(H_HOLE, '1');
+      const body = text === null ? new Uint8Array(0) : this.seal.seal(text, sealBound(chain, prev));
+      try {
+        const ack = await this.js.publish(subject, body, { headers: h, timeout: 5_000, expect: { lastSubjectSequence: prev } });
+        this.remember(subject, ack.seq);
+        if (bounds.messages < Number.MAX_SAFE_INTEGER && ack.seq % Math.max(1, Math.floor(bounds.messages / 4)) === 0) void this.trim(subject, bounds.messages);
+        return { epoch: epochOf(this.epoch, chain), seq: ack.seq, prev };
+      } catch (err) {
+        this.lastOf.delete(subject);
+        if ((err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_WRONG_LAST_SEQUENCE) continue; // another append came first
+        throw unreachable(err);
+      }
+    }
+    throw new PierError('UNAVAILABLE', 'gateway history: too many sends racing on one user; try again');
+  }
+
+  private remember(subject: string, seq: number): void {
+    this.lastOf.delete(subject);
+    this.lastOf.set(subject, seq);
+    if (this.lastOf.size > MAX_REMEMBERED) this.lastOf.delete(this.lastOf.keys().next().value!);
+  }
+
+  /** An app's count, when lower than the stream's per-subject ceiling: the oldest past it are purged (now and then, not each send). */
+  private async trim(subject: string, keep: number): Promise<void> {
+    await this.jsm.streams.purge(HISTORY_STREAM, { filter: subject, keep }).catch(() => undefined);
+  }
+
+  async after(chain: HistoryChain, after: number, limit: number): Promise<KeptEntry[]> {
+    const subject = subjectOf(chain);
+    const out: KeptEntry[] = [];
+    for (let from = after + 1; out.length < limit; ) {
+      let m: StoredMsg;
+      try {
+        // `next_by_subj` (the next message on the subject from `seq`) is in the server's API since 2.9 but not in nats.js's types.
+        m = await this.jsm.streams.getMessage(HISTORY_STREAM, { seq: from, next_by_subj: subject } as unknown as { seq: number });
+      } catch (err) {
+        if (/no message found/i.test(String((err as Error).message)) || (err as { code?: string }).code === '404') break;
+        throw unreachable(err);
+      }
+      out.push(this.entry(chain, m));
+      from = m.seq + 1;
+    }
+    return out;
+  }
+
+  private entry(chain: HistoryChain, m: StoredMsg): KeptEntry {
+    const h = m.header;
+    readable('gatewayHistory', { oldestReader: h.has(H_OLDEST_READER) ? Number(h.get(H_OLDEST_READER)) : undefined }, `the ${HISTORY_STREAM} stream`);
+    const prev = Number(h.get(H_PREV));
+    const hole = h.get(H_HOLE) === '1';
+    return {
+      seq: m.seq,
+      prev: Number.isInteger(prev) ? prev : -1,
+      at: m.time.getTime(),
+      bytes: Number(h.get(H_BYTES)) || m.data.length,
+      // A box that does not open (another history key, damage) is a hole: nobody recovers across it.
+      text: hole ? null : this.seal.open(m.data, sealBound(chain, prev)),
+    };
+  }
+
+  async drop(user: string, app: string): Promise<void> {
+    await this.jsm.streams.purge(HISTORY_STREAM, { filter: `pier.hist.${user}.${app}.*` }).catch(() => undefined);
+    for (const s of this.lastOf.keys()) if (s.startsWith(`pier.hist.${user}.${app}.`)) this.lastOf.delete(s);
+  }
+
+  async close(): Promise<void> {}
+}
+
+function unreachable(err: unknown): PierError {
+  if (err instanceof PierError) return err;
+  return new PierError('UNAVAILABLE', `gateway history is not reachable now (${String((err as Error).message).slice(0, 120)}); try again`);
+}

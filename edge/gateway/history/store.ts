@@ -1,0 +1,69 @@
+import { createHash } from 'node:crypto';
+import type { AppView } from '../../../bus/subjects.js';
+
+/**
+ * Gateway history (docs/gateway.md "History and recovery"): what an app sent to its user's
+ * connections, kept per app instance (`<user>/<app>`, one user's) and per install, so a browser
+ * that reconnects gets what it missed. Each kept message has an offset: the store's sequence
+ * (growing, not by one) and the offset of the message kept before it in the same chain (`prev`),
+ * so a reader tells a whole run from one with a hole, whatever else the store holds between.
+ */
+
+/** One app instance's history in one install: a reinstall starts another chain (and epoch). */
+export interface HistoryChain {
+  user: string;
+  app: string;
+  /** 8 hex digits naming the install (its time and key): the new install never sees the old one's history. */
+  install: string;
+}
+
+export function chainOf(app: Pick<AppView, 'id' | 'user' | 'name' | 'installedAt' | 'appKey'>): HistoryChain {
+  return { user: app.user, app: app.name, install: createHash('sha256').update(`${app.id}|${app.installedAt}|${app.appKey}`).digest('hex').slice(0, 8) };
+}
+
+export const chainKey = (c: HistoryChain) => `${c.user}.${c.app}.${c.install}`;
+
+/** What a reader of the history is given: the text, or null for a message that was too large to keep (its place is a hole). */
+export interface KeptEntry {
+  seq: number;
+  prev: number;
+  /** When it was kept (ms). */
+  at: number;
+  bytes: number;
+  text: string | null;
+}
+
+/** Where a chain stands: its epoch (the store's and the install's) and its last offset (0: nothing kept yet). */
+export interface HistoryHead {
+  epoch: string;
+  last: number;
+}
+
+export interface Kept {
+  epoch: string;
+  seq: number;
+  prev: number;
+}
+
+/** An app instance's bounds: the operator's ceilings, lowered by its manifest. */
+export interface HistoryBounds {
+  messages: number;
+  bytes: number;
+  ttlMs: number;
+}
+
+export interface HistoryStore {
+  readonly kind: 'lmdb' | 'jetstream';
+  head(chain: HistoryChain): Promise<HistoryHead>;
+  /** Keeps `text` (null: too large, kept as a hole) after the chain's last; answers once it is durable (replicated, on JetStream). */
+  append(chain: HistoryChain, text: string | null, bytes: number, bounds: HistoryBounds): Promise<Kept>;
+  /** The chain's entries after offset `after`, in order, at most `limit`. */
+  after(chain: HistoryChain, after: number, limit: number): Promise<KeptEntry[]>;
+  /** Forgets every install's history of an app instance (uninstall). */
+  drop(user: string, app: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export const epochOf = (storeEpoch: string, chain: HistoryChain) => `${storeEpoch}-${chain.install}`;
+/** What a sealed message is bound to: its chain and the offset kept before it. */
+export const sealBound = (chain: HistoryChain, prev: number) => `pier history|${chainKey(chain)}|${prev}`;
