@@ -7,8 +7,8 @@ export interface Client {
 }
 
 /** Opens a browser-like WebSocket to the gateway; rejects with the HTTP status when refused. */
-export function connect(port: number, host: string, headers: Record<string, string> = {}): Promise<Client> {
-  return open(new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, ...headers } }));
+export function connect(port: number, host: string, headers: Record<string, string> = {}, path = '/ws'): Promise<Client> {
+  return open(new WebSocket(`ws://127.0.0.1:${port}${path}`, { headers: { host, ...headers } }));
 }
 
 /**
