@@ -144,7 +144,7 @@ upload: { fileType: ["*"], dest: /data/files }
     headers: { 'x-app-key': app.OS_APP_KEY, 'x-app-secret': app.OS_APP_SECRET },
     body: JSON.stringify({ conn_id: connId, payload: 'hi from the app' }),
   });
-  t.deepEqual((await sent.json()).data, { delivered: 1 });
+  t.like((await sent.json()).data, { delivered: 1 });
   await waitUntil('the app\'s message at the browser', () => c.received.includes('"hi from the app"'));
   c.ws.close();
 

@@ -62,8 +62,8 @@ test.serial('send, broadcast, list and close work whichever edge holds the conne
   t.deepEqual(conns.map((c) => c.userAgent).sort(), ['on-edge-1', 'on-edge-2']);
   const idOnEdge2 = conns.find((c) => c.userAgent === 'on-edge-2')!.id;
 
-  t.deepEqual((await local(edges[0], '/runtime/ws/conn/send', { payload: { to: 'b' }, conn_id: idOnEdge2 })).data, { delivered: 1 });
-  t.deepEqual((await local(edges[1], '/runtime/ws/conn/send', { payload: 'all', users: ['alice'] })).data, { delivered: 2 });
+  t.like((await local(edges[0], '/runtime/ws/conn/send', { payload: { to: 'b' }, conn_id: idOnEdge2 })).data, { delivered: 1 });
+  t.like((await local(edges[1], '/runtime/ws/conn/send', { payload: 'all', users: ['alice'] })).data, { delivered: 2 });
   await until('the sends at both browsers', () => a.received.includes('"all"') && b.received.includes('"all"') && b.received.includes('{"to":"b"}'));
   t.false(a.received.includes('{"to":"b"}'));
 
@@ -160,7 +160,7 @@ test.serial('kill -9 of an edge: its connections get their close from the cluste
   await app.until(() => app.of(doomedId).some((k) => k.body.action === 'close'));
   t.deepEqual(app.of(doomedId).map((k) => k.body.action), ['open', 'close']);
   // The survivor's edge still serves; a list answers within its second, partial or not.
-  t.deepEqual((await local(edges[0], '/runtime/ws/conn/send', { payload: 'still here', users: ['alice'] })).data, { delivered: 1 });
+  t.like((await local(edges[0], '/runtime/ws/conn/send', { payload: 'still here', users: ['alice'] })).data, { delivered: 1 });
   await until('the message at the surviving connection', () => survivor.received.includes('"still here"'));
   survivor.ws.close();
   await doomed.closed;

@@ -129,11 +129,11 @@ test.serial('send to a connection and to users; close; list — and never across
   t.is(list.partial, undefined);
 
   let r = await (await local('/runtime/ws/conn/send', apps.chat, { payload: { n: 1 }, conn_id: ids[0] })).json();
-  t.deepEqual(r, { code: 0, message: 'success', data: { delivered: 1 } });
+  t.like(r, { code: 0, message: 'success', data: { delivered: 1 } });
   r = await (await local('/runtime/ws/conn/send', apps.chat, { payload: [1, 'two'], users: ['alice', 'bob'] })).json();
-  t.deepEqual(r.data, { delivered: 2 });
+  t.like(r.data, { delivered: 2 });
   r = await (await local('/runtime/ws/conn/send', apps.chat, { payload: 'x', users: ['carol'] })).json();
-  t.deepEqual(r.data, { delivered: 0 });
+  t.like(r.data, { delivered: 0 });
   await until('the send to users at both connections', () => c1.received.includes('[1,"two"]') && c2.received.includes('[1,"two"]'));
   // One connection's frames arrive in the order sent: `{"n":1}` went out before `[1,"two"]`.
   t.is([...c1.received, ...c2.received].filter((m) => m === '{"n":1}').length, 1);
@@ -144,7 +144,7 @@ test.serial('send to a connection and to users; close; list — and never across
   t.deepEqual((await (await local('/runtime/ws/conn/close', apps.other, { conns: ids })).json()).data, { closed: 0 });
   const otherList = (await (await local('/runtime/ws/conn/list', apps.other)).json()).data;
   t.false(JSON.stringify(otherList).includes(ids[0]));
-  t.deepEqual((await (await local('/runtime/ws/conn/send', apps.other, { payload: 'x', users: ['alice'] })).json()).data, { delivered: 1 }, 'only its own connection');
+  t.like((await (await local('/runtime/ws/conn/send', apps.other, { payload: 'x', users: ['alice'] })).json()).data, { delivered: 1 }, 'only its own connection');
   t.is(o.received.length, 1);
 
   const closed = await (await local('/runtime/ws/conn/close', apps.chat, { conns: [ids[0]], users: ['alice'] })).json();

@@ -32,7 +32,7 @@ test('sidecar mode: the local API serves one app without headers, on loopback', 
     return l?.data?.length ? l : undefined;
   });
   t.is(listed.data[0].name, 'alice');
-  t.deepEqual((await (await local('/runtime/ws/conn/send', { payload: 'no headers needed', users: ['alice'] })).json()).data, { delivered: 1 });
+  t.like((await (await local('/runtime/ws/conn/send', { payload: 'no headers needed', users: ['alice'] })).json()).data, { delivered: 1 });
   await until('the message at the browser', () => c.received.includes('"no headers needed"'));
   c.ws.close();
 });

@@ -49,12 +49,12 @@ export class SecureBus {
 
   /**
    * What a process without the master key trusts the bus with (`pier bus anchors`): the anchors of
-   * `masterKey` and the callback and admin roles' keys, written once per master key into this bus's folder.
+   * `masterKey`, the callback and admin roles' keys and the history key, written once per master key into this bus's folder.
    */
   anchorEnv(masterKey: string): Record<string, string> {
     const dir = join(this.dir, `anchors-${createHash('sha256').update(masterKey).digest('hex').slice(0, 12)}`);
     if (!existsSync(dir)) writeBusAnchors(dir, { PIER_MASTER_KEY: masterKey });
-    return { PIER_BUS_ANCHORS: join(dir, 'anchors'), PIER_CALLBACK_KEY: join(dir, 'callback.key'), PIER_ADMIN_KEY: join(dir, 'admin.key') };
+    return { PIER_BUS_ANCHORS: join(dir, 'anchors'), PIER_CALLBACK_KEY: join(dir, 'callback.key'), PIER_ADMIN_KEY: join(dir, 'admin.key'), PIER_HISTORY_KEY: join(dir, 'history.key') };
   }
 
   /** The environment of a Pier process running with identity `name` (`edge`, `all`, a combo…). */

@@ -19,6 +19,8 @@ const H_HOLE = 'Pier-Hole';
 const H_OLDEST_READER = 'Pier-Oldest-Reader';
 /** Appends racing on one chain (several edges, several app replicas) try again this often at most. */
 const MAX_RACES = 32;
+/** Sends waiting to be kept on one chain from one edge: past it, 503 (the app retries). */
+const MAX_QUEUED = 10_000;
 /** Chains whose last offset this edge remembers (its own appends): past it the oldest are forgotten. */
 const MAX_REMEMBERED = 10_000;
 
@@ -41,6 +43,8 @@ export class JetStreamHistory implements HistoryStore {
   readonly kind = 'jetstream' as const;
   /** The last offset of chains this edge appended to: usually right, so an append is one round trip. */
   private readonly lastOf = new Map<string, number>();
+  /** Appends waiting per chain on this edge (bounded: MAX_QUEUED each; a chain without any has no entry). */
+  private readonly queues = new Map<string, { tail: Promise<unknown>; waiting: number }>();
 
   private constructor(
     private readonly js: JetStreamClient,
@@ -80,9 +84,30 @@ export class JetStreamHistory implements HistoryStore {
     return { epoch: epochOf(this.epoch, chain), last: await this.lastSeq(subjectOf(chain)) };
   }
 
-  async append(chain: HistoryChain, text: string | null, bytes: number, bounds: HistoryBounds): Promise<Kept> {
+  /**
+   * Appends to one chain go one at a time from this edge (each waits for the one before): racing
+   * only with other edges', an append needs a retry or two, not one per send in flight here.
+   */
+  append(chain: HistoryChain, text: string | null, bytes: number, bounds: HistoryBounds): Promise<Kept> {
     const subject = subjectOf(chain);
+    const queue = this.queues.get(subject) ?? { tail: Promise.resolve(), waiting: 0 };
+    if (queue.waiting >= MAX_QUEUED) return Promise.reject(new PierError('UNAVAILABLE', 'gateway history: too many sends waiting to be kept for this user; try again'));
+    queue.waiting++;
+    this.queues.set(subject, queue);
+    const run = queue.tail.then(() => this.appendNow(subject, chain, text, bytes, bounds));
+    queue.tail = run
+      .catch(() => undefined)
+      .finally(() => {
+        queue.waiting--;
+        if (queue.waiting === 0 && this.queues.get(subject) === queue) this.queues.delete(subject);
+      });
+    return run;
+  }
+
+  private async appendNow(subject: string, chain: HistoryChain, text: string | null, bytes: number, bounds: HistoryBounds): Promise<Kept> {
     for (let race = 0; race < MAX_RACES; race++) {
+      // Another edge won the last place: a moment's pause, growing, so two edges do not meet again at once.
+      if (race > 0) await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 ** race)));
       const prev = this.lastOf.get(subject) ?? (await this.lastSeq(subject));
       const h = natsHeaders();
       h.set(H_PREV, String(prev));
