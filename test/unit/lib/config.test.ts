@@ -1,4 +1,4 @@
-import { anchorsFromMasterKeys, formatAnchors, formatSeeds, roleSeed } from '../../../lib/crypto/bus-anchors.js';
+import { anchorsFromMasterKeys, formatAnchors, formatHistoryKeys, formatSeeds, historySeed, roleSeed } from '../../../lib/crypto/bus-anchors.js';
 import { randomBytes } from 'node:crypto';
 import test from 'ava';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -130,6 +130,31 @@ test('bus anchors: a process on NATS without the master key needs them, a callba
     t.regex(refused({ PIER_BUS_ANCHORS: join(dir, 'missing') }, 'edge'), /^PIER_BUS_ANCHORS: cannot read .*missing \(ENOENT\)/);
     // On the in-process bus nothing crosses a wire: no anchors needed.
     t.is(loadConfig({ PIER_DATA_DIR: dir }).busTrust.source, 'master key');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('gateway history: on by default with its ceilings; the key from the master key, or an edge\'s PIER_HISTORY_KEY (the same key); a bad value or file stops the start by name', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pier-history-'));
+  try {
+    const master = randomBytes(32);
+    const one = loadConfig({ PIER_DATA_DIR: dir, PIER_MASTER_KEY: master.toString('hex') });
+    t.like(one.gateway.history, { on: true, ceilings: { messages: 100, bytes: 1024 * 1024, ttlMs: 300_000 }, messageBytes: 64 * 1024 });
+    t.deepEqual(one.gateway.history.keys, [historySeed(master)]);
+    const anchors = join(dir, 'anchors');
+    writeFileSync(anchors, formatAnchors(anchorsFromMasterKeys([master])));
+    const nats = { PIER_DATA_DIR: dir, NATS_URL: 'nats://127.0.0.1:4222', PIER_BUS_ANCHORS: anchors };
+    t.is(loadConfig(nats, { roles: 'edge' }).gateway.history.keys, null, 'an edge on NATS with neither keeps no history');
+    const keyFile = join(dir, 'history.key');
+    writeFileSync(keyFile, formatHistoryKeys([historySeed(master)]));
+    t.deepEqual(loadConfig({ ...nats, PIER_HISTORY_KEY: keyFile }, { roles: 'edge' }).gateway.history.keys, [historySeed(master)], 'the file holds the key the master key derives');
+    t.false(loadConfig({ PIER_DATA_DIR: dir, PIER_WS_HISTORY: 'off' }).gateway.history.on);
+    t.regex(t.throws(() => loadConfig({ PIER_DATA_DIR: dir, PIER_WS_HISTORY: 'maybe' }))!.message, /^PIER_WS_HISTORY: must be on or off/);
+    t.regex(t.throws(() => loadConfig({ PIER_DATA_DIR: dir, PIER_WS_HISTORY_MESSAGES: '0' }))!.message, /^PIER_WS_HISTORY_MESSAGES: must be an integer from 1/);
+    t.regex(t.throws(() => loadConfig({ ...nats, PIER_HISTORY_KEY: join(dir, 'absent') }, { roles: 'edge' }))!.message, /^PIER_HISTORY_KEY: cannot read/);
+    writeFileSync(keyFile, 'not a key\n');
+    t.regex(t.throws(() => loadConfig({ ...nats, PIER_HISTORY_KEY: keyFile }, { roles: 'edge' }))!.message, /^PIER_HISTORY_KEY: expected one or two 32-byte keys/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

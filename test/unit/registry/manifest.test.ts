@@ -141,3 +141,13 @@ test('YAML alias bombs are refused, not expanded', (t) => {
   const err = t.throws(() => parseManifest(bomb));
   t.true(err instanceof Error);
 });
+
+test('options.websocket.history: false, or bounds that are positive integers and nothing else; absent keeps the operator\'s', (t) => {
+  t.is(parseManifest(example).websocket!.history, undefined);
+  t.is(parseManifest(variant((m) => (m.options.websocket.history = false))).websocket!.history, false);
+  t.deepEqual(parseManifest(variant((m) => (m.options.websocket.history = { messages: 5, ttl: 30 }))).websocket!.history, { messages: 5, ttl: 30 });
+  for (const bad of [true, 'off', { messages: 0 }, { bytes: -1 }, { ttl: 1.5 }, { messages: 5, forever: true }, [1]]) {
+    const err = t.throws(() => parseManifest(variant((m) => (m.options.websocket.history = bad))), { instanceOf: PierError }, JSON.stringify(bad));
+    t.true((err!.data as { errors: { field: string }[] }).errors.every((e) => e.field.startsWith('options.websocket.history')), `${JSON.stringify(bad)}: ${err!.message}`);
+  }
+});
