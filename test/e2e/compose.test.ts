@@ -54,6 +54,7 @@ test.serial('the compose file describes a 3-node NATS cluster, every role, two e
         ...(keyring ? [] : ['./deploy/nats/bus/anchors:/run/pier/anchors:ro']),
         ...(role === 'callback' ? ['./deploy/nats/bus/callback.key:/run/pier/callback.key:ro'] : []),
         ...(role === 'admin' ? ['./deploy/nats/bus/admin.key:/run/pier/admin.key:ro'] : []),
+        ...(role === 'edge' ? ['./deploy/nats/bus/history.key:/run/pier/history.key:ro'] : []),
       ],
       name,
     );
@@ -61,9 +62,10 @@ test.serial('the compose file describes a 3-node NATS cluster, every role, two e
     t.is(svc.environment?.PIER_BUS_ANCHORS, keyring ? undefined : '/run/pier/anchors', `${name}: the bus anchors where the master key is not`);
     t.is(svc.environment?.PIER_CALLBACK_KEY, role === 'callback' ? '/run/pier/callback.key' : undefined, `${name}: the callback key only for the callback role`);
     t.is(svc.environment?.PIER_ADMIN_KEY, role === 'admin' ? '/run/pier/admin.key' : undefined, `${name}: the admin key only for the admin process`);
+    t.is(svc.environment?.PIER_HISTORY_KEY, role === 'edge' ? '/run/pier/history.key' : undefined, `${name}: the history key only for edges`);
     t.is('PIER_ADMIN_TOKEN' in (svc.environment ?? {}), role === 'admin', `${name}: the admin token only for the admin process`);
     // The vault keeps its state in JetStream: no volume of its own, any number of replicas.
-    if (role === 'vault' || role === 'registry') {
+    if (role === 'vault' || role === 'registry' || role === 'edge') {
       t.is(svc.environment?.PIER_STATE, 'jetstream', name);
       t.false((svc.volumes ?? []).some((v) => v.endsWith(':/data')), `${name}: no shared volume`);
     }
