@@ -5,6 +5,9 @@ import type { AppliedSequence } from './applied-sequence.js';
 
 /** Helpers for the state kept on JetStream (docs/operations.md "How writes stay correct"). */
 
+/** JetStream's error code for a publish whose expected last sequence is not the stream's or subject's (JSStreamWrongLastSequenceErr). */
+export const JS_WRONG_LAST_SEQUENCE = 10071;
+
 /** Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders), for up to 30 s. */
 export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 30_000): Promise<T> {
   const end = Date.now() + deadlineMs;

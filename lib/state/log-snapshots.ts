@@ -1,9 +1,8 @@
 import type { JetStreamClient, JetStreamManager } from 'nats';
 import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
+import { JS_WRONG_LAST_SEQUENCE } from './jetstream.js';
 
-/** JetStream's error code for a publish whose expected last sequence is not the stream's (JSStreamWrongLastSequenceErr). */
-const JS_WRONG_LAST_SEQUENCE = 10071;
 
 /** Where a log lives: its stream and subject, and the stream of its snapshots. */
 export interface LogNames {

@@ -1,5 +1,5 @@
 import { DiscardPolicy, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type StoredMsg } from 'nats';
-import { ensureStream, retryWhileStarting } from '../../../lib/state/jetstream.js';
+import { ensureStream, JS_WRONG_LAST_SEQUENCE, retryWhileStarting } from '../../../lib/state/jetstream.js';
 import { readable } from '../../../lib/state/record-format.js';
 import { PierError } from '../../../bus/errors.js';
 import type { HistorySeal } from './seal.js';
@@ -10,8 +10,6 @@ export const HISTORY_STREAM = 'PIER_WS_HISTORY';
 export const HISTORY_SUBJECTS = 'pier.hist.>';
 const subjectOf = (chain: HistoryChain) => `pier.hist.${chainKey(chain)}`;
 
-/** JetStream's error code for a publish whose expected last sequence is not the subject's (JSStreamWrongLastSequenceErr). */
-const JS_WRONG_LAST_SEQUENCE = 10071;
 const H_PREV = 'Pier-Prev';
 const H_BYTES = 'Pier-Bytes';
 const H_HOLE = 'Pier-Hole';
