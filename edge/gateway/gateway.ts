@@ -412,7 +412,7 @@ export class Gateway {
       if (kept && this.order && (cmd.connIds ?? []).length === 0) {
         // In offset order on this edge: now, or once the message it follows is here.
         for (const ws of targets) if (ws.getUserData().open) count++;
-        this.order.accept(cmd.appId, kept, () => this.sendToChain(cmd.appId, text, kept.seq));
+        this.order.accept(cmd.appId, kept, () => this.sendToChain(cmd.appId, text, kept.seq), text.length);
         return { count };
       }
       for (const ws of targets) {

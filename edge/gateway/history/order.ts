@@ -2,12 +2,14 @@ import type { Kept } from './store.js';
 
 /** How long a message that came before the one it follows waits for it, before the edge reads the gap from the history. */
 export const GAP_WAIT_MS = 1_000;
-/** Messages one chain may have waiting for a gap on this edge: past it they go out in offset order at once. */
+/** Messages (and their bytes) one chain may have waiting for a gap on this edge: past either they go out in offset order at once. */
 export const MAX_WAITING = 1_000;
+export const MAX_WAITING_BYTES = 8 * 1024 * 1024;
 
 interface Waiting {
   kept: Kept;
   deliver: () => void;
+  bytes: number;
 }
 
 interface ChainState {
@@ -16,6 +18,7 @@ interface ChainState {
   epoch: string | null;
   /** By the offset each follows. */
   waiting: Map<number, Waiting>;
+  waitingBytes: number;
   timer: NodeJS.Timeout | null;
 }
 
@@ -43,7 +46,7 @@ export class LiveOrder {
   /** This edge holds a connection of the chain now: its head is read, and messages are ordered from there. */
   track(appId: string): void {
     if (this.chains.has(appId)) return;
-    const state: ChainState = { last: null, epoch: null, waiting: new Map(), timer: null };
+    const state: ChainState = { last: null, epoch: null, waiting: new Map(), waitingBytes: 0, timer: null };
     this.chains.set(appId, state);
     this.arm(appId, state);
     void this.deps.head(appId).then(
@@ -53,7 +56,7 @@ export class LiveOrder {
         state.epoch = head.epoch;
         // What waited and is not after the head was kept before this edge held the chain.
         state.last = head.last;
-        for (const [prev, w] of state.waiting) if (w.kept.seq <= head.last) state.waiting.delete(prev);
+        for (const [prev, w] of state.waiting) if (w.kept.seq <= head.last) this.take(state, prev, w);
         this.drain(state);
       },
       () => this.flush(appId, state),
@@ -73,7 +76,7 @@ export class LiveOrder {
   }
 
   /** A kept message for the chain: delivered now if it follows the last, later if it came early, never twice. */
-  accept(appId: string, kept: Kept, deliver: () => void): void {
+  accept(appId: string, kept: Kept, deliver: () => void, bytes = 0): void {
     const state = this.chains.get(appId);
     if (!state) return deliver();
     if (state.epoch !== null && kept.epoch !== state.epoch) return deliver(); // another chain (a reinstall): not ordered with this one
@@ -84,14 +87,21 @@ export class LiveOrder {
       this.drain(state);
       return;
     }
-    state.waiting.set(kept.prev, { kept, deliver });
-    if (state.waiting.size > MAX_WAITING) return this.flush(appId, state);
+    const replaced = state.waiting.get(kept.prev);
+    state.waiting.set(kept.prev, { kept, deliver, bytes });
+    state.waitingBytes += bytes - (replaced?.bytes ?? 0);
+    if (state.waiting.size > MAX_WAITING || state.waitingBytes > MAX_WAITING_BYTES) return this.flush(appId, state);
     this.arm(appId, state);
+  }
+
+  private take(state: ChainState, prev: number, w: Waiting): void {
+    state.waiting.delete(prev);
+    state.waitingBytes -= w.bytes;
   }
 
   private drain(state: ChainState): void {
     for (let next = state.waiting.get(state.last!); next; next = state.waiting.get(state.last!)) {
-      state.waiting.delete(state.last!);
+      this.take(state, state.last!, next);
       state.last = next.kept.seq;
       next.deliver();
     }
@@ -129,6 +139,7 @@ export class LiveOrder {
   private flush(appId: string, state: ChainState): void {
     const all = [...state.waiting.values()].sort((a, b) => a.kept.seq - b.kept.seq);
     state.waiting.clear();
+    state.waitingBytes = 0;
     for (const w of all) {
       if (state.last !== null && w.kept.seq <= state.last) continue;
       if (state.last !== null && w.kept.prev !== state.last) this.deps.onSkip(appId, state.last, w.kept.prev);

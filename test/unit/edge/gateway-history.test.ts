@@ -143,3 +143,15 @@ test('LMDB history: bounds applied as each message is kept (count, bytes), a cha
   await store.close();
   for (const f of readdirSync(join(dir, 'h'))) t.false(readFileSync(join(dir, 'h', f)).includes('marker-q7w8e9'), f);
 });
+
+test('hostile: what waits for a gap is bounded in bytes too: past it, everything waiting goes out in offset order at once', async (t) => {
+  const { order, out, skips, kept } = orderFor({ epoch: 'e', last: 1 });
+  order.track('a/b');
+  await until('the head read', () => order.lastOf('a/b') === 1);
+  order.accept('a/b', kept(5, 3), () => out.push('5'), 5 * 1024 * 1024);
+  t.deepEqual(out, [], 'one large message may wait');
+  order.accept('a/b', kept(7, 5), () => out.push('7'), 5 * 1024 * 1024);
+  t.deepEqual(out, ['5', '7'], 'two are past the bound: out at once, in order');
+  t.deepEqual(skips, [[1, 3]]);
+  order.untrack('a/b');
+});
