@@ -13,7 +13,7 @@ import { within } from '../helpers/wait.js';
  * The example chat app (examples/chat) in Debian's headless Chromium driven by playwright-core, the
  * SDK's browser half loaded by the page as an app would ship it: messages round-trip through the
  * gateway and the app, a secret comes from the vault, a provider answers "/quote", a file uploads
- * with progress, and the page lives through an edge restart.
+ * with progress, and the page lives through an edge restart, getting what was said while it was offline.
  */
 const chromiumPath = findChromium();
 if (!chromiumPath) console.log('example-chat-browser: skipped — no chromium (as root, `npm test` installs Debian\'s package; otherwise `apt-get install -y chromium`)');
@@ -109,15 +109,31 @@ maybe('the example page: chat, vault, provider, upload with progress, and an edg
   t.true(readFileSync(join(chat.uploadDir, 'photo.bin')).equals(bytes), 'the file on disk is the file picked');
   await waitFor('the upload announced in the chat', hasLine, `upload: photo.bin (${size} bytes) is in /data/chat`);
 
-  // The edge goes away and comes back on the same ports: the page reconnects by itself.
+  // The edge goes away and comes back on the same ports: the page reconnects by itself. Meanwhile
+  // its own network goes too, and once Pier is back, alice says something from another tab while this
+  // page is still offline: it appears here after the page reconnects (the SDK's recovery).
   await within('Pier to stop', pier.stop(), 20_000);
   await waitFor('the page to notice the edge is gone', stateIs, 'reconnecting');
+  await within('the page to go offline', context.setOffline(true));
   await startPier();
+  const otherTab = await within('a second browser context', browser!.newContext());
+  t.teardown(() => otherTab.close());
+  const tab = await within('a second tab', otherTab.newPage());
+  await tab.goto(chat.url, { timeout: 20_000 });
+  await waitInPage(tab, 'the second tab to connect', stateIs, 'open');
+  await say(tab, 'said while you were offline');
+  await waitInPage(tab, 'the message back in the second tab', hasLine, 'alice: said while you were offline');
+  t.false((await logText(page)).includes('alice: said while you were offline'), 'not on the offline page yet');
+  await within('the page to go online', context.setOffline(false));
   await waitFor('the page to reconnect', stateIs, 'open', 30_000);
+  await waitFor('the message said while the page was offline', hasLine, 'alice: said while you were offline');
+  t.true(await within('the page to tell whether its notice shows', page.locator('#notice').isHidden()), 'no "messages may be missing" notice: the page recovered');
   await say(page, 'still here');
   await waitFor('a message after the restart', hasLine, 'alice: still here');
   const log = await logText(page);
   t.is(log.filter((l) => l === 'alice: hello pier').length, 1, 'nothing delivered twice');
+  t.is(log.filter((l) => l === 'alice: said while you were offline').length, 1, 'the one said while offline, once');
+  t.deepEqual(log.slice(-2), ['alice: said while you were offline', 'alice: still here'], 'in order');
   t.deepEqual(pageConsole.filter((l) => l.startsWith('exception')), []);
 });
 

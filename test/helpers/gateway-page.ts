@@ -96,7 +96,7 @@ export interface GatewayPage {
   context: BrowserContext;
   page: Page;
   console: string[];
-  /** Waits (at most `timeoutMs`) until `fn(seen, arg)`, run in the page, is truthy; answers it. */
+  /** Waits (at most `timeoutMs`, 15 s by default) until `fn(arg)`, run in the page, is truthy; answers it. */
   waitFor<R, A>(what: string, fn: (arg: A) => R, arg: A, timeoutMs?: number): Promise<R>;
   seen(): Promise<Seen>;
   /** The texts of the page's `#log` lines, as rendered. */
@@ -131,6 +131,8 @@ export const stateIs = (state: string) => document.getElementById('status')!.dat
 
 /** One broadcast and Pier's answer to it (`status` 0: no answer, the request failed). */
 export interface Broadcast {
+  /** The broadcaster's tag, if any. */
+  s?: string;
   n: number;
   status: number;
   kept?: boolean;
@@ -140,9 +142,9 @@ export interface Broadcast {
 }
 
 /**
- * An app broadcasting `{n}` to `user` (`POST /runtime/ws/conn/send {users}`) one after another, a
- * pause of `everyMs` between two, until stopped; every answer is recorded in order. `localUrl()` is
- * the local API asked for each one (it may change: the edge an app talks to).
+ * An app broadcasting `{n}` (`{s: tag, n}` with a tag) to `user` (`POST /runtime/ws/conn/send
+ * {users}`) one after another, a pause of `everyMs` between two, until stopped; every answer is
+ * recorded in order. `localUrl()` is the local API asked for each one.
  */
 export class Broadcaster {
   readonly sent: Broadcast[] = [];
@@ -154,18 +156,19 @@ export class Broadcaster {
     private readonly app: { OS_APP_KEY: string; OS_APP_SECRET: string },
     private readonly user: string,
     private readonly everyMs = 50,
+    readonly tag?: string,
   ) {
     this.done = this.loop();
   }
 
   private async loop(): Promise<void> {
     for (let n = 0; this.running; n++) {
-      const b: Broadcast = { n, status: 0 };
+      const b: Broadcast = this.tag === undefined ? { n, status: 0 } : { s: this.tag, n, status: 0 };
       try {
         const res = await fetch(`${this.localUrl()}/runtime/ws/conn/send`, {
           method: 'POST',
           headers: { 'x-app-key': this.app.OS_APP_KEY, 'x-app-secret': this.app.OS_APP_SECRET, 'content-type': 'application/json' },
-          body: JSON.stringify({ users: [this.user], payload: { n } }),
+          body: JSON.stringify({ users: [this.user], payload: this.tag === undefined ? { n } : { s: this.tag, n } }),
           signal: AbortSignal.timeout(10_000),
         });
         b.status = res.status;
