@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freeLoopbackPort } from '../test/helpers/nats-server.js';
 import { pierEnv } from '../test/helpers/pier.js';
@@ -36,6 +36,9 @@ export interface ClusterOptions {
  * `PIER_STATE=jetstream` with three copies; two replicas of every actor role; one admin; two edges
  * behind haproxy (Debian's package, configured as deploy/haproxy.cfg, with fast HTTP checks of
  * /readyz so a killed or draining edge leaves the pool within a second). Upload replicas share one upload root, as on one host.
+ * Edges keep gateway history on JetStream (`PIER_STATE=jetstream`, the same copies as every other
+ * state role, in their own account `PIER_STATE_EDGE`) sealed under `PIER_HISTORY_KEY`, the
+ * `history.key` of the bus anchors (`SecureBus.anchorEnv`), as a process without the master key does.
  */
 export class ChaosCluster {
   readonly processes = new Map<string, ChaosProcess>();
@@ -113,6 +116,19 @@ export class ChaosCluster {
 
   edges(): ChaosProcess[] {
     return [...this.processes.values()].filter((p) => p.roles === 'edge');
+  }
+
+  /**
+   * What each edge's log says about gateway history so far: its starts, how many of them said
+   * "gateway history: off" (no history key, or no JetStream state: docs/gateway.md "History and
+   * recovery"), and how many live gaps it could not read and skipped (for reading a failure).
+   */
+  edgeHistoryLogs(): Array<{ target: string; starts: number; historyOff: number; gapsSkipped: number }> {
+    return this.edges().map((e) => {
+      const path = join(this.dir, `${e.name}.log`);
+      const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
+      return { target: e.name, starts: (text.match(/^--- start /gm) ?? []).length, historyOff: text.split('gateway history: off').length - 1, gapsSkipped: text.split('a gap in live messages could not be read').length - 1 };
+    });
   }
 
   /** An environment for the `pier` CLI against this cluster's admin listener. */

@@ -74,6 +74,8 @@ export async function chaosRun(options: RunOptions): Promise<RunResult> {
       log(`settle ${w.name}`);
       await w.settle(ctx);
     }
+    // Whether every edge kept gateway history (the ws checker holds it): from their logs, once everything ran.
+    for (const e of cluster.edgeHistoryLogs()) history.info('process', 'edge log', e);
     history.info('run', 'end', {});
   } finally {
     stopSampling();

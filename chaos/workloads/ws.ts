@@ -1,9 +1,10 @@
 import { request } from 'node:http';
 import { verifySignature, WsApp, wsManifest } from '../../test/helpers/ws-app.js';
 import { checkWs } from '../checks/ws.js';
+import { checkWsRecovery } from '../checks/ws-recovery.js';
 import type { Rng } from '../random.js';
 import type { Checker, Workload, WorkloadContext } from '../workload.js';
-import { WsClient, type Endpoint } from '../ws-client.js';
+import { WsClient, type Endpoint, type Position } from '../ws-client.js';
 
 /**
  * The WebSocket gateway under faults: a bounded crowd of browser clients (6–12 at a time) connect
@@ -11,9 +12,17 @@ import { WsClient, type Endpoint } from '../ws-client.js';
  * connection breaks is replaced by a new one. A real HTTP app takes the callbacks (failing a few
  * with 500, so retries happen) and every callback it accepts goes into the history. The checker
  * (checks/ws.ts) holds those callbacks against what the clients did.
+ *
+ * Gateway history and recovery (docs/protocol.md "History and recovery"): the app is installed for
+ * two users, and each slot of the crowd is one browser of one of them that asks for recovery as the
+ * SDK does: `?recover=` first, then `?recover=<epoch>:<offset>` of the last message seen on each
+ * reconnect (now and then a fresh page starts over). Meanwhile the app broadcasts to each user
+ * (`send {users: [user]}`, two senders per user on fresh connections, so through both edges),
+ * recording each send's answer (`broadcast`: offset, epoch, kept); the clients record every frame
+ * (ws-client.ts). The checker (checks/ws-recovery.ts) holds the frames against the acknowledged sends.
  */
 
-const USER = 'wschaos';
+const USERS = ['wschaos', 'wschaos2'] as const;
 const APP = 'wsapp';
 /** The app answers 500 to this share of callbacks: Pier retries them. */
 const APP_FAILURE_RATE = 0.03;
@@ -22,6 +31,16 @@ const MESSAGES = [1, 40] as const;
 const GAP_MS = [10, 300] as const;
 /** After a refused or failed connect, the wait before the next (ms). */
 const RETRY_MS = [200, 1_000] as const;
+/** A reconnect that is a fresh page (no position: it starts over) rather than the same page coming back. */
+const FRESH_PAGE_RATE = 0.1;
+/**
+ * Broadcasts: senders per user and the gap between one's sends (ms). About 3 a second per user: the
+ * history's 100 messages per user span some 30 s, so a client back within a few seconds is inside it.
+ */
+const SENDERS = 2;
+const BROADCAST_GAP_MS = [200, 1_000] as const;
+/** A send not answered in this long is of unknown outcome (it may be kept and delivered). */
+const SEND_TIMEOUT_MS = 15_000;
 /** Settle: the wait for every open connection's close beyond peer death; then up to the contract's 60 s. */
 const SETTLE_SLACK_MS = 15_000;
 const SETTLE_BOUND_MS = 60_000;
@@ -29,10 +48,17 @@ const MAX_SESSIONS_PER_SLOT = 100_000;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** One user's install of the app. */
+interface Install {
+  user: string;
+  to: Endpoint;
+  key: string;
+  secret: string;
+}
+
 interface State {
   app: WsApp;
-  to: Endpoint;
-  secret: string;
+  installs: Install[];
   /** Callbacks already written to the history (an index into app.accepted). */
   recorded: number;
   recorder: NodeJS.Timeout | null;
@@ -70,17 +96,77 @@ function freshGet(url: string, headers: Record<string, string>): Promise<number>
   });
 }
 
+/**
+ * A POST on a fresh TCP connection (so haproxy spreads them over the edges): its status and JSON
+ * answer, or the error when no answer came (timeout, connection broken).
+ */
+function freshPost(url: string, headers: Record<string, string>, body: unknown): Promise<{ status: number; json: any } | { error: string }> {
+  return new Promise((resolve) => {
+    const text = JSON.stringify(body);
+    const req = request(url, { method: 'POST', agent: false, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) }, timeout: SEND_TIMEOUT_MS }, (res) => {
+      let raw = '';
+      res.on('data', (d: Buffer) => (raw += d.toString()));
+      res.on('end', () => {
+        let json: any = null;
+        try {
+          json = JSON.parse(raw);
+        } catch {
+          json = { raw: raw.slice(0, 300) };
+        }
+        resolve({ status: res.statusCode ?? 0, json });
+      });
+      res.on('error', (err) => resolve({ error: `answer broken: ${err.message}` }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer in ${SEND_TIMEOUT_MS} ms`)));
+    req.on('error', (err) => resolve({ error: err.message }));
+    req.end(text);
+  });
+}
+
+/**
+ * One broadcast to a user, recorded: `broadcast` invoke `{user, pid}`; then ok `{delivered, kept,
+ * offset, epoch}`, fail (a 4xx: nothing kept or sent) or unknown (a 5xx or no answer: it may have
+ * been kept and delivered). The payload names its user and its id: `{chaos: 'broadcast', user, id}`.
+ */
+async function broadcast(ctx: WorkloadContext, i: Install, pid: string): Promise<{ kept: boolean | undefined } | null> {
+  const op = ctx.history.invoke('ws', 'broadcast', { user: i.user, pid });
+  const res = await freshPost(`${ctx.cluster.url('local')}/runtime/ws/conn/send`, { 'x-app-key': i.key, 'x-app-secret': i.secret }, { users: [i.user], payload: { chaos: 'broadcast', user: i.user, id: pid } });
+  if ('error' in res) {
+    ctx.history.unknown('ws', 'broadcast', op, { user: i.user, pid, error: res.error });
+    return null;
+  }
+  if (res.status === 200 && res.json?.code === 0) {
+    const d = res.json.data ?? {};
+    ctx.history.ok('ws', 'broadcast', op, { user: i.user, pid, delivered: d.delivered, kept: d.kept, ...(d.offset === undefined ? {} : { offset: d.offset }), ...(d.epoch === undefined ? {} : { epoch: d.epoch }) });
+    return { kept: typeof d.kept === 'boolean' ? d.kept : undefined };
+  }
+  const error = JSON.stringify(res.json).slice(0, 300);
+  if (res.status >= 400 && res.status < 500) ctx.history.fail('ws', 'broadcast', op, { user: i.user, pid, status: res.status, error });
+  else ctx.history.unknown('ws', 'broadcast', op, { user: i.user, pid, status: res.status, error });
+  return null;
+}
+
+/** One sender of the app (an app replica): broadcasts to its user until the deadline. */
+async function sender(ctx: WorkloadContext, i: Install, name: string, rng: Rng): Promise<void> {
+  for (let n = 1; Date.now() < ctx.deadline; n++) {
+    await sleep(rng.int(...BROADCAST_GAP_MS));
+    if (Date.now() >= ctx.deadline) break;
+    await broadcast(ctx, i, `${i.user}:${name}:${n}`);
+  }
+}
+
 /** Writes the callbacks the app accepted since last time, in arrival order, and names new edges. */
 function record(ctx: WorkloadContext, s: State): void {
   while (s.recorded < s.app.accepted.length) {
     const c = s.app.accepted[s.recorded++];
+    const install = s.installs.find((i) => i.user === c.body.user_name);
     ctx.history.info('ws', 'callback', {
       conn_id: c.body.conn_id,
       action: c.body.action,
       data: c.body.data,
       event_id: c.headers['x-pier-event-id'],
       seq: Number(c.headers['x-pier-seq']),
-      sig_ok: verifySignature(c, s.secret),
+      sig_ok: install !== undefined && verifySignature(c, install.secret),
     });
     const bus = String(c.body.conn_id).split('.')[0];
     if (!s.named.has(bus) && !s.naming.has(bus)) void nameEdge(ctx, s, bus);
@@ -116,12 +202,20 @@ async function nameEdge(ctx: WorkloadContext, s: State, bus: string): Promise<vo
   }
 }
 
-/** One slot of the crowd: a client after another until the deadline. */
+/**
+ * One slot of the crowd: a browser of one user, a client (connection) after another until the
+ * deadline, each asking to recover from where the one before ended (a fresh page now and then).
+ */
 async function slot(ctx: WorkloadContext, s: State, index: number, rng: Rng): Promise<void> {
+  const install = s.installs[index % s.installs.length];
   let previous: string | undefined;
+  let position: Position | null = null;
   for (let i = 0; i < MAX_SESSIONS_PER_SLOT && Date.now() < ctx.deadline; i++) {
-    const client = new WsClient(`c${++s.clients}`, ctx.history);
-    if (!(await client.connect(s.to, { slot: index, ...(previous ? { after: previous } : {}) }))) {
+    if (i > 0 && rng.chance(FRESH_PAGE_RATE)) position = null;
+    const client: WsClient = new WsClient(`c${++s.clients}`, ctx.history, { from: position });
+    const opened = await client.connect(install.to, { slot: index, user: install.user, ...(previous ? { after: previous } : {}) });
+    position = client.position;
+    if (!opened) {
       await sleep(rng.int(...RETRY_MS));
       continue;
     }
@@ -136,6 +230,8 @@ async function slot(ctx: WorkloadContext, s: State, index: number, rng: Rng): Pr
     if (Date.now() >= ctx.deadline && client.live) return;
     if (client.live) await client.close();
     s.live.delete(client);
+    // What arrived until its end is where the next asks from.
+    position = client.position;
   }
 }
 
@@ -145,37 +241,45 @@ export const workload: Workload = {
   async setup(ctx) {
     const rng = ctx.rng.fork('app');
     const app = await WsApp.start({ fail: () => rng.chance(APP_FAILURE_RATE) });
-    const { token } = await admin(ctx, 'POST', '/admin/v1/users', { name: USER });
-    const installed = await admin(ctx, 'POST', '/admin/v1/apps', { user: USER, manifest: wsManifest(APP, app.port), host: '127.0.0.1' });
-    const s: State = {
-      app,
-      to: { port: ctx.cluster.front.public, host: `${APP}.${USER}.localhost`, token },
-      secret: installed.env.OS_APP_SECRET,
-      recorded: 0,
-      recorder: null,
-      named: new Set(),
-      naming: new Set(),
-      live: new Set(),
-      clients: 0,
-    };
-    state = s;
-    // Both edges know the app: four answers in a row on fresh connections (haproxy alternates).
-    const headers = { 'x-app-key': installed.env.OS_APP_KEY, 'x-app-secret': installed.env.OS_APP_SECRET };
-    let inRow = 0;
-    for (let i = 0; i < 200 && inRow < 4; i++) {
-      inRow = (await freshGet(`${ctx.cluster.url('local')}/runtime/ws/conn/list`, headers)) === 200 ? inRow + 1 : 0;
-      if (inRow < 4) await sleep(100);
+    const installs: Install[] = [];
+    for (const user of USERS) {
+      const { token } = await admin(ctx, 'POST', '/admin/v1/users', { name: user });
+      const installed = await admin(ctx, 'POST', '/admin/v1/apps', { user, manifest: wsManifest(APP, app.port), host: '127.0.0.1' });
+      installs.push({ user, to: { port: ctx.cluster.front.public, host: `${APP}.${user}.localhost`, token }, key: installed.env.OS_APP_KEY, secret: installed.env.OS_APP_SECRET });
     }
-    if (inRow < 4) throw new Error('ws: the edges did not learn the app within 20 s');
+    const s: State = { app, installs, recorded: 0, recorder: null, named: new Set(), naming: new Set(), live: new Set(), clients: 0 };
+    state = s;
+    for (const i of installs) {
+      // Both edges know the app: four answers in a row on fresh connections (haproxy alternates).
+      const headers = { 'x-app-key': i.key, 'x-app-secret': i.secret };
+      let inRow = 0;
+      for (let n = 0; n < 200 && inRow < 4; n++) {
+        inRow = (await freshGet(`${ctx.cluster.url('local')}/runtime/ws/conn/list`, headers)) === 200 ? inRow + 1 : 0;
+        if (inRow < 4) await sleep(100);
+      }
+      if (inRow < 4) throw new Error(`ws: the edges did not learn ${i.user}'s app within 20 s`);
+      // And both keep what is sent to the user: four sends in a row kept (recorded as broadcasts). A
+      // build without gateway history (0.2, the old side of an upgrade) answers no `kept` at all.
+      inRow = 0;
+      for (let n = 1; n <= 100 && inRow < 4; n++) {
+        const answer = await broadcast(ctx, i, `${i.user}:warm-up:${n}`);
+        inRow = answer && answer.kept !== false ? inRow + 1 : 0;
+        if (inRow < 4) await sleep(200);
+      }
+      if (inRow < 4) throw new Error(`ws: the edges do not keep what ${i.user}'s app sends (gateway history off? see the edges' logs)`);
+    }
     s.recorder = setInterval(() => record(ctx, s), 20);
-    ctx.log(`app ${APP} of ${USER} installed, callbacks on 127.0.0.1:${app.port}`);
+    ctx.log(`app ${APP} of ${USERS.join(' and ')} installed, callbacks on 127.0.0.1:${app.port}`);
   },
 
   async run(ctx) {
     const s = state!;
     const slots = ctx.rng.int(6, 12);
     ctx.log(`${slots} clients at a time`);
-    await Promise.all(Array.from({ length: slots }, (_, i) => slot(ctx, s, i, ctx.rng.fork(`slot-${i}`))));
+    await Promise.all([
+      ...Array.from({ length: slots }, (_, i) => slot(ctx, s, i, ctx.rng.fork(`slot-${i}`))),
+      ...s.installs.flatMap((i) => Array.from({ length: SENDERS }, (_, k) => sender(ctx, i, `s${k + 1}`, ctx.rng.fork(`sender-${i.user}-${k + 1}`)))),
+    ]);
   },
 
   async settle(ctx) {
@@ -220,4 +324,4 @@ export const workload: Workload = {
   },
 };
 
-export const check: Checker = (lines) => checkWs(lines);
+export const check: Checker = (lines) => [...checkWs(lines), ...checkWsRecovery(lines)];

@@ -4,6 +4,7 @@ import './upload-check.test.js';
 import './users-check.test.js';
 import './vault-check.test.js';
 import './ws-check.test.js';
+import './ws-recovery-check.test.js';
 import { everyFileGathered } from '../../helpers/unit-suite.js';
 
 everyFileGathered(import.meta.url);
