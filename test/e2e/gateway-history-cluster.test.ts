@@ -75,7 +75,8 @@ test.serial('sends through two edges at once reach every connection on both edge
   for (const c of asking) await recovery(c);
   const sends = Array.from({ length: 60 }, (_, i) => local(edges[i % 2], { users: ['alice'], payload: i }));
   const answers = await Promise.all(sends);
-  t.true(answers.every((a) => a.status === 200 && a.json.data.kept === true && a.json.data.delivered === 4), JSON.stringify(answers.filter((a) => a.json.data?.delivered !== 4).slice(0, 3)));
+  // `delivered` counts the edges that answered within the send's short gather (a loaded host may leave one out): what arrived is checked below.
+  t.true(answers.every((a) => a.status === 200 && a.json.data.kept === true && a.json.data.delivered > 0), JSON.stringify(answers.filter((a) => a.status !== 200 || !a.json.data?.kept).slice(0, 3)));
   const byOffset = answers.map((a, i) => [a.json.data.offset as number, i] as const).sort((x, y) => x[0] - y[0]).map(([, i]) => i);
   await until('all 60 at every connection', () => plain.every((c) => c.received.length === 60) && asking.every((c) => c.received.length === 61), 20_000);
   for (const c of plain) t.deepEqual(c.received.map(Number), byOffset, 'a plain connection gets them in offset order');

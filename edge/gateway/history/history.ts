@@ -5,6 +5,7 @@ import { HistorySeal } from './seal.js';
 import { chainOf, type HistoryBounds, type HistoryStore, type Kept } from './store.js';
 import { LmdbHistory } from './store-lmdb.js';
 import { JetStreamHistory } from './store-jetstream.js';
+import { retryWhileStarting } from '../../../lib/state/jetstream.js';
 
 /** Why a connection that asked was not recovered (docs/protocol.md "History and recovery"). */
 export type NotRecovered = 'new' | 'epoch' | 'gap' | 'off' | 'unavailable';
@@ -51,6 +52,11 @@ export class GatewayHistory {
     readonly messageBytes: number,
   ) {}
 
+  /** Over a store of one's own (tests). */
+  static over(store: HistoryStore, ceilings: HistoryBounds, messageBytes: number): GatewayHistory {
+    return new GatewayHistory(store, ceilings, messageBytes);
+  }
+
   /** The history of this edge, or null (and one line saying why, when it was asked for). */
   static async open(ctx: RoleContext): Promise<GatewayHistory | null> {
     const h = ctx.config.gateway.history;
@@ -65,7 +71,8 @@ export class GatewayHistory {
       ctx.log.warn({}, 'gateway history: off on this edge: on NATS it is kept on JetStream (PIER_STATE=jetstream), where every edge reaches it; sends answer kept: false');
       return null;
     }
-    const jsm = await ctx.jetstream.manager();
+    // JetStream may be electing its leaders (a NATS node restarting): waited for, as the other state roles do.
+    const jsm = await retryWhileStarting(() => ctx.jetstream!.manager());
     const store = await JetStreamHistory.open(ctx.jetstream.js, jsm, seal, { replicas: ctx.config.state.replicas, ceilings: h.ceilings, storeBytes: h.storeBytes, messageBytes: h.messageBytes });
     return new GatewayHistory(store, h.ceilings, h.messageBytes);
   }
@@ -117,21 +124,26 @@ export class GatewayHistory {
     if (since.epoch !== head.epoch) return at('epoch');
     if (since.offset === head.last) return { recovered: true, epoch: head.epoch, offset: head.last, missed: 0, replay: [], bytes: 0 };
     if (since.offset > head.last) return at('gap');
+    const oldest = Date.now() - bounds.ttlMs;
     let entries;
     try {
+      // Nothing after the asked offset was dropped when the message at it is still kept (the bounds
+      // drop the oldest first) and within the app's age; an offset of another chain, or one never
+      // given, is not kept in this one. From 0: the chain's first message must be its first ever.
+      const anchor = since.offset === 0 ? null : await this.store.at(chain, since.offset);
+      if (since.offset !== 0 && (!anchor || anchor.at < oldest)) return at('gap');
       // One more than the bound: more than the bound missed is a gap.
       entries = await this.store.after(chain, since.offset, bounds.messages + 1);
     } catch {
       return { ...at('unavailable'), epoch: null, offset: null };
     }
     const first = entries[0];
-    const oldest = Date.now() - bounds.ttlMs;
-    if (!first || first.prev !== since.offset || entries.length > bounds.messages || first.at < oldest) return at('gap');
+    if (!first || entries.length > bounds.messages || (since.offset === 0 && (first.prev !== 0 || first.at < oldest))) return at('gap');
     const replay: Recovery['replay'] = [];
     let bytes = 0;
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!;
-      if (e.text === null || (i > 0 && e.prev !== entries[i - 1]!.seq)) return at('gap');
+      if (e.text === null) return at('gap');
       bytes += e.bytes;
       if (bytes > bounds.bytes) return at('gap');
       replay.push({ seq: e.seq, text: e.text });

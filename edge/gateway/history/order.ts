@@ -126,8 +126,9 @@ export class LiveOrder {
     const until = Math.min(...[...state.waiting.values()].map((w) => w.kept.seq));
     const entries = await this.deps.fill(appId, state.last, until).catch(() => null);
     if (this.chains.get(appId) !== state) return;
+    // The store's order is the chain's: what it holds between the last delivered and the first waiting is the gap.
     for (const e of entries ?? []) {
-      if (e.seq >= until || e.prev !== state.last) break;
+      if (e.seq >= until) break;
       state.last = e.seq;
       if (e.text !== null) this.deps.deliverText(appId, e.seq, e.text);
     }

@@ -116,7 +116,11 @@ export class JetStreamHistory implements HistoryStore {
         const ack = await this.js.publish(subject, body, { headers: h, timeout: 5_000, expect: { lastSubjectSequence: prev } });
         this.remember(subject, ack.seq);
         if (bounds.messages < Number.MAX_SAFE_INTEGER && ack.seq % Math.max(1, Math.floor(bounds.messages / 4)) === 0) void this.trim(subject, bounds.messages);
-        return { epoch: epochOf(this.epoch, chain), seq: ack.seq, prev };
+        // What edges order live messages by is the message really before this one in the stream, read
+        // back: nats-server before 2.9.21 does not serialise the expected-sequence check on a clustered
+        // stream (issue #4320), so two edges may both have been accepted after `prev` (a fork).
+        const before = await this.predecessorOf(subject, prev, ack.seq).catch(() => prev);
+        return { epoch: epochOf(this.epoch, chain), seq: ack.seq, prev: before };
       } catch (err) {
         this.lastOf.delete(subject);
         if ((err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_WRONG_LAST_SEQUENCE) continue; // another append came first
@@ -124,6 +128,28 @@ export class JetStreamHistory implements HistoryStore {
       }
     }
     throw new PierError('UNAVAILABLE', 'gateway history: too many sends racing on one user; try again');
+  }
+
+  /** The last message of the subject before `seq`, from `prev` on (bounded: a fork is a message or two). */
+  private async predecessorOf(subject: string, prev: number, seq: number): Promise<number> {
+    let before = prev;
+    for (let step = 0; step < 64; step++) {
+      // `next_by_subj` (the next message on the subject from `seq`) is in the server's API since 2.9 but not in nats.js's types.
+      const m = await this.jsm.streams.getMessage(HISTORY_STREAM, { seq: before + 1, next_by_subj: subject } as unknown as { seq: number });
+      if (m.seq >= seq) return before;
+      before = m.seq;
+    }
+    return before;
+  }
+
+  async at(chain: HistoryChain, seq: number): Promise<{ at: number } | null> {
+    try {
+      const m = await this.jsm.streams.getMessage(HISTORY_STREAM, { seq });
+      return m.subject === subjectOf(chain) ? { at: m.time.getTime() } : null;
+    } catch (err) {
+      if (/no message found/i.test(String((err as Error).message)) || (err as { code?: string }).code === '404') return null;
+      throw unreachable(err);
+    }
   }
 
   private remember(subject: string, seq: number): void {

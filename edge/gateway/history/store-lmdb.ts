@@ -112,6 +112,11 @@ export class LmdbHistory implements HistoryStore {
     return out;
   }
 
+  async at(chain: HistoryChain, seq: number): Promise<{ at: number } | null> {
+    const e = this.entries.get([chainKey(chain), seq]);
+    return e ? { at: e.at } : null;
+  }
+
   async drop(user: string, app: string): Promise<void> {
     const prefix = `${user}.${app}.`;
     await durably(

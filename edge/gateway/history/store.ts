@@ -5,8 +5,9 @@ import type { AppView } from '../../../bus/subjects.js';
  * Gateway history (docs/gateway.md "History and recovery"): what an app sent to its user's
  * connections, kept per app instance (`<user>/<app>`, one user's) and per install, so a browser
  * that reconnects gets what it missed. Each kept message has an offset: the store's sequence
- * (growing, not by one) and the offset of the message kept before it in the same chain (`prev`),
- * so a reader tells a whole run from one with a hole, whatever else the store holds between.
+ * (growing, not by one); the store's order of a chain's messages is the chain's order. A message
+ * records the offset its sender followed (`prev`); edges order live messages by the one really
+ * before it, read back after it was kept (two senders may have followed the same one).
  */
 
 /** One app instance's history in one install: a reinstall starts another chain (and epoch). */
@@ -57,7 +58,9 @@ export interface HistoryStore {
   head(chain: HistoryChain): Promise<HistoryHead>;
   /** Keeps `text` (null: too large, kept as a hole) after the chain's last; answers once it is durable (replicated, on JetStream). */
   append(chain: HistoryChain, text: string | null, bytes: number, bounds: HistoryBounds): Promise<Kept>;
-  /** The chain's entries after offset `after`, in order, at most `limit`. */
+  /** Whether `seq` is a message of the chain still kept, and when it was kept (null: not this chain's, or gone). */
+  at(chain: HistoryChain, seq: number): Promise<{ at: number } | null>;
+  /** The chain's entries after offset `after`, in the store's order (complete: nothing of the chain after `after` is left out), at most `limit`. */
   after(chain: HistoryChain, after: number, limit: number): Promise<KeptEntry[]>;
   /** Forgets every install's history of an app instance (uninstall). */
   drop(user: string, app: string): Promise<void>;

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { HistorySeal } from '../../../edge/gateway/history/seal.js';
 import { LiveOrder, GAP_WAIT_MS } from '../../../edge/gateway/history/order.js';
 import { ReplayBudget } from '../../../edge/gateway/history/replay-budget.js';
-import { parsePosition } from '../../../edge/gateway/history/history.js';
+import { GatewayHistory, parsePosition } from '../../../edge/gateway/history/history.js';
+import type { AppView } from '../../../bus/subjects.js';
 import { messageFrame, recoveryFrame } from '../../../edge/gateway/history/frames.js';
 import { LmdbHistory } from '../../../edge/gateway/history/store-lmdb.js';
 import { chainOf, sealBound } from '../../../edge/gateway/history/store.js';
@@ -154,4 +155,36 @@ test('hostile: what waits for a gap is bounded in bytes too: past it, everything
   t.deepEqual(out, ['5', '7'], 'two are past the bound: out at once, in order');
   t.deepEqual(skips, [[1, 3]]);
   order.untrack('a/b');
+});
+
+test('recovery reads the store\'s order, not the offsets senders followed: a fork (two senders after one message) is replayed whole; a trimmed, foreign or expired position is a gap', async (t) => {
+  const now = Date.now();
+  // 308 kept; 309 and 310 both sent after 308 (a fork, as nats-server 2.9.10 allows on a cluster); 311 after 310.
+  const chainEntries = [
+    { seq: 308, prev: 300, at: now, bytes: 3, text: '"a"' },
+    { seq: 309, prev: 308, at: now, bytes: 3, text: '"b"' },
+    { seq: 310, prev: 308, at: now, bytes: 3, text: '"c"' },
+    { seq: 311, prev: 310, at: now, bytes: 3, text: '"d"' },
+  ];
+  const store = {
+    kind: 'lmdb' as const,
+    head: async () => ({ epoch: 'e-00000000', last: 311 }),
+    at: async (_c: unknown, seq: number) => (seq === 250 ? { at: now - 3_600_000 } : chainEntries.find((e) => e.seq === seq) ?? null),
+    after: async (_c: unknown, after: number, limit: number) => chainEntries.filter((e) => e.seq > after).slice(0, limit),
+    append: async () => ({ epoch: 'e-00000000', seq: 1, prev: 0 }),
+    drop: async () => undefined,
+    close: async () => undefined,
+  };
+  const history = GatewayHistory.over(store, { messages: 100, bytes: 1_000_000, ttlMs: 60_000 }, 65_536);
+  const app = { id: 'alice/chat', user: 'alice', name: 'chat', installedAt: 'x', appKey: 'k', websocket: { url: '/', port: 1 } } as unknown as AppView;
+  const from = (offset: number) => history.recover(app, { epoch: 'e-00000000', offset });
+  const fork = await from(309);
+  t.like(fork, { recovered: true, missed: 2, offset: 311 });
+  t.deepEqual(fork.replay.map((m) => m.seq), [310, 311]);
+  t.like(await from(308), { recovered: true, missed: 3 });
+  t.like(await from(305), { recovered: false, reason: 'gap' }, 'not kept in this chain (trimmed, or another chain\'s)');
+  t.like(await from(250), { recovered: false, reason: 'gap' }, 'older than the app\'s age bound');
+  t.like(await from(0), { recovered: false, reason: 'gap' }, 'from the start, but the start was trimmed');
+  t.like(await from(311), { recovered: true, missed: 0 });
+  t.like(await from(312), { recovered: false, reason: 'gap' });
 });
