@@ -37,19 +37,24 @@ export function announceProcess(
  * Asks every process and keeps the answers signed by a live process of the directory (any identity
  * may answer a describe: an unsigned or forged report, or one with a negative counter, is a process
  * missing, not a figure summed into status and /metrics). It waits for as many answers as the
- * heartbeats count live processes, up to 3 s (a loaded host answers late: a stall of `waitMs` after
- * the last answer cut off the slow ones, and `pier status` listed fewer roles than it said ran);
- * when no heartbeat was heard yet, until answers stall `waitMs` after the last one, up to 5 s.
+ * heartbeats count live processes, up to 1.5 s (a loaded host answers late: a stall of `waitMs` after
+ * the last answer cut off the slow ones, and `pier status` listed fewer roles than it said ran).
+ * When that many came but a live process is not among them (one not yet counted answered in its
+ * place: a process just started), it asks again for as many as both together, and keeps both; with
+ * no heartbeat heard yet, it waits until answers stall `waitMs` after the last one, up to 5 s.
  */
 export async function describeProcesses(bus: Bus, waitMs: number, peers: Pick<Peers, 'signedBy' | 'alive'>): Promise<ProcessReport[]> {
-  const live = new Set(BUS_ROLES.flatMap((role) => peers.alive(role).map((p) => p.id))).size;
-  const reports = await gather(
-    bus,
-    at(processChannels.describe, processSubjects.describe),
-    {},
-    live > 0 ? { timeoutMs: Math.max(3_000, 5 * waitMs), stallMs: waitMs, expected: live } : { timeoutMs: Math.max(5_000, 5 * waitMs), stallMs: waitMs },
-  );
-  return reports.filter(
-    (r) => typeof r.sig === 'string' && typeof r.info?.id === 'string' && Object.values(r.counters).every((v) => typeof v === 'number' && v >= 0) && peers.signedBy(r.info.id, signed(r), r.sig),
-  );
+  const liveIds = new Set(BUS_ROLES.flatMap((role) => peers.alive(role).map((p) => p.id)));
+  const ask = (options: { timeoutMs: number; stallMs: number; expected?: number }) => gather(bus, at(processChannels.describe, processSubjects.describe), {}, options).then((rs) => rs.filter(believed(peers)));
+  const stalled = { timeoutMs: Math.max(5_000, 5 * waitMs), stallMs: waitMs };
+  const first = await ask(liveIds.size > 0 ? { timeoutMs: Math.max(1_500, 5 * waitMs), stallMs: waitMs, expected: liveIds.size } : stalled);
+  const answered = new Set(first.map((r) => r.info.id));
+  if (liveIds.size === 0 || [...liveIds].every((id) => answered.has(id))) return first;
+  const byId = new Map(first.map((r) => [r.info.id, r]));
+  const everyone = new Set([...liveIds, ...answered]).size;
+  for (const r of await ask({ timeoutMs: Math.max(1_500, 5 * waitMs), stallMs: waitMs, expected: everyone })) if (!byId.has(r.info.id)) byId.set(r.info.id, r);
+  return [...byId.values()];
 }
+
+const believed = (peers: Pick<Peers, 'signedBy'>) => (r: ProcessReport & { sig?: unknown }) =>
+  typeof r.sig === 'string' && typeof r.info?.id === 'string' && Object.values(r.counters).every((v) => typeof v === 'number' && v >= 0) && peers.signedBy(r.info.id, signed(r), r.sig);

@@ -30,3 +30,14 @@ test('with no heartbeat heard yet, answers are waited for until they stall: a la
   const reports = await describeProcesses(bus, 100, { signedBy: (id: string) => id !== 'vault-1', alive: () => [] });
   t.deepEqual(reports.map((r) => r.info.id).sort(), ['edge-1']);
 });
+
+test('a process that answers but is not counted live yet (just started) does not push a live one out: both are kept', async (t) => {
+  const bus = new MemoryBus();
+  const all = [...processes, info('new-1', ['edge'])];
+  const subs = all.map((p) => process(bus, p, p.id === 'slow-1' ? 400 : 0));
+  t.teardown(() => subs.forEach((s) => s.unsubscribe()));
+  // The heartbeats count three; four answer, the slowest of the counted ones last.
+  const peers = { signedBy: () => true, alive: (role: string) => processes.filter((p) => p.roles.includes(role)) };
+  const reports = await describeProcesses(bus, 100, peers);
+  t.deepEqual(reports.map((r) => r.info.id).sort(), ['edge-1', 'new-1', 'slow-1', 'vault-1']);
+});
