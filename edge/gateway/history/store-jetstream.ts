@@ -35,7 +35,10 @@ export interface JetStreamHistoryOptions {
  * the stream: an append names the offset it follows (`Nats-Expected-Last-Subject-Sequence`), so two
  * racing appends to one chain cannot both follow the same message; the loser reads the chain's new
  * last and tries again. The stream bounds what it keeps by age (the ceiling's), per subject by count
- * (the ceiling's) and in total by bytes; an app's lower count is applied by purging its subject.
+ * (the ceiling's) and in total by bytes; an app's lower bounds are applied when a replay is read.
+ * (Purging a subject down to an app's count was tried; a chaos run with it saw the stream hand out
+ * one sequence twice after node restarts on nats-server 2.9.10. That the purge caused it is not
+ * proven, but a bound on what is read needs no purge, so none is done.)
  */
 export class JetStreamHistory implements HistoryStore {
   readonly kind = 'jetstream' as const;
@@ -115,7 +118,6 @@ export class JetStreamHistory implements HistoryStore {
       try {
         const ack = await this.js.publish(subject, body, { headers: h, timeout: 5_000, expect: { lastSubjectSequence: prev } });
         this.remember(subject, ack.seq);
-        if (bounds.messages < Number.MAX_SAFE_INTEGER && ack.seq % Math.max(1, Math.floor(bounds.messages / 4)) === 0) void this.trim(subject, bounds.messages);
         // What edges order live messages by is the message really before this one in the stream, read
         // back: nats-server before 2.9.21 does not serialise the expected-sequence check on a clustered
         // stream (issue #4320), so two edges may both have been accepted after `prev` (a fork).
@@ -156,11 +158,6 @@ export class JetStreamHistory implements HistoryStore {
     this.lastOf.delete(subject);
     this.lastOf.set(subject, seq);
     if (this.lastOf.size > MAX_REMEMBERED) this.lastOf.delete(this.lastOf.keys().next().value!);
-  }
-
-  /** An app's count, when lower than the stream's per-subject ceiling: the oldest past it are purged (now and then, not each send). */
-  private async trim(subject: string, keep: number): Promise<void> {
-    await this.jsm.streams.purge(HISTORY_STREAM, { filter: subject, keep }).catch(() => undefined);
   }
 
   async after(chain: HistoryChain, after: number, limit: number): Promise<KeptEntry[]> {
