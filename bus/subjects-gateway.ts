@@ -111,6 +111,8 @@ export const CLOSE_CODES = {
   LOST: 4003,
   /** The user's token was revoked. */
   REVOKED: 4004,
+  /** A connection that asked for recovery missed a live message its edge could not read: it reconnects and recovers it. */
+  MISSED: 4005,
   SLOW_CONSUMER: 4008,
   /** Too many events waiting for a failing or slow app (its close is still delivered). */
   BACKLOG: 4009,

@@ -75,7 +75,11 @@ export class Gateway {
           deliverText: (id, seq, text) => this.sendToChain(id, text, seq),
           onSkip: (id, from, to) => {
             this.metrics.gapsSkipped.inc();
-            ctx.log.warn({ app: id, from, to }, 'gateway history: a gap in live messages could not be read; delivering on');
+            // A connection that asked for recovery is owed every message: it reconnects (4005) and
+            // its replay, read when the history answers again, gives it what it missed here.
+            const recovering = [...(this.byUser.get(id)?.sockets ?? [])].filter((ws) => ws.getUserData().recover && ws.getUserData().open);
+            for (const ws of recovering) ws.end(CLOSE_CODES.MISSED, 'a message could not be delivered in order; reconnect to recover it');
+            ctx.log.warn({ app: id, from, to, reconnecting: recovering.length }, 'gateway history: a gap in live messages could not be read; delivering on, connections that asked for recovery reconnect');
           },
         })
       : null;

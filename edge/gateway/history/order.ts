@@ -2,6 +2,8 @@ import type { Kept } from './store.js';
 
 /** How long a message that came before the one it follows waits for it, before the edge reads the gap from the history. */
 export const GAP_WAIT_MS = 1_000;
+/** Reads of a gap tried (GAP_WAIT_MS apart) while the history is out of reach, before the gap is skipped. */
+export const GAP_READS = 8;
 /** Messages (and their bytes) one chain may have waiting for a gap on this edge: past either they go out in offset order at once. */
 export const MAX_WAITING = 1_000;
 export const MAX_WAITING_BYTES = 8 * 1024 * 1024;
@@ -20,6 +22,8 @@ interface ChainState {
   waiting: Map<number, Waiting>;
   waitingBytes: number;
   timer: NodeJS.Timeout | null;
+  /** Reads of the gap that failed in a row (the history out of reach: a NATS node restarting). */
+  failedReads: number;
 }
 
 export interface LiveOrderDeps {
@@ -46,7 +50,7 @@ export class LiveOrder {
   /** This edge holds a connection of the chain now: its head is read, and messages are ordered from there. */
   track(appId: string): void {
     if (this.chains.has(appId)) return;
-    const state: ChainState = { last: null, epoch: null, waiting: new Map(), waitingBytes: 0, timer: null };
+    const state: ChainState = { last: null, epoch: null, waiting: new Map(), waitingBytes: 0, timer: null, failedReads: 0 };
     this.chains.set(appId, state);
     this.arm(appId, state);
     void this.deps.head(appId).then(
@@ -120,12 +124,16 @@ export class LiveOrder {
     state.timer.unref?.();
   }
 
-  /** The gap read from the history and delivered; what cannot be read is skipped. */
+  /** The gap read from the history and delivered; what cannot be read (GAP_READS times) is skipped. */
   private async fillGap(appId: string, state: ChainState): Promise<void> {
     if (state.last === null) return this.flush(appId, state);
     const until = Math.min(...[...state.waiting.values()].map((w) => w.kept.seq));
     const entries = await this.deps.fill(appId, state.last, until).catch(() => null);
     if (this.chains.get(appId) !== state) return;
+    // Out of reach (a NATS node restarting, JetStream electing a leader): tried again, the messages
+    // still waiting (bounded), rather than skipped at once.
+    if (entries === null && ++state.failedReads < GAP_READS) return this.arm(appId, state);
+    state.failedReads = 0;
     // The store's order is the chain's: what it holds between the last delivered and the first waiting is the gap.
     for (const e of entries ?? []) {
       if (e.seq >= until) break;

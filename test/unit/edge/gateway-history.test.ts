@@ -188,3 +188,25 @@ test('recovery reads the store\'s order, not the offsets senders followed: a for
   t.like(await from(311), { recovered: true, missed: 0 });
   t.like(await from(312), { recovered: false, reason: 'gap' });
 });
+
+test('live order: a gap whose read fails (the history out of reach for a moment) is read again, and delivered once it answers: nothing skipped', async (t) => {
+  const out: string[] = [];
+  const skips: number[] = [];
+  let fails = 2;
+  const order = new LiveOrder({
+    head: async () => ({ epoch: 'e', last: 10 }),
+    fill: async () => {
+      if (fails-- > 0) throw new Error('TIMEOUT');
+      return [{ seq: 12, prev: 10, text: '"late"' }];
+    },
+    deliverText: (_id, seq, text) => out.push(`${seq}:${text}`),
+    onSkip: (_id, from) => skips.push(from),
+  });
+  order.track('a/b');
+  await until('the head read', () => order.lastOf('a/b') === 10);
+  order.accept('a/b', { epoch: 'e', seq: 15, prev: 12 }, () => out.push('15'));
+  await until('the gap read on the third try', () => out.length === 2, GAP_WAIT_MS * 8);
+  t.deepEqual(out, ['12:"late"', '15']);
+  t.deepEqual(skips, []);
+  order.untrack('a/b');
+});
