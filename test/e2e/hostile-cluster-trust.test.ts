@@ -4,6 +4,7 @@ import type { NatsConnection } from 'nats';
 import { decode, encode } from '../../bus/codec.js';
 import { BUS_ROLES, STATE_ROLES } from '../../bus/permissions.js';
 import { registryState, tokenState, uploadState, vaultState, type Heartbeat } from '../../bus/subjects.js';
+import { HISTORY_STREAM } from '../../edge/gateway/history/store-jetstream.js';
 import { cli } from '../helpers/pier.js';
 import { trustCluster, type TrustCluster } from '../helpers/trust-cluster.js';
 import { sleep, until } from '../helpers/wait.js';
@@ -28,12 +29,13 @@ test.after.always(async () => {
   await c?.stop();
 });
 
-const STREAMS = [registryState.stream, registryState.snapshotStream, tokenState.stream, `KV_${vaultState.keys}`, `KV_${vaultState.secrets}`, vaultState.auditStream, uploadState.stream, uploadState.snapshotStream];
+const STREAMS = [registryState.stream, registryState.snapshotStream, tokenState.stream, `KV_${vaultState.keys}`, `KV_${vaultState.secrets}`, vaultState.auditStream, uploadState.stream, uploadState.snapshotStream, HISTORY_STREAM];
 const OWN_STREAMS: Record<string, string[]> = {
   registry: [registryState.stream, registryState.snapshotStream],
   token: [tokenState.stream],
   vault: [`KV_${vaultState.keys}`, `KV_${vaultState.secrets}`, vaultState.auditStream],
   upload: [uploadState.stream, uploadState.snapshotStream],
+  edge: [HISTORY_STREAM],
 };
 /** Where a forged delivery would do harm: an actor's endpoint, an edge's, every inbox. */
 const TARGETS: Array<[string, string | undefined]> = [
