@@ -117,7 +117,9 @@ export function completedUploads(lines: readonly HistoryLine[]): Set<string> {
 export function rolesOf(r: Request): string[] {
   if (r.kind === 'vault' || r.kind === 'carry') return ['edge', 'vault'];
   if (r.kind === 'upload') return ['edge', 'upload'];
-  if (r.kind === 'ws') return ['edge'];
+  // An app's send is checked against its key and secret by the registry (pier.registry.app.verify)
+  // whenever the edge's memory of the pass has lapsed; a browser's connection passes through the edge only.
+  if (r.kind === 'ws') return r.op === 'broadcast' ? ['edge', 'registry'] : ['edge'];
   if (r.op === 'probe') return ['edge'];
   if (r.op === 'access probe') return ['edge', 'vault'];
   // The token actor asks the registry for the app's credentials (pier.registry.app.credentials).
