@@ -115,11 +115,14 @@ export function completedUploads(lines: readonly HistoryLine[]): Set<string> {
 
 /** The roles a request passes through (its edge, and the actors behind it): what may fail it while replaced. */
 export function rolesOf(r: Request): string[] {
-  if (r.kind === 'vault' || r.kind === 'carry') return ['edge', 'vault'];
-  if (r.kind === 'upload') return ['edge', 'upload'];
+  // Every edge request also needs the edge's view of the registry to be fresh (docs/operations.md):
+  // with one registry replica, its replacement outlasting PIER_REGISTRY_MAX_STALENESS_MS on a loaded
+  // host refuses them (503), as a CI run showed for vault requests.
+  if (r.kind === 'vault' || r.kind === 'carry') return ['edge', 'vault', 'registry'];
+  if (r.kind === 'upload') return ['edge', 'upload', 'registry'];
   // An app's send is checked against its key and secret by the registry (pier.registry.app.verify)
-  // whenever the edge's memory of the pass has lapsed; a browser's connection passes through the edge only.
-  if (r.kind === 'ws') return r.op === 'broadcast' ? ['edge', 'registry'] : ['edge'];
+  // whenever the edge's memory of the pass has lapsed; a browser's upgrade needs the registry view too.
+  if (r.kind === 'ws') return ['edge', 'registry'];
   if (r.op === 'probe') return ['edge'];
   if (r.op === 'access probe') return ['edge', 'vault'];
   // The token actor asks the registry for the app's credentials (pier.registry.app.credentials).
