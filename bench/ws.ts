@@ -7,39 +7,11 @@ import WebSocket from 'ws';
 import { freePort, rssKiB, startChild, startReceivers } from './children.js';
 import { ratioAtMost } from './goals.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
-import { measureUtilisation, postLoop, round, summarise } from './load.js';
+import { postLoop, round } from './load.js';
 import { makeCa, makeLeaf } from '../test/helpers/certs.js';
-import { localLookup } from '../test/helpers/ws-client.js';
 import { pinServer, SERVER_NODE_FLAGS } from './pinning.js';
-
-
-
-/** Kills a helper process and waits until it is gone. */
-function stopChild(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    proc.once('exit', () => resolve());
-    proc.kill('SIGKILL');
-  });
-}
-
-/** `ca`: over wss:// (the host name in SNI, resolved here), the certificate checked against it. */
-function open(port: number, host: string, token: string, ca?: Buffer): Promise<WebSocket> {
-  return new Promise((resolve, reject) => {
-    const ws = ca
-      ? new WebSocket(`wss://${host}:${port}/ws`, { ca, headers: { 'x-authorization': token }, perMessageDeflate: false, lookup: localLookup as never })
-      : new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host, 'x-authorization': token }, perMessageDeflate: false });
-    ws.once('open', () => resolve(ws));
-    // Before open: the open fails; after: a reset connection is counted as lost, not a crash of the bench.
-    ws.on('error', reject);
-  });
-}
-
-async function openMany(n: number, port: number, host: (i: number) => string, token: (i: number) => string, ca?: Buffer): Promise<WebSocket[]> {
-  const out: WebSocket[] = [];
-  for (let i = 0; i < n; i += 200) out.push(...(await Promise.all(Array.from({ length: Math.min(200, n - i) }, (_, k) => open(port, host(i + k), token(i + k), ca)))));
-  return out;
-}
+import { broadcastRate, openMany, roundTrips, stopChild } from './ws-common.js';
+import { benchWsHistory } from './ws-history.js';
 
 /** One Pier with the bench's app installed (its own app process), plain or with TLS on the public listener. */
 async function pierWithApp(dir: string, extraEnv: Record<string, string>, children: ChildProcess[]) {
@@ -58,63 +30,6 @@ async function pierWithApp(dir: string, extraEnv: Record<string, string>, childr
   return { pier, token, creds };
 }
 
-/**
- * Round trips (browser → callback → app → send → browser): 1,000 connections, 1 message a second
- * each, for 10 s after one second of warm-up.
- */
-async function roundTrips(conns: WebSocket[]) {
-  const latencies: number[] = [];
-  const byTime: Array<[number, number]> = [];
-  let lost = 0;
-  const run = await measureUtilisation(async () => {
-    const sent = new Map<string, number>();
-    conns.forEach((ws) =>
-      ws.on('message', (m) => {
-        const id = String(m).replace(/"/g, '');
-        const t0 = sent.get(id);
-        if (t0 !== undefined) {
-          const sec = Number(id.split('-')[0]);
-          if (sec > 0) {
-            latencies.push(performance.now() - t0);
-            byTime.push([sec, performance.now() - t0]);
-          }
-          sent.delete(id);
-        }
-      }),
-    );
-    // Warm-up, not measured: one round trip on every connection, all answered, so the storm of
-    // 1,000 open callbacks that the connections caused is over before anything is timed.
-    const warm = new Set(conns.map((_, i) => `w-${i}`));
-    const warmed = new Promise<void>((resolve) => {
-      const deadline = setTimeout(resolve, 60_000);
-      conns.forEach((ws) =>
-        ws.on('message', (m) => {
-          warm.delete(String(m).replace(/"/g, ''));
-          if (warm.size === 0) (clearTimeout(deadline), resolve());
-        }),
-      );
-    });
-    conns.forEach((ws, i) => ws.send(JSON.stringify({ event: 'rt', data: `w-${i}` })));
-    await warmed;
-    // Second 0 is a warm-up too (JIT at the measured rate): sent, answered, not counted.
-    const seconds = 11;
-    for (let s = 0; s < seconds; s++) {
-      for (let i = 0; i < conns.length; i++) {
-        setTimeout(() => {
-          const id = `${s}-${i}`;
-          sent.set(id, performance.now());
-          conns[i].send(JSON.stringify({ event: 'rt', data: id }));
-        }, s * 1000 + Math.floor((i * 1000) / conns.length));
-      }
-    }
-    await new Promise((r) => setTimeout(r, seconds * 1000 + 2000));
-    lost = sent.size;
-  });
-  const perSecond = Array.from({ length: 10 }, (_, sec) => summarise(byTime.filter(([s]) => s === sec + 1).map(([, l]) => l), 0).p99_ms);
-  const s = summarise(latencies, lost);
-  return { samples: s.requests, lost, p50_ms: s.p50_ms, p99_ms: s.p99_ms, p99_ms_each_second: perSecond, goal_p99_ms: 5, client_event_loop_utilisation: run.loadgen_event_loop_utilisation };
-}
-
 /** The round trips of `roundTrips` against the floor (floor-ws.ts) and the same app, in its own process. */
 async function floorRoundTrips(creds: { OS_APP_KEY: string; OS_APP_SECRET: string }) {
   const port = await freePort();
@@ -129,22 +44,6 @@ async function floorRoundTrips(creds: { OS_APP_KEY: string; OS_APP_SECRET: strin
     await stopChild(floor.proc);
     await stopChild(app.proc);
   }
-}
-
-/**
- * Messages a second the receivers got while `drive` ran for 5 s (and 0.5 s to drain), after 1 s of
- * warm-up that is not counted; the same for Pier and for its peer.
- */
-async function broadcastRate(receivers: { received(): Promise<number> }, drive: (ms: number) => Promise<unknown>) {
-  await drive(1_000);
-  await new Promise((r) => setTimeout(r, 500));
-  const from = await receivers.received();
-  const start = performance.now();
-  const utilisation = await measureUtilisation(async () => {
-    await drive(5_000);
-    await new Promise((r) => setTimeout(r, 500));
-  });
-  return { rate: ((await receivers.received()) - from) / ((performance.now() - start) / 1000), utilisation };
 }
 
 /**
@@ -228,6 +127,13 @@ export async function benchWs(): Promise<Record<string, unknown>> {
       await secure.pier.stop();
     }
 
+    // 5. What gateway history costs: round trips by user, one send's cost, broadcast, with history
+    // on and off (ws-history.ts), in the one-process shape, against a floor that keeps, and on JetStream.
+    const history = await benchWsHistory().catch((err: unknown) => {
+      process.stderr.write(`bench ws history failed: ${(err as Error).stack ?? String(err)}\n`);
+      return { error: String((err as Error).message ?? err) };
+    });
+
     return {
       shape: 'npm start (one process, in-process bus, callback actor inside); the app in its own process; clients in this process',
       server_node_flags: SERVER_NODE_FLAGS,
@@ -240,12 +146,14 @@ export async function benchWs(): Promise<Record<string, unknown>> {
         bare_uws_publish_messages_per_s: Math.round(bareRate),
         ratio: round(pierRate / bareRate, 2),
         goal_ratio: 0.5,
+        history: 'on: the default since 0.3, so each send to alice is kept before it goes out (history.one_process has it on and off)',
         client_event_loop_utilisation: { pier: pier5.loadgen_event_loop_utilisation, bare: bareRun.loadgen_event_loop_utilisation },
         receiver_processes: RECEIVERS,
         send_errors: sender.errors(),
         note: 'Pier: 8 concurrent send calls naming one user who holds 1,000 connections; bare: one topic, 1,000 subscribers, 50 publishes per 10 ms; receivers in 4 processes on the load core; 1 s warm-up not counted',
       },
       idle_memory: { connections: idle.length, rss_delta_kib: after - before, per_connection_kib: round((after - before) / idle.length, 2), goal_kib: 8 },
+      history,
     };
   } finally {
     for (const c of children) c.kill('SIGKILL');
