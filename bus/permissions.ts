@@ -55,6 +55,8 @@ export interface JetStreamDeclaration {
   readonly streams: readonly string[];
   /** Streams it purges (an app's lower bound, an uninstall): besides its logs'. */
   readonly purges?: readonly string[];
+  /** Streams whose messages it erases one by one (a secure delete: a destroyed vault version). */
+  readonly erases?: readonly string[];
   readonly buckets: readonly string[];
   readonly subjects: readonly string[];
   readonly logs?: readonly LogNames[];
@@ -77,6 +79,7 @@ function jetStreamSubjects(d: JetStreamDeclaration): string[] {
   return [
     ...logs.flatMap((l) => [`$JS.API.STREAM.PURGE.${l.stream}`, `$JS.API.STREAM.PURGE.${l.snapshotStream}`, l.subject, ...snapshotSubjects(l)]),
     ...(d.purges ?? []).map((s) => `$JS.API.STREAM.PURGE.${s}`),
+    ...(d.erases ?? []).map((s) => `$JS.API.STREAM.MSG.DELETE.${s}`),
     '$JS.API.INFO',
     ...streams.flatMap((s) => [
       `$JS.API.STREAM.INFO.${s}`,

@@ -14,7 +14,13 @@ export type StateRecord =
   | { kind: 'provider'; value: ProviderView }
   | { kind: 'dataKey'; key: string; value: Record<string, unknown> }
   | { kind: 'secret'; key: string; value: Record<string, unknown> }
+  /** A kept version and a deleted secret (0.3; a file without them imports as before). */
+  | { kind: 'version'; key: string; value: Record<string, unknown> }
+  | { kind: 'deleted'; key: string; value: Record<string, unknown> }
   | { kind: 'audit'; value: AuditEntry };
+
+/** Every kind of record a state file holds. */
+export const STATE_KINDS = ['user', 'token', 'app', 'provider', 'dataKey', 'secret', 'version', 'deleted', 'audit'] as const;
 
 export interface StatePage {
   records: StateRecord[];
@@ -22,7 +28,7 @@ export interface StatePage {
 }
 
 const page = { offset: { type: 'number', integer: true, min: 0 }, limit: { type: 'number', integer: true, min: 1, max: 1_000 } } as const;
-const batch = { records: { type: 'array', max: 5_000, items: { type: 'object', props: { kind: { type: 'enum', values: ['user', 'token', 'app', 'provider', 'dataKey', 'secret', 'audit'] } } } } } as const;
+const batch = { records: { type: 'array', max: 5_000, items: { type: 'object', props: { kind: { type: 'enum', values: [...STATE_KINDS] } } } } } as const;
 
 /** Export in pages (a bus message stays far below NATS's max payload), import in batches. */
 export const stateEndpoints = {

@@ -2,7 +2,10 @@ import { endpoint, event, shared } from './exchange.js';
 import type { CallGate } from './subjects-provider.js';
 import { USER_NAME } from './subjects-registry.js';
 
-export const SECRET_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'] as const;
+/** The platform's five operations (their answers are the platform's), then those of versions, which an app has only when its manifest declares them (docs/vault.md "Versions"). */
+export const PLATFORM_SECRET_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'] as const;
+export const VERSION_SECRET_OPS = ['ListSecretVersions', 'RetrieveSecretVersion', 'RestoreSecretVersion'] as const;
+export const SECRET_OPS = [...PLATFORM_SECRET_OPS, ...VERSION_SECRET_OPS] as const;
 export type SecretOp = (typeof SECRET_OPS)[number];
 export const SECRET_ENVS = ['test', 'dev', 'staging', 'prod'] as const;
 export type SecretEnv = (typeof SECRET_ENVS)[number];
@@ -48,9 +51,9 @@ const vaultCaller = {
 } as const;
 
 /** What the operator does to a user's secrets from the CLI (`pier vault list|get|set|delete|purge`). */
-export const OPERATOR_VAULT_OPS = ['list', 'get', 'set', 'delete', 'purge', 'versions'] as const;
+export const OPERATOR_VAULT_OPS = ['list', 'get', 'set', 'delete', 'purge', 'versions', 'deleted', 'restore', 'undelete', 'destroy'] as const;
 /** The wire format an operation needs past format 1 (bus/envelope.ts): sent only to vault replicas that all speak it. */
-export const OPERATOR_VAULT_OP_WIRE: Partial<Record<(typeof OPERATOR_VAULT_OPS)[number], number>> = { versions: 2 };
+export const OPERATOR_VAULT_OP_WIRE: Partial<Record<(typeof OPERATOR_VAULT_OPS)[number], number>> = { versions: 2, deleted: 2, restore: 2, undelete: 2, destroy: 2 };
 export interface OperatorVaultRequest {
   op: (typeof OPERATOR_VAULT_OPS)[number];
   user: string;
@@ -58,6 +61,8 @@ export interface OperatorVaultRequest {
   env?: string;
   name?: string;
   value?: string;
+  /** `restore` and `destroy`: which version. */
+  version?: number;
 }
 
 /** Who the audit log names for what the operator did (never an app's name: no app has parentheses in its name). */
@@ -96,8 +101,21 @@ export interface OperatorVaultAnswers {
   set: { name: string; env: string; version: number };
   delete: { deleted: string; env: string };
   purge: { purged: number };
-  /** Newest first, the current one included; `size` null where a version was written before sizes were kept. */
-  versions: { name: string; env: string; version: number; versions: Array<{ version: number; at: string; by: string; size: number | null; current: boolean }> };
+  /**
+   * Newest first, the current one included; `size` null where a version was written before sizes
+   * were kept; `kept`: its value can be restored. `deleted`: when the secret is deleted, who did it and when.
+   */
+  versions: {
+    name: string;
+    env: string;
+    version: number;
+    versions: Array<{ version: number; at: string; by: string; size: number | null; current: boolean; kept: boolean }>;
+    deleted: { at: string; by: string; destroyAt: string } | null;
+  };
+  deleted: Array<{ name: string; version: number; deletedAt: string; deletedBy: string; destroyAt: string; versionsKept: number }>;
+  restore: { name: string; env: string; version: number; restored: number };
+  undelete: { name: string; env: string; version: number };
+  destroy: { name: string; env: string; destroyed: number[] };
 }
 
 export const vault = {
@@ -127,6 +145,7 @@ export const vault = {
       name: { type: 'string', pattern: SECRET_NAME, optional: true, messages: { stringPattern: 'must be 1-256 characters of [A-Za-z0-9_.-]' } },
       // Characters, a bound for the message; the 64 KiB byte limit (413) is the vault's own check.
       value: { type: 'string', optional: true, max: SECRET_VALUE_MAX_BYTES * 4 },
+      version: { type: 'number', integer: true, min: 1, max: Number.MAX_SAFE_INTEGER, optional: true },
     },
     undefined,
     { request: 'vault', from: 'admin', reply: true, grant: 'vault' },
@@ -135,18 +154,23 @@ export const vault = {
   rotate: endpoint<Record<string, never>, { rewrapped: number }>('pier.vault.rotate', 'vault', {}, 60_000, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
 };
 
-/** The vault's state on JetStream (PIER_STATE=jetstream): two key-value buckets and the audit stream. */
+/** The vault's state on JetStream (PIER_STATE=jetstream): four key-value buckets and the audit stream. */
 export const vaultState = {
   keys: 'pier-vault-keys',
   secrets: 'pier-vault-secrets',
+  /** Kept versions and deleted secrets (0.3): the previous release never reads them. */
+  versions: 'pier-vault-versions',
+  deleted: 'pier-vault-deleted',
   auditStream: 'PIER_VAULT_AUDIT',
   auditSubject: 'pier.state.vault.audit',
 } as const;
 
-/** Where a vault replica's views must be to show a write: the stream sequence of each bucket. */
+/** Where a vault replica's views must be to show a write: the stream sequence of each bucket (the last two absent from a 0.2 replica's). */
 export interface WrittenMark {
   keys: number;
   secrets: number;
+  versions?: number;
+  deleted?: number;
 }
 
 export const vaultEvents = {
@@ -157,5 +181,7 @@ export const vaultEvents = {
   written: event<WrittenMark>('pier.vault.written', {
     keys: { type: 'number', integer: true, min: 0 },
     secrets: { type: 'number', integer: true, min: 0 },
+    versions: { type: 'number', integer: true, min: 0, optional: true },
+    deleted: { type: 'number', integer: true, min: 0, optional: true },
   }),
 };

@@ -96,6 +96,13 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(parts).toString('utf8').replace(/\n$/, '');
 }
 
+/** `--version N`: a whole number from 1. */
+function versionFlag(inv: Invocation): number {
+  const text = flag(inv, 'version');
+  if (!/^[1-9]\d{0,14}$/.test(text)) throw new CliError(`--version: must be a whole number from 1, not ${JSON.stringify(text)}`, undefined, 'usage');
+  return Number(text);
+}
+
 function flag(inv: Invocation, name: string): string {
   const v = inv.values[name];
   if (typeof v !== 'string' || v === '') throw new CliError(`missing --${name}`, undefined, 'usage');
@@ -232,7 +239,31 @@ export const COMMANDS = {
   'vault versions': command({
     usage: 'pier vault versions --user U --workspace W [--env E] NAME   (who wrote each version and when; never a value)',
     run: (inv) => call(inv, API.vaultVersions, { query: { ...vaultTarget(inv), name: arg(inv, 0, 'NAME') } }),
-    text: (d) => table([['VERSION', 'AT', 'BY', 'SIZE'], ...d.versions.map((v) => [`${v.version}${v.current ? ' (current)' : ''}`, v.at, v.by, v.size === null ? '?' : `${v.size} B`])]),
+    text: (d) =>
+      [
+        ...(d.deleted ? [`deleted ${d.deleted.at} by ${d.deleted.by}; destroyed ${d.deleted.destroyAt} unless undeleted`] : []),
+        table([['VERSION', 'AT', 'BY', 'SIZE', 'VALUE'], ...d.versions.map((v) => [`${v.version}${v.current ? ' (current)' : ''}`, v.at, v.by, v.size === null ? '?' : `${v.size} B`, v.kept ? 'kept' : 'not kept'])]),
+      ].join('\n'),
+  }),
+  'vault deleted': command({
+    usage: 'pier vault deleted --user U --workspace W [--env E]   (deleted secrets, recoverable until their window ends)',
+    run: (inv) => call(inv, API.vaultDeleted, { query: vaultTarget(inv) }),
+    text: (d) => table([['NAME', 'VERSION', 'DELETED', 'BY', 'DESTROYED AT', 'EARLIER KEPT'], ...d.map((r) => [r.name, String(r.version), r.deletedAt, r.deletedBy, r.destroyAt, String(r.versionsKept)])]),
+  }),
+  'vault restore': command({
+    usage: 'pier vault restore --user U --workspace W [--env E] NAME --version N   (a new version with version N\'s value)',
+    run: (inv) => call(inv, API.vaultRestore, { query: { ...vaultTarget(inv), name: arg(inv, 0, 'NAME') }, body: { version: versionFlag(inv) } }),
+    text: (d) => `restored version ${d.restored} as version ${d.version}`,
+  }),
+  'vault undelete': command({
+    usage: 'pier vault undelete --user U --workspace W [--env E] NAME   (a deleted secret back, as it was)',
+    run: (inv) => call(inv, API.vaultUndelete, { query: { ...vaultTarget(inv), name: arg(inv, 0, 'NAME') } }),
+    text: (d) => `undeleted (version ${d.version})`,
+  }),
+  'vault destroy': command({
+    usage: 'pier vault destroy --user U --workspace W [--env E] NAME [--version N]   (a deleted secret, or one earlier version, for good)',
+    run: (inv) => call(inv, API.vaultDestroy, { query: { ...vaultTarget(inv), name: arg(inv, 0, 'NAME') }, body: inv.values.version === undefined ? {} : { version: versionFlag(inv) } }),
+    text: (d) => `destroyed version(s) ${d.destroyed.join(', ')}`,
   }),
   'vault set': command({
     usage: 'pier vault set --user U --workspace W [--env E] NAME [--value-file FILE]   (the value from FILE, or standard input)',

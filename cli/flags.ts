@@ -21,6 +21,7 @@ export const OPTIONS = {
   workspace: { type: 'string' },
   env: { type: 'string' },
   'value-file': { type: 'string' },
+  version: { type: 'string' },
   op: { type: 'string' },
   wait: { type: 'string' },
 } as const;

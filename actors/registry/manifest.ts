@@ -13,7 +13,8 @@ export interface Manifest {
   upload: UploadOptions | null;
 }
 
-export const SECRET_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'] as const;
+// The platform's five and those of versions (bus/subjects-vault.ts), which an app has only when it declares them.
+export const SECRET_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret', 'ListSecretVersions', 'RetrieveSecretVersion', 'RestoreSecretVersion'] as const;
 export const WORKSPACE = /^[A-Za-z0-9_.-]{1,64}$/;
 const SECRET_OP = new RegExp(`^(${SECRET_OPS.join('|')})\\?workspace=[A-Za-z0-9_.-]{1,64}$`);
 /** dataType, group and op names travel as URL path segments: keep them to safe characters. */

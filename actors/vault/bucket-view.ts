@@ -65,6 +65,8 @@ export class BucketView<T> {
     private readonly manager: JetStreamManager,
     /** What its values are, for the format check of each (lib/state/record-format.ts). */
     private readonly kind: RecordKind,
+    /** Told of every accepted change of a key's value (an index kept beside the view). */
+    private readonly onChange?: (key: string, before: T | undefined, after: T | undefined) => void,
   ) {
     this.stream = `KV_${bucket}`;
     this.prefix = `$KV.${bucket}.`;
@@ -156,6 +158,7 @@ export class BucketView<T> {
       const key = logicalKey(m.subject.slice(this.prefix.length));
       const intent = intentOf<T>(m.data);
       if (intent.e === this.revisionOf(key)) {
+        const before = this.entries.get(key);
         if (intent.d) {
           this.entries.delete(key);
           this.deleted.set(key, m.seq);
@@ -163,9 +166,50 @@ export class BucketView<T> {
           this.entries.set(key, this.held(intent.v as T, m.seq));
           this.deleted.delete(key);
         }
+        if (this.onChange) this.told(key, before, intent.d ? undefined : (intent.v as T));
       }
     }
     this.applied.set(m.seq);
+  }
+
+  /** An index's bug (or a value in a format it cannot read) never stops the view. */
+  private told(key: string, before: Held<T> | undefined, after: T | undefined): void {
+    try {
+      this.onChange!(key, before?.value, after);
+    } catch {
+      // The value of `before` is one this release cannot read: the index skips it, the view goes on.
+    }
+  }
+
+  /**
+   * Erases from the stream every entry of `key` before `seq` (a delete of it just accepted):
+   * each message is overwritten on disk by the server (a secure delete), not only left out of
+   * the stream. What a destroyed vault version needs (docs/vault.md "Versions"). The entries gone
+   * are a prefix of the key's history, which a view starting later judges from (`anchor`).
+   * Answers how many were erased.
+   */
+  async eraseBefore(key: string, seq: number): Promise<number> {
+    const subject = `${this.prefix}${kvKey(key)}`;
+    let erased = 0;
+    for (let from = 1; from < seq; ) {
+      let m;
+      try {
+        m = await this.manager.streams.getMessage(this.stream, { seq: from, next_by_subj: subject } as unknown as { seq: number });
+      } catch (err) {
+        if (/no message found/i.test(String((err as Error).message))) break;
+        throw err;
+      }
+      if (m.seq >= seq) break;
+      try {
+        await this.manager.streams.deleteMessage(this.stream, m.seq, true);
+      } catch (err) {
+        // Erased meanwhile by another replica (a destroy retried, the expiry sweep): nothing left to do for it.
+        if (!/no message found|not found/i.test(String((err as Error).message))) throw err;
+      }
+      erased++;
+      from = m.seq + 1;
+    }
+    return erased;
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { AuditEntry } from '../../bus/subjects.js';
 import type { BucketView } from './bucket-view.js';
-import type { DataKeyRecord, SecretRecord, VaultWriter } from './store.js';
+import { scopeOf, userOf, versionBytes, type DataKeyRecord, type DeletedRecord, type SecretRecord, type VaultWriter, type VersionRecord } from './store.js';
+import type { VersionUsage } from './version-usage.js';
 
 const SEP = '\u0000';
 
@@ -14,12 +15,23 @@ export interface Op {
   expected: number;
 }
 
+/** The vault's buckets on JetStream, as views (store-jetstream.ts). */
+export interface VaultViews {
+  keys: BucketView<DataKeyRecord>;
+  secrets: BucketView<SecretRecord>;
+  versions: BucketView<VersionRecord>;
+  deleted: BucketView<DeletedRecord>;
+  /** Bytes of kept versions per scope and user, as the versions view shows them. */
+  usage: VersionUsage;
+}
+
 /**
  * A VaultWriter that changes nothing yet: it reads the views through the changes buffered so far
  * (so `fn` sees its own writes), and buffers each change with the revision its key had when first
  * touched in this write: that is the revision the commit names, whatever `fn` did to it since.
  */
-export function bufferedWriter(keys: BucketView<DataKeyRecord>, secrets: BucketView<SecretRecord>, ops: Op[], audit: AuditEntry[]): VaultWriter {
+export function bufferedWriter(views: VaultViews, ops: Op[], audit: AuditEntry[]): VaultWriter {
+  const { keys, secrets, versions, deleted } = views;
   const read = <T>(view: BucketView<T>, key: string): T | undefined => {
     for (let i = ops.length - 1; i >= 0; i--) if (ops[i].view === view && ops[i].key === key) return ops[i].value as T | undefined;
     return view.entries.get(key)?.value;
@@ -33,6 +45,17 @@ export function bufferedWriter(keys: BucketView<DataKeyRecord>, secrets: BucketV
     for (const op of ops) if (op.view === view && op.key.startsWith(prefix)) (op.value === undefined ? found.delete(op.key) : found.add(op.key));
     return [...found].sort();
   };
+  /** The view's usage, moved by what this write has buffered so far (each key counted at its latest buffered value). */
+  const bytesUnder = (k: string) => {
+    let bytes = views.usage.bytes(k);
+    const touched = new Set(ops.filter((o) => o.view === (versions as BucketView<unknown>) && (scopeOf(o.key) === k || userOf(o.key) === k)).map((o) => o.key));
+    for (const key of touched) {
+      const before = versions.entries.get(key)?.value;
+      const after = read(versions, key);
+      bytes += (after ? versionBytes(after) : 0) - (before ? versionBytes(before) : 0);
+    }
+    return bytes;
+  };
   return {
     dataKey: (scope) => read(keys, scope),
     dataKeys: () => [...keys.entries.keys()].map((scope) => ({ scope, record: read(keys, scope)! })).filter((e) => e.record !== undefined),
@@ -44,5 +67,14 @@ export function bufferedWriter(keys: BucketView<DataKeyRecord>, secrets: BucketV
     listScope: (scope) => liveKeys(secrets as BucketView<unknown>, `${scope}${SEP}`).map((key) => ({ key, value: read(secrets, key)! })),
     scopesOf: (user, workspace) => liveKeys(keys as BucketView<unknown>, `${user}${SEP}${workspace}${SEP}`),
     appendAudit: (entry) => void audit.push(entry),
+    version: (vkey) => read(versions, vkey),
+    putVersion: (vkey, record) => change(versions, vkey, record),
+    removeVersion: (vkey) => change(versions, vkey, undefined),
+    versionsUnder: (prefix) => liveKeys(versions as BucketView<unknown>, prefix).map((key) => ({ key, value: read(versions, key)! })),
+    versionBytesUnder: bytesUnder,
+    deleted: (key) => read(deleted, key),
+    putDeleted: (key, record) => change(deleted, key, record),
+    removeDeleted: (key) => change(deleted, key, undefined),
+    listDeleted: (scope) => liveKeys(deleted as BucketView<unknown>, `${scope}${SEP}`).map((key) => ({ key, value: read(deleted, key)! })),
   };
 }

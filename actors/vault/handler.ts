@@ -5,7 +5,8 @@ import type { RegistryCache } from '../../lib/state/registry-cache.js';
 import { open, seal } from '../../lib/crypto/secret-box.js';
 import { assertValid, compile } from '../../bus/validation.js';
 import type { DataKeys } from './data-keys.js';
-import { nameOf, scopeKey, secretKey, sizeOf, SECRET_FORMAT, type SecretRecord, type VaultStore, type VaultWriter } from './store.js';
+import { genOf, nameOf, scopeKey, secretKey, SECRET_FORMAT, versionKey, type SecretRecord, type VaultStore, type VaultWriter } from './store.js';
+import { listVersions, keepVersion, newGen, nextRecord, restore, softDelete, type VersionBounds } from './versions.js';
 import { parseAppId } from '../../bus/ids.js';
 
 export interface VaultDeps {
@@ -21,11 +22,14 @@ export interface VaultDeps {
   anonymous: (op: string, outcome: string) => void;
   /** Records an audit entry in the write `w`: it commits with the change, or not at all. */
   auditInWrite: (w: VaultWriter, entry: AuditEntry) => void;
+  /** What versions and deleted secrets may keep (docs/vault.md "Versions"). */
+  bounds: VersionBounds;
 }
 
 const env = { type: 'enum', values: [...SECRET_ENVS], optional: true, messages: { enumValue: `must be one of ${SECRET_ENVS.join(', ')}` } } as const;
 const name = { type: 'string', pattern: SECRET_NAME, messages: { stringPattern: 'must be 1-256 characters of [A-Za-z0-9_.-]' } } as const;
 const value = { type: 'string' } as const;
+const version = { type: 'number', integer: true, min: 1, max: Number.MAX_SAFE_INTEGER } as const;
 
 /** Request bodies per operation; other fields are ignored. */
 const bodies: Record<SecretOp, ReturnType<typeof compile>> = {
@@ -34,6 +38,9 @@ const bodies: Record<SecretOp, ReturnType<typeof compile>> = {
   UpdateSecret: compile({ $$strict: false, name, value, env, version: { type: 'number', integer: true, min: 1, optional: true } }),
   DeleteSecret: compile({ $$strict: false, name, env }),
   ListSecret: compile({ $$strict: false, env }),
+  ListSecretVersions: compile({ $$strict: false, name, env }),
+  RetrieveSecretVersion: compile({ $$strict: false, name, env, version }),
+  RestoreSecretVersion: compile({ $$strict: false, name, env, version }),
 };
 
 interface Caller {
@@ -90,15 +97,15 @@ function authorise(deps: VaultDeps, req: VaultRequest, op: string, partial: Part
  */
 const opened = new WeakMap<SecretRecord, { dataKey: Buffer; value: string }>();
 
-function openValue(deps: VaultDeps, scope: string, key: string, record: SecretRecord): string {
+function openValue(deps: VaultDeps, scope: string, key: string, record: { sealed: Uint8Array }): string {
   try {
     const dataKey = deps.keys.get(scope);
     if (!dataKey) throw new Error(`no data key for the scope of ${key}`);
-    const kept = opened.get(record);
+    const kept = opened.get(record as SecretRecord);
     if (kept && kept.dataKey === dataKey) return kept.value;
     const value = open(dataKey, record.sealed, valueContext(key)).toString('utf8');
     // Only records shared between reads (frozen by the decoded cache) are worth an entry.
-    if (Object.isFrozen(record)) opened.set(record, { dataKey, value });
+    if (Object.isFrozen(record)) opened.set(record as SecretRecord, { dataKey, value });
     return value;
   } catch (err) {
     throw new PierError('INTERNAL', 'secret could not be decrypted', { cause: err });
@@ -175,10 +182,28 @@ export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who:
     deps.audit(entry('ok'));
     return { data };
   }
+  if (op === 'ListSecretVersions') {
+    const listed = listVersions(store, secretKey(scope, body.name as string));
+    // A deleted secret is as absent to an app as to RetrieveSecret: only the operator sees it.
+    if (!listed || listed.deleted) throw new PierError('NOT_FOUND', `secret "${body.name}" not found in ${env}`);
+    deps.audit(entry('ok'));
+    return { data: { name: body.name, env, versions: listed.versions.map(({ version, at, by, size, current, kept }) => ({ version, at, by, size, current, kept })) }, version: listed.version };
+  }
+  if (op === 'RetrieveSecretVersion') {
+    const key = secretKey(scope, body.name as string);
+    const live = store.secret(key);
+    if (!live) throw new PierError('NOT_FOUND', `secret "${body.name}" not found in ${env}`);
+    const wanted = body.version as number;
+    const sealed = wanted === live.version ? live.sealed : store.version(versionKey(key, genOf(live), wanted))?.sealed;
+    if (!sealed) throw new PierError('NOT_FOUND', `version ${wanted} of secret "${body.name}" is not kept in ${env}`);
+    const value = openValue(deps, scope, key, { sealed });
+    deps.audit(entry('ok'));
+    return { data: { name: body.name, value, env, version: wanted }, version: live.version };
+  }
 
   // Writes: the check, the write and its audit entry commit together, or not at all.
   const key = secretKey(scope, body.name as string);
-  if (op !== 'DeleteSecret') checkValueSize(body.value as string);
+  if (op === 'CreateSecret' || op === 'UpdateSecret') checkValueSize(body.value as string);
   return store.write((w) => {
     const existing = w.secret(key);
     if (op === 'CreateSecret') {
@@ -186,27 +211,34 @@ export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who:
       const sealed = seal(deps.keys.getOrCreate(scope, w), Buffer.from(body.value as string, 'utf8'), valueContext(key));
       const at = now();
       const bytes = Buffer.byteLength(body.value as string, 'utf8');
-      w.putSecret(key, { ...SECRET_FORMAT, sealed, size: { version: 1, bytes }, version: 1, createdAt: at, createdBy: who.app, updatedAt: at, updatedBy: who.app, history: [] });
+      // A new generation: a deleted secret of the same name stays apart (undelete then answers 409 naming this one).
+      w.putSecret(key, { ...SECRET_FORMAT, gen: newGen(), sealed, size: { version: 1, bytes }, version: 1, createdAt: at, createdBy: who.app, updatedAt: at, updatedBy: who.app, history: [] });
       deps.auditInWrite(w, entry('ok'));
       return { data: '', version: 1 };
     }
     if (!existing) throw new PierError('NOT_FOUND', `secret "${body.name}" not found in ${env}`);
     if (op === 'DeleteSecret') {
-      w.removeSecret(key);
+      // Soft: gone for every app at once, recoverable by the operator for the window (versions.ts).
+      softDelete(w, deps.bounds, key, existing, who.app, now());
       deps.auditInWrite(w, entry('ok'));
       return { data: '' };
     }
+    if (op === 'RestoreSecretVersion') {
+      const next = restore(w, deps.bounds, key, body.version as number, who.app, now());
+      deps.auditInWrite(w, entry('ok'));
+      return { data: '', version: next.version };
+    }
+    if (op !== 'UpdateSecret') throw new PierError('NOT_FOUND', `no vault operation "${op}"`);
     // UpdateSecret, optionally check-and-set on `version`.
     if (body.version !== undefined && body.version !== existing.version) {
       throw new PierError('CONFLICT', `secret "${body.name}" is at version ${existing.version}, not ${body.version}`, { data: { version: existing.version } });
     }
     const sealed = seal(deps.keys.getOrCreate(scope, w), Buffer.from(body.value as string, 'utf8'), valueContext(key));
-    const version = existing.version + 1;
-    const before = sizeOf(existing);
-    const history = [...existing.history, { version: existing.version, at: existing.updatedAt, by: existing.updatedBy, ...(before === undefined ? {} : { size: before }) }].slice(-100);
-    const bytes = Buffer.byteLength(body.value as string, 'utf8');
-    w.putSecret(key, { ...existing, ...SECRET_FORMAT, sealed, size: { version, bytes }, version, updatedAt: now(), updatedBy: who.app, history });
+    // The value it replaces is kept as a version first (committed before the record moves past it).
+    keepVersion(w, deps.bounds, key, existing);
+    const next = nextRecord(existing, sealed, who.app, now());
+    w.putSecret(key, next);
     deps.auditInWrite(w, entry('ok'));
-    return { data: '', version };
+    return { data: '', version: next.version };
   });
 }

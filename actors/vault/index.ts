@@ -12,6 +12,7 @@ import { DataKeys } from './data-keys.js';
 import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
 import { operatorOp } from './operator.js';
 import { purgeWorkspaces } from './purge.js';
+import { destroyGeneration, expiredDeleted } from './versions.js';
 import { vaultExportPage, vaultImportBatch } from './state-io.js';
 import { LmdbVaultStore, type VaultStore } from './store.js';
 import { JetStreamVaultStore } from './store-jetstream.js';
@@ -74,9 +75,11 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
       outcomes(entry.op, entry.outcome);
       w.appendAudit(entry);
     },
+    bounds: ctx.config.vaultVersions,
   };
   const actor = { ctx, store, keys, deps, batch };
   await prune(actor);
+  await expireDeleted(actor);
   ctx.log.info({ group: deps.vaultGroup }, 'vault actor started');
   return actor;
 }
@@ -90,6 +93,41 @@ async function prune(a: VaultActor): Promise<void> {
   });
   if (removed > 0) a.ctx.log.info({ removed }, 'audit entries past retention removed');
 }
+
+/** Deleted secrets kept past the window, destroyed per write. */
+const EXPIRY_BATCH = 100;
+
+/**
+ * Deleted secrets past PIER_VAULT_DELETED_DAYS are destroyed (docs/vault.md "Versions"), a batch
+ * per write, audited as `(retention)`. Replicas may sweep together: a secret another replica
+ * destroyed first is simply not there any more.
+ */
+async function expireDeleted(a: VaultActor): Promise<void> {
+  try {
+    await a.store.sync();
+    let destroyed = 0;
+    for (;;) {
+      const batch = expiredDeleted(a.store, a.deps.bounds, a.ctx.now(), EXPIRY_BATCH);
+      if (batch.length === 0) break;
+      await a.store.write((w) => {
+        for (const { key, gen } of batch) {
+          if (w.deleted(key)?.gen !== gen) continue; // undeleted or destroyed meanwhile
+          destroyGeneration(w, key, gen);
+          const [user, workspace, env, name] = key.split('\u0000');
+          a.deps.auditInWrite(w, { at: new Date(a.ctx.now()).toISOString(), user, app: RETENTION_IN_AUDIT, op: 'Destroy', workspace, env, name, outcome: 'ok' });
+        }
+      });
+      destroyed += batch.length;
+      if (batch.length < EXPIRY_BATCH) break;
+    }
+    if (destroyed > 0) a.ctx.log.info({ destroyed }, 'vault: deleted secrets past their window destroyed');
+  } catch (err) {
+    a.ctx.log.error({ err }, 'vault: destroying deleted secrets past their window failed');
+  }
+}
+
+/** Who the audit log names for what the vault's own retention did. */
+const RETENTION_IN_AUDIT = '(retention)';
 
 /** Reads answer what any replica has written so far. */
 const current = async <R>(a: VaultActor, read: () => R | Promise<R>): Promise<R> => (await a.store.sync(), read());
@@ -120,8 +158,14 @@ export const vaultActor = defineActor<VaultActor>({
     }),
   },
   emits: [vaultEvents.written],
-  jetstream: { streams: [vaultState.auditStream], buckets: [vaultState.keys, vaultState.secrets], subjects: [vaultState.auditSubject] },
-  timers: { prune: { everyMs: () => 3_600_000, run: prune } },
+  jetstream: {
+    streams: [vaultState.auditStream],
+    buckets: [vaultState.keys, vaultState.secrets, vaultState.versions, vaultState.deleted],
+    // A destroyed version's bytes are erased from its stream, not only left out of it (docs/vault.md "Versions").
+    erases: [`KV_${vaultState.versions}`, `KV_${vaultState.deleted}`],
+    subjects: [vaultState.auditSubject],
+  },
+  timers: { prune: { everyMs: () => 3_600_000, run: prune }, expire: { everyMs: () => 3_600_000, run: expireDeleted } },
   // `pier app uninstall --purge`: the app's workspaces go, unless another app of the user still uses them.
   onRegistryChange: (a, change) => {
     if (change.kind !== 'app' || change.op !== 'delete' || !change.purge) return;

@@ -1,7 +1,8 @@
 import { PierError } from '../../bus/errors.js';
 import { OPERATOR_IN_AUDIT, type AuditEntry, type OperatorVaultAnswers, type OperatorVaultRequest, type SecretOp } from '../../bus/subjects.js';
 import { perform, type VaultDeps } from './handler.js';
-import { nameOf, scopeKey, secretKey, sizeOf } from './store.js';
+import { nameOf, scopeKey, secretKey } from './store.js';
+import { destroy, destroyScope, listDeleted, listVersions, restore, undelete } from './versions.js';
 
 /** Who the audit log names for what the operator did. */
 export const OPERATOR = OPERATOR_IN_AUDIT;
@@ -26,13 +27,11 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
     return { data };
   }
   if (req.op === 'purge') {
+    // Destroyed at once, deleted secrets and kept versions with the rest (no window).
     const removed = await deps.store.write((w) => {
       let n = 0;
       for (const s of w.scopesOf(req.user, req.workspace)) {
-        for (const { key } of w.listScope(s)) {
-          w.removeSecret(key);
-          n++;
-        }
+        n += destroyScope(w, s);
         deps.keys.remove(s, w);
       }
       deps.auditInWrite(w, entry('Purge')('ok'));
@@ -40,14 +39,44 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
     });
     return { data: { purged: removed } };
   }
+  if (req.op === 'deleted') {
+    const data = listDeleted(deps.store, scope, deps.bounds);
+    deps.audit(entry('ListDeleted')('ok'));
+    return { data };
+  }
   if (req.name === undefined) throw new PierError('BAD_REQUEST', 'name: is required');
+  const name = req.name;
+  const key = secretKey(scope, name);
   if (req.op === 'versions') {
-    const record = deps.store.secret(secretKey(scope, req.name));
-    if (!record) throw new PierError('NOT_FOUND', `secret "${req.name}" not found in ${env}`);
-    const current = { version: record.version, at: record.updatedAt, by: record.updatedBy, size: sizeOf(record) ?? null, current: true };
-    const earlier = record.history.map((v) => ({ version: v.version, at: v.at, by: v.by, size: v.size ?? null, current: false })).reverse();
+    const listed = listVersions(deps.store, key);
+    if (!listed) throw new PierError('NOT_FOUND', `secret "${name}" not found in ${env}, live or deleted`);
     deps.audit(entry('ListVersions')('ok'));
-    return { data: { name: req.name, env, version: record.version, versions: [current, ...earlier] } };
+    const deleted = listed.deleted ? { ...listed.deleted, destroyAt: new Date(Date.parse(listed.deleted.at) + deps.bounds.deletedForMs).toISOString() } : null;
+    return { data: { name, env, version: listed.version, versions: listed.versions, deleted } };
+  }
+  if (req.op === 'restore' || req.op === 'undelete' || req.op === 'destroy') {
+    const op = req.op;
+    if (op === 'restore' && req.version === undefined) throw new PierError('BAD_REQUEST', 'version: is required (the version to restore)');
+    const audited = entry({ restore: 'RestoreVersion', undelete: 'Undelete', destroy: 'Destroy' }[op]);
+    const at = new Date(deps.now()).toISOString();
+    try {
+      return await deps.store.write((w) => {
+        const data =
+          op === 'restore'
+            ? (() => {
+                const next = restore(w, deps.bounds, key, req.version!, OPERATOR, at);
+                return { name, env, version: next.version, restored: req.version! };
+              })()
+            : op === 'undelete'
+              ? { name, env, version: undelete(w, key).version }
+              : { name, env, destroyed: destroy(w, key, req.version) };
+        deps.auditInWrite(w, audited('ok'));
+        return { data };
+      });
+    } catch (err) {
+      if (err instanceof PierError) deps.audit(audited(err.code));
+      throw err;
+    }
   }
   const op: SecretOp = req.op === 'get' ? 'RetrieveSecret' : req.op === 'delete' ? 'DeleteSecret' : deps.store.secret(secretKey(scope, req.name)) ? 'UpdateSecret' : 'CreateSecret';
   if (req.op === 'set' && req.value === undefined) throw new PierError('BAD_REQUEST', 'value: is required');

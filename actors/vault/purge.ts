@@ -1,5 +1,6 @@
 import type { AppView } from '../../bus/subjects.js';
 import type { VaultDeps } from './handler.js';
+import { destroyScope } from './versions.js';
 
 /** Workspaces an app's manifest grants on this vault (from `<Op>?workspace=<ws>` ops). */
 export function workspacesOf(app: AppView, group: string): Set<string> {
@@ -22,7 +23,7 @@ export function purgeWorkspaces(deps: VaultDeps, removed: AppView, others: reado
   return deps.store.write((w) => {
     for (const ws of doomed) {
       for (const scope of w.scopesOf(removed.user, ws)) {
-        for (const { key } of w.listScope(scope)) w.removeSecret(key);
+        destroyScope(w, scope);
         deps.keys.remove(scope, w);
       }
       deps.auditInWrite(w, { at: new Date(deps.now()).toISOString(), user: removed.user, app: removed.name, op: 'Purge', workspace: ws, env: null, name: null, outcome: 'ok' });

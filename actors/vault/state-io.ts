@@ -1,6 +1,6 @@
 import { PierError } from '../../bus/errors.js';
 import type { StatePage, StateRecord } from '../../bus/subjects.js';
-import type { DataKeyRecord, SecretRecord, VaultStore } from './store.js';
+import type { DataKeyRecord, DeletedRecord, SecretRecord, VaultStore, VersionRecord } from './store.js';
 import type { Keyring } from '../../lib/crypto/keyring.js';
 import { checkImportKey } from '../../lib/crypto/master-key-check.js';
 
@@ -9,11 +9,13 @@ export const EXPORTED_AUDIT = 100_000;
 
 /** Every record of the vault, in a stable order: data keys, secrets, then audit entries (oldest first). */
 export async function vaultRecords(store: VaultStore): Promise<StateRecord[]> {
-  const { dataKeys, secrets } = store.everything();
+  const { dataKeys, secrets, versions, deleted } = store.everything();
   const audit = (await store.readAudit({ limit: EXPORTED_AUDIT }, EXPORTED_AUDIT)).entries.reverse();
   return [
     ...dataKeys.map((d): StateRecord => ({ kind: 'dataKey', key: d.scope, value: d.record as unknown as Record<string, unknown> })),
     ...secrets.map((s): StateRecord => ({ kind: 'secret', key: s.key, value: s.value as unknown as Record<string, unknown> })),
+    ...versions.map((v): StateRecord => ({ kind: 'version', key: v.key, value: v.value as unknown as Record<string, unknown> })),
+    ...deleted.map((d): StateRecord => ({ kind: 'deleted', key: d.key, value: d.value as unknown as Record<string, unknown> })),
     ...audit.map((value): StateRecord => ({ kind: 'audit', value })),
   ];
 }
@@ -38,6 +40,14 @@ export async function vaultImportBatch(store: VaultStore, records: StateRecord[]
         const v = r.value as unknown as SecretRecord;
         if (!(v.sealed instanceof Uint8Array) || typeof v.version !== 'number') throw new PierError('BAD_REQUEST', `secret ${JSON.stringify(r.key)}: sealed and version are required`);
         w.putSecret(r.key, v);
+      } else if (r.kind === 'version') {
+        const v = r.value as unknown as VersionRecord;
+        if (!(v.sealed instanceof Uint8Array) || typeof v.version !== 'number') throw new PierError('BAD_REQUEST', `version ${JSON.stringify(r.key)}: sealed and version are required`);
+        w.putVersion(r.key, v);
+      } else if (r.kind === 'deleted') {
+        const v = r.value as unknown as DeletedRecord;
+        if (typeof v.gen !== 'string' || typeof v.version !== 'number' || !Array.isArray(v.history)) throw new PierError('BAD_REQUEST', `deleted ${JSON.stringify(r.key)}: gen, version and history are required`);
+        w.putDeleted(r.key, v);
       } else if (r.kind === 'audit') {
         w.appendAudit(r.value);
       } else continue;

@@ -4,8 +4,9 @@ import { catchUpOrRefuse, retryWhileStarting, SharedCatchUp, withinBudget } from
 import { AUDIT_SCAN_MAX, vaultState, type AuditEntry, type AuditPage, type AuditQuery, type WrittenMark } from '../../bus/subjects.js';
 import { JetStreamAudit } from './audit-jetstream.js';
 import { BucketView, Conflict, HISTORY } from './bucket-view.js';
-import { bufferedWriter, type Op } from './buffered-writer.js';
-import type { DataKeyRecord, SecretRecord, VaultStore, VaultWriter } from './store.js';
+import { bufferedWriter, type Op, type VaultViews } from './buffered-writer.js';
+import type { DataKeyRecord, DeletedRecord, SecretRecord, VaultStore, VaultWriter, VersionRecord } from './store.js';
+import { VersionUsage } from './version-usage.js';
 
 const SEP = '\u0000';
 
@@ -22,6 +23,8 @@ export interface JetStreamVaultOptions {
    * with the streams themselves.
    */
   connectionLosses?: () => number;
+  /** A destroyed version whose bytes could not be erased from its stream (they stay until a later destroy or sweep). */
+  onEraseFailed?: (err: unknown) => void;
 }
 
 /**
@@ -35,27 +38,41 @@ export interface JetStreamVaultOptions {
  * leaves at most an unused data key, never a secret without its key.
  */
 export class JetStreamVaultStore implements VaultStore {
+  private readonly keysView: BucketView<DataKeyRecord>;
+  private readonly secretsView: BucketView<SecretRecord>;
+  private readonly versionsView: BucketView<VersionRecord>;
+  private readonly deletedView: BucketView<DeletedRecord>;
+
   private constructor(
     private readonly manager: JetStreamManager,
-    private readonly keysView: BucketView<DataKeyRecord>,
-    private readonly secretsView: BucketView<SecretRecord>,
+    private readonly views: VaultViews,
     private readonly audit: JetStreamAudit,
     /** Audit entries of a durable change that could not be appended within the retry period. */
     private readonly onAuditLost: (count: number) => void,
     private readonly announce: ((mark: WrittenMark) => void) | undefined,
     private readonly connectionLosses: () => number,
-  ) {}
+    private readonly onEraseFailed: (err: unknown) => void,
+  ) {
+    this.keysView = views.keys;
+    this.secretsView = views.secrets;
+    this.versionsView = views.versions;
+    this.deletedView = views.deleted;
+  }
 
   /** The connection losses a catch-up with the streams has covered (reads after a newer one catch up first). */
   private caughtUpAfterLosses = 0;
 
   /** The highest marks heard from writers (this replica's own included): reads wait for the views to reach them. */
-  private readonly wanted: WrittenMark = { keys: 0, secrets: 0 };
+  private readonly wanted: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0 };
 
-  /** A write made durable by another replica: reads from now on show it. */
+  /** A write made durable by another replica: reads from now on show it (a 0.2 replica's mark names the first two buckets only). */
   heard(mark: WrittenMark): void {
-    this.wanted.keys = Math.max(this.wanted.keys, mark.keys);
-    this.wanted.secrets = Math.max(this.wanted.secrets, mark.secrets);
+    for (const k of MARKED) this.wanted[k] = Math.max(this.wanted[k], mark[k] ?? 0);
+  }
+
+  /** Each bucket's view, by the name its mark goes by. */
+  private viewOf(k: (typeof MARKED)[number]): BucketView<unknown> {
+    return { keys: this.keysView, secrets: this.secretsView, versions: this.versionsView, deleted: this.deletedView }[k] as BucketView<unknown>;
   }
 
   static async open(js: JetStreamClient, manager: () => Promise<JetStreamManager>, options: JetStreamVaultOptions): Promise<JetStreamVaultStore> {
@@ -66,16 +83,22 @@ export class JetStreamVaultStore implements VaultStore {
   private static async openOnce(js: JetStreamClient, manager: JetStreamManager, options: JetStreamVaultOptions): Promise<JetStreamVaultStore> {
     // A short request timeout: when a stream's leader is lost, a put fails fast and the write is retried.
     const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: HISTORY, storage: StorageType.File, timeout: 2_000 });
-    const [keys, secrets] = await Promise.all([bucket(vaultState.keys), bucket(vaultState.secrets)]);
+    const [keys, secrets, versions, deleted] = await Promise.all([bucket(vaultState.keys), bucket(vaultState.secrets), bucket(vaultState.versions), bucket(vaultState.deleted)]);
     const audit = new JetStreamAudit(js, manager);
     await audit.ensure(options.replicas, options.auditMaxAgeMs, options.auditMaxEntries);
-    const keysView = new BucketView<DataKeyRecord>(keys, vaultState.keys, manager, 'vaultDataKey');
-    const secretsView = new BucketView<SecretRecord>(secrets, vaultState.secrets, manager, 'vaultSecret');
+    const usage = new VersionUsage();
+    const views: VaultViews = {
+      keys: new BucketView<DataKeyRecord>(keys, vaultState.keys, manager, 'vaultDataKey'),
+      secrets: new BucketView<SecretRecord>(secrets, vaultState.secrets, manager, 'vaultSecret'),
+      versions: new BucketView<VersionRecord>(versions, vaultState.versions, manager, 'vaultVersion', (key, before, after) => usage.changed(key, before, after)),
+      deleted: new BucketView<DeletedRecord>(deleted, vaultState.deleted, manager, 'vaultDeleted'),
+      usage,
+    };
     const losses = options.connectionLosses ?? (() => 0);
-    const store = new JetStreamVaultStore(manager, keysView, secretsView, audit, options.onAuditLost ?? (() => undefined), options.announce, losses);
+    const store = new JetStreamVaultStore(manager, views, audit, options.onAuditLost ?? (() => undefined), options.announce, losses, options.onEraseFailed ?? (() => undefined));
     store.caughtUpAfterLosses = losses();
-    // Both settled before giving up: a view still starting when the other failed would follow on, unowned.
-    const failed = (await Promise.allSettled([keysView.start(js), secretsView.start(js)])).find((r) => r.status === 'rejected');
+    // All settled before giving up: a view still starting when another failed would follow on, unowned.
+    const failed = (await Promise.allSettled(MARKED.map((k) => store.viewOf(k).start(js)))).find((r) => r.status === 'rejected');
     if (failed) {
       await store.close(); // tried again from scratch: this one stops following
       throw failed.reason;
@@ -89,8 +112,8 @@ export class JetStreamVaultStore implements VaultStore {
    */
   private readonly catchUp = new SharedCatchUp(() =>
     catchUpOrRefuse(
-      async () => (await Promise.all([this.manager.streams.info(`KV_${vaultState.keys}`), this.manager.streams.info(`KV_${vaultState.secrets}`)])).map((i) => i.state.last_seq),
-      [this.keysView.applied, this.secretsView.applied],
+      async () => (await Promise.all(MARKED.map((k) => this.manager.streams.info(`KV_${vaultState[k]}`)))).map((i) => i.state.last_seq),
+      MARKED.map((k) => this.viewOf(k).applied),
       'the vault streams',
     ),
   );
@@ -114,22 +137,20 @@ export class JetStreamVaultStore implements VaultStore {
           return this.sync();
         });
     }
-    const keys = this.keysView.applied;
-    const secrets = this.secretsView.applied;
-    const behind = [keys.value < this.wanted.keys ? keys.reached(this.wanted.keys) : null, secrets.value < this.wanted.secrets ? secrets.reached(this.wanted.secrets) : null].filter((p) => p !== null);
+    const lagging = () => MARKED.filter((k) => this.viewOf(k).applied.value < this.wanted[k]);
+    const behind = lagging();
     if (behind.length === 0) return Promise.resolve();
-    return withinBudget(Promise.all(behind)).then(async () => {
-      if (keys.value >= this.wanted.keys && secrets.value >= this.wanted.secrets) return;
+    return withinBudget(Promise.all(behind.map((k) => this.viewOf(k).applied.reached(this.wanted[k])))).then(async () => {
+      if (lagging().length === 0) return;
       // Still behind after the budget (its follow re-attaching after a node loss). A mark past the
       // end of its stream was never written (a forged one, or a stream reset): it is forgotten, so
       // it costs one wait, not one per read. A real one is kept, and the read is refused (503)
       // rather than answered from a view that may be missing an acknowledged write.
-      const [keysEnd, secretsEnd] = await Promise.all([this.keysView.streamEnd(), this.secretsView.streamEnd()]);
-      if (keysEnd !== null && this.wanted.keys > keysEnd) this.wanted.keys = keys.value;
-      if (secretsEnd !== null && this.wanted.secrets > secretsEnd) this.wanted.secrets = secrets.value;
-      if (keys.value < this.wanted.keys || secrets.value < this.wanted.secrets) {
-        throw new PierError('UNAVAILABLE', 'this vault replica is catching up with a recent change; try again');
+      for (const k of lagging()) {
+        const end = await this.viewOf(k).streamEnd();
+        if (end !== null && this.wanted[k] > end) this.wanted[k] = this.viewOf(k).applied.value;
       }
+      if (lagging().length > 0) throw new PierError('UNAVAILABLE', 'this vault replica is catching up with a recent change; try again');
     });
   }
 
@@ -142,17 +163,27 @@ export class JetStreamVaultStore implements VaultStore {
   }
 
   listScope(scope: string): Array<{ key: string; value: SecretRecord }> {
-    const prefix = `${scope}${SEP}`;
-    return [...this.secretsView.entries]
-      .filter(([k]) => k.startsWith(prefix))
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([key, held]) => ({ key, value: held.value }));
+    return sortedEntries(this.secretsView, `${scope}${SEP}`);
+  }
+
+  version(vkey: string): VersionRecord | undefined {
+    return this.versionsView.entries.get(vkey)?.value;
+  }
+
+  deleted(key: string): DeletedRecord | undefined {
+    return this.deletedView.entries.get(key)?.value;
+  }
+
+  listDeleted(scope?: string): Array<{ key: string; value: DeletedRecord }> {
+    return sortedEntries(this.deletedView, scope === undefined ? '' : `${scope}${SEP}`);
   }
 
   everything() {
     return {
       dataKeys: [...this.keysView.entries].map(([scope, held]) => ({ scope, record: held.value })).sort((a, b) => (a.scope < b.scope ? -1 : 1)),
-      secrets: [...this.secretsView.entries].map(([key, held]) => ({ key, value: held.value })).sort((a, b) => (a.key < b.key ? -1 : 1)),
+      secrets: sortedEntries(this.secretsView, ''),
+      versions: sortedEntries(this.versionsView, ''),
+      deleted: sortedEntries(this.deletedView, ''),
     };
   }
 
@@ -165,13 +196,17 @@ export class JetStreamVaultStore implements VaultStore {
     for (let attempt = 0; ; attempt++) {
       const ops: Op[] = [];
       const audit: AuditEntry[] = [];
-      const result = fn(bufferedWriter(this.keysView, this.secretsView, ops, audit));
-      const mark = { keys: 0, secrets: 0 };
+      const result = fn(bufferedWriter(this.views, ops, audit));
+      const mark: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0 };
+      /** Versions and deleted secrets removed by this write: their earlier entries are erased once it is durable. */
+      const erase: Array<{ view: BucketView<unknown>; key: string; seq: number }> = [];
       try {
+        // Committed in the order `fn` made them: a version is kept before the secret moves past it.
         for (const { view, key, value, expected } of ops) {
           const seq = await view.commit(key, value, expected);
-          if (view === (this.keysView as BucketView<unknown>)) mark.keys = Math.max(mark.keys, seq);
-          else mark.secrets = Math.max(mark.secrets, seq);
+          const k = MARKED.find((name) => this.viewOf(name) === view)!;
+          mark[k] = Math.max(mark[k], seq);
+          if (value === undefined && seq > 0 && (view === this.viewOf('versions') || view === this.viewOf('deleted'))) erase.push({ view, key, seq });
         }
       } catch (err) {
         // The stream out of reach (a node lost, a leader being elected): the write may or may not
@@ -189,6 +224,8 @@ export class JetStreamVaultStore implements VaultStore {
         this.announce(mark);
       }
       void this.appendAudit(audit).catch(() => this.onAuditLost(audit.length));
+      // Destroyed means unreadable with the master key in hand: the removed entries' bytes leave the stream too.
+      for (const e of erase) await e.view.eraseBefore(e.key, e.seq).catch((err: unknown) => this.onEraseFailed(err));
       return result;
     }
   }
@@ -207,6 +244,17 @@ export class JetStreamVaultStore implements VaultStore {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.keysView.close(), this.secretsView.close()]);
+    await Promise.all(MARKED.map((k) => this.viewOf(k).close()));
   }
+}
+
+/** The buckets a writer's mark names, in the order they are caught up with. */
+const MARKED = ['keys', 'secrets', 'versions', 'deleted'] as const;
+
+/** A view's entries under `prefix`, sorted by key. */
+function sortedEntries<T>(view: BucketView<T>, prefix: string): Array<{ key: string; value: T }> {
+  return [...view.entries]
+    .filter(([k]) => k.startsWith(prefix))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([key, held]) => ({ key, value: held.value }));
 }

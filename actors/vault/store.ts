@@ -19,10 +19,40 @@ export interface SecretVersion {
 }
 
 /**
- * The format this release writes secrets in (lib/state/record-format.ts): 2 adds `size`, which
- * 0.2.0 reads past (it ignores fields it does not know), so `oldestReader` stays 1.
+ * An earlier value of a secret, or the last one of a deleted secret (docs/vault.md "Versions"):
+ * sealed as the value was (the same data key, the same associated data), under a key of its own
+ * (`versionKey`), where the previous release never looks.
  */
-export const SECRET_FORMAT = { format: 2, oldestReader: 1 } as const;
+export interface VersionRecord extends FormatSlot {
+  sealed: Uint8Array;
+  version: number;
+  /** When this version was written, and by which app (or the operator). */
+  at: string;
+  by: string;
+}
+
+/**
+ * A soft-deleted secret (docs/vault.md "Versions"): the record it was without its value (kept as
+ * its last version), who deleted it and when. Kept apart from the live secrets: the previous
+ * release does not read this database, so a rollback never brings a deleted secret back.
+ */
+export interface DeletedRecord extends FormatSlot {
+  gen: string;
+  version: number;
+  createdAt: string;
+  createdBy: string;
+  updatedAt: string;
+  updatedBy: string;
+  history: SecretVersion[];
+  deletedAt: string;
+  deletedBy: string;
+}
+
+/**
+ * The format this release writes secrets in (lib/state/record-format.ts): 2 adds `size`, 3 adds
+ * `gen`; 0.2.0 reads past both (it ignores fields it does not know), so `oldestReader` stays 1.
+ */
+export const SECRET_FORMAT = { format: 3, oldestReader: 1 } as const;
 
 /** A secret: its value sealed with its data key, and who wrote which version when (never a value). */
 export interface SecretRecord extends FormatSlot {
@@ -32,6 +62,12 @@ export interface SecretRecord extends FormatSlot {
    * believed only for the version it names.
    */
   size?: { version: number; bytes: number };
+  /**
+   * Which creation of the name this is (format 3): versions are kept per generation, so a secret
+   * created again after a delete never shows the deleted one's versions. A record written before
+   * it is the generation of its `createdAt` (genOf).
+   */
+  gen?: string;
   sealed: Uint8Array;
   version: number;
   createdAt: string;
@@ -52,6 +88,27 @@ export const nameOf = (key: string) => key.slice(key.lastIndexOf(SEP) + 1);
 /** The current value's size in bytes, when the record knows it for its current version. */
 export const sizeOf = (record: SecretRecord): number | undefined => (record.size?.version === record.version ? record.size.bytes : undefined);
 
+/** A value's size in bytes from its sealed form (lib/crypto/secret-box.ts: 29 bytes of version, nonce and tag). */
+export const sealedSize = (sealed: Uint8Array): number => Math.max(0, sealed.byteLength - 29);
+
+/** The generation of a live or deleted secret (SecretRecord.gen). */
+export const genOf = (record: { gen?: string; createdAt: string }): string => record.gen ?? `c${record.createdAt}`;
+
+/** Where version `version` of generation `gen` of the secret at `key` is kept; sorted by version within a generation. */
+export const versionKey = (key: string, gen: string, version: number) => `${key}${SEP}${gen}${SEP}${String(version).padStart(10, '0')}`;
+/** The prefix of every version of one generation of a secret. */
+export const versionPrefix = (key: string, gen: string) => `${key}${SEP}${gen}${SEP}`;
+/** The secret key (scope and name) a version key belongs to. */
+export const secretOfVersion = (vkey: string) => vkey.slice(0, vkey.lastIndexOf(SEP, vkey.lastIndexOf(SEP) - 1));
+/** The user of a scope or any key under it. */
+export const userOf = (key: string) => key.slice(0, key.indexOf(SEP));
+
+/** The scope (user, workspace, env) of a secret or version key. */
+export const scopeOf = (key: string) => key.split(SEP, 3).join(SEP);
+
+/** Bytes a version takes against the bounds: its sealed value, as stored. */
+export const versionBytes = (v: VersionRecord): number => v.sealed.byteLength;
+
 /**
  * What the vault keeps, whatever keeps it (docs/operations.md "How writes stay correct" will add a replicated one): data
  * keys, sealed secrets, audit entries. Writes go through `write`: everything done inside commits
@@ -70,8 +127,18 @@ export interface VaultStore {
   /** Newest first, at most `limit`, optionally one user's. */
   /** The newest entries matching `q`, newest first, searched back through at most `scanMax` entries. */
   readAudit(q: AuditQuery, scanMax?: number): Promise<AuditPage>;
-  /** Every data key and secret, for `pier state export` (sealed as they are). */
-  everything(): { dataKeys: Array<{ scope: string; record: DataKeyRecord }>; secrets: Array<{ key: string; value: SecretRecord }> };
+  /** A kept version (versionKey), or a deleted secret (secretKey). */
+  version(vkey: string): VersionRecord | undefined;
+  deleted(key: string): DeletedRecord | undefined;
+  /** Deleted secrets of one scope, sorted by name; of every scope when `scope` is undefined (the expiry sweep). */
+  listDeleted(scope?: string): Array<{ key: string; value: DeletedRecord }>;
+  /** Every data key, secret, kept version and deleted secret, for `pier state export` (sealed as they are). */
+  everything(): {
+    dataKeys: Array<{ scope: string; record: DataKeyRecord }>;
+    secrets: Array<{ key: string; value: SecretRecord }>;
+    versions: Array<{ key: string; value: VersionRecord }>;
+    deleted: Array<{ key: string; value: DeletedRecord }>;
+  };
   write<T>(fn: (w: VaultWriter) => T): Promise<T>;
   /** Appends audit entries in one write (reads and refusals are batched). */
   appendAudit(entries: AuditEntry[]): Promise<void>;
@@ -92,6 +159,18 @@ export interface VaultWriter {
   listScope(scope: string): Array<{ key: string; value: SecretRecord }>;
   scopesOf(user: string, workspace: string): string[];
   appendAudit(entry: AuditEntry): void;
+  version(vkey: string): VersionRecord | undefined;
+  putVersion(vkey: string, record: VersionRecord): void;
+  /** Removes a kept version; on JetStream its bytes are erased from the stream too. */
+  removeVersion(vkey: string): void;
+  /** Kept versions whose key starts with `prefix` (a generation, a scope, a user), sorted by key. */
+  versionsUnder(prefix: string): Array<{ key: string; value: VersionRecord }>;
+  /** Bytes of the kept versions under a scope or a user (`scopeKey` or `user`): what the bounds count. */
+  versionBytesUnder(scopeOrUser: string): number;
+  deleted(key: string): DeletedRecord | undefined;
+  putDeleted(key: string, record: DeletedRecord): void;
+  removeDeleted(key: string): void;
+  listDeleted(scope: string): Array<{ key: string; value: DeletedRecord }>;
 }
 
 /**
@@ -110,6 +189,10 @@ export class LmdbVaultStore implements VaultStore {
     private readonly secrets: Database<SecretRecord, string>,
     private readonly audit: Database<AuditEntry, [number, string, number]>,
     private readonly replica: string,
+    private readonly versions: Database<VersionRecord, string>,
+    private readonly deletedDb: Database<DeletedRecord, string>,
+    /** Bytes of kept versions per scope and per user, kept in the same transactions as the versions. */
+    private readonly usage: Database<number, string>,
   ) {
     this.dataKeyReads = new DecodedCache(dataKeys);
     this.secretReads = new DecodedCache(secrets);
@@ -123,6 +206,9 @@ export class LmdbVaultStore implements VaultStore {
       openRecords<SecretRecord>(root, 'secrets', 'vaultSecret'),
       openRecords<AuditEntry, [number, string, number]>(root, 'audit', 'audit'),
       replica,
+      openRecords<VersionRecord>(root, 'versions', 'vaultVersion'),
+      openRecords<DeletedRecord>(root, 'deleted', 'vaultDeleted'),
+      root.openDB<number, string>({ name: 'version-usage' }),
     );
   }
 
@@ -151,11 +237,34 @@ export class LmdbVaultStore implements VaultStore {
     return [...this.dataKeys.getKeys({ start: prefix, end: `${prefix}\uffff` })];
   }
 
+  version(vkey: string): VersionRecord | undefined {
+    return this.versions.get(vkey);
+  }
+
+  deleted(key: string): DeletedRecord | undefined {
+    return this.deletedDb.get(key);
+  }
+
+  listDeleted(scope?: string): Array<{ key: string; value: DeletedRecord }> {
+    return [...this.deletedDb.getRange(scope === undefined ? {} : { start: `${scope}${SEP}`, end: `${scope}${SEP}\uffff` })];
+  }
+
   everything() {
     return {
       dataKeys: [...this.dataKeys.getRange()].map(({ key, value }) => ({ scope: key, record: value })),
       secrets: [...this.secrets.getRange()].map(({ key, value }) => ({ key, value })),
+      versions: [...this.versions.getRange()].map(({ key, value }) => ({ key, value })),
+      deleted: [...this.deletedDb.getRange()].map(({ key, value }) => ({ key, value })),
     };
+  }
+
+  /** Adds `delta` bytes to the usage of the version's scope and user (inside a write). */
+  private countVersion(vkey: string, delta: number): void {
+    for (const k of [scopeOf(vkey), userOf(vkey)]) {
+      const next = (this.usage.get(k) ?? 0) + delta;
+      if (next > 0) this.usage.put(k, next);
+      else this.usage.remove(k);
+    }
   }
 
   async readAudit(q: AuditQuery, scanMax = AUDIT_SCAN_MAX): Promise<AuditPage> {
@@ -187,6 +296,24 @@ export class LmdbVaultStore implements VaultStore {
       listScope: (scope) => this.listScope(scope),
       scopesOf: (user, workspace) => this.scopesOf(user, workspace),
       appendAudit: (entry) => void this.audit.put(this.auditKey(entry), entry),
+      version: (vkey) => this.versions.get(vkey),
+      putVersion: (vkey, record) => {
+        const before = this.versions.get(vkey);
+        this.countVersion(vkey, versionBytes(record) - (before ? versionBytes(before) : 0));
+        this.versions.put(vkey, record);
+      },
+      removeVersion: (vkey) => {
+        const before = this.versions.get(vkey);
+        if (!before) return;
+        this.countVersion(vkey, -versionBytes(before));
+        this.versions.remove(vkey);
+      },
+      versionsUnder: (prefix) => [...this.versions.getRange({ start: prefix, end: `${prefix}\uffff` })].map(({ key, value }) => ({ key, value })),
+      versionBytesUnder: (k) => this.usage.get(k) ?? 0,
+      deleted: (key) => this.deletedDb.get(key),
+      putDeleted: (key, record) => void this.deletedDb.put(key, record),
+      removeDeleted: (key) => void this.deletedDb.remove(key),
+      listDeleted: (scope) => this.listDeleted(scope),
     };
     return durably(this.root, this.root.transaction(() => fn(w)));
   }

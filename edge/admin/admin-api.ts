@@ -109,10 +109,23 @@ export function envelopedAll<K extends AdminRouteName>(deps: Pick<AdminDeps, 'ad
 export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRouteName, LiveRouteName>> {
   const vaultOp = async <Op extends OperatorVaultRequest['op']>(op: Op, req: HttpRequestData): Promise<OperatorVaultAnswers[Op]> => {
     const q = (k: string) => req.query.get(k) ?? undefined;
-    const body = op === 'set' ? (parseJsonBody(req) as { value?: unknown }) : {};
+    const withBody = op === 'set' || op === 'restore' || (op === 'destroy' && req.body.length > 0);
+    const body = withBody ? (parseJsonBody(req) as { value?: unknown; version?: unknown }) : {};
     if (op === 'set' && typeof body.value !== 'string') throw new PierError('BAD_REQUEST', 'value: must be a string');
+    const version = body.version;
+    if ((op === 'restore' || version !== undefined) && !(typeof version === 'number' && Number.isSafeInteger(version) && version >= 1)) {
+      throw new PierError('BAD_REQUEST', 'version: must be a whole number from 1');
+    }
     const name = req.params.name ?? q('name');
-    const request = { op, user: q('user') ?? '', workspace: q('workspace') ?? '', ...(q('env') ? { env: q('env') } : {}), ...(name ? { name } : {}), ...(op === 'set' ? { value: body.value as string } : {}) };
+    const request = {
+      op,
+      user: q('user') ?? '',
+      workspace: q('workspace') ?? '',
+      ...(q('env') ? { env: q('env') } : {}),
+      ...(name ? { name } : {}),
+      ...(op === 'set' ? { value: body.value as string } : {}),
+      ...(typeof version === 'number' ? { version } : {}),
+    };
     // Past format 1 only when every live vault replica speaks it (docs/operations.md "Upgrading", rule 2).
     const wire = OPERATOR_VAULT_OP_WIRE[op] ?? 1;
     const behind = wire > 1 ? deps.peers.notSpeaking('vault', wire) : [];
@@ -215,6 +228,10 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
     vaultSet: (req) => vaultOp('set', req),
     vaultDelete: (req) => vaultOp('delete', req),
     vaultVersions: (req) => vaultOp('versions', req),
+    vaultDeleted: (req) => vaultOp('deleted', req),
+    vaultRestore: (req) => vaultOp('restore', req),
+    vaultUndelete: (req) => vaultOp('undelete', req),
+    vaultDestroy: (req) => vaultOp('destroy', req),
 
     /** `pier state export`: every record of the registry and the vault, as NDJSON, streamed page by page. */
     stateExport: async () => {

@@ -133,12 +133,48 @@ export interface SecretValue {
   version: number;
 }
 
-/** `pier vault versions`: who wrote each version of a secret and when, newest first; never a value. */
+/**
+ * `pier vault versions`: who wrote each version of a secret and when, newest first; never a value.
+ * `kept`: its value is kept (restorable). `deleted`: set when the secret is deleted (docs/vault.md "Versions").
+ */
 export interface SecretVersions {
   name: string;
   env: string;
   version: number;
-  versions: Array<{ version: number; at: string; by: string; size: number | null; current: boolean }>;
+  versions: Array<{ version: number; at: string; by: string; size: number | null; current: boolean; kept: boolean }>;
+  deleted: { at: string; by: string; destroyAt: string } | null;
+}
+
+/** `pier vault list --deleted`: the deleted secrets of a workspace, recoverable until `destroyAt`. */
+export interface DeletedSecretRow {
+  name: string;
+  version: number;
+  deletedAt: string;
+  deletedBy: string;
+  destroyAt: string;
+  versionsKept: number;
+}
+
+/** `pier vault restore`: the new version, whose value is version `restored`'s. */
+export interface SecretRestored {
+  name: string;
+  env: string;
+  version: number;
+  restored: number;
+}
+
+/** `pier vault undelete`: the secret back, at the version it had. */
+export interface SecretUndeleted {
+  name: string;
+  env: string;
+  version: number;
+}
+
+/** `pier vault destroy`: the versions whose values are gone for good. */
+export interface SecretDestroyed {
+  name: string;
+  env: string;
+  destroyed: number[];
 }
 
 export interface SecretSet {
@@ -382,6 +418,10 @@ export const ADMIN_API = {
   // The same three, the name in the query: a URL collapses the names `.` and `..` (even as %2E) in a path.
   vaultGet: route<SecretValue, undefined, VaultTarget & { name: string }>()('get', '/admin/v1/vault/secret', true),
   vaultVersions: route<SecretVersions, undefined, VaultTarget & { name: string }>()('get', '/admin/v1/vault/versions'),
+  vaultDeleted: route<DeletedSecretRow[], undefined, VaultTarget>()('get', '/admin/v1/vault/deleted'),
+  vaultRestore: route<SecretRestored, { version: number }, VaultTarget & { name: string }>()('post', '/admin/v1/vault/secret/restore'),
+  vaultUndelete: route<SecretUndeleted, undefined, VaultTarget & { name: string }>()('post', '/admin/v1/vault/secret/undelete'),
+  vaultDestroy: route<SecretDestroyed, { version?: number }, VaultTarget & { name: string }>()('post', '/admin/v1/vault/secret/destroy'),
   vaultSet: route<SecretSet, { value: string }, VaultTarget & { name: string }>()('put', '/admin/v1/vault/secret'),
   vaultDelete: route<SecretDeleted, undefined, VaultTarget & { name: string }>()('del', '/admin/v1/vault/secret'),
   rotateMasterKey: route<Rotated>()('post', '/admin/v1/vault/rotate-master-key'),

@@ -1,5 +1,5 @@
 import { PierError } from '../../bus/errors.js';
-import type { StateRecord } from '../../bus/subjects.js';
+import { STATE_KINDS, type StateRecord } from '../../bus/subjects.js';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from '../http/json-depth.js';
 
 /**
@@ -38,7 +38,7 @@ export function parseStateLines(text: string, firstLine = 1): StateRecord[] {
       throw new PierError('BAD_REQUEST', `line ${firstLine + i}: not JSON`);
     }
     const kind = (r as { kind?: unknown })?.kind;
-    if (!['user', 'token', 'app', 'provider', 'dataKey', 'secret', 'audit'].includes(kind as string)) throw new PierError('BAD_REQUEST', `line ${firstLine + i}: not a state record`);
+    if (!(STATE_KINDS as readonly string[]).includes(kind as string)) throw new PierError('BAD_REQUEST', `line ${firstLine + i}: not a state record`);
     out.push(r as StateRecord);
   });
   return out;

@@ -113,6 +113,12 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       maxAgeMs: integer(env, ENV.auditRetentionDays, 90, 1, 36_500) * 86_400_000,
       maxEntries: integer(env, ENV.auditMaxEntries, 1_000_000, 1_000, 1_000_000_000),
     },
+    vaultVersions: {
+      perSecret: integer(env, ENV.vaultVersions, 10, 0, 1_000),
+      scopeBytes: integer(env, ENV.vaultHistoryScopeBytes, 16 * 1024 * 1024, 0, 1024 * 1024 * 1024),
+      userBytes: integer(env, ENV.vaultHistoryUserBytes, 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
+      deletedForMs: integer(env, ENV.vaultDeletedDays, 7, 0, 3_650) * 86_400_000,
+    },
     heartbeatMs: integer(env, ENV.heartbeatMs, 1_000, 50, 60_000),
     stopTimeoutMs,
     drainMs,

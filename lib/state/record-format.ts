@@ -18,8 +18,12 @@ export const RECORD_FORMATS = {
   registry: 1,
   /** Upload records (LMDB and the upload log). */
   upload: 1,
-  /** A vault secret: its sealed value and its history of versions. 2: sizes (readable by 1). */
-  vaultSecret: 2,
+  /** A vault secret: its sealed value and its history of versions. 2: sizes, 3: generations (both readable by 1). */
+  vaultSecret: 3,
+  /** An earlier value of a vault secret, or a deleted secret's last (actors/vault/store.ts VersionRecord). */
+  vaultVersion: 1,
+  /** A soft-deleted vault secret, without its value (DeletedRecord). */
+  vaultDeleted: 1,
   /** A scope's data key, wrapped by the master key. */
   vaultDataKey: 1,
   /** Vault audit entries. */

@@ -1,0 +1,284 @@
+import { randomBytes } from 'node:crypto';
+import { PierError } from '../../bus/errors.js';
+import { genOf, nameOf, sealedSize, SECRET_FORMAT, sizeOf, userOf, versionKey, versionPrefix, type DeletedRecord, type SecretRecord, type SecretVersion, type VaultStore, type VaultWriter, type VersionRecord } from './store.js';
+
+// Versions, soft delete, restore, undelete and destroy (docs/vault.md "Versions"). Every function
+// here runs inside one store write (`w`) with the change it belongs to: a version is kept, trimmed
+// or destroyed in the same commit as the secret that moved past it.
+
+const SEP = '\u0000';
+
+/** The operator's bounds (PIER_VAULT_VERSIONS, _HISTORY_SCOPE_BYTES, _HISTORY_USER_BYTES, _DELETED_DAYS). */
+export interface VersionBounds {
+  /** Earlier versions kept per secret (a deleted secret's last value counts as one). */
+  perSecret: number;
+  /** Bytes of kept versions per (user, workspace, env), and per user. */
+  scopeBytes: number;
+  userBytes: number;
+  /** How long a deleted secret stays recoverable. */
+  deletedForMs: number;
+}
+
+/** A fresh generation: a secret created (again) never shows an earlier creation's versions. */
+export const newGen = (): string => randomBytes(6).toString('hex');
+
+/** The history entry of a record's current version, as it becomes an earlier one. */
+export const entryOf = (r: SecretRecord): SecretVersion => {
+  const size = sizeOf(r);
+  return { version: r.version, at: r.updatedAt, by: r.updatedBy, ...(size === undefined ? {} : { size }) };
+};
+
+/** Metadata entries kept in a record (the values kept are bounded apart, by `perSecret`). */
+const HISTORY_ENTRIES = 100;
+
+/**
+ * Keeps `record`'s current value as an earlier version of its secret (key `key`), then applies the
+ * bounds. A version already kept (a write retried after a crash between its two commits) stays.
+ */
+export function keepVersion(w: VaultWriter, bounds: VersionBounds, key: string, record: SecretRecord): void {
+  const vkey = versionKey(key, genOf(record), record.version);
+  if (!w.version(vkey)) w.putVersion(vkey, { format: 1, sealed: record.sealed, version: record.version, at: record.updatedAt, by: record.updatedBy });
+  trim(w, bounds, key, genOf(record));
+}
+
+/** The record after `record`, its value `sealed` (an update or a restore): its current version becomes history. */
+export function nextRecord(record: SecretRecord, sealed: Uint8Array, by: string, at: string): SecretRecord {
+  const version = record.version + 1;
+  return {
+    ...record,
+    ...SECRET_FORMAT,
+    gen: genOf(record),
+    sealed,
+    size: { version, bytes: sealedSize(sealed) },
+    version,
+    updatedAt: at,
+    updatedBy: by,
+    history: [...record.history, entryOf(record)].slice(-HISTORY_ENTRIES),
+  };
+}
+
+/**
+ * The bounds, oldest first: versions of this generation past `perSecret`, then the scope's and the
+ * user's past their bytes. Never a reason to refuse the write that called it. A deleted secret
+ * whose last value goes is gone with it (nothing is left to undelete).
+ */
+export function trim(w: VaultWriter, bounds: VersionBounds, key: string, gen: string): void {
+  const own = w.versionsUnder(versionPrefix(key, gen));
+  for (const v of own.slice(0, Math.max(0, own.length - bounds.perSecret))) removeKept(w, v.key);
+  const scope = key.slice(0, key.lastIndexOf(SEP));
+  for (const [under, limit] of [
+    [scope, bounds.scopeBytes],
+    [userOf(key), bounds.userBytes],
+  ] as const) {
+    let over = w.versionBytesUnder(under) - limit;
+    if (over <= 0) continue;
+    // Only a full scope (or user) pays for this scan: the oldest written go first.
+    const oldest = w.versionsUnder(`${under}${SEP}`).sort((a, b) => (a.value.at < b.value.at ? -1 : a.value.at > b.value.at ? 1 : 0));
+    for (const v of oldest) {
+      if (over <= 0) break;
+      removeKept(w, v.key);
+      over -= v.value.sealed.byteLength;
+    }
+  }
+}
+
+/** Removes one kept version; a deleted secret whose last value it was goes too. */
+function removeKept(w: VaultWriter, vkey: string): void {
+  w.removeVersion(vkey);
+  const [key, gen, version] = splitVersionKey(vkey);
+  const d = w.deleted(key);
+  if (d && d.gen === gen && d.version === version) w.removeDeleted(key);
+}
+
+/** `versionKey`'s parts: the secret key, the generation, the version. */
+export function splitVersionKey(vkey: string): [string, string, number] {
+  const last = vkey.lastIndexOf(SEP);
+  const genAt = vkey.lastIndexOf(SEP, last - 1);
+  return [vkey.slice(0, genAt), vkey.slice(genAt + 1, last), Number(vkey.slice(last + 1))];
+}
+
+/**
+ * DeleteSecret: the secret leaves the live ones at once (a read answers 404, a create starts a new
+ * generation); its value is kept as its last version and the record as a deleted one, for
+ * `deletedForMs`. A name deleted before and not undelete is destroyed first: one deleted copy per name.
+ */
+export function softDelete(w: VaultWriter, bounds: VersionBounds, key: string, record: SecretRecord, by: string, at: string): void {
+  const earlier = w.deleted(key);
+  if (earlier) destroyGeneration(w, key, earlier.gen);
+  w.putDeleted(key, {
+    format: 1,
+    gen: genOf(record),
+    version: record.version,
+    createdAt: record.createdAt,
+    createdBy: record.createdBy,
+    updatedAt: record.updatedAt,
+    updatedBy: record.updatedBy,
+    history: record.history,
+    deletedAt: at,
+    deletedBy: by,
+  });
+  keepVersion(w, bounds, key, record);
+  w.removeSecret(key);
+}
+
+/** Every kept version of one generation, and the deleted record when it is that generation's. */
+export function destroyGeneration(w: VaultWriter, key: string, gen: string): number[] {
+  const gone = w.versionsUnder(versionPrefix(key, gen)).map((v) => (w.removeVersion(v.key), v.value.version));
+  if (w.deleted(key)?.gen === gen) w.removeDeleted(key);
+  return gone;
+}
+
+/** Everything of a scope: live secrets, kept versions, deleted secrets (purge, uninstall --purge). Answers how many live secrets went. */
+export function destroyScope(w: VaultWriter, scope: string): number {
+  let live = 0;
+  for (const { key } of w.listScope(scope)) {
+    w.removeSecret(key);
+    live++;
+  }
+  for (const v of w.versionsUnder(`${scope}${SEP}`)) w.removeVersion(v.key);
+  for (const { key } of w.listDeleted(scope)) w.removeDeleted(key);
+  return live;
+}
+
+/** The restore of `version` of a live secret: a new version whose value is that one's (nothing is decrypted). */
+export function restore(w: VaultWriter, bounds: VersionBounds, key: string, version: number, by: string, at: string): SecretRecord {
+  const name = nameOf(key);
+  const live = w.secret(key);
+  if (!live) {
+    if (w.deleted(key)) throw new PierError('CONFLICT', `secret "${name}" is deleted: undelete it first`);
+    throw new PierError('NOT_FOUND', `secret "${name}" not found`);
+  }
+  if (version === live.version) throw new PierError('CONFLICT', `version ${version} of "${name}" is the current one`);
+  const kept = w.version(versionKey(key, genOf(live), version));
+  if (!kept) throw notKept(w, key, genOf(live), name, version);
+  keepVersion(w, bounds, key, live);
+  const next = nextRecord(live, kept.sealed, by, at);
+  w.putSecret(key, next);
+  return next;
+}
+
+/** The deleted secret back as it was (its version unchanged); 409 naming the live one when its name was created again. */
+export function undelete(w: VaultWriter, key: string): SecretRecord {
+  const name = nameOf(key);
+  const d = w.deleted(key);
+  if (!d) throw new PierError('NOT_FOUND', `no deleted secret "${name}"`);
+  const live = w.secret(key);
+  if (live) throw new PierError('CONFLICT', `secret "${name}" exists again (version ${live.version}, created ${live.createdAt} by ${live.createdBy}): delete it first to undelete the earlier one`, { data: { version: live.version } });
+  const vkey = versionKey(key, d.gen, d.version);
+  const last = w.version(vkey);
+  if (!last) {
+    w.removeDeleted(key);
+    throw new PierError('NOT_FOUND', `the value of deleted secret "${name}" is no longer kept`);
+  }
+  const record: SecretRecord = {
+    ...SECRET_FORMAT,
+    gen: d.gen,
+    sealed: last.sealed,
+    size: { version: d.version, bytes: sealedSize(last.sealed) },
+    version: d.version,
+    createdAt: d.createdAt,
+    createdBy: d.createdBy,
+    updatedAt: d.updatedAt,
+    updatedBy: d.updatedBy,
+    history: d.history,
+  };
+  w.removeVersion(vkey);
+  w.removeDeleted(key);
+  w.putSecret(key, record);
+  return record;
+}
+
+/**
+ * Destroys one earlier version (`version`: of the live secret, or of the deleted one when none is
+ * live), or without `version` the deleted secret whole. Its bytes go from the store (and on
+ * JetStream from the stream: store-jetstream.ts). Answers the versions destroyed.
+ */
+export function destroy(w: VaultWriter, key: string, version: number | undefined): number[] {
+  const name = nameOf(key);
+  const live = w.secret(key);
+  const d = w.deleted(key);
+  if (version === undefined) {
+    if (!d) throw new PierError(live ? 'CONFLICT' : 'NOT_FOUND', live ? `secret "${name}" is not deleted: delete it first, or name --version to destroy an earlier version` : `no deleted secret "${name}"`);
+    return destroyGeneration(w, key, d.gen);
+  }
+  const target = live ?? d;
+  if (!target) throw new PierError('NOT_FOUND', `secret "${name}" not found`);
+  const gen = genOf(target);
+  if (live && version === live.version) throw new PierError('CONFLICT', `version ${version} of "${name}" is the current one: update or delete the secret first`);
+  if (!live && d && version === d.version) return destroyGeneration(w, key, gen);
+  const vkey = versionKey(key, gen, version);
+  if (!w.version(vkey)) throw notKept(w, key, gen, name, version);
+  w.removeVersion(vkey);
+  return [version];
+}
+
+function notKept(w: VaultWriter, key: string, gen: string, name: string, version: number): PierError {
+  const kept = w.versionsUnder(versionPrefix(key, gen)).map((v) => v.value.version);
+  return new PierError('NOT_FOUND', `version ${version} of "${name}" is not kept (kept: ${kept.length ? kept.join(', ') : 'none'})`);
+}
+
+/** One version in a listing: never a value. */
+export interface VersionRow {
+  version: number;
+  at: string;
+  by: string;
+  size: number | null;
+  current: boolean;
+  /** Whether its value is kept (restorable); false for one trimmed or destroyed, or written by 0.2. */
+  kept: boolean;
+}
+
+/** The versions of the secret at `key`, live or deleted, newest first; null when it is neither. */
+export function listVersions(store: VaultStore, key: string): { version: number; versions: VersionRow[]; deleted: { at: string; by: string } | null } | null {
+  const live = store.secret(key);
+  const d = live ? undefined : store.deleted(key);
+  const record = live ?? d;
+  if (!record) return null;
+  const gen = genOf(record);
+  const keptAt = (v: number) => store.version(versionKey(key, gen, v));
+  const row = (v: SecretVersion): VersionRow => {
+    const kept = keptAt(v.version);
+    return { version: v.version, at: v.at, by: v.by, size: v.size ?? (kept ? sealedSize(kept.sealed) : null), current: false, kept: kept !== undefined };
+  };
+  const head: VersionRow = live
+    ? { version: live.version, at: live.updatedAt, by: live.updatedBy, size: sizeOf(live) ?? sealedSize(live.sealed), current: true, kept: true }
+    : { ...row({ version: d!.version, at: d!.updatedAt, by: d!.updatedBy }), current: false };
+  return { version: record.version, versions: [head, ...record.history.map(row).reverse()], deleted: d ? { at: d.deletedAt, by: d.deletedBy } : null };
+}
+
+/** A deleted secret in a listing. */
+export interface DeletedRow {
+  name: string;
+  version: number;
+  deletedAt: string;
+  deletedBy: string;
+  /** When it is destroyed unless undeleted. */
+  destroyAt: string;
+  /** Earlier versions kept with it. */
+  versionsKept: number;
+}
+
+export function listDeleted(store: VaultStore, scope: string, bounds: VersionBounds): DeletedRow[] {
+  return store.listDeleted(scope).map(({ key, value: d }) => ({
+    name: nameOf(key),
+    version: d.version,
+    deletedAt: d.deletedAt,
+    deletedBy: d.deletedBy,
+    destroyAt: new Date(Date.parse(d.deletedAt) + bounds.deletedForMs).toISOString(),
+    versionsKept: deletedVersions(store, key, d).length - 1,
+  }));
+}
+
+const deletedVersions = (store: VaultStore, key: string, d: DeletedRecord): VersionRecord[] =>
+  [...d.history.map((h) => h.version), d.version].flatMap((v) => store.version(versionKey(key, d.gen, v)) ?? []);
+
+/** Deleted secrets past the window, at most `limit` (the sweep destroys them a batch at a time). */
+export function expiredDeleted(store: VaultStore, bounds: VersionBounds, now: number, limit: number): Array<{ key: string; gen: string }> {
+  const out: Array<{ key: string; gen: string }> = [];
+  for (const { key, value } of store.listDeleted()) {
+    if (Date.parse(value.deletedAt) + bounds.deletedForMs > now) continue;
+    out.push({ key, gen: value.gen });
+    if (out.length >= limit) break;
+  }
+  return out;
+}
