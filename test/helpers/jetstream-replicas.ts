@@ -11,7 +11,7 @@ import { NatsServer, startJetStreamCluster } from './nats-server.js';
 export async function jetStreamReplicas<S extends { close(): Promise<void> }>(
   nodes: 1 | 3,
   open: (js: JetStreamClient, manager: () => Promise<JetStreamManager>, replicas: number) => Promise<S>,
-): Promise<{ a: S; b: S; another(): Promise<S>; close(): Promise<void> }> {
+): Promise<{ a: S; b: S; another(): Promise<S>; close(): Promise<void>; storeDir: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'pier-js-replicas-'));
   const servers = nodes === 1 ? [await NatsServer.start(['-js', '-sd', join(dir, 'js')])] : await startJetStreamCluster(dir, 3);
   const conns: NatsConnection[] = [];
@@ -28,6 +28,8 @@ export async function jetStreamReplicas<S extends { close(): Promise<void> }>(
   return {
     a,
     b,
+    /** The nodes' JetStream store directories (under it, one per node), to read raw. */
+    storeDir: dir,
     another: () => replica(2),
     close: async () => {
       await Promise.all(stores.map((s) => s.close().catch(() => undefined)));

@@ -1,0 +1,231 @@
+import type { TestFn } from 'ava';
+import { randomBytes } from 'node:crypto';
+import { DataKeys } from '../../actors/vault/data-keys.js';
+import { vaultOp, type VaultDeps } from '../../actors/vault/handler.js';
+import { operatorOp } from '../../actors/vault/operator.js';
+import { vaultRecords } from '../../actors/vault/state-io.js';
+import { genOf, scopeKey, secretKey, versionKey, type VaultStore } from '../../actors/vault/store.js';
+import { destroyGeneration, expiredDeleted, type VersionBounds } from '../../actors/vault/versions.js';
+import type { AppView, AuditEntry, OperatorVaultRequest } from '../../bus/subjects.js';
+import { AccessTokens } from '../../lib/crypto/access-token.js';
+import { Keyring } from '../../lib/crypto/keyring.js';
+import type { RegistryCache } from '../../lib/state/registry-cache.js';
+
+/** One vault store to run the suite on (LMDB or JetStream), and where its bytes are on disk. */
+export interface VersionsStore {
+  store: VaultStore;
+  /** Every file of the store's backend (LMDB environment, JetStream store dir), to read raw. */
+  files(): string[];
+  /** Whether destroyed bytes are erased from those files (JetStream); LMDB leaves freed pages (docs/vault.md "Versions"). */
+  erases: boolean;
+  close(): Promise<void>;
+}
+
+const DAY = 86_400_000;
+const ALL_OPS = ['CreateSecret', 'RetrieveSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret', 'ListSecretVersions', 'RetrieveSecretVersion', 'RestoreSecretVersion'];
+const appOf = (user: string, name: string): AppView => ({ id: `${user}/${name}`, user, name, version: '1', host: 'h', appKey: `ak_${user}_${name}`, installedAt: '', grants: [], websocket: null, upload: null, providers: [] });
+
+/** The vault's handler and operator over `store`, with apps alice/chat, alice/plain (the five ops only) and bob/chat. */
+function vaultOn(store: VaultStore, bounds: VersionBounds, clock: { now: number }) {
+  const keyring = new Keyring(randomBytes(32));
+  const tokens = new AccessTokens(keyring);
+  const audited: AuditEntry[] = [];
+  const apps = [appOf('alice', 'chat'), appOf('alice', 'plain'), appOf('bob', 'chat')];
+  const deps: VaultDeps = {
+    store,
+    keys: new DataKeys(store, keyring, () => new Date(clock.now)),
+    cache: {
+      app: (u: string, a: string) => apps.find((x) => x.user === u && x.name === a),
+      userExists: (u: string) => u === 'alice' || u === 'bob',
+      userForToken: () => undefined,
+    } as unknown as RegistryCache,
+    tokens,
+    vaultGroup: 'secret.vault',
+    now: () => clock.now,
+    audit: (e) => void audited.push(e),
+    anonymous: () => undefined,
+    auditInWrite: (w, e) => (audited.push(e), w.appendAudit(e)),
+    bounds,
+  };
+  const token = (app: AppView, ops: string[]) => tokens.sign({ app: app.id, key: app.appKey, dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ops.map((o) => `${o}?workspace=w`), iat: 0, exp: Number.MAX_SAFE_INTEGER });
+  const access = { alice: token(apps[0], ALL_OPS), plain: token(apps[1], ALL_OPS.slice(0, 5)), bob: token(apps[2], ALL_OPS) };
+  /** An app's call; a refusal answers `CODE: message`. */
+  const op = (who: keyof typeof access, name: string, body: Record<string, unknown>) =>
+    vaultOp(deps, { op: name, workspace: 'w', userToken: '', accessToken: access[who], body }).then(
+      (a) => a,
+      (e: { code: string; message: string }) => `${e.code}: ${e.message}`,
+    );
+  /** The operator's call on alice's workspace `w`. */
+  const operator = (req: Omit<OperatorVaultRequest, 'user' | 'workspace'>) =>
+    operatorOp(deps, { user: 'alice', workspace: 'w', ...req }).then(
+      (a) => a.data as never,
+      (e: { code: string; message: string }) => `${e.code}: ${e.message}` as never,
+    );
+  return { deps, op, operator, audited };
+}
+
+const BOUNDS: VersionBounds = { perSecret: 10, scopeBytes: 16 << 20, userBytes: 64 << 20, deletedForMs: 7 * DAY };
+
+/**
+ * Versions and soft delete (docs/vault.md "Versions") on one store: what every backend must hold,
+ * driven through the vault's handler and operator as apps and the CLI reach them.
+ */
+export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsStore>): void {
+  const setup = async (t: { teardown(fn: () => Promise<void>): void }, bounds: Partial<VersionBounds> = {}) => {
+    const s = await open();
+    t.teardown(() => s.close());
+    const clock = { now: Date.parse('2026-11-27T00:00:00Z') };
+    return { ...s, clock, ...vaultOn(s.store, { ...BOUNDS, ...bounds }, clock) };
+  };
+  const alice = (name: string) => secretKey(scopeKey('alice', 'w', 'prod'), name);
+
+  test('every update keeps the value it replaces: listed with who, when and size, never a value; restore makes it current again', async (t) => {
+    const { op, operator, clock } = await setup(t);
+    await op('alice', 'CreateSecret', { name: 'db', value: 'first-value' });
+    clock.now += 1000;
+    await op('alice', 'UpdateSecret', { name: 'db', value: 'second' });
+    await operator({ op: 'set', name: 'db', value: 'third!' });
+    const listed = (await operator({ op: 'versions', name: 'db' })) as { versions: Array<{ version: number; by: string; size: number; current: boolean; kept: boolean }> };
+    t.deepEqual(
+      listed.versions.map((v) => [v.version, v.by, v.size, v.current, v.kept]),
+      [
+        [3, '(operator)', 6, true, true],
+        [2, 'chat', 6, false, true],
+        [1, 'chat', 11, false, true],
+      ],
+    );
+    t.false(/first-value|second|third!/.test(JSON.stringify(listed)), 'no value in a listing');
+    // The app's own listing (declared op) says the same, still without values.
+    const mine = (await op('alice', 'ListSecretVersions', { name: 'db' })) as { data: { versions: unknown[] } };
+    t.is(mine.data.versions.length, 3);
+    t.false(/first-value|second|third!/.test(JSON.stringify(mine)));
+    t.like(await op('alice', 'RetrieveSecretVersion', { name: 'db', version: 1 }), { data: { value: 'first-value', version: 1 }, version: 3 });
+    // Restore by the operator: a new version (4) with version 1's value.
+    t.like(await operator({ op: 'restore', name: 'db', version: 1 }), { version: 4, restored: 1 });
+    t.like(await op('alice', 'RetrieveSecret', { name: 'db' }), { data: { value: 'first-value' }, version: 4 });
+    // Check-and-set holds across it: a writer that read version 3 is refused.
+    t.regex(String(await op('alice', 'UpdateSecret', { name: 'db', value: 'late', version: 3 })), /^CONFLICT: secret "db" is at version 4, not 3/);
+    // Restore by the app (declared op), then the current one cannot be restored or destroyed.
+    t.like(await op('alice', 'RestoreSecretVersion', { name: 'db', version: 2 }), { version: 5 });
+    t.like(await op('alice', 'RetrieveSecret', { name: 'db' }), { data: { value: 'second' } });
+    t.regex(String(await operator({ op: 'restore', name: 'db', version: 5 })), /^CONFLICT: version 5 of "db" is the current one/);
+    t.regex(String(await operator({ op: 'destroy', name: 'db', version: 5 })), /^CONFLICT: version 5 of "db" is the current one/);
+  });
+
+  test('an app that does not declare the version operations cannot reach them; another user\'s versions are not there', async (t) => {
+    const { op } = await setup(t);
+    await op('alice', 'CreateSecret', { name: 'db', value: 'v1' });
+    await op('alice', 'UpdateSecret', { name: 'db', value: 'v2' });
+    for (const o of ['ListSecretVersions', 'RetrieveSecretVersion', 'RestoreSecretVersion']) {
+      t.regex(String(await op('plain', o, { name: 'db', version: 1 })), new RegExp(`^FORBIDDEN: ${o}\\?workspace=w is not granted`), o);
+    }
+    // bob's app, with every op granted, reads bob's scope: alice's secret and versions are not in it.
+    t.regex(String(await op('bob', 'ListSecretVersions', { name: 'db' })), /^NOT_FOUND/);
+    t.regex(String(await op('bob', 'RetrieveSecretVersion', { name: 'db', version: 1 })), /^NOT_FOUND/);
+    t.regex(String(await op('bob', 'RestoreSecretVersion', { name: 'db', version: 1 })), /^NOT_FOUND/);
+    // A version number out of range or not a number is a 400 naming the field.
+    t.regex(String(await op('alice', 'RetrieveSecretVersion', { name: 'db', version: 'x' })), /^BAD_REQUEST: .*version/);
+    t.regex(String(await op('alice', 'RetrieveSecretVersion', { name: 'db', version: 0 })), /^BAD_REQUEST: .*version/);
+  });
+
+  test('bounds: per secret by count, per scope and per user by bytes, the oldest first; never a refused write', async (t) => {
+    const { op, operator, store, deps } = await setup(t, { perSecret: 3, scopeBytes: 4096, userBytes: 6144 });
+    for (let i = 1; i <= 8; i++) t.like(await op('alice', i === 1 ? 'CreateSecret' : 'UpdateSecret', { name: 'a', value: `a${i}` }), { version: i }, `write ${i} is never refused`);
+    const listed = (await operator({ op: 'versions', name: 'a' })) as { versions: Array<{ version: number; kept: boolean }> };
+    t.deepEqual(listed.versions.filter((v) => v.kept).map((v) => v.version), [8, 7, 6, 5], 'the current and 3 earlier kept');
+    t.deepEqual(listed.versions.filter((v) => !v.kept).map((v) => v.version), [4, 3, 2, 1], 'older ones listed as not kept');
+    t.regex(String(await operator({ op: 'restore', name: 'a', version: 2 })), /^NOT_FOUND: version 2 of "a" is not kept \(kept: 5, 6, 7\)/);
+    // 1,000-byte values: the scope holds at most 4 KiB of versions; every write still lands.
+    const big = (i: number) => `${i}`.padEnd(1000, 'x');
+    for (let s = 0; s < 3; s++) for (let i = 1; i <= 4; i++) t.like(await op('alice', i === 1 ? 'CreateSecret' : 'UpdateSecret', { name: `big${s}`, value: big(i) }), { version: i });
+    await store.sync();
+    const scopeBytes = store.everything().versions.filter((v) => v.key.startsWith(scopeKey('alice', 'w', 'prod'))).reduce((n, v) => n + v.value.sealed.byteLength, 0);
+    t.true(scopeBytes <= 4096, `the scope's versions take ${scopeBytes} B`);
+    t.true(scopeBytes > 2000, 'and they are kept up to the bound, not dropped wholesale');
+    // The oldest went first: big0's earliest versions are gone before big2's.
+    const kept = (name: string) => store.everything().versions.filter((v) => v.key.startsWith(`${alice(name)}\u0000`)).map((v) => v.value.version);
+    t.true(kept('big0').length <= kept('big2').length, `big0 kept ${kept('big0')}, big2 kept ${kept('big2')}`);
+    // Per user: alice's other workspaces count too (the operator writes workspace w2).
+    for (let i = 1; i <= 6; i++) t.like(await operatorOp(deps, { op: 'set', user: 'alice', workspace: 'w2', name: 'u', value: big(i) }), { data: { version: i } });
+    await store.sync();
+    const userBytes = store.everything().versions.filter((v) => v.key.startsWith('alice\u0000')).reduce((n, v) => n + v.value.sealed.byteLength, 0);
+    t.true(userBytes <= 6144, `alice's versions take ${userBytes} B`);
+    t.true(store.everything().versions.some((v) => v.key.startsWith(scopeKey('alice', 'w2', 'prod'))), "w2's newest versions are kept");
+  });
+
+  test('a huge history stays bounded: 40 updates of 60 KiB with a 1 MiB scope bound', async (t) => {
+    const { op, store } = await setup(t, { perSecret: 1000, scopeBytes: 1 << 20 });
+    const value = (i: number) => `${i}`.padEnd(60 * 1024, 'y');
+    for (let i = 1; i <= 40; i++) t.like(await op('alice', i === 1 ? 'CreateSecret' : 'UpdateSecret', { name: 'huge', value: value(i) }), { version: i });
+    await store.sync();
+    const bytes = store.everything().versions.reduce((n, v) => n + v.value.sealed.byteLength, 0);
+    t.true(bytes <= 1 << 20, `versions take ${bytes} B`);
+    t.true(bytes >= (1 << 20) - 62 * 1024, `and fill the bound (${bytes} B)`);
+  });
+
+  test('soft delete: gone for apps at once, undeleted as it was within the window; a new creation of the name stays apart', async (t) => {
+    const { op, operator } = await setup(t);
+    await op('alice', 'CreateSecret', { name: 'k', value: 'old-1' });
+    await op('alice', 'UpdateSecret', { name: 'k', value: 'old-2' });
+    t.like(await op('alice', 'DeleteSecret', { name: 'k' }), { data: '' });
+    t.is(await op('alice', 'RetrieveSecret', { name: 'k' }), 'NOT_FOUND: secret "k" not found in prod');
+    t.deepEqual(await op('alice', 'ListSecret', {}), { data: [] });
+    t.regex(String(await op('alice', 'ListSecretVersions', { name: 'k' })), /^NOT_FOUND/, 'a deleted secret is invisible to apps');
+    t.like(await operator({ op: 'deleted' }), [{ name: 'k', version: 2, deletedBy: 'chat', versionsKept: 1 }]);
+    // A create of the same name starts fresh: version 1, none of the deleted one's versions.
+    t.like(await op('alice', 'CreateSecret', { name: 'k', value: 'new' }), { version: 1 });
+    t.like(await op('alice', 'ListSecretVersions', { name: 'k' }), { data: { versions: [{ version: 1, current: true }] } });
+    t.regex(String(await op('alice', 'RetrieveSecretVersion', { name: 'k', version: 2 })), /^NOT_FOUND/, "the deleted generation's version 2 is not this one's");
+    t.regex(String(await operator({ op: 'undelete', name: 'k' })), /^CONFLICT: secret "k" exists again \(version 1/);
+    // Deleting the new one keeps it instead (one deleted copy per name); undelete brings that one back.
+    await op('alice', 'DeleteSecret', { name: 'k' });
+    t.like(await operator({ op: 'undelete', name: 'k' }), { version: 1 });
+    t.like(await op('alice', 'RetrieveSecret', { name: 'k' }), { data: { value: 'new' }, version: 1 });
+    // A plain delete and undelete: the value and the version as they were, its history too.
+    await op('alice', 'UpdateSecret', { name: 'k', value: 'new-2' });
+    await op('alice', 'DeleteSecret', { name: 'k' });
+    t.like(await operator({ op: 'versions', name: 'k' }), { deleted: { by: 'chat' }, versions: [{ version: 2, kept: true, current: false }, { version: 1, kept: true }] });
+    t.like(await operator({ op: 'undelete', name: 'k' }), { version: 2 });
+    t.like(await op('alice', 'RetrieveSecret', { name: 'k' }), { data: { value: 'new-2' }, version: 2 });
+    t.like(await op('alice', 'RetrieveSecretVersion', { name: 'k', version: 1 }), { data: { value: 'new' } });
+    t.regex(String(await operator({ op: 'undelete', name: 'k' })), /^NOT_FOUND: no deleted secret "k"/);
+  });
+
+  test('destroy: a version, a deleted secret, and every deleted secret past the window; destroyed values are in no export (and on JetStream in no stream file)', async (t) => {
+    const { op, operator, store, clock, deps, files, erases } = await setup(t);
+    const marker = (s: string) => `${s}-${randomBytes(8).toString('hex')}`;
+    const values = { v1: marker('v1'), v2: marker('v2'), gone: marker('gone'), late: marker('late') };
+    await op('alice', 'CreateSecret', { name: 'k', value: values.v1 });
+    await op('alice', 'UpdateSecret', { name: 'k', value: values.v2 });
+    await store.sync();
+    const v1Sealed = Buffer.from(store.version(versionKey(alice('k'), genOf(store.secret(alice('k'))!), 1))!.sealed);
+    const { readFileSync } = await import('node:fs');
+    const versionFiles = () => files().filter((f) => f.includes('KV_pier-vault-versions'));
+    const holding = () => versionFiles().filter((f) => readFileSync(f).includes(v1Sealed));
+    if (erases) t.not(holding().length, 0, 'before the destroy, the versions stream holds the sealed bytes (the scan below can fail)');
+    t.deepEqual(await operator({ op: 'destroy', name: 'k', version: 1 }), { name: 'k', env: 'prod', destroyed: [1] });
+    t.regex(String(await op('alice', 'RetrieveSecretVersion', { name: 'k', version: 1 })), /^NOT_FOUND/);
+    t.regex(String(await operator({ op: 'destroy', name: 'k' })), /^CONFLICT: secret "k" is not deleted/);
+    // A deleted secret destroyed whole by the operator.
+    await op('alice', 'CreateSecret', { name: 'd', value: values.gone });
+    await op('alice', 'DeleteSecret', { name: 'd' });
+    t.like(await operator({ op: 'destroy', name: 'd' }), { destroyed: [1] });
+    t.regex(String(await operator({ op: 'undelete', name: 'd' })), /^NOT_FOUND/);
+    // Past the window: the sweep's selection finds it, destroyGeneration takes it (what the hourly timer does).
+    await op('alice', 'CreateSecret', { name: 'e', value: values.late });
+    await op('alice', 'DeleteSecret', { name: 'e' });
+    await store.sync();
+    t.deepEqual(expiredDeleted(store, deps.bounds, clock.now + DAY, 100), [], 'within the window: kept');
+    const expired = expiredDeleted(store, deps.bounds, clock.now + 8 * DAY, 100);
+    t.is(expired.length, 1);
+    await store.write((w) => expired.forEach((e) => destroyGeneration(w, e.key, e.gen)));
+    t.regex(String(await operator({ op: 'undelete', name: 'e' })), /^NOT_FOUND/);
+    // Nothing destroyed in an export (the values sealed, so look for the sealed bytes themselves).
+    const exported = Buffer.from(JSON.stringify(await vaultRecords(store), (_k, v) => (v instanceof Uint8Array || (v && v.type === 'Buffer') ? Buffer.from(v.data ?? v).toString('hex') : v)));
+    t.false(exported.includes(v1Sealed.toString('hex')), 'the destroyed version is not exported');
+    t.is((await vaultRecords(store)).filter((r) => r.kind === 'version' || r.kind === 'deleted').length, 0, 'k has no earlier version left, d and e are gone whole');
+    if (!erases) return t.pass();
+    // On JetStream: the versions stream's files no longer hold the destroyed version's sealed bytes.
+    t.deepEqual(holding(), [], 'erased from the versions stream on disk');
+  });
+}
