@@ -33,6 +33,9 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
     // A secret is at most 64 KiB (docs/protocol.md "Vault"): its JSON, escaped, fits twice that.
     vaultSet: 128 * 1024,
     vaultSetByPath: 128 * 1024,
+    // `{version}` alone.
+    vaultRestore: 1024,
+    vaultDestroy: 1024,
     connectionsClose: 128 * 1024,
   };
   /**

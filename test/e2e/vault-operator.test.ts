@@ -67,17 +67,58 @@ test.serial('versions: who wrote each one, when and its size, newest first; neve
   t.is(listed.code, 0, listed.stderr);
   t.like(listed.json, { name: 'token', env: 'staging', version: 3 });
   t.deepEqual(
-    listed.json.versions.map((v) => [v.version, v.by, v.size, v.current]),
-    [[3, '(operator)', Buffer.byteLength(values[2]), true], [2, '(operator)', 12, false], [1, '(operator)', 5, false]],
+    listed.json.versions.map((v) => [v.version, v.by, v.size, v.current, v.kept]),
+    [[3, '(operator)', Buffer.byteLength(values[2]), true, true], [2, '(operator)', 12, false, true], [1, '(operator)', 5, false, true]],
   );
   t.true(listed.json.versions.every((v) => !Number.isNaN(Date.parse(v.at))));
   const text = await cli(['vault', 'versions', ...elsewhere, '--env', 'staging', 'token'], env);
-  t.regex(text.stdout, /^VERSION\s+AT\s+BY\s+SIZE\n3 \(current\)\s/);
+  t.regex(text.stdout, /^VERSION\s+AT\s+BY\s+SIZE\s+VALUE\n3 \(current\)\s.*\skept\n/);
   for (const v of values) t.false(text.stdout.includes(v) || listed.stdout.includes(v), 'no value in the listing');
   const missing = await cli(['vault', 'versions', ...elsewhere, '--env', 'staging', 'nope'], env);
   t.is(missing.code, 5, missing.stderr);
   const audit = await cliJson('vault audit', ['--user', 'alice', '--op', 'ListVersions'], env);
   t.true(audit.json.some((e) => e.app === '(operator)' && e.name === 'token' && e.outcome === 'ok'));
+});
+
+test.serial('restore, delete, undelete and destroy from the CLI: the app sees each at once; audited; bad versions are usage errors', async (t) => {
+  const where = ['--user', 'alice', '--workspace', 'chat', '--env', 'dev'];
+  const values = [`one-${randomBytes(6).toString('hex')}`, `two-${randomBytes(6).toString('hex')}`];
+  for (const v of values) {
+    writeFileSync(join(dir, 'value.txt'), v);
+    t.is((await cli(['vault', 'set', ...where, 'undo', '--value-file', join(dir, 'value.txt')], env)).code, 0);
+  }
+  const get = async () => (await cli(['vault', 'get', ...where, 'undo'], env)).stdout.trim();
+  t.deepEqual((await cliJson('vault restore', [...where, 'undo', '--version', '1'], env)).json, { name: 'undo', env: 'dev', version: 3, restored: 1 });
+  t.is(await get(), values[0], 'version 1 is the value again, as version 3');
+  // Deleted: gone for the app (404), listed as deleted for the operator, back with undelete.
+  t.is((await cli(['vault', 'delete', ...where, 'undo'], env)).code, 0);
+  const app = { user: userToken, access: await accessToken(chat, vaultPerm('chat', ['RetrieveSecret'])) };
+  t.is((await vaultCall(chat.OS_SYSTEM_SERVER, 'RetrieveSecret', 'chat', app, { name: 'undo', env: 'dev' })).status, 404);
+  const deleted = await cliJson('vault deleted', where, env);
+  t.like(deleted.json, [{ name: 'undo', version: 3, deletedBy: '(operator)' }]);
+  t.false(deleted.stdout.includes(values[0]) || deleted.stdout.includes(values[1]));
+  t.deepEqual((await cliJson('vault undelete', [...where, 'undo'], env)).json, { name: 'undo', env: 'dev', version: 3 });
+  const back = await vaultCall(chat.OS_SYSTEM_SERVER, 'RetrieveSecret', 'chat', app, { name: 'undo', env: 'dev' });
+  t.true(back.text.includes(values[0]), back.text);
+  t.deepEqual((await cliJson('vault destroy', [...where, 'undo', '--version', '2'], env)).json, { name: 'undo', env: 'dev', destroyed: [2] });
+  const restoreGone = await cli(['vault', 'restore', ...where, 'undo', '--version', '2'], env);
+  t.is(restoreGone.code, 5, restoreGone.stderr);
+  t.regex(restoreGone.stderr, /version 2 of "undo" is not kept \(kept: 1\)/);
+  // --version must be a whole number; restore needs it.
+  for (const bad of ['0', '-1', 'x', '1.5']) {
+    const r = await cli(['vault', 'restore', ...where, 'undo', '--version', bad], env);
+    t.is(r.code, 2, `--version ${bad}: ${r.stderr}`);
+  }
+  t.is((await cli(['vault', 'restore', ...where, 'undo'], env)).code, 2, 'restore without --version');
+  const audit = await cliJson('vault audit', ['--user', 'alice', '--app', '(operator)'], env);
+  const ops = new Set(audit.json.map((e: { op: string; outcome: string }) => `${e.op}:${e.outcome}`));
+  for (const o of ['RestoreVersion:ok', 'ListDeleted:ok', 'Undelete:ok', 'Destroy:ok', 'RestoreVersion:NOT_FOUND']) t.true(ops.has(o), o);
+  t.false(audit.stdout.includes(values[0]) || pier.logs.includes(values[0]), 'no value in the audit or the logs');
+  // Deleted and destroyed whole: nothing of it is left to list, undelete or restore.
+  t.is((await cli(['vault', 'delete', ...where, 'undo'], env)).code, 0);
+  t.deepEqual((await cliJson('vault destroy', [...where, 'undo'], env)).json, { name: 'undo', env: 'dev', destroyed: [1, 3] });
+  t.deepEqual((await cliJson('vault deleted', where, env)).json, []);
+  t.is((await cli(['vault', 'versions', ...where, 'undo'], env)).code, 5);
 });
 
 test.serial('purge removes every secret of the workspace in every env (what a plain uninstall kept)', async (t) => {

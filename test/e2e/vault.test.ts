@@ -92,7 +92,7 @@ test('errors: 400, 401, 403, 404, 405, 409, 413', async (t) => {
     ['absent', vaultCall(sys, 'RetrieveSecret', 'chat', auth, { name: 'absent' }), 404, 'secret "absent" not found in prod'],
     ['update absent', vaultCall(sys, 'UpdateSecret', 'chat', auth, { name: 'absent', value: 'x' }), 404, 'secret "absent" not found in prod'],
     ['delete absent', vaultCall(sys, 'DeleteSecret', 'chat', auth, { name: 'absent' }), 404, 'secret "absent" not found in prod'],
-    ['unknown op', vaultCall(sys, 'ExportAll', 'chat', auth, {}), 404, 'no vault operation "ExportAll" (operations: RetrieveSecret, CreateSecret, UpdateSecret, DeleteSecret, ListSecret)'],
+    ['unknown op', vaultCall(sys, 'ExportAll', 'chat', auth, {}), 404, 'no vault operation "ExportAll" (operations: RetrieveSecret, CreateSecret, UpdateSecret, DeleteSecret, ListSecret, ListSecretVersions, RetrieveSecretVersion, RestoreSecretVersion)'],
     ['GET', vaultCall(sys, 'ListSecret', 'chat', auth, {}, 'GET'), 405, 'vault operations take POST'],
     ['exists', vaultCall(sys, 'CreateSecret', 'chat', auth, { name: 'exists', value: 'y', env: 'dev' }), 409, 'secret "exists" already exists in dev'],
     ['value over 64 KiB', vaultCall(sys, 'CreateSecret', 'chat', auth, { name: 'big', value: 'v'.repeat(64 * 1024 + 1) }), 413, 'value: must be at most 65536 bytes'],
