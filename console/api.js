@@ -32,7 +32,7 @@
 /** @typedef {'GET' | 'POST' | 'PUT' | 'DELETE'} HttpMethod */
 /**
  * The routes the console calls.
- * @typedef {'status' | 'userList' | 'userAdd' | 'userToken' | 'userRevoke' | 'appList' | 'appInstall' | 'appUninstall' | 'providerList' | 'providerSuspend' | 'providerResume' | 'vaultAudit' | 'connections' | 'connectionsClose' | 'uploads' | 'metricsHistory'} RouteName
+ * @typedef {'status' | 'userList' | 'userAdd' | 'userToken' | 'userRevoke' | 'appList' | 'appInstall' | 'appUninstall' | 'providerList' | 'providerSuspend' | 'providerResume' | 'vaultAudit' | 'vaultList' | 'vaultVersions' | 'vaultDeleted' | 'vaultRestore' | 'vaultUndelete' | 'connections' | 'connectionsClose' | 'uploads' | 'metricsHistory'} RouteName
  */
 
 /**
@@ -53,6 +53,11 @@ const ROUTES = {
   providerSuspend: ['POST', '/admin/v1/providers/:name/suspend'],
   providerResume: ['POST', '/admin/v1/providers/:name/resume'],
   vaultAudit: ['GET', '/admin/v1/vault/audit'],
+  vaultList: ['GET', '/admin/v1/vault/secrets'],
+  vaultVersions: ['GET', '/admin/v1/vault/versions'],
+  vaultDeleted: ['GET', '/admin/v1/vault/deleted'],
+  vaultRestore: ['POST', '/admin/v1/vault/secret/restore'],
+  vaultUndelete: ['POST', '/admin/v1/vault/secret/undelete'],
   connections: ['GET', '/admin/v1/connections'],
   connectionsClose: ['POST', '/admin/v1/connections/close'],
   uploads: ['GET', '/admin/v1/uploads'],

@@ -7,7 +7,7 @@ import { ApiError, resume, signIn, signOut, whenSignedOut } from './api.js';
 import { messageOf } from './format.js';
 import { field, html } from './html.js';
 import { Apps } from './view-apps.js';
-import { Audit } from './view-audit.js';
+import { Audit, Secrets } from './view-audit.js';
 import { Charts } from './view-charts.js';
 import { Connections } from './view-connections.js';
 import { Processes } from './view-processes.js';
@@ -28,6 +28,7 @@ const VIEWS = [
   { id: 'providers', title: 'Providers', component: Providers },
   { id: 'connections', title: 'Connections', component: Connections },
   { id: 'uploads', title: 'Uploads', component: Uploads },
+  { id: 'secrets', title: 'Secrets', component: Secrets },
   { id: 'audit', title: 'Vault audit', component: Audit },
   { id: 'charts', title: 'Charts', component: Charts },
 ];

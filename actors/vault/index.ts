@@ -12,7 +12,7 @@ import { DataKeys } from './data-keys.js';
 import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
 import { operatorOp } from './operator.js';
 import { purgeWorkspaces } from './purge.js';
-import { destroyGeneration, expiredDeleted } from './versions.js';
+import { destroyGeneration, expiredDeleted, isOrphan, orphanVersions } from './versions.js';
 import { vaultExportPage, vaultImportBatch } from './state-io.js';
 import { LmdbVaultStore, type VaultStore } from './store.js';
 import { JetStreamVaultStore } from './store-jetstream.js';
@@ -121,6 +121,13 @@ async function expireDeleted(a: VaultActor): Promise<void> {
       if (batch.length < EXPIRY_BATCH) break;
     }
     if (destroyed > 0) a.ctx.log.info({ destroyed }, 'vault: deleted secrets past their window destroyed');
+    // Versions left behind by a 0.2 replica's delete (it removes the record alone) go too.
+    const orphans = orphanVersions(a.store, 10_000);
+    for (let i = 0; i < orphans.length; i += EXPIRY_BATCH) {
+      const batch = orphans.slice(i, i + EXPIRY_BATCH);
+      await a.store.write((w) => batch.filter((vkey) => isOrphan(w, vkey)).forEach((vkey) => w.removeVersion(vkey)));
+    }
+    if (orphans.length > 0) a.ctx.log.info({ removed: orphans.length }, 'vault: versions of secrets deleted by an earlier release removed');
   } catch (err) {
     a.ctx.log.error({ err }, 'vault: destroying deleted secrets past their window failed');
   }

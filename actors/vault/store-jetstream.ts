@@ -83,7 +83,12 @@ export class JetStreamVaultStore implements VaultStore {
   private static async openOnce(js: JetStreamClient, manager: JetStreamManager, options: JetStreamVaultOptions): Promise<JetStreamVaultStore> {
     // A short request timeout: when a stream's leader is lost, a put fails fast and the write is retried.
     const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: HISTORY, storage: StorageType.File, timeout: 2_000 });
-    const [keys, secrets, versions, deleted] = await Promise.all([bucket(vaultState.keys), bucket(vaultState.secrets), bucket(vaultState.versions), bucket(vaultState.deleted)]);
+    const [keys, secrets] = await Promise.all([bucket(vaultState.keys), bucket(vaultState.secrets)]);
+    // The buckets of 0.3: identities written by an earlier `pier bus init` do not allow them.
+    const [versions, deleted] = await Promise.all([bucket(vaultState.versions), bucket(vaultState.deleted)]).catch((err: unknown) => {
+      const text = String((err as Error).message ?? err);
+      throw Object.assign(new Error(`the vault could not open its buckets ${vaultState.versions} and ${vaultState.deleted} (${text}): if its state identity comes from a release before 0.3, write the identities again with \`pier bus init\` and reload nats-server (docs/operations.md "Upgrading")`), { code: (err as { code?: string }).code });
+    });
     const audit = new JetStreamAudit(js, manager);
     await audit.ensure(options.replicas, options.auditMaxAgeMs, options.auditMaxEntries);
     const usage = new VersionUsage();

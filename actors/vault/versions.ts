@@ -272,6 +272,27 @@ export function listDeleted(store: VaultStore, scope: string, bounds: VersionBou
 const deletedVersions = (store: VaultStore, key: string, d: DeletedRecord): VersionRecord[] =>
   [...d.history.map((h) => h.version), d.version].flatMap((v) => store.version(versionKey(key, d.gen, v)) ?? []);
 
+/**
+ * Kept versions whose secret is neither live nor deleted in their generation: a 0.2 replica's delete
+ * during a rolling upgrade removes the record alone. At most `limit`; the sweep removes them.
+ */
+export function orphanVersions(store: VaultStore, limit: number): string[] {
+  const out: string[] = [];
+  for (const { key: vkey } of store.everything().versions) {
+    if (!isOrphan(store, vkey)) continue;
+    out.push(vkey);
+    if (out.length >= limit) break;
+  }
+  return out;
+}
+
+/** Whether a kept version's generation is neither the live secret's nor the deleted one's (read through `r`, a store or a write). */
+export function isOrphan(r: Pick<VaultStore, 'secret' | 'deleted'>, vkey: string): boolean {
+  const [key, gen] = splitVersionKey(vkey);
+  const live = r.secret(key);
+  return !((live && genOf(live) === gen) || r.deleted(key)?.gen === gen);
+}
+
 /** Deleted secrets past the window, at most `limit` (the sweep destroys them a batch at a time). */
 export function expiredDeleted(store: VaultStore, bounds: VersionBounds, now: number, limit: number): Array<{ key: string; gen: string }> {
   const out: Array<{ key: string; gen: string }> = [];

@@ -5,7 +5,7 @@ import { vaultOp, type VaultDeps } from '../../actors/vault/handler.js';
 import { operatorOp } from '../../actors/vault/operator.js';
 import { vaultRecords } from '../../actors/vault/state-io.js';
 import { genOf, scopeKey, secretKey, versionKey, type VaultStore } from '../../actors/vault/store.js';
-import { destroyGeneration, expiredDeleted, type VersionBounds } from '../../actors/vault/versions.js';
+import { destroyGeneration, expiredDeleted, isOrphan, orphanVersions, type VersionBounds } from '../../actors/vault/versions.js';
 import type { AppView, AuditEntry, OperatorVaultRequest } from '../../bus/subjects.js';
 import { AccessTokens } from '../../lib/crypto/access-token.js';
 import { Keyring } from '../../lib/crypto/keyring.js';
@@ -151,6 +151,28 @@ export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsSto
     const userBytes = store.everything().versions.filter((v) => v.key.startsWith('alice\u0000')).reduce((n, v) => n + v.value.sealed.byteLength, 0);
     t.true(userBytes <= 6144, `alice's versions take ${userBytes} B`);
     t.true(store.everything().versions.some((v) => v.key.startsWith(scopeKey('alice', 'w2', 'prod'))), "w2's newest versions are kept");
+  });
+
+  test('a record 0.2 wrote (no generation, no size) gets versions when 0.3 updates it; versions a 0.2 delete left behind are found and removed', async (t) => {
+    const { op, operator, store } = await setup(t);
+    await op('alice', 'CreateSecret', { name: 'legacy', value: 'from-0.2' });
+    // As 0.2.0 writes it: the same record without `gen`, `size` or a format slot.
+    await store.write((w) => {
+      const { gen: _gen, size: _size, format: _f, oldestReader: _o, ...old } = w.secret(alice('legacy'))!;
+      w.putSecret(alice('legacy'), old);
+    });
+    await op('alice', 'UpdateSecret', { name: 'legacy', value: 'from-0.3' });
+    t.like(await operator({ op: 'versions', name: 'legacy' }), { versions: [{ version: 2, current: true }, { version: 1, kept: true, size: 8 }] });
+    t.like(await op('alice', 'RetrieveSecretVersion', { name: 'legacy', version: 1 }), { data: { value: 'from-0.2' } });
+    // A 0.2 replica's delete: the record goes, nothing else.
+    await store.write((w) => w.removeSecret(alice('legacy')));
+    await store.sync();
+    const orphans = orphanVersions(store, 100);
+    t.is(orphans.length, 1, 'its version is left behind');
+    await store.write((w) => orphans.filter((k) => isOrphan(w, k)).forEach((k) => w.removeVersion(k)));
+    await store.sync();
+    t.deepEqual(orphanVersions(store, 100), []);
+    t.is(store.everything().versions.length, 0);
   });
 
   test('a huge history stays bounded: 40 updates of 60 KiB with a 1 MiB scope bound', async (t) => {

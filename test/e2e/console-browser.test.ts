@@ -208,7 +208,7 @@ maybe('sign-in: a wrong token is refused with an error and no session; the admin
   await signIn(page, cluster!.adminToken);
   const nav = page.getByRole('navigation', { name: 'Views' });
   await nav.waitFor();
-  for (const name of ['Processes', 'Users', 'Apps', 'Providers', 'Connections', 'Uploads', 'Vault audit', 'Charts']) t.is(await nav.getByRole('link', { name, exact: true }).count(), 1, name);
+  for (const name of ['Processes', 'Users', 'Apps', 'Providers', 'Connections', 'Uploads', 'Secrets', 'Vault audit', 'Charts']) t.is(await nav.getByRole('link', { name, exact: true }).count(), 1, name);
   const cookie = (await context.cookies()).find((c) => c.name === SESSION_COOKIE);
   t.truthy(cookie, 'a session cookie');
   t.true(cookie!.httpOnly);
