@@ -17,7 +17,7 @@ test('master key rotation: restart with the new key and the old as previous, rot
   });
   const envOf = (p: PierProcess) => ({ ...p.env, PIER_ADMIN_URL: p.adminUrl });
   const user = (await cli(['user', 'add', 'alice', '--json'], envOf(pier))).json.token;
-  writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=chat, CreateSecret?workspace=chat] }\n');
+  writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=chat, CreateSecret?workspace=chat, UpdateSecret?workspace=chat, RetrieveSecretVersion?workspace=chat] }\n');
   const app: AppEnv = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], envOf(pier))).json.env;
   const withSystem = (p: PierProcess): AppEnv => ({ ...app, OS_SYSTEM_SERVER: `127.0.0.1:${p.ports!.system}` });
   const retrieve = async (p: PierProcess) => {
@@ -26,6 +26,13 @@ test('master key rotation: restart with the new key and the old as previous, rot
   };
   const access1 = await accessToken(withSystem(pier), vaultPerm('chat', ['CreateSecret']));
   t.is((await vaultCall(withSystem(pier).OS_SYSTEM_SERVER, 'CreateSecret', 'chat', { user, access: access1 }, { name: 'kept', value: 'across-rotation' })).status, 200);
+  // An earlier version, and a deleted secret, kept across the rotation too (docs/vault.md "Versions").
+  const versioned = await accessToken(withSystem(pier), vaultPerm('chat', ['CreateSecret', 'UpdateSecret']));
+  t.is((await vaultCall(withSystem(pier).OS_SYSTEM_SERVER, 'CreateSecret', 'chat', { user, access: versioned }, { name: 'older', value: 'version-one' })).status, 200);
+  t.is((await vaultCall(withSystem(pier).OS_SYSTEM_SERVER, 'UpdateSecret', 'chat', { user, access: versioned }, { name: 'older', value: 'version-two' })).status, 200);
+  writeFileSync(join(dir, 'v.txt'), 'deleted-before-rotation');
+  t.is((await cli(['vault', 'set', '--user', 'alice', '--workspace', 'chat', 'gone', '--value-file', join(dir, 'v.txt')], envOf(pier))).code, 0);
+  t.is((await cli(['vault', 'delete', '--user', 'alice', '--workspace', 'chat', 'gone'], envOf(pier))).code, 0);
   await pier.stop();
 
   // New key, old key as previous: everything still opens.
@@ -43,4 +50,9 @@ test('master key rotation: restart with the new key and the old as previous, rot
   const after = await retrieve(pier);
   t.is(after.status, 200);
   t.is(after.json.data.data.value, 'across-rotation');
+  const access = await accessToken(withSystem(pier), vaultPerm('chat', ['RetrieveSecretVersion']));
+  const v1 = await vaultCall(withSystem(pier).OS_SYSTEM_SERVER, 'RetrieveSecretVersion', 'chat', { user, access }, { name: 'older', version: 1 });
+  t.is(v1.json?.data?.data?.value, 'version-one', v1.text);
+  t.is((await cli(['vault', 'undelete', '--user', 'alice', '--workspace', 'chat', 'gone'], envOf(pier))).code, 0);
+  t.is((await cli(['vault', 'get', '--user', 'alice', '--workspace', 'chat', 'gone'], envOf(pier))).stdout.trim(), 'deleted-before-rotation');
 });
