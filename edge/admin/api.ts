@@ -356,7 +356,7 @@ export interface ConsoleSession {
 export interface VaultTarget {
   user: string;
   workspace: string;
-  env?: 'prod' | 'dev' | 'staging';
+  env?: 'test' | 'dev' | 'staging' | 'prod';
 }
 
 // ---- Routes ----
