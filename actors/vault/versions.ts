@@ -22,6 +22,19 @@ export interface VersionBounds {
 /** A fresh generation: a secret created (again) never shows an earlier creation's versions. */
 export const newGen = (): string => randomBytes(6).toString('hex');
 
+/**
+ * The deleted copy of a name, unless it is the live secret's own generation: a delete or an
+ * undelete cut short between its commits (JetStream commits a write's changes one by one) leaves
+ * both; the live one is the truth, and the stale deleted record is ignored (and removed when next
+ * written).
+ */
+export function deletedOf(r: Pick<VaultWriter, 'secret' | 'deleted'>, key: string): DeletedRecord | undefined {
+  const d = r.deleted(key);
+  if (!d) return undefined;
+  const live = r.secret(key);
+  return live && genOf(live) === d.gen ? undefined : d;
+}
+
 /** The history entry of a record's current version, as it becomes an earlier one. */
 export const entryOf = (r: SecretRecord): SecretVersion => {
   const size = sizeOf(r);
@@ -86,7 +99,7 @@ export function trim(w: VaultWriter, bounds: VersionBounds, key: string, gen: st
 function removeKept(w: VaultWriter, vkey: string): void {
   w.removeVersion(vkey);
   const [key, gen, version] = splitVersionKey(vkey);
-  const d = w.deleted(key);
+  const d = deletedOf(w, key);
   if (d && d.gen === gen && d.version === version) w.removeDeleted(key);
 }
 
@@ -103,8 +116,15 @@ export function splitVersionKey(vkey: string): [string, string, number] {
  * `deletedForMs`. A name deleted before and not undelete is destroyed first: one deleted copy per name.
  */
 export function softDelete(w: VaultWriter, bounds: VersionBounds, key: string, record: SecretRecord, by: string, at: string): void {
-  const earlier = w.deleted(key);
+  const earlier = deletedOf(w, key);
   if (earlier) destroyGeneration(w, key, earlier.gen);
+  if (bounds.perSecret === 0) {
+    // Nothing kept (PIER_VAULT_VERSIONS=0): a delete is final, as before versions.
+    w.removeSecret(key);
+    destroyGeneration(w, key, genOf(record));
+    return;
+  }
+  // Committed in this order: a write cut short leaves the secret live (the delete was not answered).
   w.putDeleted(key, {
     format: 1,
     gen: genOf(record),
@@ -123,6 +143,12 @@ export function softDelete(w: VaultWriter, bounds: VersionBounds, key: string, r
 
 /** Every kept version of one generation, and the deleted record when it is that generation's. */
 export function destroyGeneration(w: VaultWriter, key: string, gen: string): number[] {
+  const live = w.secret(key);
+  if (live && genOf(live) === gen) {
+    // The live secret's own generation (a stale deleted record): only the record goes.
+    if (w.deleted(key)?.gen === gen) w.removeDeleted(key);
+    return [];
+  }
   const gone = w.versionsUnder(versionPrefix(key, gen)).map((v) => (w.removeVersion(v.key), v.value.version));
   if (w.deleted(key)?.gen === gen) w.removeDeleted(key);
   return gone;
@@ -160,7 +186,7 @@ export function restore(w: VaultWriter, bounds: VersionBounds, key: string, vers
 /** The deleted secret back as it was (its version unchanged); 409 naming the live one when its name was created again. */
 export function undelete(w: VaultWriter, key: string): SecretRecord {
   const name = nameOf(key);
-  const d = w.deleted(key);
+  const d = deletedOf(w, key);
   if (!d) throw new PierError('NOT_FOUND', `no deleted secret "${name}"`);
   const live = w.secret(key);
   if (live) throw new PierError('CONFLICT', `secret "${name}" exists again (version ${live.version}, created ${live.createdAt} by ${live.createdBy}): delete it first to undelete the earlier one`, { data: { version: live.version } });
@@ -182,9 +208,10 @@ export function undelete(w: VaultWriter, key: string): SecretRecord {
     updatedBy: d.updatedBy,
     history: d.history,
   };
-  w.removeVersion(vkey);
-  w.removeDeleted(key);
+  // The secret first: a write cut short leaves it live beside a stale deleted record (deletedOf), never lost.
   w.putSecret(key, record);
+  w.removeDeleted(key);
+  w.removeVersion(vkey);
   return record;
 }
 
@@ -196,7 +223,7 @@ export function undelete(w: VaultWriter, key: string): SecretRecord {
 export function destroy(w: VaultWriter, key: string, version: number | undefined): number[] {
   const name = nameOf(key);
   const live = w.secret(key);
-  const d = w.deleted(key);
+  const d = deletedOf(w, key);
   if (version === undefined) {
     if (!d) throw new PierError(live ? 'CONFLICT' : 'NOT_FOUND', live ? `secret "${name}" is not deleted: delete it first, or name --version to destroy an earlier version` : `no deleted secret "${name}"`);
     return destroyGeneration(w, key, d.gen);
@@ -231,7 +258,7 @@ export interface VersionRow {
 /** The versions of the secret at `key`, live or deleted, newest first; null when it is neither. */
 export function listVersions(store: VaultStore, key: string): { version: number; versions: VersionRow[]; deleted: { at: string; by: string } | null } | null {
   const live = store.secret(key);
-  const d = live ? undefined : store.deleted(key);
+  const d = live ? undefined : deletedOf(store, key);
   const record = live ?? d;
   if (!record) return null;
   const gen = genOf(record);
@@ -259,7 +286,7 @@ export interface DeletedRow {
 }
 
 export function listDeleted(store: VaultStore, scope: string, bounds: VersionBounds): DeletedRow[] {
-  return store.listDeleted(scope).map(({ key, value: d }) => ({
+  return store.listDeleted(scope).filter(({ key }) => deletedOf(store, key)).map(({ key, value: d }) => ({
     name: nameOf(key),
     version: d.version,
     deletedAt: d.deletedAt,

@@ -175,6 +175,36 @@ export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsSto
     t.is(store.everything().versions.length, 0);
   });
 
+  test('a delete or undelete cut short between its commits leaves the secret live and its versions whole', async (t) => {
+    const { op, operator, store } = await setup(t);
+    await op('alice', 'CreateSecret', { name: 'half', value: 'h1' });
+    await op('alice', 'UpdateSecret', { name: 'half', value: 'h2' });
+    // What a delete leaves when it stops after its first two commits: the deleted record and the version, the secret still live.
+    await store.write((w) => {
+      const live = w.secret(alice('half'))!;
+      w.putDeleted(alice('half'), { format: 1, gen: genOf(live), version: live.version, createdAt: live.createdAt, createdBy: live.createdBy, updatedAt: live.updatedAt, updatedBy: live.updatedBy, history: live.history, deletedAt: 'x', deletedBy: 'chat' });
+    });
+    await store.sync();
+    t.deepEqual(await operator({ op: 'deleted' }), [], 'the stale deleted record is not listed');
+    t.regex(String(await operator({ op: 'undelete', name: 'half' })), /^NOT_FOUND/);
+    t.regex(String(await operator({ op: 'destroy', name: 'half' })), /^CONFLICT: secret "half" is not deleted/);
+    // The delete retried completes, and the versions of the generation are whole.
+    await op('alice', 'DeleteSecret', { name: 'half' });
+    t.like(await operator({ op: 'undelete', name: 'half' }), { version: 2 });
+    t.like(await op('alice', 'RetrieveSecretVersion', { name: 'half', version: 1 }), { data: { value: 'h1' } });
+  });
+
+  test('with PIER_VAULT_VERSIONS=0 nothing is kept and a delete is final', async (t) => {
+    const { op, operator, store } = await setup(t, { perSecret: 0 });
+    await op('alice', 'CreateSecret', { name: 'z', value: 'z1' });
+    await op('alice', 'UpdateSecret', { name: 'z', value: 'z2' });
+    await op('alice', 'DeleteSecret', { name: 'z' });
+    await store.sync();
+    t.deepEqual(await operator({ op: 'deleted' }), []);
+    t.is(store.everything().versions.length, 0);
+    t.is(store.everything().deleted.length, 0);
+  });
+
   test('a huge history stays bounded: 40 updates of 60 KiB with a 1 MiB scope bound', async (t) => {
     const { op, store } = await setup(t, { perSecret: 1000, scopeBytes: 1 << 20 });
     const value = (i: number) => `${i}`.padEnd(60 * 1024, 'y');
