@@ -24,6 +24,13 @@ test('LMDB → file → JetStream: the same app, user and secrets work on the ot
     const access = await accessToken(app, vaultPerm('w', ['CreateSecret', 'RetrieveSecret']));
     const value = `moved-${randomBytes(8).toString('hex')}`;
     t.is((await vaultCall(app.OS_SYSTEM_SERVER, 'CreateSecret', 'w', { user, access }, { name: 'db', value })).status, 200);
+    // An earlier version and a deleted secret move too (docs/vault.md "Versions").
+    const ws = ['--user', 'alice', '--workspace', 'w'];
+    for (const [name, v] of [['hist', 'hist-one'], ['hist', 'hist-two'], ['bin', 'in-the-bin']]) {
+      writeFileSync(join(dir, 'v.txt'), v);
+      t.is((await cli(['vault', 'set', ...ws, name, '--value-file', join(dir, 'v.txt')], fromCli)).code, 0);
+    }
+    t.is((await cli(['vault', 'delete', ...ws, 'bin'], fromCli)).code, 0);
 
     const file = join(dir, 'state.ndjson');
     const exported = await cliJson('state export', [file], fromCli);
@@ -32,6 +39,8 @@ test('LMDB → file → JetStream: the same app, user and secrets work on the ot
     t.is(statSync(file).mode & 0o777, 0o600);
     const text = readFileSync(file, 'utf8');
     t.false(text.includes(value), 'the secret value is sealed in the file');
+    for (const v of ['hist-one', 'hist-two', 'in-the-bin']) t.false(text.includes(v), `${v}: versions and deleted secrets sealed too`);
+    t.true(text.includes('"kind":"version"') && text.includes('"kind":"deleted"'), 'the file carries them');
     t.false(text.includes(masterKey), 'no master key (hex)');
     t.false(text.includes(Buffer.from(masterKey, 'hex').toString('base64')), 'no master key (base64)');
     t.false(text.includes(app.OS_APP_SECRET), 'app secrets sealed too');
@@ -60,6 +69,12 @@ test('LMDB → file → JetStream: the same app, user and secrets work on the ot
     const access2 = await until('an access token on the JetStream side', () => accessToken(moved, vaultPerm('w', ['RetrieveSecret'])));
     const read = await vaultCall(moved.OS_SYSTEM_SERVER, 'RetrieveSecret', 'w', { user, access: access2 }, { name: 'db' });
     t.is(read.json?.data?.data?.value, value, read.text);
+    t.like((await cliJson('vault versions', [...ws, 'hist'], toCli)).json, { version: 2, versions: [{ version: 2, current: true }, { version: 1, kept: true }] });
+    t.deepEqual((await cliJson('vault restore', [...ws, 'hist', '--version', '1'], toCli)).json, { name: 'hist', env: 'prod', version: 3, restored: 1 });
+    t.is((await cli(['vault', 'get', ...ws, 'hist'], toCli)).stdout.trim(), 'hist-one');
+    t.like((await cliJson('vault deleted', ws, toCli)).json, [{ name: 'bin', version: 1 }]);
+    t.is((await cli(['vault', 'undelete', ...ws, 'bin'], toCli)).code, 0);
+    t.is((await cli(['vault', 'get', ...ws, 'bin'], toCli)).stdout.trim(), 'in-the-bin');
     const audit = await cliJson('vault audit', ['--user', 'alice'], toCli);
     t.true(audit.json.some((e) => e.op === 'CreateSecret' && e.name === 'db'), 'the audit moved too');
   } finally {
