@@ -130,6 +130,11 @@ export class BucketView<T> {
     }
   }
 
+  /** Every key with an accepted write or delete: live and deleted ones. */
+  keysEverWritten(): string[] {
+    return [...new Set([...this.entries.keys(), ...this.deleted.keys()])];
+  }
+
   /** The revision a writer must name for `key`: its last accepted write or delete (0: never written). */
   revisionOf(key: string): number {
     return this.entries.get(key)?.revision ?? this.deleted.get(key) ?? 0;
@@ -186,9 +191,9 @@ export class BucketView<T> {
    * each message is overwritten on disk by the server (a secure delete), not only left out of
    * the stream. What a destroyed vault version needs (docs/vault.md "Versions"). The entries gone
    * are a prefix of the key's history, which a view starting later judges from (`anchor`).
-   * Answers how many were erased.
+   * With `writtenBefore` (ms), only entries written before it go. Answers how many were erased.
    */
-  async eraseBefore(key: string, seq: number): Promise<number> {
+  async eraseBefore(key: string, seq: number, writtenBefore = Number.POSITIVE_INFINITY): Promise<number> {
     const subject = `${this.prefix}${kvKey(key)}`;
     let erased = 0;
     for (let from = 1; from < seq; ) {
@@ -200,6 +205,8 @@ export class BucketView<T> {
         throw err;
       }
       if (m.seq >= seq) break;
+      // Entries newer than `writtenBefore` stay (a writer may still be reading them: `wonFromHistory`), and so does everything after them.
+      if (m.time.getTime() >= writtenBefore) break;
       try {
         await this.manager.streams.deleteMessage(this.stream, m.seq, true);
       } catch (err) {
@@ -250,6 +257,10 @@ export class BucketView<T> {
         named = -1;
       }
       if (named === expected) return m.seq === seq;
+      // An entry naming a revision after `expected` read one accepted after it, before ours: the
+      // key had moved on when ours arrived. (Also what tells it when the first winner's own entry
+      // is no longer in the stream: docs/vault.md "Versions", erased history.)
+      if (named > expected) return false;
       from = m.seq + 1;
     }
     return false;

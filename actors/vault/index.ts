@@ -128,6 +128,10 @@ async function expireDeleted(a: VaultActor): Promise<void> {
       await a.store.write((w) => batch.filter((vkey) => isOrphan(w, vkey)).forEach((vkey) => w.removeVersion(vkey)));
     }
     if (orphans.length > 0) a.ctx.log.info({ removed: orphans.length }, 'vault: versions of secrets deleted by an earlier release removed');
+    // Every secret's earlier records (JetStream: the secrets bucket's history) go once old enough:
+    // what a destroy, a trim or an expiry took leaves no copy behind there (docs/vault.md "Versions").
+    const scrubbed = (await a.store.scrub?.(a.ctx.now() - a.deps.bounds.scrubAfterMs)) ?? 0;
+    if (scrubbed > 0) a.ctx.log.info({ erased: scrubbed }, "vault: secrets' earlier records erased from the stream");
   } catch (err) {
     a.ctx.log.error({ err }, 'vault: destroying deleted secrets past their window failed');
   }
@@ -169,7 +173,7 @@ export const vaultActor = defineActor<VaultActor>({
     streams: [vaultState.auditStream],
     buckets: [vaultState.keys, vaultState.secrets, vaultState.versions, vaultState.deleted],
     // A destroyed version's bytes are erased from its stream, not only left out of it (docs/vault.md "Versions").
-    erases: [`KV_${vaultState.versions}`, `KV_${vaultState.deleted}`],
+    erases: [`KV_${vaultState.versions}`, `KV_${vaultState.deleted}`, `KV_${vaultState.secrets}`],
     subjects: [vaultState.auditSubject],
   },
   timers: { prune: { everyMs: () => 3_600_000, run: prune }, expire: { everyMs: () => 3_600_000, run: expireDeleted } },

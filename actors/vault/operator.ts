@@ -4,6 +4,11 @@ import { perform, type VaultDeps } from './handler.js';
 import { nameOf, scopeKey, secretKey } from './store.js';
 import { destroy, destroyScope, listDeleted, listVersions, restore, undelete } from './versions.js';
 
+/** Erases what can be erased now; what is younger than `scrubAfterMs` goes at the hourly sweep (index.ts). */
+async function scrubAfterDestroy(deps: VaultDeps, key: string): Promise<void> {
+  await deps.store.scrub?.(deps.now() - deps.bounds.scrubAfterMs, [key]).catch(() => undefined);
+}
+
 /** Who the audit log names for what the operator did. */
 export const OPERATOR = OPERATOR_IN_AUDIT;
 
@@ -60,7 +65,7 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
     const audited = entry({ restore: 'RestoreVersion', undelete: 'Undelete', destroy: 'Destroy' }[op]);
     const at = new Date(deps.now()).toISOString();
     try {
-      return await deps.store.write((w) => {
+      const answer = await deps.store.write((w) => {
         const data =
           op === 'restore'
             ? (() => {
@@ -73,6 +78,9 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
         deps.auditInWrite(w, audited('ok'));
         return { data };
       });
+      // A destroyed value leaves the secret's own earlier records too, where the store keeps them (JetStream).
+      if (op === 'destroy') await scrubAfterDestroy(deps, key);
+      return answer;
     } catch (err) {
       if (err instanceof PierError) deps.audit(audited(err.code));
       throw err;

@@ -248,6 +248,16 @@ export class JetStreamVaultStore implements VaultStore {
     return 0;
   }
 
+  async scrub(writtenBefore: number, keys?: readonly string[]): Promise<number> {
+    const view = this.secretsView;
+    let erased = 0;
+    for (const key of keys ?? view.keysEverWritten()) {
+      const revision = view.revisionOf(key);
+      if (revision > 0) erased += await view.eraseBefore(key, revision, writtenBefore);
+    }
+    return erased;
+  }
+
   async close(): Promise<void> {
     await Promise.all(MARKED.map((k) => this.viewOf(k).close()));
   }

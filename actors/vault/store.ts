@@ -142,6 +142,13 @@ export interface VaultStore {
   write<T>(fn: (w: VaultWriter) => T): Promise<T>;
   /** Appends audit entries in one write (reads and refusals are batched). */
   appendAudit(entries: AuditEntry[]): Promise<void>;
+  /**
+   * Erases the earlier records of these secrets (every secret's, without `keys`) from where the
+   * store keeps them beyond the current one, written before `writtenBefore` (ms): on JetStream the
+   * secrets bucket's history (docs/vault.md "Versions"). Absent where nothing can be done (LMDB).
+   * Answers how many records were erased.
+   */
+  scrub?(writtenBefore: number, keys?: readonly string[]): Promise<number>;
   /** Retention: entries older than `before` (ms), then the oldest past `maxEntries`; answers how many went. */
   pruneAudit(before: number, maxEntries: number): Promise<number>;
   close(): Promise<void>;

@@ -17,6 +17,11 @@ export interface VersionBounds {
   userBytes: number;
   /** How long a deleted secret stays recoverable. */
   deletedForMs: number;
+  /**
+   * How old a secret's earlier record must be before the store erases it (JetStream: the secrets
+   * bucket's history; VaultStore.scrub): a writer racing it may still be reading it for that long.
+   */
+  scrubAfterMs: number;
 }
 
 /** A fresh generation: a secret created (again) never shows an earlier creation's versions. */

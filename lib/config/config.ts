@@ -118,6 +118,8 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
       scopeBytes: integer(env, ENV.vaultHistoryScopeBytes, 16 * 1024 * 1024, 0, 1024 * 1024 * 1024),
       userBytes: integer(env, ENV.vaultHistoryUserBytes, 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
       deletedForMs: integer(env, ENV.vaultDeletedDays, 7, 0, 3_650) * 86_400_000,
+      // Not a setting: a write racing the erasure reads the key's history for seconds at most.
+      scrubAfterMs: 60_000,
     },
     heartbeatMs: integer(env, ENV.heartbeatMs, 1_000, 50, 60_000),
     stopTimeoutMs,

@@ -11,6 +11,7 @@ vaultVersionsSuite(test, async () => {
   return {
     store: pair.a,
     erases: true,
+    another: () => pair.another(),
     files: () => (readdirSync(pair.storeDir, { recursive: true }) as string[]).map((f) => join(pair.storeDir, f)).filter((f) => statSync(f).isFile()),
     close: () => pair.close(),
   };

@@ -18,6 +18,8 @@ export interface VersionsStore {
   files(): string[];
   /** Whether destroyed bytes are erased from those files (JetStream); LMDB leaves freed pages (docs/vault.md "Versions"). */
   erases: boolean;
+  /** Another replica of the same store, started now (JetStream): it must read what the first did, erased history and all. */
+  another?(): Promise<VaultStore>;
   close(): Promise<void>;
 }
 
@@ -64,7 +66,8 @@ function vaultOn(store: VaultStore, bounds: VersionBounds, clock: { now: number 
   return { deps, op, operator, audited };
 }
 
-const BOUNDS: VersionBounds = { perSecret: 10, scopeBytes: 16 << 20, userBytes: 64 << 20, deletedForMs: 7 * DAY };
+// Earlier records erased whatever their age (the configuration waits 60 s; the suite's clock is not the server's).
+const BOUNDS: VersionBounds = { perSecret: 10, scopeBytes: 16 << 20, userBytes: 64 << 20, deletedForMs: 7 * DAY, scrubAfterMs: Number.NEGATIVE_INFINITY };
 
 /**
  * Versions and soft delete (docs/vault.md "Versions") on one store: what every backend must hold,
@@ -244,7 +247,7 @@ export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsSto
   });
 
   test('destroy: a version, a deleted secret, and every deleted secret past the window; destroyed values are in no export (and on JetStream in no stream file)', async (t) => {
-    const { op, operator, store, clock, deps, files, erases } = await setup(t);
+    const { op, operator, store, clock, deps, files, erases, another } = await setup(t);
     const marker = (s: string) => `${s}-${randomBytes(8).toString('hex')}`;
     const values = { v1: marker('v1'), v2: marker('v2'), gone: marker('gone'), late: marker('late') };
     await op('alice', 'CreateSecret', { name: 'k', value: values.v1 });
@@ -252,9 +255,11 @@ export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsSto
     await store.sync();
     const v1Sealed = Buffer.from(store.version(versionKey(alice('k'), genOf(store.secret(alice('k'))!), 1))!.sealed);
     const { readFileSync } = await import('node:fs');
-    const versionFiles = () => files().filter((f) => f.includes('KV_pier-vault-versions'));
-    const holding = () => versionFiles().filter((f) => readFileSync(f).includes(v1Sealed));
-    if (erases) t.not(holding().length, 0, 'before the destroy, the versions stream holds the sealed bytes (the scan below can fail)');
+    const holding = (stream: string) => files().filter((f) => f.includes(stream) && readFileSync(f).includes(v1Sealed));
+    if (erases) {
+      t.not(holding('KV_pier-vault-versions').length, 0, 'before the destroy, the versions stream holds the sealed bytes (the scan below can fail)');
+      t.not(holding('KV_pier-vault-secrets').length, 0, "and so does the secrets bucket's history (version 1 was the secret's record once)");
+    }
     t.deepEqual(await operator({ op: 'destroy', name: 'k', version: 1 }), { name: 'k', env: 'prod', destroyed: [1] });
     t.regex(String(await op('alice', 'RetrieveSecretVersion', { name: 'k', version: 1 })), /^NOT_FOUND/);
     t.regex(String(await operator({ op: 'destroy', name: 'k' })), /^CONFLICT: secret "k" is not deleted/);
@@ -277,7 +282,24 @@ export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsSto
     t.false(exported.includes(v1Sealed.toString('hex')), 'the destroyed version is not exported');
     t.is((await vaultRecords(store)).filter((r) => r.kind === 'version' || r.kind === 'deleted').length, 0, 'k has no earlier version left, d and e are gone whole');
     if (!erases) return t.pass();
-    // On JetStream: the versions stream's files no longer hold the destroyed version's sealed bytes.
-    t.deepEqual(holding(), [], 'erased from the versions stream on disk');
+    // On JetStream: neither the versions stream's files nor the secrets bucket's hold them any more.
+    t.deepEqual(holding('KV_pier-vault-versions'), [], 'erased from the versions stream on disk');
+    t.deepEqual(holding('KV_pier-vault-secrets'), [], "erased from the secrets bucket's history on disk");
+    // A replica starting now judges the key from what is left (its history begins later): it reads
+    // the current value, refuses a create over it, and its own update lands for both.
+    const fresh = await another!();
+    await fresh.sync();
+    t.is(fresh.secret(alice('k'))?.version, 2);
+    await t.throwsAsync(fresh.write((w) => {
+      if (w.secret(alice('k'))) throw new Error('exists');
+      w.putSecret(alice('k'), { ...store.secret(alice('k'))!, version: 1 });
+    }), { message: 'exists' });
+    t.like(await op('alice', 'UpdateSecret', { name: 'k', value: 'after-erasure', version: 2 }), { version: 3 });
+    await fresh.sync();
+    const seen = await (async () => {
+      for (let i = 0; i < 50 && fresh.secret(alice('k'))?.version !== 3; i++) await new Promise((r) => setTimeout(r, 100));
+      return fresh.secret(alice('k'))?.version;
+    })();
+    t.is(seen, 3, "the fresh replica follows the first one's write after the erased history");
   });
 }
