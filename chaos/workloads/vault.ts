@@ -1,18 +1,23 @@
 import { vaultPerm } from '../../test/helpers/app-client.js';
 import type { History } from '../history.js';
 import type { Rng } from '../random.js';
-import { AccessCache, adminSettled, errorText, jsonFetch, sleep, type Answer } from '../vault-http.js';
+import { AccessCache, admin, adminSettled, errorText, jsonFetch, sleep, type Answer } from '../vault-http.js';
 import type { Workload, WorkloadContext } from '../workload.js';
 import { checkVault } from '../checks/vault.js';
 
 /**
  * The vault as an app uses it, under faults: one user, one app granted every op on one workspace,
- * `WORKERS` concurrent workers doing create / update / check-and-set update / read / list / delete on
- * `KEYS` names through the system listener behind haproxy, with one shared access token. Every
- * written value is unique, so the checker knows which write a read saw. History lines (kind
- * `vault`): `create|update {key, value[, version, base]}`, `delete {key}`, `read {key[, final]}` →
- * `{value, version}` or `{absent: true}`, `list` → `{values: {name: value}}`. A 4xx is `fail` (no
- * effect), a 5xx, a non-answer or a deadline `unknown`.
+ * `WORKERS` concurrent workers doing create / update / check-and-set update / read / list / delete,
+ * and on earlier versions restore / read of a version, on `KEYS` names through the system listener
+ * behind haproxy, with one shared access token; now and then the operator undeletes a key or
+ * destroys a deleted key or one earlier version (admin API). Every written value is unique, so the
+ * checker knows which write a read saw (a restore or an undelete only brings back one written
+ * before). History lines (kind `vault`): `create|update {key, value[, version, base]}`, `delete
+ * {key}`, `read {key[, final]}` → `{value, version}` or `{absent: true}`, `list` → `{values: {name:
+ * value}}`, `restore {key, version}` → `{version}` (the new one), `readVersion {key, version}` →
+ * `{value, version}` or `{absent: true}` (not kept, or no such secret), `undelete {key}` →
+ * `{version}`, `destroy {key[, version]}` (without a version: the deleted secret whole) →
+ * `{destroyed: [versions]}`. A 4xx is `fail` (no effect), a 5xx, a non-answer or a deadline `unknown`.
  */
 const KIND = 'vault';
 const USER = 'vaultu';
@@ -25,17 +30,26 @@ const FINAL_READ_ATTEMPTS = 40;
 const FINAL_READ_MS = 90_000;
 const FINAL_ROUNDS = 3;
 
+/** The five operations and the three on versions, which an app has only when its manifest declares them. */
+const OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret', 'ListSecretVersions', 'RetrieveSecretVersion', 'RestoreSecretVersion'];
+
 const MANIFEST = [
   `metadata: { name: ${APP}, version: '1' }`,
   'permission:',
   '  sysData:',
-  `    - { dataType: secret, group: secret.vault, version: v1, ops: [${['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'].map((o) => `${o}?workspace=${WORKSPACE}`).join(', ')}] }`,
+  `    - { dataType: secret, group: secret.vault, version: v1, ops: [${OPS.map((o) => `${o}?workspace=${WORKSPACE}`).join(', ')}] }`,
   '',
 ].join('\n');
 
 interface State {
   access: AccessCache;
   seq: number;
+  /**
+   * The newest version any answer showed per key: where restore, readVersion and destroy pick a
+   * version from (most picks are then of a version likely kept). A hint for choosing, never a
+   * fact the history relies on.
+   */
+  newest: Map<string, number>;
 }
 
 let state: State | null = null;
@@ -54,11 +68,24 @@ async function call(ctx: WorkloadContext, token: string, op: string, body: unkno
 const succeeded = (a: Answer) => a.status === 200 && a.json?.code === 0 && a.json?.data?.code === 200;
 const message = (a: Answer) => String(a.json?.message ?? a.text).slice(0, 200);
 
+/**
+ * Remembers the newest version an answer showed for `key` (State.newest); `restart` for a create or
+ * an undelete, whose generation may number its versions lower than the one before.
+ */
+function saw(s: State, key: string, version: number | null, restart = false): void {
+  if (version === null || !Number.isInteger(version)) return;
+  if (restart || version > (s.newest.get(key) ?? 0)) s.newest.set(key, version);
+}
+
 /** Records a write's outcome: 200 ok, 4xx refused (no effect), anything else unknown. */
-function settleWrite(h: History, s: State, token: string, op: string, id: string, reply: Reply): void {
+function settleWrite(h: History, s: State, token: string, op: string, id: string, key: string, reply: Reply): void {
   if ('error' in reply) return h.unknown(KIND, op, id, { error: reply.error });
   const a = reply.answer;
-  if (succeeded(a)) return h.ok(KIND, op, id, { version: Number(a.header('x-pier-secret-version')) || null });
+  if (succeeded(a)) {
+    const version = Number(a.header('x-pier-secret-version')) || null;
+    saw(s, key, version, op === 'create');
+    return h.ok(KIND, op, id, { version });
+  }
   if (a.status >= 400 && a.status < 500) {
     if (a.status === 401) s.access.invalidate(token);
     return h.fail(KIND, op, id, { status: a.status, message: message(a) });
@@ -71,7 +98,63 @@ async function write(ctx: WorkloadContext, s: State, token: string, op: 'create'
   const vaultOp = { create: 'CreateSecret', update: 'UpdateSecret', delete: 'DeleteSecret' }[op];
   const id = ctx.history.invoke(KIND, op, { key, ...(value === undefined ? {} : { value }), ...extra });
   const body = { name: key, env: 'prod', ...(value === undefined ? {} : { value }), ...(extra.version === undefined ? {} : { version: extra.version }) };
-  settleWrite(ctx.history, s, token, op, id, await call(ctx, token, vaultOp, body));
+  settleWrite(ctx.history, s, token, op, id, key, await call(ctx, token, vaultOp, body));
+}
+
+/** A version of `key` to restore, read or destroy: one of the few before the newest seen, or the newest itself now and then. */
+function pickVersion(s: State, rng: Rng, key: string): number {
+  const newest = s.newest.get(key) ?? 1;
+  return rng.chance(0.1) ? newest : rng.int(Math.max(1, newest - 4), Math.max(1, newest - 1));
+}
+
+/** RestoreSecretVersion: a new version with `version`'s value (which value it was, only later reads show). */
+async function restoreVersion(ctx: WorkloadContext, s: State, token: string, key: string, version: number): Promise<boolean> {
+  const id = ctx.history.invoke(KIND, 'restore', { key, version });
+  const reply = await call(ctx, token, 'RestoreSecretVersion', { name: key, env: 'prod', version });
+  settleWrite(ctx.history, s, token, 'restore', id, key, reply);
+  return 'answer' in reply && succeeded(reply.answer);
+}
+
+/** RetrieveSecretVersion: `{value, version}`, or `{absent: true}` on the vault's 404 (not kept, or no such secret). */
+async function readVersion(ctx: WorkloadContext, s: State, token: string, key: string, version: number): Promise<void> {
+  const h = ctx.history;
+  const id = h.invoke(KIND, 'readVersion', { key, version });
+  const reply = await call(ctx, token, 'RetrieveSecretVersion', { name: key, env: 'prod', version });
+  if ('error' in reply) return h.unknown(KIND, 'readVersion', id, { error: reply.error });
+  const a = reply.answer;
+  if (succeeded(a) && typeof a.json.data.data?.value === 'string') {
+    saw(s, key, Number(a.header('x-pier-secret-version')));
+    return h.ok(KIND, 'readVersion', id, { value: a.json.data.data.value as string, version: Number(a.json.data.data.version) });
+  }
+  if (a.status === 404 && /not found|not kept/.test(message(a))) return h.ok(KIND, 'readVersion', id, { absent: true, message: message(a) });
+  if (a.status >= 400 && a.status < 500) {
+    if (a.status === 401) s.access.invalidate(token);
+    return h.fail(KIND, 'readVersion', id, { status: a.status, message: message(a) });
+  }
+  h.unknown(KIND, 'readVersion', id, { status: a.status, message: message(a) });
+}
+
+/**
+ * The operator's undelete or destroy (admin API, no retry: a retried call would blur what was
+ * acknowledged): 2xx ok with the answer's `version` or `destroyed`, 4xx fail, anything else unknown.
+ */
+async function operator(ctx: WorkloadContext, s: State, op: 'undelete' | 'destroy', key: string, version?: number): Promise<void> {
+  const h = ctx.history;
+  const id = h.invoke(KIND, op, { key, ...(version === undefined ? {} : { version }) });
+  const query = new URLSearchParams({ user: USER, workspace: WORKSPACE, env: 'prod', name: key });
+  let a: Answer;
+  try {
+    a = await admin(ctx.cluster, 'POST', `/admin/v1/vault/secret/${op}?${query}`, op === 'destroy' ? (version === undefined ? {} : { version }) : undefined);
+  } catch (err) {
+    return h.unknown(KIND, op, id, { error: errorText(err) });
+  }
+  const data = a.json?.data;
+  if (a.status === 200 && a.json?.code === 0 && data) {
+    if (op === 'undelete') saw(s, key, Number(data.version), true);
+    return h.ok(KIND, op, id, op === 'undelete' ? { version: Number(data.version) } : { destroyed: Array.isArray(data.destroyed) ? data.destroyed : [] });
+  }
+  if (a.status >= 400 && a.status < 500) return h.fail(KIND, op, id, { status: a.status, message: message(a) });
+  h.unknown(KIND, op, id, { status: a.status, message: message(a) });
 }
 
 /** A read: `{value, version}`, or `{absent: true}` on the vault's 404. */
@@ -86,6 +169,7 @@ async function read(ctx: WorkloadContext, s: State, token: string, key: string, 
   const a = reply.answer;
   if (succeeded(a) && typeof a.json.data.data?.value === 'string') {
     const found = { value: a.json.data.data.value as string, version: Number(a.header('x-pier-secret-version')) };
+    saw(s, key, found.version);
     h.ok(KIND, 'read', id, found);
     return found;
   }
@@ -129,15 +213,23 @@ async function worker(ctx: WorkloadContext, s: State, rng: Rng): Promise<void> {
     }
     const key = rng.pick(VAULT_KEYS);
     const roll = rng.next();
-    if (roll < 0.18) await write(ctx, s, token, 'create', key);
-    else if (roll < 0.33) await write(ctx, s, token, 'update', key);
-    else if (roll < 0.43) {
+    // The mix before versions (create .18, update .15, check-and-set .10, read .25, list .10, delete
+    // .22), scaled to .84, then restore .06, readVersion .06, undelete .02, destroy .02.
+    if (roll < 0.15) await write(ctx, s, token, 'create', key);
+    else if (roll < 0.28) await write(ctx, s, token, 'update', key);
+    else if (roll < 0.36) {
       // Check-and-set: the version (and value) a read saw, then an update from that version only.
       const seen = await read(ctx, s, token, key, false);
       if (seen && seen !== 'absent' && Number.isInteger(seen.version)) await write(ctx, s, token, 'update', key, { version: seen.version, base: seen.value });
-    } else if (roll < 0.68) await read(ctx, s, token, key, false);
-    else if (roll < 0.78) await list(ctx, s, token);
-    else await write(ctx, s, token, 'delete', key);
+    } else if (roll < 0.57) await read(ctx, s, token, key, false);
+    else if (roll < 0.65) await list(ctx, s, token);
+    else if (roll < 0.84) await write(ctx, s, token, 'delete', key);
+    else if (roll < 0.9) {
+      // What the restore brought back is for a read to show: half the time one follows at once.
+      if ((await restoreVersion(ctx, s, token, key, pickVersion(s, rng, key))) && rng.chance(0.5)) await read(ctx, s, token, key, false);
+    } else if (roll < 0.96) await readVersion(ctx, s, token, key, pickVersion(s, rng, key));
+    else if (roll < 0.98) await operator(ctx, s, 'undelete', key);
+    else await operator(ctx, s, 'destroy', key, rng.chance(0.5) ? undefined : pickVersion(s, rng, key));
     await sleep(rng.int(0, 30));
   }
 }
@@ -156,10 +248,10 @@ export const workload: Workload = {
     }
     if (installed.status !== 200) throw new Error(`vault setup: install answered ${installed.status} ${installed.text}`);
     const env = installed.json.data.env as { OS_APP_KEY: string; OS_APP_SECRET: string };
-    const access = new AccessCache(ctx.cluster.url('system'), { key: env.OS_APP_KEY, secret: env.OS_APP_SECRET }, vaultPerm(WORKSPACE), (o) =>
+    const access = new AccessCache(ctx.cluster.url('system'), { key: env.OS_APP_KEY, secret: env.OS_APP_SECRET }, vaultPerm(WORKSPACE, OPS), (o) =>
       ctx.history.info(KIND, 'access token', o),
     );
-    state = { access, seq: 0 };
+    state = { access, seq: 0, newest: new Map() };
     // The first token, once the token actors have heard of the app (bounded: 20 tries).
     for (let i = 0; ; i++) {
       try {

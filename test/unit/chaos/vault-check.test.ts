@@ -218,3 +218,147 @@ test('an update or delete acknowledged on a key never created, or deleted for su
   excused.final('k00', { value: 'b' });
   t.deepEqual(found(checkVault(excused.lines)), {});
 });
+
+/** Versions: restores, version reads, undeletes and destroys where every promise holds. */
+function goodWithVersions(): Synthetic {
+  const h = new Synthetic();
+  h.done('create', { key: 'k00', value: 'a' }, 'ok', { version: 1 });
+  h.done('update', { key: 'k00', value: 'b' }, 'ok', { version: 2 });
+  h.done('readVersion', { key: 'k00', version: 1 }, 'ok', { value: 'a', version: 1 });
+  // A restore of version 1: the older value is read back (without the restore, a stale read).
+  h.done('restore', { key: 'k00', version: 1 }, 'ok', { version: 3 });
+  h.done('read', { key: 'k00' }, 'ok', { value: 'a', version: 3 });
+  h.done('list', {}, 'ok', { values: { k00: 'a' } });
+  h.done('restore', { key: 'k00', version: 3 }, 'fail', { status: 409 });
+  // Version 2 destroyed: not kept any more.
+  h.done('destroy', { key: 'k00', version: 2 }, 'ok', { destroyed: [2] });
+  h.done('readVersion', { key: 'k00', version: 2 }, 'ok', { absent: true });
+  // Deleted, undeleted: present again (its value from before), until the next delete.
+  h.done('delete', { key: 'k00' }, 'ok');
+  h.done('read', { key: 'k00' }, 'ok', { absent: true });
+  h.done('undelete', { key: 'k00' }, 'ok', { version: 3 });
+  h.done('read', { key: 'k00' }, 'ok', { value: 'a', version: 3 });
+  h.done('undelete', { key: 'k00' }, 'fail', { status: 404 });
+  // Deleted again and destroyed whole: nothing to undelete, a create starts afresh.
+  h.done('delete', { key: 'k00' }, 'ok');
+  h.done('destroy', { key: 'k00' }, 'ok', { destroyed: [1, 3] });
+  h.done('undelete', { key: 'k00' }, 'fail', { status: 404 });
+  h.done('create', { key: 'k00', value: 'c' }, 'ok', { version: 1 });
+  // An unknown restore may have landed: the final read may show any value written before it.
+  h.done('update', { key: 'k00', value: 'd' }, 'ok', { version: 2 });
+  h.done('restore', { key: 'k00', version: 1 }, 'unknown', { status: 503 });
+  h.final('k00', { value: 'c', version: 3 });
+  return h;
+}
+
+test('versions: a history where every promise holds passes every check, the two on versions included', (t) => {
+  const verdicts = checkVault(goodWithVersions().lines);
+  t.deepEqual(found(verdicts), {});
+  t.deepEqual(checked(verdicts), [4, 2, 4, 6, 0, 8, 1, 1, 1]);
+  t.deepEqual(
+    verdicts.slice(7).map((v) => v.check),
+    ['vault: no destroyed version is read back', 'vault: no undelete of a deleted secret destroyed whole'],
+  );
+});
+
+test('versions: after a restore, a value never written to the key is still caught, by a read and by a version read', (t) => {
+  const h = new Synthetic();
+  h.done('create', { key: 'k00', value: 'a' }, 'ok', { version: 1 });
+  h.done('update', { key: 'k00', value: 'b' }, 'ok', { version: 2 });
+  h.done('restore', { key: 'k00', version: 1 }, 'ok', { version: 3 });
+  h.done('read', { key: 'k00' }, 'ok', { value: 'zzz', version: 3 });
+  h.done('readVersion', { key: 'k00', version: 2 }, 'ok', { value: 'k01=9', version: 2 });
+  h.done('create', { key: 'k01', value: 'k01=9' }, 'ok', { version: 1 });
+  h.final('k00', { value: 'a', version: 3 });
+  h.final('k01', { value: 'k01=9', version: 1 });
+  const verdicts = checkVault(h.lines);
+  t.deepEqual(found(verdicts), { 'every value read': 2 });
+  t.regex(verdicts[3].anomalies[0], /vault-4 read k00 = "zzz", a value no write/);
+  t.regex(verdicts[3].anomalies[1], /vault-5 read version 2 of k00 = "k01=9", a value no write/);
+});
+
+test('versions: a restore answered before an acknowledged update does not excuse reading past that update', (t) => {
+  const h = new Synthetic();
+  h.done('create', { key: 'k00', value: 'a' }, 'ok', { version: 1 });
+  h.done('update', { key: 'k00', value: 'b' }, 'ok', { version: 2 });
+  h.done('restore', { key: 'k00', version: 1 }, 'ok', { version: 3 });
+  h.done('update', { key: 'k00', value: 'c' }, 'ok', { version: 4 });
+  h.done('read', { key: 'k00' }, 'ok', { value: 'a', version: 3 });
+  h.final('k00', { value: 'c', version: 4 });
+  const verdicts = checkVault(h.lines);
+  t.deepEqual(found(verdicts), { 'no stale read': 1 });
+  t.regex(verdicts[2].anomalies[0], /^stale read: vault-5 read k00 = "a" \(written by vault-1\/vault-3\), but vault-4 \(= "c"/);
+});
+
+test('versions: a version read back after its destroy was acknowledged is caught; a create between (a new generation) excuses it', (t) => {
+  const h = new Synthetic();
+  h.done('create', { key: 'k00', value: 'a' }, 'ok', { version: 1 });
+  h.done('update', { key: 'k00', value: 'b' }, 'ok', { version: 2 });
+  h.done('destroy', { key: 'k00', version: 1 }, 'ok', { destroyed: [1] });
+  h.done('readVersion', { key: 'k00', version: 1 }, 'ok', { value: 'a', version: 1 });
+  h.final('k00', { value: 'b', version: 2 });
+  const verdicts = checkVault(h.lines);
+  t.deepEqual(found(verdicts), { 'no destroyed version': 1 });
+  t.regex(verdicts[7].anomalies[0], /^vault-4 read version 1 of k00 = "a", though vault-3 destroyed it/);
+
+  const excused = new Synthetic();
+  excused.done('create', { key: 'k00', value: 'a' }, 'ok', { version: 1 });
+  excused.done('update', { key: 'k00', value: 'b' }, 'ok', { version: 2 });
+  excused.done('destroy', { key: 'k00', version: 1 }, 'ok', { destroyed: [1] });
+  excused.done('delete', { key: 'k00' }, 'ok');
+  excused.done('create', { key: 'k00', value: 'c' }, 'ok', { version: 1 });
+  excused.done('readVersion', { key: 'k00', version: 1 }, 'ok', { value: 'c', version: 1 });
+  excused.final('k00', { value: 'c', version: 1 });
+  t.deepEqual(found(checkVault(excused.lines)), {});
+});
+
+test('versions: an undelete acknowledged after the deleted secret was destroyed whole is caught; a delete between excuses it', (t) => {
+  const h = new Synthetic();
+  h.done('create', { key: 'k00', value: 'a' }, 'ok', { version: 1 });
+  h.done('delete', { key: 'k00' }, 'ok');
+  h.done('destroy', { key: 'k00' }, 'ok', { destroyed: [1] });
+  h.done('undelete', { key: 'k00' }, 'ok', { version: 1 });
+  h.final('k00', { value: 'a', version: 1 });
+  const verdicts = checkVault(h.lines);
+  t.deepEqual(found(verdicts), { 'no undelete of': 1 });
+  t.regex(verdicts[8].anomalies[0], /^vault-4: undelete of k00 acknowledged \(n=7\) though vault-3 destroyed its deleted copy whole/);
+
+  const excused = new Synthetic();
+  excused.done('create', { key: 'k00', value: 'a' }, 'ok', { version: 1 });
+  excused.done('delete', { key: 'k00' }, 'ok');
+  excused.done('destroy', { key: 'k00' }, 'ok', { destroyed: [1] });
+  excused.done('create', { key: 'k00', value: 'b' }, 'ok', { version: 1 });
+  excused.done('delete', { key: 'k00' }, 'unknown', { error: 'timeout' });
+  excused.done('undelete', { key: 'k00' }, 'ok', { version: 1 });
+  excused.final('k00', { value: 'b', version: 1 });
+  t.deepEqual(found(checkVault(excused.lines)), {});
+});
+
+test('versions: after an acknowledged undelete the key is present until the next delete (a read, a list and the final read)', (t) => {
+  const h = new Synthetic();
+  h.done('create', { key: 'k00', value: 'a' }, 'ok', { version: 1 });
+  h.done('delete', { key: 'k00' }, 'ok');
+  h.done('undelete', { key: 'k00' }, 'ok', { version: 1 });
+  h.done('read', { key: 'k00' }, 'ok', { absent: true });
+  h.done('list', {}, 'ok', { values: {} });
+  h.final('k00', { absent: true });
+  const verdicts = checkVault(h.lines);
+  t.deepEqual(found(verdicts), { 'every acknowledged write': 1, 'no stale read': 2 });
+  t.regex(verdicts[0].anomalies[0], /lost write: final vault-6 read k00 = absent .*vault-3 \(undelete of an earlier value/);
+});
+
+test('versions: an undelete acknowledged while the key was surely present, and a restore while it was surely absent, are caught', (t) => {
+  const h = new Synthetic();
+  h.done('create', { key: 'k00', value: 'a' }, 'ok', { version: 1 });
+  h.done('undelete', { key: 'k00' }, 'ok', { version: 1 });
+  h.done('create', { key: 'k01', value: 'b' }, 'ok', { version: 1 });
+  h.done('update', { key: 'k01', value: 'c' }, 'ok', { version: 2 });
+  h.done('delete', { key: 'k01' }, 'ok');
+  h.done('restore', { key: 'k01', version: 1 }, 'ok', { version: 3 });
+  h.final('k00', { value: 'a', version: 1 });
+  h.final('k01', { absent: true });
+  const verdicts = checkVault(h.lines);
+  t.deepEqual(found(verdicts), { 'creates succeed only': 2, 'every acknowledged write': 1 });
+  t.regex(verdicts[5].anomalies.join('\n'), /vault-2: undelete of k00 acknowledged .* though vault-1 \(= "a"/);
+  t.regex(verdicts[5].anomalies.join('\n'), /vault-6: restore of k01 acknowledged .* though it was absent \(vault-5/);
+});
