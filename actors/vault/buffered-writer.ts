@@ -71,6 +71,7 @@ export function bufferedWriter(views: VaultViews, ops: Op[], audit: AuditEntry[]
     putVersion: (vkey, record) => change(versions, vkey, record),
     removeVersion: (vkey) => change(versions, vkey, undefined),
     versionsUnder: (prefix) => liveKeys(versions as BucketView<unknown>, prefix).map((key) => ({ key, value: read(versions, key)! })),
+    versionKeysUnder: (prefix) => liveKeys(versions as BucketView<unknown>, prefix),
     versionBytesUnder: bytesUnder,
     deleted: (key) => read(deleted, key),
     putDeleted: (key, record) => change(deleted, key, record),

@@ -172,6 +172,8 @@ export interface VaultWriter {
   removeVersion(vkey: string): void;
   /** Kept versions whose key starts with `prefix` (a generation, a scope, a user), sorted by key. */
   versionsUnder(prefix: string): Array<{ key: string; value: VersionRecord }>;
+  /** Their keys alone (nothing decoded): what the count per secret needs on every update. */
+  versionKeysUnder(prefix: string): string[];
   /** Bytes of the kept versions under a scope or a user (`scopeKey` or `user`): what the bounds count. */
   versionBytesUnder(scopeOrUser: string): number;
   deleted(key: string): DeletedRecord | undefined;
@@ -316,6 +318,7 @@ export class LmdbVaultStore implements VaultStore {
         this.versions.remove(vkey);
       },
       versionsUnder: (prefix) => [...this.versions.getRange({ start: prefix, end: `${prefix}\uffff` })].map(({ key, value }) => ({ key, value })),
+      versionKeysUnder: (prefix) => [...this.versions.getKeys({ start: prefix, end: `${prefix}\uffff` })],
       versionBytesUnder: (k) => this.usage.get(k) ?? 0,
       deleted: (key) => this.deletedDb.get(key),
       putDeleted: (key, record) => void this.deletedDb.put(key, record),

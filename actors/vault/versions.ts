@@ -81,8 +81,8 @@ export function nextRecord(record: SecretRecord, sealed: Uint8Array, by: string,
  * whose last value goes is gone with it (nothing is left to undelete).
  */
 export function trim(w: VaultWriter, bounds: VersionBounds, key: string, gen: string): void {
-  const own = w.versionsUnder(versionPrefix(key, gen));
-  for (const v of own.slice(0, Math.max(0, own.length - bounds.perSecret))) removeKept(w, v.key);
+  const own = w.versionKeysUnder(versionPrefix(key, gen));
+  for (const vkey of own.slice(0, Math.max(0, own.length - bounds.perSecret))) removeKept(w, vkey);
   const scope = key.slice(0, key.lastIndexOf(SEP));
   for (const [under, limit] of [
     [scope, bounds.scopeBytes],
