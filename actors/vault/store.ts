@@ -36,14 +36,8 @@ export interface VersionRecord extends FormatSlot {
  * its last version), who deleted it and when. Kept apart from the live secrets: the previous
  * release does not read this database, so a rollback never brings a deleted secret back.
  */
-export interface DeletedRecord extends FormatSlot {
+export interface DeletedRecord extends FormatSlot, Omit<SecretRecord, 'sealed' | 'size' | 'gen' | 'format' | 'oldestReader'> {
   gen: string;
-  version: number;
-  createdAt: string;
-  createdBy: string;
-  updatedAt: string;
-  updatedBy: string;
-  history: SecretVersion[];
   deletedAt: string;
   deletedBy: string;
 }

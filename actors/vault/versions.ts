@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { PierError } from '../../bus/errors.js';
+import type { OperatorVaultAnswers } from '../../bus/subjects.js';
 import { genOf, nameOf, sealedSize, SECRET_FORMAT, sizeOf, userOf, versionKey, versionPrefix, type DeletedRecord, type SecretRecord, type SecretVersion, type VaultStore, type VaultWriter, type VersionRecord } from './store.js';
 
 // Versions, soft delete, restore, undelete and destroy (docs/vault.md "Versions"). Every function
@@ -249,16 +250,8 @@ function notKept(w: VaultWriter, key: string, gen: string, name: string, version
   return new PierError('NOT_FOUND', `version ${version} of "${name}" is not kept (kept: ${kept.length ? kept.join(', ') : 'none'})`);
 }
 
-/** One version in a listing: never a value. */
-export interface VersionRow {
-  version: number;
-  at: string;
-  by: string;
-  size: number | null;
-  current: boolean;
-  /** Whether its value is kept (restorable); false for one trimmed or destroyed, or written by 0.2. */
-  kept: boolean;
-}
+/** One version in a listing (bus/subjects-vault.ts OperatorVaultAnswers): never a value. */
+export type VersionRow = OperatorVaultAnswers['versions']['versions'][number];
 
 /** The versions of the secret at `key`, live or deleted, newest first; null when it is neither. */
 export function listVersions(store: VaultStore, key: string): { version: number; versions: VersionRow[]; deleted: { at: string; by: string } | null } | null {
@@ -278,17 +271,8 @@ export function listVersions(store: VaultStore, key: string): { version: number;
   return { version: record.version, versions: [head, ...record.history.map(row).reverse()], deleted: d ? { at: d.deletedAt, by: d.deletedBy } : null };
 }
 
-/** A deleted secret in a listing. */
-export interface DeletedRow {
-  name: string;
-  version: number;
-  deletedAt: string;
-  deletedBy: string;
-  /** When it is destroyed unless undeleted. */
-  destroyAt: string;
-  /** Earlier versions kept with it. */
-  versionsKept: number;
-}
+/** A deleted secret in a listing (OperatorVaultAnswers). */
+export type DeletedRow = OperatorVaultAnswers['deleted'][number];
 
 export function listDeleted(store: VaultStore, scope: string, bounds: VersionBounds): DeletedRow[] {
   return store.listDeleted(scope).filter(({ key }) => deletedOf(store, key)).map(({ key, value: d }) => ({

@@ -30,20 +30,27 @@ const FINAL_READ_ATTEMPTS = 40;
 const FINAL_READ_MS = 90_000;
 const FINAL_ROUNDS = 3;
 
-/** The five operations and the three on versions, which an app has only when its manifest declares them. */
-const OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret', 'ListSecretVersions', 'RetrieveSecretVersion', 'RestoreSecretVersion'];
+/** The five operations, and the three on versions, which an app has only when its manifest declares them. */
+const PLATFORM_OPS = ['RetrieveSecret', 'CreateSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret'];
+const VERSION_OPS = ['ListSecretVersions', 'RetrieveSecretVersion', 'RestoreSecretVersion'];
 
-const MANIFEST = [
-  `metadata: { name: ${APP}, version: '1' }`,
-  'permission:',
-  '  sysData:',
-  `    - { dataType: secret, group: secret.vault, version: v1, ops: [${OPS.map((o) => `${o}?workspace=${WORKSPACE}`).join(', ')}] }`,
-  '',
-].join('\n');
+const manifestOf = (ops: readonly string[]) =>
+  [
+    `metadata: { name: ${APP}, version: '1' }`,
+    'permission:',
+    '  sysData:',
+    `    - { dataType: secret, group: secret.vault, version: v1, ops: [${ops.map((o) => `${o}?workspace=${WORKSPACE}`).join(', ')}] }`,
+    '',
+  ].join('\n');
 
 interface State {
   access: AccessCache;
   seq: number;
+  /**
+   * Whether the app has the version operations: a release before them (the first half of `npm run
+   * upgrade`) refuses a manifest that names them, and the app is installed with the five alone.
+   */
+  versions: boolean;
   /**
    * The newest version any answer showed per key: where restore, readVersion and destroy pick a
    * version from (most picks are then of a version likely kept). A hint for choosing, never a
@@ -224,6 +231,7 @@ async function worker(ctx: WorkloadContext, s: State, rng: Rng): Promise<void> {
     } else if (roll < 0.57) await read(ctx, s, token, key, false);
     else if (roll < 0.65) await list(ctx, s, token);
     else if (roll < 0.84) await write(ctx, s, token, 'delete', key);
+    else if (!s.versions) await read(ctx, s, token, key, false);
     else if (roll < 0.9) {
       // What the restore brought back is for a read to show: half the time one follows at once.
       if ((await restoreVersion(ctx, s, token, key, pickVersion(s, rng, key))) && rng.chance(0.5)) await read(ctx, s, token, key, false);
@@ -240,18 +248,29 @@ export const workload: Workload = {
   async setup(ctx) {
     const added = await adminSettled(ctx.cluster, 'POST', '/admin/v1/users', { name: USER });
     if (added.status !== 200 && added.status !== 409) throw new Error(`vault setup: user add answered ${added.status} ${added.text}`);
-    let installed = await adminSettled(ctx.cluster, 'POST', '/admin/v1/apps', { user: USER, manifest: MANIFEST });
-    if (installed.status === 409) {
-      // An earlier attempt went through without our seeing its answer: install again to learn the credentials.
-      await adminSettled(ctx.cluster, 'DELETE', `/admin/v1/apps/${USER}/${APP}`);
-      installed = await adminSettled(ctx.cluster, 'POST', '/admin/v1/apps', { user: USER, manifest: MANIFEST });
+    const install = async (ops: readonly string[]) => {
+      let installed = await adminSettled(ctx.cluster, 'POST', '/admin/v1/apps', { user: USER, manifest: manifestOf(ops) });
+      if (installed.status === 409) {
+        // An earlier attempt went through without our seeing its answer: install again to learn the credentials.
+        await adminSettled(ctx.cluster, 'DELETE', `/admin/v1/apps/${USER}/${APP}`);
+        installed = await adminSettled(ctx.cluster, 'POST', '/admin/v1/apps', { user: USER, manifest: manifestOf(ops) });
+      }
+      return installed;
+    };
+    let ops = [...PLATFORM_OPS, ...VERSION_OPS];
+    let installed = await install(ops);
+    // Refused naming the ops past the five (permission.sysData[0].ops[5] and on): nothing else differs.
+    if (installed.status === 400 && installed.text.includes(`ops[${PLATFORM_OPS.length}]`)) {
+      // A registry of a release before versions: the five alone (and no version operation in the mix).
+      ops = PLATFORM_OPS;
+      installed = await install(ops);
     }
     if (installed.status !== 200) throw new Error(`vault setup: install answered ${installed.status} ${installed.text}`);
     const env = installed.json.data.env as { OS_APP_KEY: string; OS_APP_SECRET: string };
-    const access = new AccessCache(ctx.cluster.url('system'), { key: env.OS_APP_KEY, secret: env.OS_APP_SECRET }, vaultPerm(WORKSPACE, OPS), (o) =>
+    const access = new AccessCache(ctx.cluster.url('system'), { key: env.OS_APP_KEY, secret: env.OS_APP_SECRET }, vaultPerm(WORKSPACE, ops), (o) =>
       ctx.history.info(KIND, 'access token', o),
     );
-    state = { access, seq: 0, newest: new Map() };
+    state = { access, seq: 0, newest: new Map(), versions: ops.length > PLATFORM_OPS.length };
     // The first token, once the token actors have heard of the app (bounded: 20 tries).
     for (let i = 0; ; i++) {
       try {
@@ -262,7 +281,7 @@ export const workload: Workload = {
         await sleep(500);
       }
     }
-    ctx.log(`user ${USER}, app ${APP}, ${VAULT_KEYS.length} keys, ${WORKERS} workers`);
+    ctx.log(`user ${USER}, app ${APP}, ${VAULT_KEYS.length} keys, ${WORKERS} workers${state.versions ? '' : ' (no version operations: this release refuses them)'}`);
   },
 
   async run(ctx) {

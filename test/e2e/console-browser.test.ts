@@ -9,7 +9,7 @@ import { request } from 'undici';
 import { accessToken, callProvider, vaultCall, vaultPerm, type AppEnv } from '../helpers/app-client.js';
 import { findChromium } from '../helpers/chromium.js';
 import { startConsoleCluster, type ConsoleCluster } from '../helpers/console-cluster.js';
-import { launchChromium } from '../helpers/playwright.js';
+import { CONSOLE_WIDE, launchChromium, shootAtBothWidths } from '../helpers/playwright.js';
 import { providerDoc, ProviderServer } from '../helpers/provider-server.js';
 import { TusRaw } from '../helpers/tus-raw.js';
 import { until, within } from '../helpers/wait.js';
@@ -32,8 +32,7 @@ if (!chromiumPath) console.log("console-browser: skipped — no chromium (as roo
 const maybe = chromiumPath ? test.serial : test.skip;
 
 const MiB = 1024 * 1024;
-const WIDE = { width: 1280, height: 800 };
-const NARROW = { width: 390, height: 844 };
+const WIDE = CONSOLE_WIDE;
 const NOTES = { group: 'api.notes', dataType: 'legacy_notes', version: 'v2' };
 const PROVIDER = 'provider-notes-alice';
 const SESSION_COOKIE = 'pier_console';
@@ -118,22 +117,8 @@ async function show(p: Page, title: string): Promise<void> {
   });
 }
 
-/** Full-page screenshots of what `p` shows now, at 1280 and 390 px wide (`<name>-1280.png`, `<name>-390.png`); back to 1280 after. */
-async function shoot(p: Page, name: string, ready: () => Promise<unknown> = async () => undefined): Promise<void> {
-  for (const size of [WIDE, NARROW]) {
-    await p.setViewportSize(size);
-    await ready();
-    // Two frames: the layout (and uPlot's resize handler) have run for the new width.
-    await p.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
-    // Nothing widens the page past the screen: wide tables scroll inside their own box.
-    const wide = await p.evaluate(() => document.documentElement.scrollWidth);
-    if (wide > size.width) throw new Error(`${name} at ${size.width} px: the page is ${wide} px wide (scrolls sideways)`);
-    const path = join(shotsDir, `${name}-${size.width}.png`);
-    await p.screenshot({ path, fullPage: true, timeout: 15_000 });
-    if (statSync(path).size < 1_000) throw new Error(`${path}: an empty screenshot`);
-  }
-  await p.setViewportSize(WIDE);
-}
+/** Screenshots at both widths into the run's folder (test/helpers/playwright.ts). */
+const shoot = (p: Page, name: string, ready?: () => Promise<unknown>) => shootAtBothWidths(p, shotsDir, name, ready);
 
 /** The text of each cell of the rows matching `selector`. */
 const cellsOf = (p: Page, selector: string): Promise<string[][]> => p.locator(selector).evaluateAll((rows) => rows.map((r) => [...(r as HTMLTableRowElement).cells].map((c) => (c.textContent ?? '').trim())));

@@ -1,6 +1,6 @@
 import test, { type ExecutionContext } from 'ava';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, statSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { CallInput } from '../../cli/admin-client.js';
@@ -8,7 +8,7 @@ import { ADMIN_API, type AdminRoute } from '../../edge/admin/api.js';
 import { adminApi } from '../helpers/admin.js';
 import { findChromium } from '../helpers/chromium.js';
 import { cleanup, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
-import { launchChromium, recordRequests, type Sent } from '../helpers/playwright.js';
+import { CONSOLE_WIDE, launchChromium, shootAtBothWidths, recordRequests, type Sent } from '../helpers/playwright.js';
 import { until, within } from '../helpers/wait.js';
 
 /**
@@ -24,8 +24,7 @@ const chromiumPath = findChromium();
 if (!chromiumPath) console.log("console-secrets-browser: skipped — no chromium (as root, `npm test` installs Debian's package; otherwise `apt-get install -y chromium`)");
 const maybe = chromiumPath ? test.serial : test.skip;
 
-const WIDE = { width: 1280, height: 800 };
-const NARROW = { width: 390, height: 844 };
+const WIDE = CONSOLE_WIDE;
 const ADMIN_TOKEN = randomBytes(24).toString('base64url');
 const PROD = { user: 'alice', workspace: 'chat', env: 'prod' } as const;
 const STAGING = { ...PROD, env: 'staging' } as const;
@@ -115,22 +114,8 @@ async function show(p: Page, title: string): Promise<void> {
 }
 
 /** Full-page screenshots at 1280 and 390 px wide (`<name>-1280.png`, `<name>-390.png`), as console-browser.test.ts takes them; back to 1280 after. */
-async function shoot(p: Page, name: string): Promise<string[]> {
-  const paths: string[] = [];
-  for (const size of [WIDE, NARROW]) {
-    await p.setViewportSize(size);
-    await p.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
-    // Nothing widens the page past the screen: wide tables scroll inside their own box (cards at phone width).
-    const wide = await p.evaluate(() => document.documentElement.scrollWidth);
-    if (wide > size.width) throw new Error(`${name} at ${size.width} px: the page is ${wide} px wide (scrolls sideways)`);
-    const path = join(shotsDir, `${name}-${size.width}.png`);
-    await p.screenshot({ path, fullPage: true, timeout: 15_000 });
-    if (statSync(path).size < 1_000) throw new Error(`${path}: an empty screenshot`);
-    paths.push(path);
-  }
-  await p.setViewportSize(WIDE);
-  return paths;
-}
+/** Screenshots at both widths into the run's folder (test/helpers/playwright.ts). */
+const shoot = (p: Page, name: string, ready?: () => Promise<unknown>) => shootAtBothWidths(p, shotsDir, name, ready);
 
 /** The text of each cell of the rows matching `selector`. */
 const cellsOf = (p: Page, selector: string): Promise<string[][]> => p.locator(selector).evaluateAll((rows) => rows.map((r) => [...(r as HTMLTableRowElement).cells].map((c) => (c.textContent ?? '').trim())));

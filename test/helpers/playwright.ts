@@ -1,4 +1,5 @@
 import { createReadStream, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chromium, type Browser, type Page, type Request } from 'playwright-core';
@@ -121,4 +122,32 @@ export async function waitInPage<R, A>(page: Page, what: string, fn: (arg: A) =>
   } catch (err) {
     throw new Error(`waiting (at most ${timeoutMs} ms) for ${what}: ${(err as Error).message.split('\n')[0]}${console ? ` (page console: ${console.slice(-5).join(' | ')})` : ''}`);
   }
+}
+
+/** The widths the console's screenshots are taken at (docs/operations.md "The console"). */
+export const CONSOLE_WIDE = { width: 1280, height: 800 };
+export const CONSOLE_NARROW = { width: 390, height: 844 };
+
+/**
+ * Full-page screenshots of what `p` shows now, at 1280 and 390 px wide (`<dir>/<name>-1280.png`,
+ * `<name>-390.png`), `ready` awaited at each width; back to 1280 after. Fails when the page is wider
+ * than the screen (it would scroll sideways) or a screenshot is empty. Answers the files written.
+ */
+export async function shootAtBothWidths(p: Page, dir: string, name: string, ready: () => Promise<unknown> = async () => undefined): Promise<string[]> {
+  const paths: string[] = [];
+  for (const size of [CONSOLE_WIDE, CONSOLE_NARROW]) {
+    await p.setViewportSize(size);
+    await ready();
+    // Two frames: the layout (and uPlot's resize handler) have run for the new width.
+    await p.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    // Nothing widens the page past the screen: wide tables scroll inside their own box (cards at phone width).
+    const wide = await p.evaluate(() => document.documentElement.scrollWidth);
+    if (wide > size.width) throw new Error(`${name} at ${size.width} px: the page is ${wide} px wide (scrolls sideways)`);
+    const path = join(dir, `${name}-${size.width}.png`);
+    await p.screenshot({ path, fullPage: true, timeout: 15_000 });
+    if (statSync(path).size < 1_000) throw new Error(`${path}: an empty screenshot`);
+    paths.push(path);
+  }
+  await p.setViewportSize(CONSOLE_WIDE);
+  return paths;
 }
