@@ -124,7 +124,7 @@ export async function waitInPage<R, A>(page: Page, what: string, fn: (arg: A) =>
   }
 }
 
-/** The widths the console's screenshots are taken at (docs/operations.md "The console"). */
+/** The widths the console's screenshots are taken at (docs/operations.md "Console"). */
 export const CONSOLE_WIDE = { width: 1280, height: 800 };
 export const CONSOLE_NARROW = { width: 390, height: 844 };
 
