@@ -63,6 +63,8 @@ export interface OperatorVaultRequest {
   value?: string;
   /** `restore` and `destroy`: which version. */
   version?: number;
+  /** `versions`: those of the deleted copy, even beside a live secret of the same name. */
+  deleted?: boolean;
 }
 
 /** Who the audit log names for what the operator did (never an app's name: no app has parentheses in its name). */
@@ -146,6 +148,7 @@ export const vault = {
       // Characters, a bound for the message; the 64 KiB byte limit (413) is the vault's own check.
       value: { type: 'string', optional: true, max: SECRET_VALUE_MAX_BYTES * 4 },
       version: { type: 'number', integer: true, min: 1, max: Number.MAX_SAFE_INTEGER, optional: true },
+      deleted: { type: 'boolean', optional: true },
     },
     undefined,
     { request: 'vault', from: 'admin', reply: true, grant: 'vault' },

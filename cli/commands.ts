@@ -237,8 +237,8 @@ export const COMMANDS = {
     text: (d) => String(d.value),
   }),
   'vault versions': command({
-    usage: 'pier vault versions --user U --workspace W [--env E] NAME   (who wrote each version and when; never a value)',
-    run: (inv) => call(inv, API.vaultVersions, { query: { ...vaultTarget(inv), name: arg(inv, 0, 'NAME') } }),
+    usage: 'pier vault versions --user U --workspace W [--env E] NAME [--deleted]   (who wrote each version and when; never a value)',
+    run: (inv) => call(inv, API.vaultVersions, { query: { ...vaultTarget(inv), name: arg(inv, 0, 'NAME'), ...(inv.values.deleted ? { deleted: 'true' as const } : {}) } }),
     text: (d) =>
       [
         ...(d.deleted ? [`deleted ${d.deleted.at} by ${d.deleted.by}; destroyed ${d.deleted.destroyAt} unless undeleted`] : []),

@@ -22,6 +22,7 @@ export const OPTIONS = {
   env: { type: 'string' },
   'value-file': { type: 'string' },
   version: { type: 'string' },
+  deleted: { type: 'boolean' },
   op: { type: 'string' },
   wait: { type: 'string' },
 } as const;

@@ -90,7 +90,9 @@ const size = (bytes) => (bytes === null ? 'unknown' : `${bytes} B`);
  */
 function Versions({ target, opened, changed, onChange, onClose }) {
   const { name } = opened;
-  const { data, error, refresh } = usePoll((signal) => get('vaultVersions', { query: { ...targetQuery(target), name }, signal }), 5000, [changed]);
+  // Opened from the deleted list: the deleted copy's versions, even beside a live secret of the same name.
+  const query = { ...targetQuery(target), name, ...(opened.from === 'deleted' ? { deleted: /** @type {'true'} */ ('true') } : {}) };
+  const { data, error, refresh } = usePoll((signal) => get('vaultVersions', { query, signal }), 5000, [changed]);
   const [notice, act] = useNotice();
   const heading = useRef(/** @type {HTMLHeadingElement | null} */ (null));
   // Opened from a list further up: the operator (and a screen reader) is taken to it.
@@ -130,7 +132,6 @@ function Versions({ target, opened, changed, onChange, onClose }) {
   return html`<section class="versions" aria-labelledby="versions-title">
     <h2 id="versions-title" tabIndex="-1" ref=${heading}>Versions of ${name}</h2>
     ${deleted && html`<p class="warn">Deleted ${stamp(deleted.at)} by ${deleted.by}; destroyed ${stamp(deleted.destroyAt)} unless undeleted. Undelete it to restore a version.</p>`}
-    ${opened.from === 'deleted' && data && !deleted && html`<p class="warn">A live secret of this name exists: these are its versions. The deleted one's are listed once the live one is deleted.</p>`}
     ${notice}<${ErrorText} text=${error} />
     <${Table} ...${table} />
     <button class="quiet" onClick=${onClose}>Close the versions</button>

@@ -53,8 +53,8 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
   const name = req.name;
   const key = secretKey(scope, name);
   if (req.op === 'versions') {
-    const listed = listVersions(deps.store, key);
-    if (!listed) throw new PierError('NOT_FOUND', `secret "${name}" not found in ${env}, live or deleted`);
+    const listed = listVersions(deps.store, key, req.deleted ? 'deleted' : 'live-or-deleted');
+    if (!listed) throw new PierError('NOT_FOUND', req.deleted ? `no deleted secret "${name}" in ${env}` : `secret "${name}" not found in ${env}, live or deleted`);
     deps.audit(entry('ListVersions')('ok'));
     const deleted = listed.deleted ? { ...listed.deleted, destroyAt: new Date(Date.parse(listed.deleted.at) + deps.bounds.deletedForMs).toISOString() } : null;
     return { data: { name, env, version: listed.version, versions: listed.versions, deleted } };

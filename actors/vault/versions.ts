@@ -254,8 +254,9 @@ function notKept(w: VaultWriter, key: string, gen: string, name: string, version
 export type VersionRow = OperatorVaultAnswers['versions']['versions'][number];
 
 /** The versions of the secret at `key`, live or deleted, newest first; null when it is neither. */
-export function listVersions(store: VaultStore, key: string): { version: number; versions: VersionRow[]; deleted: { at: string; by: string } | null } | null {
-  const live = store.secret(key);
+export function listVersions(store: VaultStore, key: string, which: 'live-or-deleted' | 'deleted' = 'live-or-deleted'): { version: number; versions: VersionRow[]; deleted: { at: string; by: string } | null } | null {
+  // `deleted`: the deleted copy even when the name was created again (a live secret beside it).
+  const live = which === 'deleted' ? undefined : store.secret(key);
   const d = live ? undefined : deletedOf(store, key);
   const record = live ?? d;
   if (!record) return null;

@@ -125,6 +125,7 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
       ...(name ? { name } : {}),
       ...(op === 'set' ? { value: body.value as string } : {}),
       ...(typeof version === 'number' ? { version } : {}),
+      ...(op === 'versions' && q('deleted') === 'true' ? { deleted: true } : {}),
     };
     // Past format 1 only when every live vault replica speaks it (docs/operations.md "Upgrading", rule 2).
     const wire = OPERATOR_VAULT_OP_WIRE[op] ?? 1;

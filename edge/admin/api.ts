@@ -417,7 +417,7 @@ export const ADMIN_API = {
   vaultDeleteByPath: route<SecretDeleted, undefined, VaultTarget>()('del', '/admin/v1/vault/secrets/:name'),
   // The same three, the name in the query: a URL collapses the names `.` and `..` (even as %2E) in a path.
   vaultGet: route<SecretValue, undefined, VaultTarget & { name: string }>()('get', '/admin/v1/vault/secret', true),
-  vaultVersions: route<SecretVersions, undefined, VaultTarget & { name: string }>()('get', '/admin/v1/vault/versions'),
+  vaultVersions: route<SecretVersions, undefined, VaultTarget & { name: string; deleted?: 'true' | 'false' }>()('get', '/admin/v1/vault/versions'),
   vaultDeleted: route<DeletedSecretRow[], undefined, VaultTarget>()('get', '/admin/v1/vault/deleted'),
   vaultRestore: route<SecretRestored, { version: number }, VaultTarget & { name: string }>()('post', '/admin/v1/vault/secret/restore'),
   vaultUndelete: route<SecretUndeleted, undefined, VaultTarget & { name: string }>()('post', '/admin/v1/vault/secret/undelete'),

@@ -232,6 +232,9 @@ export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsSto
     t.like(await op('alice', 'ListSecretVersions', { name: 'k' }), { data: { versions: [{ version: 1, current: true }] } });
     t.regex(String(await op('alice', 'RetrieveSecretVersion', { name: 'k', version: 2 })), /^NOT_FOUND/, "the deleted generation's version 2 is not this one's");
     t.regex(String(await operator({ op: 'undelete', name: 'k' })), /^CONFLICT: secret "k" exists again \(version 1/);
+    // The operator still sees the deleted copy's versions beside the live one.
+    t.like(await operator({ op: 'versions', name: 'k' }), { version: 1, deleted: null });
+    t.like(await operator({ op: 'versions', name: 'k', deleted: true }), { version: 2, deleted: { by: 'chat' }, versions: [{ version: 2, kept: true }, { version: 1, kept: true }] });
     // Deleting the new one keeps it instead (one deleted copy per name); undelete brings that one back.
     await op('alice', 'DeleteSecret', { name: 'k' });
     t.like(await operator({ op: 'undelete', name: 'k' }), { version: 1 });
