@@ -82,7 +82,10 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
     if (settled.state === 'done') return { record: recordOf(settled), complete: true };
     if (settled.state === 'active') {
       const existing = await publishedIfWhole(deps, settled);
-      return { record: recordOf(existing), complete: existing.state === 'done' };
+      if (existing.state === 'done') return { record: recordOf(existing), complete: true };
+      // A resume is a sign of life: the idle clock starts again (a client resuming after a writer
+      // restarted could otherwise see its upload swept between this answer and its next PATCH).
+      return { record: recordOf(await resumed(deps, existing)), complete: false };
     }
   }
   // lstat: a link at the target exists as a link, wherever it points (no oracle for its pointee).
@@ -113,6 +116,17 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
     return { record: recordOf(u), complete: true };
   }
   return { record: recordOf(u), complete: false };
+}
+
+/** `u` with its idle clock restarted now, unless it changed meanwhile (then as it is now). */
+async function resumed(deps: UploadDeps, u: Upload): Promise<Upload> {
+  return deps.store.write((w) => {
+    const current = w.get(u.id);
+    if (!current || current.state !== 'active' || current.updatedAt !== u.updatedAt) return current ?? u;
+    const touched = { ...current, updatedAt: Math.max(current.updatedAt, deps.now()) };
+    w.put(touched);
+    return touched;
+  });
 }
 
 /**

@@ -1,7 +1,7 @@
 import { removePart } from './files.js';
 import type { UploadDeps } from './deps.js';
 import { repair } from './repair.js';
-import { completes } from './store.js';
+import { completes, type Upload } from './store.js';
 
 /**
  * After a crash: each unfinished upload not being written by a live replica gets the offset of
@@ -22,6 +22,12 @@ export async function recover(deps: UploadDeps): Promise<void> {
 }
 
 /**
+ * When an upload's idle clock started: its last use, or the end of the lease of a writer that died
+ * holding it (the client was told "busy" until then, and needs a whole idle period to come back).
+ */
+const idleSince = (u: Upload, now: number) => Math.max(u.updatedAt, u.lock ? Math.min(u.lock.until, now) : 0);
+
+/**
  * Unfinished uploads idle past `idleMs` go, with their bytes; one being written never does. The
  * record is removed only if it is still the one read (a PATCH in between makes it not idle).
  *
@@ -39,7 +45,7 @@ export async function sweep(deps: UploadDeps, idleMs: number): Promise<void> {
       // still swept once idle, as before.
       if (deps.store.get(u.id)?.state !== 'active') continue;
     }
-    if (now - u.updatedAt <= idleMs) continue;
+    if (now - idleSince(u, now) <= idleMs) continue;
     const removed = await deps.store.write((w) => {
       const current = w.get(u.id);
       if (!current || current.updatedAt !== u.updatedAt || (current.lock && deps.locks.alive(current.lock))) return false;

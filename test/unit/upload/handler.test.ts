@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { finish } from '../../../actors/upload/finish.js';
 import type { UploadDeps } from '../../../actors/upload/deps.js';
 import { createUpload, getUpload, lockForWrite } from '../../../actors/upload/handler.js';
+import { sweep } from '../../../actors/upload/upkeep.js';
 import { UploadLocks } from '../../../actors/upload/lock.js';
 import { UploadRoot } from '../../../actors/upload/root.js';
 import { LmdbUploadStore, type UploadStore } from '../../../actors/upload/store.js';
@@ -62,6 +63,24 @@ test('POST creates an upload with its part file; the same POST again resumes it;
   t.not(other.record!.id, u.id);
   t.is(store.get(u.id), undefined, 'the old one is cancelled');
   t.false(existsSync(u.part), 'with its bytes');
+});
+
+test('a resume (the same POST again) restarts the idle clock: the sweep keeps an upload resumed within the idle limit, and takes it once idle again', async (t) => {
+  const { deps, store } = await setup(t);
+  let now = 1_000_000;
+  const clocked = { ...deps, now: () => now };
+  const first = await createUpload(clocked, post());
+  const id = first.record!.id;
+  now += 2_500;
+  await sweep(clocked, 3_000);
+  t.truthy(store.get(id), 'idle 2.5 s of 3: kept');
+  t.is((await createUpload(clocked, post())).record!.id, id, 'resumed');
+  now += 2_500; // 5 s since it was created, 2.5 s since the resume
+  await sweep(clocked, 3_000);
+  t.truthy(store.get(id), 'resumed 2.5 s ago: kept (the sweep would have taken it at 3 s from its creation)');
+  now += 1_000;
+  await sweep(clocked, 3_000);
+  t.is(store.get(id), undefined, 'idle 3.5 s since the resume: swept');
 });
 
 test('POST: the cap on unfinished uploads per app is 429; a zero-byte file lands at once; conflict=fail is 409', async (t) => {

@@ -101,3 +101,19 @@ test('a whole upload that cannot land (conflict=fail, its target taken meanwhile
   t.false(existsSync(u.part));
   t.is(readFileSync(u.target, 'utf8'), 'other');
 });
+
+test("an upload whose writer died holding it keeps a whole idle period from its lease's end: its client, told busy until then, can come back", async (t) => {
+  const { deps, store, upload } = await setup(t);
+  let now = 1_000_000;
+  const clocked = { ...deps, now: () => now } as typeof deps;
+  // Last used 10 s ago; its writer (another replica, dead: replicaAlive answers false) leased it until 5 s from now.
+  await store.write((w) => w.put(upload({ offset: 2, updatedAt: now - 10_000, lock: { owner: 'dead-replica', session: 's', until: now + 5_000 } })));
+  await sweep(clocked, 3_000);
+  t.truthy(store.get('u1'), 'within the dead writer\'s lease: kept');
+  now += 7_000; // 2 s past the lease's end
+  await sweep(clocked, 3_000);
+  t.truthy(store.get('u1'), '2 s past the lease (idle limit 3 s): kept');
+  now += 2_000;
+  await sweep(clocked, 3_000);
+  t.is(store.get('u1'), undefined, '4 s past the lease: swept');
+});
