@@ -57,7 +57,7 @@ const HISTORY_ENTRIES = 100;
 export function keepVersion(w: VaultWriter, bounds: VersionBounds, key: string, record: SecretRecord): void {
   const vkey = versionKey(key, genOf(record), record.version);
   if (!w.version(vkey)) w.putVersion(vkey, { format: 1, sealed: record.sealed, version: record.version, at: record.updatedAt, by: record.updatedBy });
-  trim(w, bounds, key, genOf(record));
+  trim(w, bounds, key, genOf(record), record.version);
 }
 
 /** The record after `record`, its value `sealed` (an update or a restore): its current version becomes history. */
@@ -81,9 +81,13 @@ export function nextRecord(record: SecretRecord, sealed: Uint8Array, by: string,
  * user's past their bytes. Never a reason to refuse the write that called it. A deleted secret
  * whose last value goes is gone with it (nothing is left to undelete).
  */
-export function trim(w: VaultWriter, bounds: VersionBounds, key: string, gen: string): void {
-  const own = w.versionKeysUnder(versionPrefix(key, gen));
-  for (const vkey of own.slice(0, Math.max(0, own.length - bounds.perSecret))) removeKept(w, vkey);
+export function trim(w: VaultWriter, bounds: VersionBounds, key: string, gen: string, newest?: number): void {
+  // A generation's versions are numbered from 1 up, never reused: with `newest` within the bound,
+  // it cannot hold more than the bound (most secrets: their count is never read).
+  if (newest === undefined || newest > bounds.perSecret) {
+    const own = w.versionKeysUnder(versionPrefix(key, gen));
+    for (const vkey of own.slice(0, Math.max(0, own.length - bounds.perSecret))) removeKept(w, vkey);
+  }
   const scope = key.slice(0, key.lastIndexOf(SEP));
   for (const [under, limit] of [
     [scope, bounds.scopeBytes],
