@@ -44,6 +44,12 @@ interface VaultActor {
   keys: DataKeys;
   deps: VaultDeps;
   batch: AuditBatch;
+  /** The first sweep of deleted secrets and earlier records, soon after the start (then hourly). */
+  firstSweep: NodeJS.Timeout | null;
+  /** The sweep running now (one at a time). */
+  sweeping: Promise<void> | null;
+  /** Set by a stop: a sweep cut short by the store closing under it is not an error. */
+  stopped: boolean;
 }
 
 async function onStart(ctx: RoleContext): Promise<VaultActor> {
@@ -77,9 +83,12 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
     },
     bounds: ctx.config.vaultVersions,
   };
-  const actor = { ctx, store, keys, deps, batch };
+  const actor: VaultActor = { ctx, store, keys, deps, batch, firstSweep: null, sweeping: null, stopped: false };
   await prune(actor);
-  await expireDeleted(actor);
+  // Not before serving: on JetStream it reads every secret's history (a request per key), and a
+  // replacement replica that starts slower leaves the role without a replica that much longer.
+  actor.firstSweep = setTimeout(() => void runSweep(actor), FIRST_SWEEP_MS);
+  actor.firstSweep.unref();
   ctx.log.info({ group: deps.vaultGroup }, 'vault actor started');
   return actor;
 }
@@ -106,7 +115,7 @@ async function expireDeleted(a: VaultActor): Promise<void> {
   try {
     await a.store.sync();
     let destroyed = 0;
-    for (;;) {
+    for (; !a.stopped; ) {
       const batch = expiredDeleted(a.store, a.deps.bounds, a.ctx.now(), EXPIRY_BATCH);
       if (batch.length === 0) break;
       await a.store.write((w) => {
@@ -123,18 +132,27 @@ async function expireDeleted(a: VaultActor): Promise<void> {
     if (destroyed > 0) a.ctx.log.info({ destroyed }, 'vault: deleted secrets past their window destroyed');
     // Versions left behind by a 0.2 replica's delete (it removes the record alone) go too.
     const orphans = orphanVersions(a.store, 10_000);
-    for (let i = 0; i < orphans.length; i += EXPIRY_BATCH) {
+    for (let i = 0; i < orphans.length && !a.stopped; i += EXPIRY_BATCH) {
       const batch = orphans.slice(i, i + EXPIRY_BATCH);
       await a.store.write((w) => batch.filter((vkey) => isOrphan(w, vkey)).forEach((vkey) => w.removeVersion(vkey)));
     }
     if (orphans.length > 0) a.ctx.log.info({ removed: orphans.length }, 'vault: versions of secrets deleted by an earlier release removed');
     // Every secret's earlier records (JetStream: the secrets bucket's history) go once old enough:
     // what a destroy, a trim or an expiry took leaves no copy behind there (docs/vault.md "Versions").
-    const scrubbed = (await a.store.scrub?.(a.ctx.now() - a.deps.bounds.scrubAfterMs)) ?? 0;
+    const scrubbed = a.stopped ? 0 : ((await a.store.scrub?.(a.ctx.now() - a.deps.bounds.scrubAfterMs)) ?? 0);
     if (scrubbed > 0) a.ctx.log.info({ erased: scrubbed }, "vault: secrets' earlier records erased from the stream");
   } catch (err) {
-    a.ctx.log.error({ err }, 'vault: destroying deleted secrets past their window failed');
+    if (!a.stopped) a.ctx.log.error({ err }, 'vault: destroying deleted secrets past their window failed');
   }
+}
+
+/** How long after its start a replica first sweeps (then hourly, with the timer). */
+const FIRST_SWEEP_MS = 30_000;
+
+/** One sweep at a time per replica. */
+function runSweep(a: VaultActor): Promise<void> {
+  a.sweeping ??= expireDeleted(a).finally(() => (a.sweeping = null));
+  return a.sweeping;
 }
 
 /** Who the audit log names for what the vault's own retention did. */
@@ -176,7 +194,7 @@ export const vaultActor = defineActor<VaultActor>({
     erases: [`KV_${vaultState.versions}`, `KV_${vaultState.deleted}`, `KV_${vaultState.secrets}`],
     subjects: [vaultState.auditSubject],
   },
-  timers: { prune: { everyMs: () => 3_600_000, run: prune }, expire: { everyMs: () => 3_600_000, run: expireDeleted } },
+  timers: { prune: { everyMs: () => 3_600_000, run: prune }, expire: { everyMs: () => 3_600_000, run: runSweep } },
   // `pier app uninstall --purge`: the app's workspaces go, unless another app of the user still uses them.
   onRegistryChange: (a, change) => {
     if (change.kind !== 'app' || change.op !== 'delete' || !change.purge) return;
@@ -184,6 +202,9 @@ export const vaultActor = defineActor<VaultActor>({
   },
   onStart,
   onStop: async (a) => {
+    // A sweep is not waited for (it may read every secret's history): it stops at its next step.
+    a.stopped = true;
+    if (a.firstSweep) clearTimeout(a.firstSweep);
     await a.batch.flush();
     await a.store.close();
   },
