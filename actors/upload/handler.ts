@@ -112,8 +112,8 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   if (winner === null) throw tooManyUnfinished(deps);
   if (winner.id !== id) return { record: recordOf(winner), complete: false };
   if (req.fileSize === 0) {
-    await publishWhole(deps, u);
-    return { record: recordOf(u), complete: true };
+    const published = await publishCreatedWhole(deps, u);
+    return { record: recordOf(published), complete: published.state === 'done' };
   }
   return { record: recordOf(u), complete: false };
 }
@@ -146,6 +146,17 @@ export async function settledUpload(deps: UploadDeps, user: string, app: string,
  * does: a POST racing this one for the same target finds it locked, not free to publish it too.
  */
 export const publishWhole = (deps: UploadDeps, u: Upload): Promise<void> => repair(deps, u);
+
+/**
+ * A whole upload just created (a zero-byte file) published before it is answered complete. The
+ * sweep, which publishes whole uploads a crash left behind, may take it first (it then holds the
+ * lock, and `publishWhole` here does nothing): wait for that one's publication, never answer
+ * "complete" before the file is at its target (409 `upload busy` after the settle wait).
+ */
+export async function publishCreatedWhole(deps: UploadDeps, u: Upload): Promise<Upload> {
+  await publishWhole(deps, u);
+  return publishedIfWhole(deps, (await deps.locks.settled(u.id)) ?? u);
+}
 
 /**
  * An answer at the full size tells the client its file is at its target, so an upload found whole

@@ -1,7 +1,7 @@
 import { PierError } from '../../bus/errors.js';
 import type { CreateUpload, Created, TusUploadState } from '../../bus/subjects.js';
 import type { UploadDeps } from './deps.js';
-import { checkCreation, invalidId, publishWhole, newUpload, settledUpload, tooManyUnfinished } from './handler.js';
+import { checkCreation, invalidId, publishCreatedWhole, newUpload, settledUpload, tooManyUnfinished } from './handler.js';
 import { lockLost } from './lock.js';
 import { removePart } from './files.js';
 import { recordOf, type Upload } from './store.js';
@@ -31,9 +31,8 @@ export async function createTusUpload(deps: UploadDeps, req: CreateUpload, idleM
     throw tooManyUnfinished(deps);
   }
   if (!u.lengthDeferred && fileSize === 0) {
-    await publishWhole(deps, u);
-    const done = { ...u, state: 'done' as const };
-    return { record: recordOf(done), complete: true, tus: stateOf(done, idleMs) };
+    const published = await publishCreatedWhole(deps, u);
+    return { record: recordOf(published), complete: published.state === 'done', tus: stateOf(published, idleMs) };
   }
   return { record: recordOf(u), complete: false, tus: stateOf(u, idleMs) };
 }

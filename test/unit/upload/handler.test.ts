@@ -83,6 +83,25 @@ test('a resume (the same POST again) restarts the idle clock: the sweep keeps an
   t.is(store.get(id), undefined, 'idle 3.5 s since the resume: swept');
 });
 
+test('hostile: a zero-byte file whose publication another holder took first (the sweep) is answered complete only once it is at its target', async (t) => {
+  const { deps, root } = await setup(t);
+  const locks = deps.locks as unknown as { take: UploadLocks['take'] };
+  const realTake = locks.take.bind(deps.locks);
+  let raced = false;
+  locks.take = (async (...args: Parameters<UploadLocks['take']>) => {
+    if (raced) return realTake(...args);
+    raced = true;
+    // The sweep's repair takes the lock first and lets it go 30 ms later without publishing (a
+    // stall, a lost lease): the POST's own attempt finds it held.
+    const lease = await realTake(...args);
+    setTimeout(() => lease?.end(), 30);
+    return null;
+  }) as UploadLocks['take'];
+  const answer = await createUpload(deps, post({ relativePath: 'zero.txt', fileSize: 0 }));
+  t.true(answer.complete);
+  t.true(existsSync(join(root.hostPath('alice', '/dest'), 'zero.txt')), 'the file is at its target when the POST answers complete');
+});
+
 test('POST: the cap on unfinished uploads per app is 429; a zero-byte file lands at once; conflict=fail is 409', async (t) => {
   const { deps, root, completed } = await setup(t, 2);
   await createUpload(deps, post({ relativePath: '1.txt' }));
