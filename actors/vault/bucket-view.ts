@@ -1,5 +1,6 @@
 import type { JetStreamClient, JetStreamManager, JsMsg, KV } from 'nats';
 import { decode, encode } from '../../bus/codec.js';
+import { jsNoMessage } from '../../lib/state/jetstream.js';
 import { AppliedSequence } from '../../lib/state/applied-sequence.js';
 import { StreamFollower } from '../../lib/state/stream-follower.js';
 import { neededReader, RecordFormatError, RECORD_FORMATS, type RecordKind } from '../../lib/state/record-format.js';
@@ -201,7 +202,7 @@ export class BucketView<T> {
       try {
         m = await this.manager.streams.getMessage(this.stream, { seq: from, next_by_subj: subject } as unknown as { seq: number });
       } catch (err) {
-        if (/no message found/i.test(String((err as Error).message))) break;
+        if (jsNoMessage(err)) break;
         throw err;
       }
       if (m.seq >= seq) break;
@@ -211,7 +212,7 @@ export class BucketView<T> {
         await this.manager.streams.deleteMessage(this.stream, m.seq, true);
       } catch (err) {
         // Erased meanwhile by another replica (a destroy retried, the expiry sweep): nothing left to do for it.
-        if (!/no message found|not found/i.test(String((err as Error).message))) throw err;
+        if (!jsNoMessage(err)) throw err;
       }
       erased++;
       from = m.seq + 1;

@@ -8,6 +8,12 @@ import type { AppliedSequence } from './applied-sequence.js';
 /** JetStream's error code for a publish whose expected last sequence is not the stream's or subject's (JSStreamWrongLastSequenceErr). */
 export const JS_WRONG_LAST_SEQUENCE = 10071;
 
+/** JetStream's "no message found" (a get past the end, a delete of one already gone), by code, never by text. */
+export const jsNoMessage = (err: unknown): boolean => {
+  const api = (err as { api_error?: { code?: number; err_code?: number } }).api_error;
+  return api?.code === 404 || api?.err_code === 10037 || api?.err_code === 10057;
+};
+
 /** Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders), for up to 30 s. */
 export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 30_000): Promise<T> {
   const end = Date.now() + deadlineMs;
