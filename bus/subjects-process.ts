@@ -67,6 +67,8 @@ export interface Heartbeat extends ProcessInfo {
   /** The process's Ed25519 public key, and its signature over the fields above (lib/runtime/peers.ts). */
   signKey: string;
   sig: string;
+  /** The process is stopping: its last heartbeat (wire format 2; covered by the signature). */
+  leaving?: true;
 }
 
 const publicKey = { type: 'string', pattern: /^[A-Za-z0-9_-]{43}$/ } as const;
@@ -91,6 +93,7 @@ export const processChannels = {
     seq: { type: 'number', integer: true, min: 0 },
     signKey: publicKey,
     sig: { type: 'string', pattern: /^[A-Za-z0-9_-]{86}$/ },
+    leaving: { type: 'equal', value: true, strict: true, optional: true },
   }),
 };
 

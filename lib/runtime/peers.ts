@@ -33,8 +33,15 @@ interface Entry {
 }
 
 /** What a heartbeat's signature covers: everything that decides where messages and keys go, and which formats it speaks. */
-const signed = (role: string, b: Omit<Heartbeat, 'sig'>) =>
-  Buffer.from(JSON.stringify(b.wire === undefined ? [role, b.id, b.busId, b.key, b.roleKeys, b.seq, b.signKey] : [role, b.id, b.busId, b.key, b.roleKeys, b.seq, b.signKey, b.wire.speaks, b.wire.oldest]));
+const signed = (role: string, b: Omit<Heartbeat, 'sig'>) => {
+  const fields: unknown[] = [role, b.id, b.busId, b.key, b.roleKeys, b.seq, b.signKey];
+  if (b.wire !== undefined) fields.push(b.wire.speaks, b.wire.oldest);
+  if (b.leaving === true) fields.push('leaving');
+  return Buffer.from(JSON.stringify(fields));
+};
+
+/** The wire format whose heartbeats may say `leaving` (a process of an earlier one would find its signature bad). */
+export const LEAVING_WIRE = 2;
 
 /**
  * Which Pier processes are alive, from the heartbeats every process publishes once per role on
@@ -101,10 +108,36 @@ export class Peers {
     this.timer = setInterval(beat, this.options.intervalMs);
   }
 
+  /**
+   * Stops heartbeating. A process that announced itself says goodbye first (a last heartbeat,
+   * signed, saying `leaving`), so its peers act on its end at once instead of after the death
+   * bound: an edge sends the events a stopped callback replica left undelivered to another one
+   * (docs/operations.md "Stopping"). Said only when every live process speaks a wire format that
+   * has it; otherwise the peers find out by the silence, as before.
+   */
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
+    if (this.timer) {
+      clearInterval(this.timer);
+      this.sayGoodbye();
+    }
+    this.timer = null;
     this.sub?.unsubscribe();
     for (const wake of this.keyWaiters) wake();
+  }
+
+  private sayGoodbye(): void {
+    const now = this.now();
+    const older = [...this.seen.values()].some((e) => !e.dead && now - e.at <= this.options.deadAfterMs && (e.beat.wire ?? FIRST_WIRE).speaks < LEAVING_WIRE);
+    if (older || (this.self.wire ?? FIRST_WIRE).speaks < LEAVING_WIRE) return;
+    this.seq++;
+    for (const role of this.self.roles) {
+      const body = { ...this.self, key: this.options.key, roleKeys: this.options.roleKeys?.(role) ?? [], seq: this.seq, signKey: this.signKey, leaving: true as const };
+      try {
+        tell(this.bus, at(processChannels.heartbeat, processSubjects.heartbeat(role)), { ...body, sig: sign(null, signed(role, body), this.signing.privateKey).toString('base64url') });
+      } catch {
+        // Disconnected: the peers find out by the silence.
+      }
+    }
   }
 
   /**
@@ -249,7 +282,9 @@ export class Peers {
       this.options.onRefused?.(`a second claimant of the live bus id ${beat.busId}`);
       return;
     }
-    if (live && beat.seq <= live.beat.seq) {
+    // A replay, of a live process or of one that ended (said goodbye, or was declared dead) with the
+    // same key: it does not bring it back. (A process that returns after being declared dead counts on.)
+    if (known && known.beat.signKey === beat.signKey && beat.seq <= known.beat.seq) {
       this.options.onRefused?.(`a replayed heartbeat of ${role} process ${beat.id}`);
       return;
     }
@@ -262,6 +297,10 @@ export class Peers {
       this.options.onRefused?.(`a heartbeat of ${role} process ${beat.id} with a bad signature`);
       return;
     }
+    if (beat.leaving === true) {
+      this.left(id, role, beat, signKey);
+      return;
+    }
     // What the process says of its roles is kept as the one role its subject proves.
     this.seen.set(id, { beat: { ...beat, roles: [role] }, role, at: this.now(), dead: false, signKey });
     if ((!known || known.dead) && !this.speaksWith(beat)) {
@@ -269,6 +308,17 @@ export class Peers {
       this.options.onMismatch?.({ ...info, roles: [role] }, role);
     }
     if (!known || known.dead) for (const wake of [...this.keyWaiters]) wake();
+  }
+
+  /** A process said goodbye: dead from now, its listeners run once (as after the death bound). */
+  private left(id: string, role: string, beat: Heartbeat, signKey: KeyObject): void {
+    const known = this.seen.get(id);
+    if (!known) return; // never heard alive: nothing to act on
+    const { leaving: _l, ...rest } = beat;
+    this.seen.set(id, { beat: { ...rest, roles: [role] }, role, at: this.now(), dead: true, signKey });
+    if (known.dead) return; // already declared dead: its listeners ran then
+    const { key: _k, roleKeys: _r, ...info } = { ...rest, roles: [role] };
+    for (const l of this.deathListeners) l(info);
   }
 
   /** Live entries of one role; a role's dead ones are forgotten first when it is full. */

@@ -10,6 +10,7 @@ import './gc-threads.test.js';
 import './lmdb-durable.test.js';
 import './master-key-check.test.js';
 import './peers.test.js';
+import './peers-goodbye.test.js';
 import './presence.test.js';
 import './record-format.test.js';
 import './stream-follower.test.js';
