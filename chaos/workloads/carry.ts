@@ -20,7 +20,14 @@ const APP = 'carryapp';
 const WORKSPACE = 'carry';
 const EVERY_MS = 500;
 const MAX_KEYS = 2_000;
-const CREATE_ATTEMPTS = 6;
+/**
+ * A create is retried as the SDK paces retries (exponential from 250 ms, capped at 4 s, here without
+ * the jitter so a seed replays) for up to 20 s: with one replica of a role (the short run in npm
+ * test), the vault is away for its own replacement, which a loaded host stretched past 5 s (two CI
+ * runs, where six linear tries spanned 3 s). How long requests failed is reported per step apart.
+ */
+const RETRY_BUDGET_MS = 20_000;
+const retryPause = (attempt: number) => Math.min(4_000, 250 * 2 ** (attempt - 1));
 const FINAL_READ_ATTEMPTS = 20;
 const FINAL_READ_MS = 120_000;
 
@@ -58,14 +65,16 @@ const message = (a: Answer) => String(a.json?.message ?? a.text).slice(0, 200);
 /** One key, created with retries until acknowledged, refused, or out of attempts. */
 async function create(ctx: WorkloadContext, s: State, key: string): Promise<void> {
   const value = `${key}@${Date.now()}`;
-  for (let attempt = 1; attempt <= CREATE_ATTEMPTS; attempt++) {
+  const giveUpAt = Date.now() + RETRY_BUDGET_MS;
+  for (let attempt = 1; ; attempt++) {
     const id = ctx.history.invoke(KIND, 'create', { key, value, attempt });
     const a = await call(ctx, s, 'CreateSecret', { name: key, env: 'prod', value });
     if ('error' in a) ctx.history.unknown(KIND, 'create', id, { key, error: a.error });
     else if (succeeded(a)) return ctx.history.ok(KIND, 'create', id, { key });
     else if (a.status >= 400 && a.status < 500 && a.status !== 401 && a.status !== 429) return ctx.history.fail(KIND, 'create', id, { key, status: a.status, message: message(a) });
     else ctx.history.unknown(KIND, 'create', id, { key, status: a.status, message: message(a) });
-    await sleep(200 * attempt);
+    if (Date.now() + retryPause(attempt) > giveUpAt) return;
+    await sleep(retryPause(attempt));
   }
 }
 
