@@ -53,7 +53,9 @@ interface VaultActor {
 }
 
 async function onStart(ctx: RoleContext): Promise<VaultActor> {
+  const began = Date.now();
   const store = await openVaultStore(ctx);
+  const openMs = Date.now() - began;
   try {
     checkStoreKey(ctx.config.keyring, 'vault', store.everything().dataKeys.map((d) => ({ what: `data key ${d.scope}`, value: d.record.wrapped })));
   } catch (err) {
@@ -84,12 +86,16 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
     bounds: ctx.config.vaultVersions,
   };
   const actor: VaultActor = { ctx, store, keys, deps, batch, firstSweep: null, sweeping: null, stopped: false };
+  const pruneBegan = Date.now();
   await prune(actor);
+  const pruneMs = Date.now() - pruneBegan;
   // Not before serving: on JetStream it reads every secret's history (a request per key), and a
   // replacement replica that starts slower leaves the role without a replica that much longer.
   actor.firstSweep = setTimeout(() => void runSweep(actor), FIRST_SWEEP_MS);
   actor.firstSweep.unref();
-  ctx.log.info({ group: deps.vaultGroup }, 'vault actor started');
+  // How long the store took to open and the audit to be pruned: a replacement replica's start is time its role may be away.
+  const timings = store instanceof JetStreamVaultStore ? store.openTimings : null;
+  ctx.log.info({ group: deps.vaultGroup, openMs, ...(timings ?? {}), pruneMs }, 'vault actor started');
   return actor;
 }
 

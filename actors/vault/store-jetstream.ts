@@ -59,6 +59,9 @@ export class JetStreamVaultStore implements VaultStore {
     this.deletedView = views.deleted;
   }
 
+  /** Where opening the store spent its time (the last attempt): said in the vault's start line. */
+  openTimings: { bucketsMs: number; auditMs: number; viewsMs: number } | null = null;
+
   /** The connection losses a catch-up with the streams has covered (reads after a newer one catch up first). */
   private caughtUpAfterLosses = 0;
 
@@ -82,6 +85,7 @@ export class JetStreamVaultStore implements VaultStore {
 
   private static async openOnce(js: JetStreamClient, manager: JetStreamManager, options: JetStreamVaultOptions): Promise<JetStreamVaultStore> {
     // A short request timeout: when a stream's leader is lost, a put fails fast and the write is retried.
+    const began = Date.now();
     const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: HISTORY, storage: StorageType.File, timeout: 2_000 });
     const [keys, secrets] = await Promise.all([bucket(vaultState.keys), bucket(vaultState.secrets)]);
     // The buckets of 0.3: identities written by an earlier `pier bus init` do not allow them.
@@ -89,8 +93,10 @@ export class JetStreamVaultStore implements VaultStore {
       const text = String((err as Error).message ?? err);
       throw Object.assign(new Error(`the vault could not open its buckets ${vaultState.versions} and ${vaultState.deleted} (${text}): if its state identity comes from a release before 0.3, write the identities again with \`pier bus init\` and reload nats-server (docs/operations.md "Upgrading")`), { code: (err as { code?: string }).code });
     });
+    const bucketsMs = Date.now() - began;
     const audit = new JetStreamAudit(js, manager);
     await audit.ensure(options.replicas, options.auditMaxAgeMs, options.auditMaxEntries);
+    const auditMs = Date.now() - began - bucketsMs;
     const usage = new VersionUsage();
     const views: VaultViews = {
       keys: new BucketView<DataKeyRecord>(keys, vaultState.keys, manager, 'vaultDataKey'),
@@ -108,6 +114,7 @@ export class JetStreamVaultStore implements VaultStore {
       await store.close(); // tried again from scratch: this one stops following
       throw failed.reason;
     }
+    store.openTimings = { bucketsMs, auditMs, viewsMs: Date.now() - began - bucketsMs - auditMs };
     return store;
   }
 
