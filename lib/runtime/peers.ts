@@ -112,7 +112,7 @@ export class Peers {
    * Stops heartbeating. A process that announced itself says goodbye first (a last heartbeat,
    * signed, saying `leaving`), so its peers act on its end at once instead of after the death
    * bound: an edge sends the events a stopped callback replica left undelivered to another one
-   * (docs/operations.md "Stopping"). Said only when every live process speaks a wire format that
+   * (docs/operations.md "Upgrading"). Said only when every live process speaks a wire format that
    * has it; otherwise the peers find out by the silence, as before.
    */
   stop(): void {
