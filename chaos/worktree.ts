@@ -6,18 +6,16 @@ import type { Build } from './processes.js';
 
 /**
  * The previous release, built beside this checkout: a detached git worktree of its commit under the
- * run's folder, its dependencies, its three tsc passes. node_modules is reused when the two lockfiles
- * are byte for byte the same, as a hard-link copy (`cp -al`): a symlink would make Node resolve the
- * packages' real paths into this checkout, and the SDK (a `file:` link, relative) must resolve to the
- * worktree's own. Otherwise `npm ci`, which a run pays once. "The same" ignores the root package's
- * own version (the lockfile repeats package.json's): every release and every `-dev` bump changes
- * it, and it installs nothing.
+ * run's folder, its dependencies, its three tsc passes. node_modules is reused when this checkout's
+ * holds every package the old lockfile installs (`sameDependencies`), as a hard-link copy (`cp -al`):
+ * a symlink would make Node resolve the packages' real paths into this checkout, and the SDK (a
+ * `file:` link, relative) must resolve to the worktree's own. Otherwise `npm ci`, which a run pays once.
  */
 export interface Worktree {
   build: Build;
   root: string;
   commit: string;
-  /** Whether node_modules was reused (lockfiles identical) or installed. */
+  /** Whether node_modules was reused (this checkout's holds the old tree) or installed. */
   reused: boolean;
   /** Wall time of the whole preparation (checkout, dependencies, build). */
   ms: number;
@@ -54,7 +52,7 @@ export function buildWorktree(commit: string, dir: string, log: (m: string) => v
   run('git', ['worktree', 'add', '--detach', root, commit], ROOT);
   const same = existsSync(join(root, 'package-lock.json')) && sameDependencies(readFileSync(join(root, 'package-lock.json')), readFileSync(join(ROOT, 'package-lock.json')));
   if (same) {
-    log(`worktree ${commit.slice(0, 12)}: lockfiles identical, node_modules hard-linked`);
+    log(`worktree ${commit.slice(0, 12)}: this checkout's node_modules holds every package of its lockfile, hard-linked`);
     run('cp', ['-al', join(ROOT, 'node_modules'), join(root, 'node_modules')], ROOT);
   } else {
     log(`worktree ${commit.slice(0, 12)}: lockfiles differ, npm ci`);
@@ -68,21 +66,25 @@ export function buildWorktree(commit: string, dir: string, log: (m: string) => v
   return { build: { name: `from ${commit.slice(0, 12)}`, bin }, root, commit, reused: same, ms: Date.now() - started };
 }
 
-/** Two lockfiles install the same tree: equal bytes, or equal but for the root package's version. */
-export function sameDependencies(a: Buffer, b: Buffer): boolean {
-  if (a.equals(b)) return true;
-  const strip = (bytes: Buffer): string | null => {
+/**
+ * Whether this checkout's node_modules holds every package the old build's lockfile installs, at
+ * the same path and of the same resolution: then the old build runs on a hard-linked copy (what it
+ * never imports, a dependency added since, is inert). Equal bytes, or every package entry of `old`
+ * (the root's own aside: its version and dependency list change with every release) equal in `now`.
+ */
+export function sameDependencies(old: Buffer, now: Buffer): boolean {
+  if (old.equals(now)) return true;
+  const packages = (bytes: Buffer): Record<string, unknown> | null => {
     try {
-      const lock = JSON.parse(bytes.toString('utf8')) as { version?: unknown; packages?: Record<string, { version?: unknown }> };
-      delete lock.version;
-      if (lock.packages?.['']) delete lock.packages[''].version;
-      return JSON.stringify(lock);
+      const lock = JSON.parse(bytes.toString('utf8')) as { lockfileVersion?: unknown; packages?: Record<string, unknown> };
+      return lock.packages && typeof lock.packages === 'object' ? lock.packages : null;
     } catch {
       return null;
     }
   };
-  const x = strip(a);
-  return x !== null && x === strip(b);
+  const [a, b] = [packages(old), packages(now)];
+  if (!a || !b) return false;
+  return Object.entries(a).every(([path, entry]) => path === '' || (path in b && JSON.stringify(entry) === JSON.stringify(b[path])));
 }
 
 /** Removes the worktree (and git's record of it), whatever state it is in; never throws. */
