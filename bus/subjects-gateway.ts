@@ -56,6 +56,11 @@ export interface GatewayEvent {
   data: unknown;
   /** The client's Cookie header, on `message` only. */
   cookie: string | null;
+  /**
+   * The event's W3C `traceparent` (docs/operations.md "Tracing"): a message's own span, or the
+   * connection's upgrade. Absent from an edge older than the field, and when nothing is traced.
+   */
+  trace?: string;
 }
 
 /**
@@ -199,6 +204,7 @@ export const gatewayChannels = {
       action: { type: 'enum', values: ['open', 'message', 'close'] },
       data: { type: 'any', optional: true },
       cookie: { type: 'string', nullable: true, optional: true, max: 64 * 1024 },
+      trace: { type: 'string', optional: true, max: 256 },
     },
     {
       // Either shape of EventAck, each whole.

@@ -1,8 +1,9 @@
-import type { Bus, BusMessage, LocalReply, LocalServer, Subscription } from './bus.js';
+import type { Bus, BusMessage, Headers, LocalReply, LocalServer, Subscription } from './bus.js';
 import { answerable, encodeReply, openReply, refuse, settle, speaks, unsupportedVersion, outgoing, type Reply } from './envelope.js';
 import { asPierError, ErrorReasons, PierError } from './errors.js';
 import type { Exchange } from './exchange.js';
 import { openRequest, openSealedReply, replyKeyOf, sealReply, sealRequest, signMessage, verifiedMessage } from './sealed.js';
+import { activeTracer, currentTrace, runInTrace, traceHeaders, type Span, type TraceContext } from './trace.js';
 import { assertValid, throwIfInvalid } from './validation.js';
 
 /**
@@ -42,16 +43,19 @@ function checked<Req>(ex: Exchange<Req, unknown>, subject: string, req: unknown)
  */
 export function serve<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, handler: (req: Req) => Promise<Res> | Res, hooks: ServeHooks = {}): Subscription {
   const subject = subjectOf(ex, true);
-  /** Runs one request's work; never rejects: a failure is the answer's error, as it would cross a wire. */
-  const answer = (started: bigint, work: () => Promise<Res>): Promise<Reply<Res>> =>
-    work().then(
+  /** Runs one request's work (in its span's trace, when it has one); never rejects: a failure is the answer's error, as it would cross a wire. */
+  const answer = (started: bigint, work: () => Promise<Res>, span: Span | null = null): Promise<Reply<Res>> =>
+    runInTrace(span?.context, work).then(
       (data) => {
         hooks.observe?.(subject, secondsSince(started), undefined);
+        span?.end();
         return { ok: true, data };
       },
       (err: unknown) => {
         const error = asPierError(err);
         hooks.observe?.(subject, secondsSince(started), error);
+        span?.fail(error.code);
+        span?.end();
         return { ok: false, error: error.toWire() };
       },
     );
@@ -67,7 +71,7 @@ export function serve<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, handler: (req:
       const started = process.hrtime.bigint();
       const sealable = { subject: msg.subject, seal: ex.seal };
       const replyKey = replyKeyOf(bus, sealable, msg);
-      void answer(started, async () => handler(checked(ex, msg.subject, opened(bus, ex, msg, replyKey))))
+      void answer(started, async () => handler(checked(ex, msg.subject, opened(bus, ex, msg, replyKey))), receivedSpan(msg))
         .then((reply) => {
           if (msg.reply) bus.publish(msg.reply, sealReply(bus, sealable, replyKey, reply.ok, encodeReply(reply)));
         })
@@ -76,6 +80,27 @@ export function serve<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, handler: (req:
     { queue: ex.queue, local },
   );
 }
+
+/**
+ * The span of a request that came over the bus: its trace from the sender's headers (a Pier
+ * process: trusted), named by its subject, never by anything in its payload.
+ */
+function receivedSpan(msg: BusMessage): Span | null {
+  const traceparent = msg.headers?.traceparent;
+  if (traceparent === undefined) return null;
+  return activeTracer().incoming(msg.subject, 'server', { traceparent, tracestate: msg.headers?.tracestate }, 'trusted', { 'messaging.system': 'nats', 'messaging.destination.name': msg.subject });
+}
+
+/** A request's span on the asking side (a child of the current work), and the headers carrying the trace on. */
+function sendingSpan(subject: string): { span: Span | null; context: TraceContext | undefined } {
+  const now = currentTrace();
+  if (!now) return { span: null, context: undefined };
+  const span = activeTracer().child(`send ${subject}`, 'client', { 'messaging.system': 'nats', 'messaging.destination.name': subject }, now);
+  return { span, context: span?.context ?? now };
+}
+
+/** `headers` with the trace's two headers added (none without a trace). */
+const withTrace = (headers: Headers | undefined, context: TraceContext | undefined): Headers | undefined => (context ? { ...headers, ...traceHeaders(context) } : headers);
 
 /** A request's value: its version spoken, its seal opened, its bytes decoded; throws (refused, counted) otherwise. */
 function opened(bus: Bus, ex: Exchange<unknown, unknown>, msg: BusMessage, replyKey: Uint8Array | undefined): unknown {
@@ -110,17 +135,25 @@ export async function ask<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, req: Req, 
   if (local) return settle<Res>(subject, await local, ex.replyCheck);
   const { data, headers } = ex.codec.encode(req);
   const sealable = { subject, seal: ex.seal };
-  // Only a sealed request needs a wait before it leaves (its recipient's key): the usual one goes now.
-  const sealed = bus.sealing && ex.seal ? await sealRequest(bus, sealable, data) : { data };
-  const msg = await bus.request(subject, sealed.data, { timeoutMs, headers: outgoing(headers, options.wire) }).catch((err: unknown) => {
-    // Said in words an operator acts on: which role has no process running, not a subject.
-    if (ex.queue && err instanceof PierError && err.is(ErrorReasons.NO_RESPONDERS)) {
-      throw new PierError('UNAVAILABLE', `no ${ex.queue} replica is running (nothing answers ${subject})`, { cause: err, reason: ErrorReasons.NO_RESPONDERS });
-    }
+  const { span, context } = sendingSpan(subject);
+  try {
+    // Only a sealed request needs a wait before it leaves (its recipient's key): the usual one goes now.
+    const sealed = bus.sealing && ex.seal ? await sealRequest(bus, sealable, data) : { data };
+    const msg = await bus.request(subject, sealed.data, { timeoutMs, headers: withTrace(outgoing(headers, options.wire), context) }).catch((err: unknown) => {
+      // Said in words an operator acts on: which role has no process running, not a subject.
+      if (ex.queue && err instanceof PierError && err.is(ErrorReasons.NO_RESPONDERS)) {
+        throw new PierError('UNAVAILABLE', `no ${ex.queue} replica is running (nothing answers ${subject})`, { cause: err, reason: ErrorReasons.NO_RESPONDERS });
+      }
+      throw err;
+    });
+    const bytes = bus.sealing && ex.seal ? openSealedReply(bus, sealable, msg, sealed) : msg.data;
+    return openReply<Res>(subject, bytes, msg.headers, ex.replyCheck);
+  } catch (err) {
+    span?.fail(asPierError(err).code);
     throw err;
-  });
-  const bytes = bus.sealing && ex.seal ? openSealedReply(bus, sealable, msg, sealed) : msg.data;
-  return openReply<Res>(subject, bytes, msg.headers, ex.replyCheck);
+  } finally {
+    span?.end();
+  }
 }
 
 /** Asks every server of the exchange: each answer within the deadline (see Bus.requestMany); failures and garbled answers are dropped. */
@@ -128,7 +161,10 @@ export async function gather<Req, Res>(bus: Bus, ex: Exchange<Req, Res>, req: Re
   const subject = subjectOf(ex, true);
   assertValid(ex.check, req);
   const { data, headers } = ex.codec.encode(req);
-  const replies = await bus.requestMany(subject, data, { timeoutMs: options.timeoutMs ?? ex.timeoutMs, stallMs: options.stallMs, expected: options.expected, headers: outgoing(headers) });
+  const { span, context } = sendingSpan(subject);
+  const replies = await bus
+    .requestMany(subject, data, { timeoutMs: options.timeoutMs ?? ex.timeoutMs, stallMs: options.stallMs, expected: options.expected, headers: withTrace(outgoing(headers), context) })
+    .finally(() => span?.end());
   const answers: Res[] = [];
   for (const m of replies) {
     try {

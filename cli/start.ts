@@ -18,6 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { pierVersion } from '../lib/runtime/version.js';
 import { hostname } from 'node:os';
 import { Peers } from '../lib/runtime/peers.js';
+import { installTracing } from '../lib/trace/install.js';
 import { BusKeys } from './bus-keys.js';
 import { startProbeServer } from './probe-server.js';
 import { makePrivate } from './data-dir.js';
@@ -99,7 +100,11 @@ async function connectStateBuses(config: Config, log: ReturnType<typeof createLo
 export async function startProcess(config: Config, options: { logDestination?: NodeJS.WritableStream } = {}): Promise<StartedProcess> {
   const log = createLogger({ level: config.logLevel, name: 'pier', destination: options.logDestination, pretty: config.logFormat === 'pretty' });
   const metrics = new Metrics(config.instanceId);
-  const bus = await connectBus(config, log, metrics);
+  const stopTracing = installTracing(config, log, metrics);
+  const bus = await connectBus(config, log, metrics).catch(async (err: unknown) => {
+    await stopTracing();
+    throw err;
+  });
   const now = () => Date.now() + config.clockOffsetMs;
   // Each role talks through its own view of the bus, limited to the subjects it declared
   // (bus/permissions.ts); what every process shares (presence, the registry cache) has its own.
@@ -149,7 +154,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
   const closeStateBuses = async () => {
     for (const b of stateBuses.values()) await b.close().catch(() => undefined);
   };
-  const running: NamedRunning[] = [named('state connections', { stop: closeStateBuses }), named('registry cache', { stop: async () => cache.stop() }), named('presence', { stop: async () => peers.stop() })];
+  const running: NamedRunning[] = [named('tracing', { stop: stopTracing }), named('state connections', { stop: closeStateBuses }), named('registry cache', { stop: async () => cache.stop() }), named('presence', { stop: async () => peers.stop() })];
   peers.start();
   const actors: RunningActor[] = [];
   let cacheStarted = false;

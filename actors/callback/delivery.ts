@@ -1,6 +1,8 @@
 import { createHmac } from 'node:crypto';
 import { Agent } from 'undici';
 import type { GatewayEvent } from '../../bus/subjects.js';
+import { appId } from '../../bus/ids.js';
+import { activeTracer, traceHeaders, type TraceContext } from '../../bus/trace.js';
 import { isPolicyRefusal, type AddressPolicy } from '../../lib/policy/address-policy.js';
 import { callbackOrigin, type CallbackTarget } from '../../lib/policy/callback-target.js';
 import { policyConnector } from '../../lib/policy/policy-connector.js';
@@ -53,28 +55,40 @@ export class Deliverer {
     this.agent = new Agent({ connections: 64, keepAliveTimeout: 30_000, connect: policyConnector(policy, 5_000) });
   }
 
-  /** Delivers `ev` to `target` (the connection's, from the registry view; never from the event). */
-  async deliver(ev: GatewayEvent, target: CallbackTarget, secret: () => Promise<string>): Promise<Outcome> {
+  /**
+   * Delivers `ev` to `target` (the connection's, from the registry view; never from the event), in
+   * `trace` (the event's: each attempt is a span of it, and the app gets its traceparent).
+   */
+  async deliver(ev: GatewayEvent, target: CallbackTarget, secret: () => Promise<string>, trace?: TraceContext): Promise<Outcome> {
     const body = callbackBody(ev);
     const origin = callbackOrigin(target);
     const deadline = Date.now() + this.options.retryMs;
+    const upload = (ev.action as string) === 'upload';
     for (let attempt = 0, wait = 100; ; attempt++, wait = Math.min(wait * 2, 5_000)) {
       if (attempt > 0) this.hooks.retried();
+      const span = trace ? activeTracer().child(upload ? 'POST upload callback' : 'POST callback', 'client', { 'pier.app': appId(ev.user, ev.app), 'pier.event.action': ev.action, 'pier.attempt': attempt + 1 }, trace) : null;
       try {
         const headers: Record<string, string> = {
           'content-type': 'application/json',
           'x-pier-event-id': ev.eventId,
           'x-pier-seq': String(ev.seq),
           'x-pier-signature': signature(Math.floor(this.options.now() / 1000), ev.eventId, body, await secret()),
+          ...traceHeaders(span?.context ?? trace),
         };
         if (ev.cookie) headers.cookie = ev.cookie;
         const res = await this.agent.request({ origin, path: target.url, method: 'POST', headers, body, headersTimeout: this.options.timeoutMs, bodyTimeout: this.options.timeoutMs });
         await res.body.dump();
+        span?.set('http.response.status_code', res.statusCode);
         if (res.statusCode >= 200 && res.statusCode < 300) {
+          span?.end();
           this.failing.delete(origin);
           return 'delivered';
         }
+        span?.fail(String(res.statusCode));
+        span?.end();
       } catch (err) {
+        span?.fail(isPolicyRefusal(err) ? 'ADDRESS_POLICY' : 'UNREACHABLE');
+        span?.end();
         if (isPolicyRefusal(err)) return 'refused';
         // refused, reset, timed out, not resolved, or no secret yet: retried like a non-2xx
       }

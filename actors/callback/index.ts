@@ -2,7 +2,8 @@ import { at } from '../../bus/exchange.js';
 import { ask, tell } from '../../bus/verbs.js';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { appId } from '../../bus/ids.js';
-import { gatewayChannels, gatewaySubjects, movedSigned, MOVED_FRESH_MS, registry, uploadNotices } from '../../bus/subjects.js';
+import { gatewayChannels, gatewaySubjects, movedSigned, MOVED_FRESH_MS, registry, uploadNotices, type GatewayEvent } from '../../bus/subjects.js';
+import { currentTrace, type TraceContext } from '../../bus/trace.js';
 import { answers, defineActor, listens, serves } from '../../lib/runtime/actor.js';
 import { AddressPolicy, networksList } from '../../lib/policy/address-policy.js';
 import { AppSecrets } from '../../lib/crypto/app-secrets.js';
@@ -53,7 +54,7 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
   const queues = new ConnQueues(
     async (ev, conn) => {
       const started = performance.now();
-      const outcome = await deliverer.deliver(ev, conn.target, secretOf(conn));
+      const outcome = await deliverer.deliver(ev, conn.target, secretOf(conn), eventTraces.get(ev) ?? (ev.trace ? { traceparent: ev.trace } : undefined));
       if (outcome === 'delivered') {
         delivered.inc({ action: ev.action });
         latency.observe((performance.now() - started) / 1000);
@@ -72,7 +73,8 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
   const notices = new UploadNotices({
     target: (user, app) => uploadTarget(ctx.cache, user, app),
     inDest: (user, app, path) => inUploadDest(ctx.cache, user, app, path),
-    deliver: (ev, target) => deliverer.deliver(ev, target, secretOf(ev)),
+    // Called as the notice is accepted: in its request's trace.
+    deliver: (ev, target) => deliverer.deliver(ev, target, secretOf(ev), currentTrace()),
     settled: (outcome, n) => {
       if (outcome === 'delivered') delivered.inc({ action: 'upload' });
       else {
@@ -90,6 +92,9 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
   ctx.log.info({ busId: ctx.peers.self.busId }, 'callback actor started');
   return { ctx, queues, notices, refusals, deliverer, secrets, stopWatching };
 }
+
+/** The trace each queued event arrived in (held as long as the event is). */
+const eventTraces = new WeakMap<GatewayEvent, TraceContext>();
 
 /** Says, per app, which callbacks a stop left undelivered, and who will deliver them. */
 function reportUndelivered(a: CallbackActor): void {
@@ -123,6 +128,9 @@ export const callbackActor = defineActor<CallbackActor>({
   channels: {
     // Each edge sends all events of one connection to this replica's own subject.
     deliver: answers(gatewayChannels.deliver, gatewaySubjects.deliver, (a: CallbackActor, ev) => {
+      // Its delivery, later and in another turn, is a span of the hop that brought it.
+      const trace = currentTrace();
+      if (trace) eventTraces.set(ev, trace);
       const ack = a.queues.accept(ev);
       if (!ack.ok) a.refusals.refused(reasonOf(ack.error.code), ev, ack.error.message);
       return ack;

@@ -6,9 +6,10 @@ const CALLER_SECRETS = new Set(['x-access-token', 'x-authorization', 'cookie', '
 
 /**
  * Headers only Pier may set: a caller sending them would speak for Pier (who calls, for which
- * user, from where), so the caller's are dropped and Pier's own put in their place.
+ * user, from where; the trace, which Pier checks and bounds: docs/operations.md "Tracing"), so the
+ * caller's are dropped and Pier's own put in their place.
  */
-const PIER_SET = (k: string) => k.startsWith('x-pier-') || k === 'x-bfl-user' || k.startsWith('x-forwarded-') || k === 'forwarded' || k === 'x-real-ip';
+const PIER_SET = (k: string) => k.startsWith('x-pier-') || k === 'x-bfl-user' || k.startsWith('x-forwarded-') || k === 'forwarded' || k === 'x-real-ip' || k === 'traceparent' || k === 'tracestate';
 
 /** Headers of the caller's request as the provider gets them (docs/protocol.md "Provider calls"), plus who is calling. */
 export function requestHeaders(client: Record<string, string>, caller: { app: string; user: string; address: string }): Record<string, string> {

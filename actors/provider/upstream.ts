@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { Agent, errors, type Dispatcher } from 'undici';
 import { PierError } from '../../bus/errors.js';
+import { activeTracer, currentTrace, traceHeaders } from '../../bus/trace.js';
 import { isPolicyRefusal, type AddressPolicy } from '../../lib/policy/address-policy.js';
 import { policyConnector } from '../../lib/policy/policy-connector.js';
 
@@ -28,21 +29,32 @@ export class Upstream {
     url: { origin: string; path: string },
     init: { method: string; headers: Record<string, string>; body: Uint8Array | AsyncIterable<Uint8Array> | null; timeoutMs: number },
   ): Promise<UpstreamResponse> {
+    // A span of the caller's trace (to the provider's answer headers), and its traceparent sent on:
+    // the provider's host and path, never the query.
+    const trace = currentTrace();
+    const span = trace ? activeTracer().child(`${init.method} provider`, 'client', { 'pier.provider': provider, 'http.request.method': init.method, 'server.address': hostOf(url.origin), 'url.path': url.path.split('?')[0] }, trace) : null;
+    const sent = span ?? trace ? { ...init.headers, ...traceHeaders(span?.context ?? trace) } : init.headers;
     try {
       // Straight to the agent with origin and path: the module's request() would parse a URL each call.
       const res = await this.agent.request({
         origin: url.origin,
         path: url.path,
         method: init.method as Dispatcher.HttpMethod,
-        headers: init.headers,
+        headers: sent,
         body: init.body as any,
         // Time to the answer's headers, then the longest silence inside its body.
         headersTimeout: init.timeoutMs,
         bodyTimeout: init.timeoutMs,
       });
+      span?.set('http.response.status_code', res.statusCode);
+      if (res.statusCode >= 500) span?.fail(String(res.statusCode));
       return { status: res.statusCode, headers: res.headers, body: res.body };
     } catch (err) {
-      throw upstreamError(provider, init.timeoutMs, err);
+      const e = upstreamError(provider, init.timeoutMs, err);
+      span?.fail(e.code);
+      throw e;
+    } finally {
+      span?.end();
     }
   }
 
@@ -84,4 +96,13 @@ const UNREACHABLE_BECAUSE: Record<string, string> = {
 function networkCode(err: unknown): string | undefined {
   const e = err as { code?: unknown; cause?: { code?: unknown } } | undefined;
   return [e?.code, e?.cause?.code].find((c): c is string => typeof c === 'string' && c in UNREACHABLE_BECAUSE);
+}
+
+/** The host of an origin, for a span (never a port's secrets: there are none, but no credentials either). */
+function hostOf(origin: string): string {
+  try {
+    return new URL(origin).hostname;
+  } catch {
+    return '';
+  }
 }

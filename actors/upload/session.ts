@@ -1,3 +1,4 @@
+import { traced } from '../../bus/trace.js';
 import type { FileHandle } from 'node:fs/promises';
 import type { Bus, Subscription } from '../../bus/bus.js';
 import { asPierError, PierError } from '../../bus/errors.js';
@@ -153,7 +154,7 @@ export class WriteSession {
       // session starts (or with recovery), under their own lock.
       if (mode === 'discard') this.written = 0;
       try {
-        await this.fd!.sync();
+        await traced('upload fsync', 'internal', () => this.fd!.sync());
       } finally {
         await this.fd!.close();
       }

@@ -1,3 +1,4 @@
+import { traced } from '../../bus/trace.js';
 import { StorageType, type JetStreamClient, type JetStreamManager } from 'nats';
 import { PierError } from '../../bus/errors.js';
 import { catchUpOrRefuse, retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/state/jetstream.js';
@@ -204,7 +205,12 @@ export class JetStreamVaultStore implements VaultStore {
     return [...this.keysView.entries.keys()].filter((k) => k.startsWith(prefix)).sort();
   }
 
-  async write<T>(fn: (w: VaultWriter) => T): Promise<T> {
+  write<T>(fn: (w: VaultWriter) => T): Promise<T> {
+    // A span of the request's trace while it is durable on a quorum (docs/operations.md "Tracing").
+    return traced('jetstream publish', 'internal', () => this.publish(fn), { 'db.system': 'nats-jetstream' });
+  }
+
+  private async publish<T>(fn: (w: VaultWriter) => T): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const ops: Op[] = [];
       const audit: AuditEntry[] = [];

@@ -1,3 +1,4 @@
+import { traced } from '../../bus/trace.js';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { openRecords, type FormatSlot } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
@@ -286,6 +287,11 @@ export class LmdbVaultStore implements VaultStore {
   }
 
   write<T>(fn: (w: VaultWriter) => T): Promise<T> {
+    // A span of the request's trace while it is durable (docs/operations.md "Tracing").
+    return traced('lmdb commit', 'internal', () => this.commit(fn), { 'db.system': 'lmdb' });
+  }
+
+  private commit<T>(fn: (w: VaultWriter) => T): Promise<T> {
     const w: VaultWriter = {
       dataKey: (scope) => this.dataKeys.get(scope),
       dataKeys: () => [...this.dataKeys.getRange()].map(({ key, value }) => ({ scope: key, record: value })),

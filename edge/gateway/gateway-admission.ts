@@ -1,3 +1,4 @@
+import type { TraceContext } from '../../bus/trace.js';
 import { newConnId } from '../../bus/ids.js';
 import { PierError } from '../../bus/errors.js';
 import { callbackTarget } from '../../lib/policy/callback-target.js';
@@ -26,6 +27,8 @@ export interface Conn {
    * named, and from then on its frames are wrapped. Undefined: frames are the app's, byte for byte.
    */
   recover?: RecoverState;
+  /** The upgrade's trace (docs/operations.md "Tracing"): its events name it, each message's span links to it. */
+  trace?: TraceContext;
 }
 
 export interface RecoverState {

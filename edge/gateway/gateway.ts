@@ -1,4 +1,5 @@
 import { at } from '../../bus/exchange.js';
+import { activeTracer } from '../../bus/trace.js';
 import { hear, serve } from '../../bus/verbs.js';
 import uWS from 'uWebSockets.js';
 import { Counter, Gauge } from 'prom-client';
@@ -209,14 +210,28 @@ export class Gateway {
     // A client replaying again and again is held to its user's budget (docs/protocol.md "History and recovery").
     const budget = conn.recover && typeof conn.recover.since === 'object' && conn.recover.since !== null ? this.replayBudget.allows(conn.user) : { ok: true as const };
     if (!budget.ok) return fail(new PierError('RATE_LIMITED', `user "${conn.user}" replayed too much history lately; reconnect in ${budget.retryAfterS} s`));
+    // A browser's traceparent is a hint (docs/operations.md "Tracing"); the upgrade's span ends here.
+    const span = activeTracer().incoming('ws upgrade', 'server', { traceparent: headers.traceparent, tracestate: headers.tracestate }, 'hint', { 'pier.app': appId(conn.user, conn.app) });
+    if (span) {
+      conn.trace = span.context;
+      span.end();
+    }
     res.upgrade(conn, headers['sec-websocket-key'] ?? '', headers['sec-websocket-protocol'] ?? '', headers['sec-websocket-extensions'] ?? '', context);
   }
 
   /** Hands one event to the forwarder; answers whether the connection's unsettled events are over their bound. */
   private event(c: Conn, action: GatewayAction, data: unknown, cookie: string | null, size = 0): boolean {
     c.seq++;
-    return this.forwarder.emit({ eventId: gatewayEventId(c.connId, c.seq, action), connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, oldest: c.seq, action, data, cookie }, size);
+    // With export on, each message is a span of its own, linked to the connection's upgrade (no span
+    // lives as long as a connection); otherwise the upgrade's traceparent, handed on as it came.
+    const span = action === 'message' && this.tracer().exporting ? this.tracer().incoming('ws message', 'consumer', undefined, 'hint', { 'pier.app': appId(c.user, c.app) }, c.trace ? [c.trace] : undefined) : null;
+    span?.end();
+    const trace = (span?.context ?? c.trace)?.traceparent;
+    const ev = { eventId: gatewayEventId(c.connId, c.seq, action), connId: c.connId, edge: this.ctx.peers.self.busId, user: c.user, app: c.app, seq: c.seq, oldest: c.seq, action, data, cookie };
+    return this.forwarder.emit(trace ? { ...ev, trace } : ev, size);
   }
+
+  private readonly tracer = activeTracer;
 
   private opened(ws: Ws): void {
     const c = ws.getUserData();

@@ -5,6 +5,10 @@ import type { HttpDeps, HttpReply, Method, Route } from './http.js';
 import { isolated } from './isolate.js';
 import { abortRelay, bodyStream, copyRequest, paramNamesOf, readBody } from './uws-request.js';
 import { send, type ResponseState } from './uws-response.js';
+import { activeTracer, runInTrace, type Span } from '../../bus/trace.js';
+
+/** Probes and metrics: never a span. */
+const UNTRACED = new Set(['/healthz', '/readyz', '/metrics']);
 
 /** A gate's refusal: answered as it is, the body never read. */
 class GateRefusal extends Error {
@@ -57,6 +61,10 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
     s.seconds.observe(seconds);
   };
   const answer = answerWith(deps);
+  // Browsers call the public and upload listeners; apps, local callers and the operator the others.
+  const browsers = deps.listener === 'public' || deps.listener === 'upload';
+  // A balancer's checks and a scraper's pulls are not traced: they would be most of the traces.
+  const untraced = UNTRACED.has(route.path);
   return (res, req) => {
     const started = process.hrtime.bigint();
     const state: ResponseState = { aborted: false };
@@ -67,6 +75,18 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
       observe(data.method, 403, Number(process.hrtime.bigint() - started) / 1e9);
       return;
     }
+    // The request's span (its trace from the caller's traceparent: an app's or the operator's is
+    // followed, a browser's only as a hint), around everything done for it; the path template, never the query.
+    const span = untraced ? null : activeTracer().incoming(`${data.method.toUpperCase()} ${route.path}`, 'server', { traceparent: data.headers.traceparent, tracestate: data.headers.tracestate }, browsers ? 'hint' : 'trusted', {
+      'http.request.method': data.method.toUpperCase(),
+      'http.route': route.path,
+      'pier.listener': deps.listener,
+    });
+    runInTrace(span?.context, () => handle(res, data, state, started, span));
+  };
+
+  /** The request's work, from its gate and body to the answer sent and counted. */
+  function handle(res: HttpResponse, data: ReturnType<typeof copyRequest>, state: ResponseState, started: bigint, span: Span | null): void {
     const limit = route.bodyLimit ?? 0;
     const stream = route.streamBody ? bodyStream(res, state) : undefined;
     // The gate starts now, in the same tick as the body reader, which holds the body until it passes.
@@ -91,9 +111,12 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
         if (err instanceof GateRefusal) return err.reply;
         const e = asPierError(err);
         if (e.status >= 500) deps.log.error({ err: e.cause ?? e, route: route.path }, e.message);
+        if (e.status >= 500) span?.fail(e.code);
         return errorReply(e);
       })
       .then(async (reply) => {
+        span?.set('http.response.status_code', reply.status);
+        span?.end();
         // Asked when the answer leaves, not when the request came: a drain that began meanwhile counts.
         state.closeConnection = deps.closing?.() === true;
         await send(res, reply, state);
@@ -109,5 +132,5 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
       .finally(() => {
         if (inFlight) inFlight.count--;
       });
-  };
+  }
 }

@@ -1,3 +1,4 @@
+import type { TraceConfig } from '../trace/config.js';
 import { BUS_ROLES, type BusRole } from '../../bus/permissions.js';
 import type { Keyring } from '../crypto/keyring.js';
 import type { BusTrust } from './config-trust.js';
@@ -23,6 +24,8 @@ export interface Ports {
 /** The one configuration object, built and checked at start-up and passed down. */
 export interface Config {
   instanceId: string;
+  /** OpenTelemetry export of spans (docs/operations.md "Tracing"); trace context passes through either way. */
+  tracing: TraceConfig;
   roles: Role[];
   dataDir: string;
   natsUrl: string | null;

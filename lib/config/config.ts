@@ -1,3 +1,4 @@
+import { parseTracing } from '../trace/config.js';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { availableParallelism, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -124,6 +125,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     heartbeatMs: integer(env, ENV.heartbeatMs, 1_000, 50, 60_000),
     stopTimeoutMs,
     drainMs,
+    tracing: parseTracing(env),
     probePort: env[ENV.probePort] ? integer(env, ENV.probePort, 0, 0, 65535) : null,
     peerDeadMs: integer(env, ENV.peerDeadMs, 10_000, 200, 600_000),
     gateway: {

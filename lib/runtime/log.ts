@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { destination, pino, type Logger } from 'pino';
+import { currentTrace } from '../../bus/trace.js';
 
 export type { Logger };
 
@@ -16,6 +17,11 @@ export function createLogger(options: { level: string; name: string; destination
       name: options.name,
       level: options.level,
       base: { pid: process.pid },
+      // A line written inside a traced request names its trace (W3C trace id), to find it among the spans.
+      mixin: () => {
+        const t = currentTrace();
+        return t ? { trace_id: t.traceparent.slice(3, 35) } : {};
+      },
       redact: {
         paths: ['token', 'appSecret', 'secret', 'value', 'password', '*.token', '*.appSecret', '*.secret', '*.value', 'headers.authorization', 'headers["x-authorization"]', 'headers.cookie'],
         censor: '[redacted]',

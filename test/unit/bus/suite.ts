@@ -3,6 +3,7 @@ import './auth-conf-unchanged.test.js';
 import './byte-stream.test.js';
 import './channel-errors.test.js';
 import './errors.test.js';
+import './trace.test.js';
 import './ids.test.js';
 import './wire-format.test.js';
 import './memory-routes.test.js';

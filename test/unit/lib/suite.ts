@@ -14,6 +14,7 @@ import './peers-goodbye.test.js';
 import './presence.test.js';
 import './record-format.test.js';
 import './stream-follower.test.js';
+import './trace-config.test.js';
 import './wire-window.test.js';
 import { everyFileGathered } from '../../helpers/unit-suite.js';
 
