@@ -11,6 +11,8 @@ import {
   NotFoundError,
   PierApp,
   UnauthorizedError,
+  traceHeaders,
+  withTrace,
   type CallbackEvent,
   type Perm,
 } from '@pier/sdk/server';
@@ -38,6 +40,8 @@ let env: Record<string, string>;
 let chat: { OS_SYSTEM_SERVER: string; OS_APP_KEY: string; OS_APP_SECRET: string };
 let userToken: string;
 const events: CallbackEvent[] = [];
+/** The trace the SDK's calls would send, as seen inside each onEvent. */
+const tracesInHandler: Array<string | undefined> = [];
 let receiverRefusals = 0;
 
 /** Pier stopped and started again with its clock moved; the same data and ports. */
@@ -92,7 +96,14 @@ test.before(async () => {
   const installed = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env);
   if (installed.code !== 0) throw new Error(installed.stderr);
   Object.assign(chat, installed.json.env);
-  const real = new CallbackReceiver(chat.OS_APP_SECRET, (ev) => void events.push(ev), { onRefused: () => void receiverRefusals++ });
+  const real = new CallbackReceiver(
+    chat.OS_APP_SECRET,
+    (ev) => {
+      events.push(ev);
+      tracesInHandler.push(traceHeaders().traceparent);
+    },
+    { onRefused: () => void receiverRefusals++ },
+  );
   handler = real.handler();
 });
 
@@ -228,6 +239,7 @@ test.serial('a token Pier refuses before its time is replaced once, and a second
 
 test.serial('the gateway: callbacks verified and in order; send, list and close through the local API', async (t) => {
   events.length = 0;
+  tracesInHandler.length = 0;
   const a = app();
   const host = 'chat.alice.localhost';
   const client = await connect(pier.ports!.public!, host, { 'x-authorization': userToken });
@@ -252,6 +264,26 @@ test.serial('the gateway: callbacks verified and in order; send, list and close 
   await until('the close callback', () => events.some((e) => e.action === 'close'), 10_000);
   t.is(events.filter((e) => e.action === 'close').length, 1);
   t.is(receiverRefusals, 0);
+});
+
+test.serial('trace context passes through: a callback carries the upgrade\'s trace, and calls made in withTrace (as onEvent is run) send it on', async (t) => {
+  events.length = 0;
+  tracesInHandler.length = 0;
+  const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+  const client = await connect(pier.ports!.public!, 'chat.alice.localhost', { 'x-authorization': userToken, traceparent });
+  client.ws.send('traced');
+  await until('the message callback', () => events.some((e) => e.action === 'message'), 10_000);
+  const message = events.find((e) => e.action === 'message')!;
+  t.deepEqual(message.trace, { traceparent });
+  t.is(tracesInHandler[events.indexOf(message)], traceparent, 'onEvent runs in the event\'s trace');
+  // What onEvent does runs in the event's trace: a provider call made there carries it on.
+  const notes = app().provider(NOTES_V2);
+  const res = await withTrace(message.trace, () => notes.call('echo', '{}'));
+  t.is(res.status, 201);
+  t.is(upstream.seen.at(-1)!.headers.traceparent, traceparent);
+  await notes.call('echo', '{}');
+  t.is(upstream.seen.at(-1)!.headers.traceparent, undefined, 'outside a trace, none is sent');
+  client.ws.close();
 });
 
 test.serial('forged, stale, replayed and oversized callbacks are refused or absorbed, never handed on', async (t) => {

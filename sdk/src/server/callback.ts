@@ -1,3 +1,4 @@
+import { traceFrom, withTrace, type TraceContext } from './trace.js';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BadRequestError, PayloadTooLargeError, PierError, UnauthorizedError } from '../errors.js';
@@ -18,6 +19,8 @@ export interface CallbackEvent {
   seq: number;
   /** The client's original `Cookie` header (`message` only). */
   cookie?: string;
+  /** The event's trace (Pier's `traceparent`/`tracestate`), when Pier sent one: `onEvent` runs in it. */
+  trace?: TraceContext;
 }
 
 /** The callback's JSON body as Pier sends it; `CallbackEvent` is what the app is handed. */
@@ -80,7 +83,8 @@ export function verifyCallback(headers: Headers, rawBody: Uint8Array | string, a
   }
   const seq = Number(header(headers, 'x-pier-seq'));
   const cookie = header(headers, 'cookie');
-  return { action, data: parsed.data ?? {}, userName, connId, eventId, seq: Number.isSafeInteger(seq) ? seq : 0, ...(cookie ? { cookie } : {}) };
+  const trace = traceFrom(header(headers, 'traceparent'), header(headers, 'tracestate'));
+  return { action, data: parsed.data ?? {}, userName, connId, eventId, seq: Number.isSafeInteger(seq) ? seq : 0, ...(cookie ? { cookie } : {}), ...(trace ? { trace } : {}) };
 }
 
 export interface ReceiverOptions extends VerifyOptions {
@@ -125,7 +129,7 @@ export class CallbackReceiver {
     let handling = this.running.get(id);
     if (!handling) {
       handling = Promise.resolve()
-        .then(() => this.onEvent(event))
+        .then(() => withTrace(event.trace, () => this.onEvent(event)))
         .then(() => {
           this.seen.set(id, true);
           if (this.seen.size > (this.options.remember ?? 10_000)) this.seen.delete(this.seen.keys().next().value!);

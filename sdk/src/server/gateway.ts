@@ -1,3 +1,4 @@
+import { traceHeaders } from './trace.js';
 import { errorFromAnswer, NetworkError, readJson } from '../errors.js';
 
 export interface ConnectionInfo {
@@ -86,7 +87,7 @@ export class GatewayClient {
     try {
       res = await fetch(`${this.baseUrl}${path}`, {
         method,
-        headers: { 'content-type': 'application/json', 'x-app-key': this.appKey, 'x-app-secret': this.appSecret },
+        headers: { ...traceHeaders(), 'content-type': 'application/json', 'x-app-key': this.appKey, 'x-app-secret': this.appSecret },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.timeoutMs),
       });

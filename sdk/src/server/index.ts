@@ -5,4 +5,5 @@ export { ProviderClient, type CallOptions, type ProviderSpec } from './provider.
 export { VaultClient, type Secret, type SecretEnv, type VaultOptions } from './vault.js';
 export { GatewayClient, type ConnectionInfo, type ConnectionList, type ListedUser, type SendReceipt, type SendTarget } from './gateway.js';
 export { CallbackReceiver, callbackHandler, callbackKey, verifyCallback, type CallbackBody, type CallbackEvent, type ReceiverOptions, type VerifyOptions } from './callback.js';
+export { traceHeaders, withTrace, type TraceContext } from './trace.js';
 export * from '../errors.js';

@@ -1,3 +1,4 @@
+import { traceHeaders } from './trace.js';
 import { NetworkError } from '../errors.js';
 import type { AccessTokens, Perm } from './tokens.js';
 
@@ -27,7 +28,7 @@ export class SystemServerClient implements SystemFetch {
       try {
         return await fetch(`http://${this.systemServer}${path}`, {
           ...init,
-          headers: { ...(init.headers as Record<string, string> | undefined), 'x-access-token': token },
+          headers: { ...traceHeaders(), ...(init.headers as Record<string, string> | undefined), 'x-access-token': token },
           signal: init.signal ? AbortSignal.any([init.signal, AbortSignal.timeout(this.timeoutMs)]) : AbortSignal.timeout(this.timeoutMs),
           ...(init.body && !isReplayable(init.body) ? { duplex: 'half' } : {}),
         } as RequestInit);

@@ -1,3 +1,4 @@
+import { traceHeaders } from './trace.js';
 import bcrypt from 'bcryptjs';
 import { errorFromAnswer, NetworkError, readJson, UnauthorizedError } from '../errors.js';
 
@@ -104,7 +105,7 @@ export class AccessTokens {
     try {
       res = await fetch(`http://${this.systemServer}/permission/v1alpha1/access`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { ...traceHeaders(), 'content-type': 'application/json' },
         body: JSON.stringify({ app_key: this.appKey, timestamp, token: proof, perm } satisfies AccessRequestBody),
         signal: AbortSignal.timeout(30_000),
       });
