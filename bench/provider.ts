@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { Pool } from 'undici';
@@ -10,6 +10,7 @@ import { fixedRate, maxRate, measureUtilisation, round, type LatencySummary, typ
 import { cpuPerOp, ratioAtLeast, ratioAtMost } from './goals.js';
 import { nginxMissing, startNginx } from './nginx.js';
 import { pinServer, SERVER_NODE_FLAGS } from './pinning.js';
+import { otlpSink } from './tracing.js';
 
 const NOTES = { group: 'api.notes', dataType: 'legacy_notes', version: 'v2' };
 
@@ -51,6 +52,49 @@ async function passThrough(started: Promise<{ port: number; proc: ChildProcess; 
   }
 }
 
+/** The notes provider and the chat app calling it, installed for alice; the targets direct and through Pier. */
+async function installNotes(pier: PierProcess, dir: string, upstreamPort: number) {
+  mkdirSync(dir, { recursive: true });
+  const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
+  await cli(['user', 'add', 'alice'], env);
+  writeFileSync(join(dir, 'notes.yaml'), 'metadata: { name: notes }\n');
+  writeFileSync(join(dir, 'p.yaml'), providerDoc('alice', 'provider-notes-alice', upstreamPort, { ...NOTES, version: 'v2', ops: { echo: '/echo' } }));
+  writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { appName: notes, port: 80, version: v2, dataType: legacy_notes, group: api.notes, ops: [echo] }\n');
+  await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'notes.yaml'), '--provider', join(dir, 'p.yaml')], env);
+  const app = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
+  const system = `http://127.0.0.1:${pier.ports!.system}`;
+  const ts = () => Math.floor(Date.now() / 1000);
+  const accessBody = (t: number, token: string) => Buffer.from(JSON.stringify({ app_key: app.OS_APP_KEY, timestamp: t, token, perm: { ...NOTES, ops: ['echo'] } }));
+  const t0 = ts();
+  const first = await (await fetch(`${system}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: accessBody(t0, bcrypt.hashSync(`${app.OS_APP_KEY}${t0}${app.OS_APP_SECRET}`, 10)) })).json();
+  const body = Buffer.alloc(1024, 'y');
+  const direct: Target = { origin: `http://127.0.0.1:${upstreamPort}`, path: '/echo', method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body };
+  const viaPier: Target = { origin: system, path: '/system-server/v1alpha1/legacy_notes/api.notes/v2/echo', method: 'POST', headers: { ...direct.headers, 'x-access-token': first.data.access_token }, body };
+  return { app, system, accessBody, ts, direct, viaPier };
+}
+
+/** The same Pier with every span exported to a sink on the load core (docs/operations.md "Tracing"). */
+async function measureTraced(dir: string, upstreamPort: number, direct: Target) {
+  const sink = await otlpSink();
+  try {
+    const on = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_NODE_FLAGS: SERVER_NODE_FLAGS.join(' '), ...sink.env }));
+    pinServer(on.proc.pid);
+    try {
+      const { viaPier } = await installNotes(on, dir, upstreamPort);
+      await fixedRate(viaPier, 500, 2); // warm-up
+      await fixedRate(direct, 500, 1);
+      const fixed = await fixedRate(viaPier, 1000, 5);
+      const max = await cpuPerOp(on.proc.pid!, () => maxRate(viaPier, 64, 5), (r) => r.requests);
+      await new Promise((r) => setTimeout(r, 1_500)); // the last batch (sent every second)
+      return { fixed, max, spans: await sink.spans() };
+    } finally {
+      await on.stop();
+    }
+  } finally {
+    sink.stop();
+  }
+}
+
 /**
  * Pier (one process, the `npm start` shape) in front of a provider in its own process, next to
  * calling that provider directly, with 1 KiB bodies. Plus the token endpoint, cold and warm, and
@@ -62,21 +106,7 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
   const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_NODE_FLAGS: SERVER_NODE_FLAGS.join(' ') }));
   pinServer(pier.proc.pid);
   try {
-    const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
-    await cli(['user', 'add', 'alice'], env);
-    writeFileSync(join(dir, 'notes.yaml'), 'metadata: { name: notes }\n');
-    writeFileSync(join(dir, 'p.yaml'), providerDoc('alice', 'provider-notes-alice', upstream.port, { ...NOTES, version: 'v2', ops: { echo: '/echo' } }));
-    writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { appName: notes, port: 80, version: v2, dataType: legacy_notes, group: api.notes, ops: [echo] }\n');
-    await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'notes.yaml'), '--provider', join(dir, 'p.yaml')], env);
-    const app = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
-    const system = `http://127.0.0.1:${pier.ports!.system}`;
-    const ts = () => Math.floor(Date.now() / 1000);
-    const accessBody = (t: number, token: string) => Buffer.from(JSON.stringify({ app_key: app.OS_APP_KEY, timestamp: t, token, perm: { ...NOTES, ops: ['echo'] } }));
-    const t0 = ts();
-    const first = await (await fetch(`${system}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: accessBody(t0, bcrypt.hashSync(`${app.OS_APP_KEY}${t0}${app.OS_APP_SECRET}`, 10)) })).json();
-    const body = Buffer.alloc(1024, 'y');
-    const direct: Target = { origin: `http://127.0.0.1:${upstream.port}`, path: '/echo', method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body };
-    const viaPier: Target = { origin: system, path: '/system-server/v1alpha1/legacy_notes/api.notes/v2/echo', method: 'POST', headers: { ...direct.headers, 'x-access-token': first.data.access_token }, body };
+    const { app, system, accessBody, ts, direct, viaPier } = await installNotes(pier, dir, upstream.port);
 
     await fixedRate(viaPier, 500, 2); // warm-up: JIT, connection pools
     await fixedRate(direct, 500, 2);
@@ -114,6 +144,8 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
     const flood = await fixedRate({ origin: system, path: '/permission/v1alpha1/access', method: 'POST', headers: { 'content-type': 'application/json' }, body: accessBody(ts(), bad) }, 1000, 5, 429);
     const loopP99 = await eventLoopP99(pier.adminUrl);
     await pool.close();
+    await pier.stop();
+    const traced = await measureTraced(join(dir, 'traced'), upstream.port, direct);
 
     const added = (k: 'p50_ms' | 'p90_ms' | 'p99_ms') => round(p.result[k] - d.result[k]);
     const goals = [
@@ -137,6 +169,13 @@ export async function benchProvider(): Promise<Record<string, unknown>> {
       cost_per_call_cpu_us: { via_pier: pierCpu.cpu_us_per_op, floor: floor.cpu_us_per_call, nginx: 'cpu_us_per_call' in nginx ? nginx.cpu_us_per_call : null, note: 'CPU time of the proxying process (all its threads) over the max-rate run, per answered call; the upstream is not counted' },
       goals,
       tokens_per_s: { cold_bcrypt_cost10: round(coldPerS, 1), cold_all_200: coldStatuses.every((s) => s === 200), warm_cached: Math.round(warmPerS) },
+      tracing: {
+        shape: 'the same Pier with every span exported (OTEL_TRACES_SAMPLER=always_on) to an OTLP sink on the load core; export off is the figures above',
+        fixed_rate_1000_rps_added_by_pier_ms: { p50: round(traced.fixed.p50_ms - d.result.p50_ms), p99: round(traced.fixed.p99_ms - d.result.p99_ms) },
+        max_rate_64_clients: { via_pier_rps: traced.max.result.rps, ratio_to_off: round(traced.max.result.rps / maxPier.result.rps, 2), errors: traced.max.result.errors },
+        cost_per_call_cpu_us: { on: traced.max.cpu_us_per_op, off: pierCpu.cpu_us_per_op, added: round(traced.max.cpu_us_per_op - pierCpu.cpu_us_per_op) },
+        spans_exported: traced.spans,
+      },
       invalid_token_flood_1000_rps: { edge_event_loop_delay_p99_ms: round(loopP99), goal_ms: 10, answers_429: flood, note: 'the first failures cost a bcrypt each (401); past 10 the key is rate limited (429) and refused without a hash' },
     };
   } finally {

@@ -9,6 +9,7 @@ import { maxRate, round, type Target } from './load.js';
 import { pinServer, SERVER_NODE_FLAGS } from './pinning.js';
 import { atLeast, cpuPerOp, ratioAtLeast, ratioAtMost } from './goals.js';
 import { floorAccessToken } from './floor-token.js';
+import { otlpSink } from './tracing.js';
 
 
 /** The vault read's floor (floor-vault.ts), read as Pier is: 32 clients back to back, with its CPU per read. */
@@ -96,6 +97,26 @@ export async function measureEdgeApart(dir: string, natsUrl: string) {
   }
 }
 
+/** The npm start shape again with span export on, every span (docs/operations.md "Tracing"): reads, creates, updates. */
+async function measureTraced(dir: string) {
+  const sink = await otlpSink();
+  try {
+    const on = await PierProcess.start(pierEnv(join(dir, 'data-traced'), { PIER_NODE_FLAGS: SERVER_NODE_FLAGS.join(' '), ...sink.env }));
+    pinServer(on.proc.pid);
+    try {
+      const run = await measure(on, join(dir, 'data-traced'));
+      const metrics = await (await fetch(`${on.adminUrl}/metrics`)).text();
+      const dropped = Number(/^pier_trace_spans_dropped_total(?:\{[^}]*\})? (\d+)/m.exec(metrics)?.[1] ?? 0);
+      await new Promise((r) => setTimeout(r, 1_500)); // the last batch (sent every second)
+      return { ...run, spans: await sink.spans(), dropped };
+    } finally {
+      await on.stop();
+    }
+  } finally {
+    sink.stop();
+  }
+}
+
 /**
  * RetrieveSecret and CreateSecret through the whole stack (one process, the `npm start` shape),
  * 32 clients back to back, 1 KiB values, next to a bare uWebSockets.js endpoint answering a constant;
@@ -116,6 +137,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     const floor = await vaultFloor(join(dir, 'floor'), retrieve);
     const floorCached = await vaultFloor(join(dir, 'floor-cached'), retrieve, 'cached');
     await pier.stop();
+    const traced = await measureTraced(dir);
 
     // The same, with the registry and the vault on JetStream: 3 nodes, 3 copies, quorum writes.
     // Next to it, LMDB with the bus over the same NATS: the like-for-like figure for the reads.
@@ -164,6 +186,14 @@ export async function benchVault(): Promise<Record<string, unknown>> {
         atLeast('vault durable creates on JetStream R3 (/s, 32 clients)', r3.writes.rps, 1000),
       ],
       create_durable: { rps: writes.rps, p50_ms: writes.p50_ms, p99_ms: writes.p99_ms, errors: writes.errors, goal: '>= 1000/s' },
+      tracing: {
+        shape: 'the same Pier with every span exported (OTEL_TRACES_SAMPLER=always_on) to an OTLP sink on the load core; export off is the figures above',
+        retrieve: { rps: traced.reads.rps, p50_ms: traced.reads.p50_ms, p99_ms: traced.reads.p99_ms, errors: traced.reads.errors, cpu_us_per_read: traced.reads.cpu_us_per_op, ratio_to_off: round(traced.reads.rps / reads.rps, 2), added_cpu_us_per_read: round(traced.reads.cpu_us_per_op - reads.cpu_us_per_op) },
+        create_durable: { rps: traced.writes.rps, p99_ms: traced.writes.p99_ms, errors: traced.writes.errors, ratio_to_off: round(traced.writes.rps / writes.rps, 2) },
+        update_durable: { rps: traced.updates.rps, p99_ms: traced.updates.p99_ms, errors: traced.updates.errors, ratio_to_off: round(traced.updates.rps / updates.rps, 2) },
+        spans_exported: traced.spans,
+        spans_dropped: traced.dropped,
+      },
       update_durable: {
         rps: updates.rps,
         p50_ms: updates.p50_ms,
