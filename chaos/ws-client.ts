@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
 import type { History } from './history.js';
 
@@ -76,7 +77,9 @@ export class WsClient {
     const query = this.recover ? `?recover=${from ? `${encodeURIComponent(from.epoch)}:${from.offset}` : ''}` : '';
     const op = this.history.invoke('ws', 'connect', { client: this.id, ...fields, ...(this.recover ? { recover: from ? `${from.epoch}:${from.offset}` : '' } : {}) });
     const ws = new WebSocket(`ws://127.0.0.1:${to.port}/ws${query}`, {
-      headers: { host: to.host, 'x-authorization': to.token, 'user-agent': `pier-chaos ${this.id}` },
+      // A trace of its own, as an instrumented page sends it: its context crosses every hop (and, in
+      // an upgrade run, processes of both releases: docs/operations.md "Tracing").
+      headers: { host: to.host, 'x-authorization': to.token, 'user-agent': `pier-chaos ${this.id}`, traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01` },
       handshakeTimeout: HANDSHAKE_MS,
     });
     // Before the open: nothing the server sends after its 101 is missed.

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { vaultPerm } from '../../test/helpers/app-client.js';
 import { checkCarry } from '../checks/carry.js';
 import { AccessCache, adminSettled, errorText, jsonFetch, sleep, type Answer } from '../vault-http.js';
@@ -51,7 +52,8 @@ async function call(ctx: WorkloadContext, s: State, op: string, body: unknown): 
   try {
     token = await s.access.get();
     const url = `${ctx.cluster.url('system')}/system-server/v1alpha1/secret/secret.vault/v1/${op}?workspace=${WORKSPACE}`;
-    const a = await jsonFetch(url, 'POST', { 'x-access-token': token }, body);
+    // Each request in a trace of its own, as an instrumented app sends it: trace context crosses the bus (and both releases in an upgrade run).
+    const a = await jsonFetch(url, 'POST', { 'x-access-token': token, traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01` }, body);
     if (a.status === 401) s.access.invalidate(token);
     return a;
   } catch (err) {
