@@ -115,8 +115,16 @@ export function runInTrace<T>(context: TraceContext | undefined, fn: () => T): T
   return context ? current.run(context, fn) : fn();
 }
 
-/** The headers that carry `context` on (the current one unless given): none without one. */
-export function traceHeaders(context: TraceContext | undefined = current.getStore()): TraceCarrier | undefined {
+/**
+ * Runs `fn` in exactly `context`: with none, outside any trace. For work that outlives the request
+ * that started it (a queue's loop, a retry timer), which would otherwise carry that request's trace on.
+ */
+export function onlyInTrace<T>(context: TraceContext | undefined, fn: () => T): T {
+  return context ? current.run(context, fn) : current.exit(fn);
+}
+
+/** The headers that carry `context` on: none without one (pass `currentTrace()` for the running work's). */
+export function traceHeaders(context: TraceContext | undefined): TraceCarrier | undefined {
   if (!context) return undefined;
   return context.tracestate ? { traceparent: context.traceparent, tracestate: context.tracestate } : { traceparent: context.traceparent };
 }

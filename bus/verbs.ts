@@ -92,9 +92,11 @@ function receivedSpan(msg: BusMessage): Span | null {
 }
 
 /** A request's span on the asking side (a child of the current work), and the headers carrying the trace on. */
+const UNTRACED = { span: null, context: undefined } as const;
+
 function sendingSpan(subject: string): { span: Span | null; context: TraceContext | undefined } {
   const now = currentTrace();
-  if (!now) return { span: null, context: undefined };
+  if (!now) return UNTRACED;
   const span = activeTracer().child(`send ${subject}`, 'client', { 'messaging.system': 'nats', 'messaging.destination.name': subject }, now);
   return { span, context: span?.context ?? now };
 }

@@ -1,3 +1,4 @@
+import { onlyInTrace } from '../../bus/trace.js';
 import { asPierError, PierError } from '../../bus/errors.js';
 import { gatewayEventId } from '../../bus/ids.js';
 import type { EventAck, GatewayEvent } from '../../bus/subjects.js';
@@ -98,7 +99,8 @@ export class ConnQueues {
     conn.queue.push(ev);
     conn.lastSeq = ev.seq;
     if (ev.action === 'close') conn.closed = true;
-    if (!conn.running) void this.drain(conn);
+    // The loop outlives the request that started it: it runs outside that request's trace (each event's delivery is in its own).
+    if (!conn.running) void onlyInTrace(undefined, () => this.drain(conn));
   }
 
   private async drain(conn: ConnState): Promise<void> {

@@ -1,5 +1,5 @@
 import { at } from '../../bus/exchange.js';
-import { runInTrace } from '../../bus/trace.js';
+import { onlyInTrace } from '../../bus/trace.js';
 import { ask, tell } from '../../bus/verbs.js';
 import type { Bus } from '../../bus/bus.js';
 import { gatewayChannels, gatewaySubjects, movedSigned, type GatewayEvent } from '../../bus/subjects.js';
@@ -172,7 +172,7 @@ export class EventForwarder {
     if (!box.replica) return this.retryLater(box, ev.connId);
     const sent = { ...ev, oldest: box.events[0]?.seq ?? ev.seq };
     // Sent in the event's own trace (its message's span), whatever work happens to send it.
-    runInTrace(ev.trace ? { traceparent: ev.trace } : undefined, () => ask(this.bus, at(gatewayChannels.deliver, gatewaySubjects.deliver(box.replica!)), sent, { timeoutMs: this.options.ackTimeoutMs }))
+    onlyInTrace(ev.trace ? { traceparent: ev.trace } : undefined, () => ask(this.bus, at(gatewayChannels.deliver, gatewaySubjects.deliver(box.replica!)), sent, { timeoutMs: this.options.ackTimeoutMs }))
       .then((ack) => {
         // Refused: the replica's registry view does not know the app (yet: it may lag this edge's
         // view, or any more). Sent again like a failure, and given up on after the retry period.

@@ -77,12 +77,18 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
     }
     // The request's span (its trace from the caller's traceparent: an app's or the operator's is
     // followed, a browser's only as a hint), around everything done for it; the path template, never the query.
-    const span = untraced ? null : activeTracer().incoming(`${data.method.toUpperCase()} ${route.path}`, 'server', { traceparent: data.headers.traceparent, tracestate: data.headers.tracestate }, browsers ? 'hint' : 'trusted', {
-      'http.request.method': data.method.toUpperCase(),
-      'http.route': route.path,
-      'pier.listener': deps.listener,
-    });
-    runInTrace(span?.context, () => handle(res, data, state, started, span));
+    // With export off and no traceparent (nearly every request), nothing at all is made.
+    const tracer = activeTracer();
+    const span =
+      untraced || (!tracer.exporting && data.headers.traceparent === undefined)
+        ? null
+        : tracer.incoming(`${data.method.toUpperCase()} ${route.path}`, 'server', { traceparent: data.headers.traceparent, tracestate: data.headers.tracestate }, browsers ? 'hint' : 'trusted', {
+            'http.request.method': data.method.toUpperCase(),
+            'http.route': route.path,
+            'pier.listener': deps.listener,
+          });
+    if (span) runInTrace(span.context, () => handle(res, data, state, started, span));
+    else handle(res, data, state, started, null);
   };
 
   /** The request's work, from its gate and body to the answer sent and counted. */

@@ -50,6 +50,8 @@ test('bad values are refused before anything starts', async (t) => {
     [{ PIER_PUBLIC_PORT: 'eighty' }, [], 'pier: PIER_PUBLIC_PORT: must be an integer from 0 to 65535, got "eighty"\n'],
     [{ PIER_MASTER_KEY: 'short' }, [], 'pier: PIER_MASTER_KEY: must be 32 bytes, as 64 hex digits or base64\n'],
     [{ NATS_URL: 'localhost:4222' }, [], 'pier: NATS_URL: must look like nats://host:4222, got "localhost:4222"\n'],
+    [{ OTEL_TRACES_SAMPLER: 'sometimes' }, [], 'pier: OTEL_TRACES_SAMPLER: one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio, got "sometimes"\n'],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }, [], 'pier: OTEL_EXPORTER_OTLP_ENDPOINT: must be http:// or https:// (OTLP/HTTP), got collector:\n'],
   ];
   for (const [extra, args, expected] of cases) {
     const r = await start(pierEnv(dir, extra), args);
