@@ -1,5 +1,6 @@
 // Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
 import './processes-check.test.js';
+import './upgrade-history.test.js';
 import './worktree.test.js';
 import './upload-check.test.js';
 import './users-check.test.js';
