@@ -1,3 +1,4 @@
+import { traced } from '../../bus/trace.js';
 import type { JetStreamClient, JetStreamManager } from 'nats';
 import { registryState, type Change, type ChangeEvent, type ProviderView, type Snapshot, type TokenView, type UserView } from '../../bus/subjects.js';
 import { ReplicatedLog, type LogState } from '../../lib/state/replicated-log.js';
@@ -135,7 +136,12 @@ export class JetStreamRegistryStore implements RegistryStore {
    * Runs `fn` on the state this replica has and appends its changes to the log naming that
    * revision; accepted, it is the next revision everywhere; refused, `fn` runs again (see ReplicatedLog).
    */
-  async write<T>(fn: (w: Writer) => T): Promise<{ result: T; event: ChangeEvent | null }> {
+  write<T>(fn: (w: Writer) => T): Promise<{ result: T; event: ChangeEvent | null }> {
+    // A span of the request's trace while the change is durable on a quorum (docs/operations.md "Tracing").
+    return traced('jetstream publish', 'internal', () => this.publish(fn), { 'db.system': 'nats-jetstream' });
+  }
+
+  private async publish<T>(fn: (w: Writer) => T): Promise<{ result: T; event: ChangeEvent | null }> {
     const { result, changes, revision } = await this.log
       .write(() => {
         const changes: Change[] = [];

@@ -1,3 +1,4 @@
+import { traced } from '../../bus/trace.js';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { openRecords } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
@@ -140,7 +141,12 @@ export class LmdbRegistryStore implements RegistryStore {
    * to abort. Resolves with its result and the change event to publish (revision bumped only when
    * something changed).
    */
-  async write<T>(fn: (w: Writer) => T): Promise<{ result: T; event: ChangeEvent | null }> {
+  write<T>(fn: (w: Writer) => T): Promise<{ result: T; event: ChangeEvent | null }> {
+    // A span of the request's trace while the change is durable (docs/operations.md "Tracing").
+    return traced('lmdb commit', 'internal', () => this.commit(fn), { 'db.system': 'lmdb' });
+  }
+
+  private async commit<T>(fn: (w: Writer) => T): Promise<{ result: T; event: ChangeEvent | null }> {
     return durably(this.root, this.root.transaction(() => {
       const changes: Change[] = [];
       const w: Writer = {

@@ -1,3 +1,4 @@
+import { traced } from '../../bus/trace.js';
 import type { JetStreamClient, JetStreamManager } from 'nats';
 import { appId } from '../../bus/ids.js';
 import { uploadState } from '../../bus/subjects.js';
@@ -93,7 +94,12 @@ export class JetStreamUploadStore implements UploadStore {
     return id === undefined ? undefined : this.get(id);
   }
 
-  async write<T>(fn: (w: UploadWriter) => T): Promise<T> {
+  write<T>(fn: (w: UploadWriter) => T): Promise<T> {
+    // A span of the request's trace while the record is durable on a quorum (docs/operations.md "Tracing").
+    return traced('jetstream publish', 'internal', () => this.publish(fn), { 'db.system': 'nats-jetstream' });
+  }
+
+  private async publish<T>(fn: (w: UploadWriter) => T): Promise<T> {
     const { result } = await this.log.write((model) => {
       // This write's changes, by id (null: removed), read back by its own reads.
       const pending = new Map<string, Upload | null>();

@@ -1,3 +1,4 @@
+import { traced } from '../../bus/trace.js';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { openRecords } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
@@ -125,6 +126,11 @@ export class LmdbUploadStore implements UploadStore {
   }
 
   write<T>(fn: (w: UploadWriter) => T, options: { visibleOnly?: boolean } = {}): Promise<T> {
+    // A span of the request's trace while the record is durable (docs/operations.md "Tracing").
+    return traced('lmdb commit', 'internal', () => this.commit(fn, options), { 'db.system': 'lmdb' });
+  }
+
+  private commit<T>(fn: (w: UploadWriter) => T, options: { visibleOnly?: boolean }): Promise<T> {
     const w: UploadWriter = {
       get: (id) => this.get(id),
       unfinishedAt: (user, app, target) => this.unfinishedAt(user, app, target),

@@ -153,6 +153,21 @@ test.serial('an app\'s vault read: the edge, the bus, the vault; a vault write i
   t.is(one(writes, 'lmdb commit', 'pier-vault').parentSpanId, one(writes, /^pier\.vault\.op/, 'pier-vault').spanId);
 });
 
+test.serial('an operator\'s install: the admin request, the bus and the registry\'s durable commit in one trace', async (t) => {
+  const found = await until('a registry commit with its parent and the admin request exported', () => {
+    for (const commit of otlp.spans.filter((s) => s.service === 'pier-registry' && s.name === 'lmdb commit')) {
+      const parent = otlp.spans.find((s) => s.spanId === commit.parentSpanId);
+      const first = otlp.trace(commit.traceId)[0];
+      if (parent && first && /^POST \/admin\/v1\/apps/.test(first.name)) return { commit, parent, first };
+    }
+    return null;
+  });
+  t.regex(found.parent.name, /^pier\.registry\./);
+  t.is(found.parent.service, 'pier-registry');
+  t.is(found.first.service, 'pier-edge');
+  t.is(found.first.parentSpanId, '', 'the CLI sent no traceparent: the admin request starts the trace');
+});
+
 test.serial('hostile: a browser\'s sampled flag is a hint under a rate limit; an app\'s is followed', async (t) => {
   // The root sampler here keeps nothing: only a followed parent makes a span sampled.
   const hinted = await start('edge-hinted', 'edge', { OTEL_TRACES_SAMPLER: 'parentbased_always_off', PIER_TRACE_HINTS_PER_S: '2' });
