@@ -145,7 +145,7 @@ async function readVersion(ctx: WorkloadContext, s: State, token: string, key: s
  * The operator's undelete or destroy (admin API, no retry: a retried call would blur what was
  * acknowledged): 2xx ok with the answer's `version` or `destroyed`, 4xx fail, anything else unknown.
  */
-async function operator(ctx: WorkloadContext, s: State, op: 'undelete' | 'destroy', key: string, version?: number): Promise<void> {
+async function operator(ctx: WorkloadContext, s: State, op: 'undelete' | 'destroy', key: string, version?: number): Promise<boolean> {
   const h = ctx.history;
   const id = h.invoke(KIND, op, { key, ...(version === undefined ? {} : { version }) });
   const query = new URLSearchParams({ user: USER, workspace: WORKSPACE, env: 'prod', name: key });
@@ -153,15 +153,46 @@ async function operator(ctx: WorkloadContext, s: State, op: 'undelete' | 'destro
   try {
     a = await admin(ctx.cluster, 'POST', `/admin/v1/vault/secret/${op}?${query}`, op === 'destroy' ? (version === undefined ? {} : { version }) : undefined);
   } catch (err) {
-    return h.unknown(KIND, op, id, { error: errorText(err) });
+    h.unknown(KIND, op, id, { error: errorText(err) });
+    return false;
   }
   const data = a.json?.data;
   if (a.status === 200 && a.json?.code === 0 && data) {
     if (op === 'undelete') saw(s, key, Number(data.version), true);
-    return h.ok(KIND, op, id, op === 'undelete' ? { version: Number(data.version) } : { destroyed: Array.isArray(data.destroyed) ? data.destroyed : [] });
+    h.ok(KIND, op, id, op === 'undelete' ? { version: Number(data.version) } : { destroyed: Array.isArray(data.destroyed) ? data.destroyed : [] });
+    return true;
   }
-  if (a.status >= 400 && a.status < 500) return h.fail(KIND, op, id, { status: a.status, message: message(a) });
-  h.unknown(KIND, op, id, { status: a.status, message: message(a) });
+  if (a.status >= 400 && a.status < 500) h.fail(KIND, op, id, { status: a.status, message: message(a) });
+  else h.unknown(KIND, op, id, { status: a.status, message: message(a) });
+  return false;
+}
+
+/**
+ * Early in each run, whatever the random mix reaches: one key written three times, its second
+ * newest version destroyed (tried a few times until acknowledged) and read back, so the destroy
+ * check always has something to judge (a 60 s run on a loaded host once made no destroy at all).
+ */
+async function destroyEarly(ctx: WorkloadContext, s: State): Promise<void> {
+  if (!s.versions) return;
+  const key = VAULT_KEYS[0];
+  for (let attempt = 0; attempt < 5 && Date.now() < ctx.deadline; attempt++) {
+    let token: string;
+    try {
+      token = await s.access.get();
+    } catch {
+      await sleep(500);
+      continue;
+    }
+    await write(ctx, s, token, 'create', key);
+    await write(ctx, s, token, 'update', key);
+    await write(ctx, s, token, 'update', key);
+    const version = (s.newest.get(key) ?? 2) - 1;
+    if (version >= 1 && (await operator(ctx, s, 'destroy', key, version))) {
+      await readVersion(ctx, s, token, key, version);
+      return;
+    }
+    await sleep(500);
+  }
 }
 
 /** A read: `{value, version}`, or `{absent: true}` on the vault's 404. */
@@ -287,7 +318,10 @@ export const workload: Workload = {
   async run(ctx) {
     const s = state;
     if (!s) throw new Error('vault: run before setup');
-    await Promise.all(Array.from({ length: WORKERS }, (_, w) => worker(ctx, s, ctx.rng.fork(`worker-${w}`))));
+    await Promise.all(Array.from({ length: WORKERS }, async (_, w) => {
+      if (w === 0) await destroyEarly(ctx, s);
+      await worker(ctx, s, ctx.rng.fork(`worker-${w}`));
+    }));
   },
 
   /**
