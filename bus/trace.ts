@@ -47,7 +47,8 @@ export interface Tracer {
   child(name: string, kind: SpanKind, attributes?: SpanAttributes, parent?: TraceContext): Span | null;
 }
 
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+/** A later version's extra fields are printable ASCII without spaces or commas (nothing a header could not carry). */
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x21-\x2b\x2d-\x7e]*)?$/;
 /** tracestate: at most 32 members (the W3C limit) and 512 characters; past either, members are dropped from the end. */
 const TRACESTATE_MEMBERS = 32;
 const TRACESTATE_CHARS = 512;
