@@ -104,6 +104,17 @@ export interface ListedConn {
 }
 
 /** Pier's WebSocket close codes (4000-4099 are Pier's). */
+/**
+ * What a close callback's `data` says (docs/gateway.md "Callbacks to the app"): `events`, how many
+ * events of the connection came before it (its open and messages, X-Pier-Seq 1..events), so an app
+ * that got fewer knows some were given up; or `edgeLost`, when the connection's edge was lost (it
+ * died, or stalled and fenced itself) and the close was raised without it: what the browser sent
+ * that edge last may be lost, and nothing says how much. The cluster's and the fenced edge's close
+ * share an id and say the same, so an app that deduplicates sees one. (0.2 sent `{}`.)
+ */
+export type CloseData = { events: number } | { edgeLost: true };
+export const closeData = (events: number | 'edgeLost'): CloseData => (events === 'edgeLost' ? { edgeLost: true } : { events });
+
 export const CLOSE_CODES = {
   GOING_AWAY: 1001,
   TOO_BIG: 1009,
@@ -121,6 +132,8 @@ export const CLOSE_CODES = {
   SLOW_CONSUMER: 4008,
   /** Too many events waiting for a failing or slow app (its close is still delivered). */
   BACKLOG: 4009,
+  /** No callback replica took this connection's events for the whole retry period: they were dropped (its close says how many events it follows). */
+  UNDELIVERABLE: 4010,
 } as const;
 
 /**

@@ -17,6 +17,12 @@ export interface ConnState {
   running: boolean;
   /** Its close is queued or delivered: nothing may follow. */
   closed: boolean;
+  /**
+   * Aborted when the edge moves the connection to another replica: the delivery running then stops
+   * retrying (and is not reported settled: the new holder delivers it), so a slow or failing app
+   * cannot get it from here after the new holder delivered later events and the close.
+   */
+  handedOver: AbortController;
 }
 
 /**
@@ -39,7 +45,7 @@ export class ConnTable {
 
   /** Starts holding the connection of `ev` (not held yet), delivering to `target`. */
   create(ev: GatewayEvent, target: CallbackTarget): ConnState {
-    const c: ConnState = { connId: ev.connId, edge: ev.edge, user: ev.user, app: ev.app, target, queue: [], lastSeq: 0, running: false, closed: false };
+    const c: ConnState = { connId: ev.connId, edge: ev.edge, user: ev.user, app: ev.app, target, queue: [], lastSeq: 0, running: false, closed: false, handedOver: new AbortController() };
     this.conns.set(ev.connId, c);
     return c;
   }

@@ -15,8 +15,11 @@ export interface DeliveryOptions {
   retryMs: number;
 }
 
-/** `refused`: the target resolves only to addresses the address policy forbids; never retried. */
-export type Outcome = 'delivered' | 'dropped' | 'refused';
+/**
+ * `refused`: the target resolves only to addresses the address policy forbids; never retried.
+ * `handedOver`: `stop` was aborted (the connection moved to another replica) before a 2xx.
+ */
+export type Outcome = 'delivered' | 'dropped' | 'refused' | 'handedOver';
 
 /** The callback body (docs/protocol.md "Gateway"), exactly these four fields. */
 export function callbackBody(ev: GatewayEvent): string {
@@ -33,7 +36,17 @@ export function signature(seconds: number, eventId: string, body: string, secret
   return `t=${seconds},v1=${createHmac('sha256', secret).update(`${seconds}.${eventId}.${body}`).digest('hex')}`;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Waits `ms`, or less when `stop` is aborted meanwhile. */
+const pause = (ms: number, stop?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      stop?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    stop?.addEventListener('abort', done, { once: true });
+  });
 
 /**
  * POSTs gateway events to apps. Any 2xx is delivered; anything else (status, refused connection,
@@ -57,14 +70,17 @@ export class Deliverer {
 
   /**
    * Delivers `ev` to `target` (the connection's, from the registry view; never from the event), in
-   * `trace` (the event's: each attempt is a span of it, and the app gets its traceparent).
+   * `trace` (the event's: each attempt is a span of it, and the app gets its traceparent). Once
+   * `stop` is aborted no attempt starts and the one on the wire is abandoned: `handedOver`.
    */
-  async deliver(ev: GatewayEvent, target: CallbackTarget, secret: () => Promise<string>, trace?: TraceContext): Promise<Outcome> {
+  async deliver(ev: GatewayEvent, target: CallbackTarget, secret: () => Promise<string>, trace?: TraceContext, stop?: AbortSignal): Promise<Outcome> {
     const body = callbackBody(ev);
     const origin = callbackOrigin(target);
-    const deadline = Date.now() + this.options.retryMs;
+    // Monotonic: a wall clock stepped forward must not give an event up after one attempt.
+    const deadline = performance.now() + this.options.retryMs;
     const upload = (ev.action as string) === 'upload';
     for (let attempt = 0, wait = 100; ; attempt++, wait = Math.min(wait * 2, 5_000)) {
+      if (stop?.aborted) return 'handedOver';
       if (attempt > 0) this.hooks.retried();
       const span = trace ? activeTracer().child(upload ? 'POST upload callback' : 'POST callback', 'client', { 'pier.app': appId(ev.user, ev.app), 'pier.event.action': ev.action, 'pier.attempt': attempt + 1 }, trace) : null;
       try {
@@ -76,7 +92,7 @@ export class Deliverer {
           ...traceHeaders(span?.context ?? trace),
         };
         if (ev.cookie) headers.cookie = ev.cookie;
-        const res = await this.agent.request({ origin, path: target.url, method: 'POST', headers, body, headersTimeout: this.options.timeoutMs, bodyTimeout: this.options.timeoutMs });
+        const res = await this.agent.request({ origin, path: target.url, method: 'POST', headers, body, headersTimeout: this.options.timeoutMs, bodyTimeout: this.options.timeoutMs, signal: stop });
         await res.body.dump();
         span?.set('http.response.status_code', res.statusCode);
         if (res.statusCode >= 200 && res.statusCode < 300) {
@@ -90,12 +106,13 @@ export class Deliverer {
         span?.fail(isPolicyRefusal(err) ? 'ADDRESS_POLICY' : 'UNREACHABLE');
         span?.end();
         if (isPolicyRefusal(err)) return 'refused';
+        if (stop?.aborted) return 'handedOver';
         // refused, reset, timed out, not resolved, or no secret yet: retried like a non-2xx
       }
       // Bounded by the targets of the connections this replica holds.
       this.failing.add(origin);
-      if (Date.now() >= deadline) return 'dropped';
-      await sleep(Math.min(wait, deadline - Date.now() + 1));
+      if (performance.now() >= deadline) return 'dropped';
+      await pause(Math.min(wait, deadline - performance.now() + 1), stop);
     }
   }
 

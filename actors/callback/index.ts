@@ -54,7 +54,8 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
   const queues = new ConnQueues(
     async (ev, conn) => {
       const started = performance.now();
-      const outcome = await deliverer.deliver(ev, conn.target, secretOf(conn), eventTraces.get(ev) ?? carriedTrace(ev));
+      const outcome = await deliverer.deliver(ev, conn.target, secretOf(conn), eventTraces.get(ev) ?? carriedTrace(ev), conn.handedOver.signal);
+      if (outcome === 'handedOver') return outcome;
       if (outcome === 'delivered') {
         delivered.inc({ action: ev.action });
         latency.observe((performance.now() - started) / 1000);

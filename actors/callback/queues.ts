@@ -1,11 +1,12 @@
 import { onlyInTrace } from '../../bus/trace.js';
 import { asPierError, PierError } from '../../bus/errors.js';
 import { gatewayEventId } from '../../bus/ids.js';
-import type { EventAck, GatewayEvent } from '../../bus/subjects.js';
+import { closeData, type EventAck, type GatewayEvent } from '../../bus/subjects.js';
 import type { CallbackTarget } from '../../lib/policy/callback-target.js';
 import { ConnTable, type ConnState } from './connections.js';
 
-export type Delivery = (ev: GatewayEvent, conn: ConnState) => Promise<'delivered' | 'dropped' | 'refused'>;
+/** `handedOver`: the delivery was stopped because the connection moved to another replica (not settled here). */
+export type Delivery = (ev: GatewayEvent, conn: ConnState) => Promise<'delivered' | 'dropped' | 'refused' | 'handedOver'>;
 
 /** The app's callback target from this replica's own registry view; throws (a PierError) when it has none. */
 export type TargetOf = (user: string, app: string) => CallbackTarget;
@@ -57,14 +58,15 @@ export class ConnQueues {
    * The edge sends this connection's events to another replica now (it told this one after the
    * events it had sent here, so nothing of the connection sent here later can come before it).
    * What this replica held of it is dropped, queued events too (the edge sends every unsettled one
-   * on; an event being delivered right now finishes), and its edge's death raises no close here.
-   * If the connection comes back, its next event starts it again.
+   * on), the delivery running now stops retrying and is not reported settled (an attempt already
+   * on the wire may still reach the app: a redelivery, same event id), and its edge's death raises
+   * no close here. If the connection comes back, its next event starts it again.
    */
-  /** The edge `edge` sends the connection's events elsewhere now: forgotten here, if that edge holds it. */
   forget(connId: string, edge: string): void {
     const conn = this.table.get(connId);
     if (!conn || conn.edge !== edge) return;
     conn.queue.splice(conn.running ? 1 : 0);
+    conn.handedOver.abort();
     this.table.drop(connId);
   }
 
@@ -74,7 +76,8 @@ export class ConnQueues {
     for (const conn of this.table.ofEdge(edgeBusId)) {
       if (conn.closed) continue;
       const seq = conn.lastSeq + 1;
-      const close: GatewayEvent = { eventId: gatewayEventId(conn.connId, seq, 'close'), connId: conn.connId, edge: conn.edge, user: conn.user, app: conn.app, seq, oldest: seq, action: 'close', data: {}, cookie: null };
+      // It says so (edgeLost): the edge may have held events this replica never got.
+      const close: GatewayEvent = { eventId: gatewayEventId(conn.connId, seq, 'close'), connId: conn.connId, edge: conn.edge, user: conn.user, app: conn.app, seq, oldest: seq, action: 'close', data: closeData('edgeLost'), cookie: null };
       this.enqueue(conn, close);
       raised.push(close);
     }
@@ -107,11 +110,14 @@ export class ConnQueues {
     conn.running = true;
     while (conn.queue.length > 0) {
       const ev = conn.queue[0];
-      await this.deliver(ev, conn).catch(() => 'dropped');
+      const outcome = await this.deliver(ev, conn).catch(() => 'dropped' as const);
       conn.queue.shift();
+      // Handed over: the replica that holds the connection now delivers it, and settles it.
+      if (outcome === 'handedOver') break;
       // The edge keeps each event until it hears this: a replica lost before delivering does not lose it.
       this.settled(ev);
-      if (ev.action === 'close') this.table.finish(conn.connId);
+      // (A connection handed over is not this replica's to finish: it may be back here already, afresh.)
+      if (ev.action === 'close' && !conn.handedOver.signal.aborted) this.table.finish(conn.connId);
     }
     conn.running = false;
   }

@@ -14,6 +14,9 @@ export interface Arrival {
   /** The chaos message's client and seq, for a message. */
   client?: string;
   cseq?: number;
+  /** A close's `data` (docs/gateway.md): how many events it follows, or that its edge was lost. */
+  closeEvents?: number;
+  edgeLost?: boolean;
 }
 
 export interface Conn {
@@ -56,6 +59,8 @@ export interface Parsed {
   clients: Map<string, Client>;
   edgeOf: Map<string, string>;
   lossWindows: LossWindow[];
+  /** NATS node restarts (and the death bound after each): when an edge may lose itself without a fault of its own. */
+  natsWindows: LossWindow[];
   /** Each edge's deaths (kill -9 or drain): when its `down` line was written. */
   downs: Array<{ target: string; kind: string; t: number; startedAt: number }>;
   endOfHistory: number;
@@ -81,6 +86,7 @@ export function parse(lines: readonly HistoryLine[]): Parsed {
     clients: new Map(),
     edgeOf: new Map(),
     lossWindows: [],
+    natsWindows: [],
     downs: [],
     endOfHistory: lines.length > 0 ? lines[lines.length - 1].t : 0,
   };
@@ -90,6 +96,8 @@ export function parse(lines: readonly HistoryLine[]): Parsed {
       const target = str(l.target) ?? '';
       if (l.op === 'kill -9' || l.op === 'drain' || l.op === 'pause') openFaults.set(target, l);
       if (l.op === 'pause') out.lossWindows.push({ target, from: l.t, to: l.t + (num(l.downMs) ?? 0), what: `pause of ${target} at n=${l.n}` });
+      // An edge on that node reconnects elsewhere: it may not hear itself for the death bound, and fence itself (4003).
+      if (l.op === 'nats restart') out.natsWindows.push({ target, from: l.t, to: l.t + (num(l.downMs) ?? 0) + out.peerDeadMs, what: `restart of ${target} at n=${l.n}` });
       if (l.op === 'down') {
         const began = openFaults.get(target);
         const kind = began?.op ?? '';
@@ -110,6 +118,11 @@ export function parse(lines: readonly HistoryLine[]): Parsed {
       if (!c) out.conns.set(connId, (c = { connId, all: [], events: [], redelivered: [], clients: new Set() }));
       const data = l.data as { event?: unknown; data?: { client?: unknown; seq?: unknown } } | undefined;
       const a: Arrival = { t: l.t, n: l.n, action: str(l.action) ?? '', eventId: str(l.event_id) ?? `n${l.n}`, body: JSON.stringify([l.action, l.data]), sigOk: l.sig_ok === true };
+      const closing = l.data as { events?: unknown; edgeLost?: unknown } | undefined;
+      if (a.action === 'close') {
+        a.closeEvents = num(closing?.events);
+        a.edgeLost = closing?.edgeLost === true;
+      }
       if (a.action === 'message' && data?.event === 'chaos') {
         a.client = str(data.data?.client);
         a.cseq = num(data.data?.seq);

@@ -21,6 +21,8 @@ export interface Conn {
   lastSeen: number;
   /** Closed by the cluster already (its close was raised elsewhere): no second close event. */
   silent: boolean;
+  /** Ended because this edge fenced itself: its close says `edgeLost`, as the cluster's would. */
+  fenced?: boolean;
   open: boolean;
   /**
    * The connection asked for recovery (`?recover=`, docs/protocol.md "History and recovery"): what it

@@ -23,6 +23,9 @@ interface Outbox {
   refused: boolean;
 }
 
+/** How long events have waited is a duration: a wall clock stepped forward must not give them up. */
+const monotonicMs = () => performance.now();
+
 /** FNV-1a: a fast, stable hash for rendezvous choice. */
 function fnv(text: string): number {
   let h = 0x811c9dc5;
@@ -58,6 +61,11 @@ export class EventForwarder {
     private readonly log: Logger,
     /** The callback replica already raised this connection's close (the edge was thought dead). */
     private readonly onClosedByCluster: (connId: string) => void,
+    /**
+     * This connection's unsettled events were given up (no replica took them for the whole retry
+     * period): the caller ends the connection, so nothing it sends later is delivered after a gap.
+     */
+    private readonly onGaveUp: (connId: string, dropped: number) => void = () => undefined,
   ) {
     this.stopWatching = peers.onDeath((peer) => {
       if (!peer.roles.includes('callback')) return;
@@ -113,7 +121,7 @@ export class EventForwarder {
       }
       if (box.sizes.size === 0) box.sizes = null;
     }
-    box.since = Date.now();
+    box.since = monotonicMs();
     if (box.events.length === 0 && box.closed) this.outboxes.delete(connId);
   }
 
@@ -129,10 +137,10 @@ export class EventForwarder {
   emit(ev: GatewayEvent, size = 0): boolean {
     let box = this.outboxes.get(ev.connId);
     if (!box) {
-      box = { replica: this.choose(ev.connId), events: [], sizes: null, bytes: 0, resending: false, since: Date.now(), closed: false, refused: false };
+      box = { replica: this.choose(ev.connId), events: [], sizes: null, bytes: 0, resending: false, since: monotonicMs(), closed: false, refused: false };
       this.outboxes.set(ev.connId, box);
     }
-    if (box.events.length === 0) box.since = Date.now();
+    if (box.events.length === 0) box.since = monotonicMs();
     if (ev.action === 'close') box.closed = true;
     box.events.push(ev);
     if (size > 0) {
@@ -181,7 +189,14 @@ export class EventForwarder {
           return this.retryLater(box, ev.connId);
         }
         // A gap (an earlier event lost on the way, or refused): everything unsettled goes again, in order.
-        if (ack.expected !== undefined) return this.retryLater(box, ev.connId);
+        if (ack.expected !== undefined) {
+          // It waits for an event this edge no longer holds (settled by another replica, or given
+          // up): it would wait forever. Told the connection moved, it forgets it and takes the
+          // resend afresh from the oldest unsettled event.
+          const oldest = box.events[0]?.seq;
+          if (box.replica !== null && oldest !== undefined && ack.expected < oldest) this.tellMoved(box.replica, ev.connId);
+          return this.retryLater(box, ev.connId);
+        }
         box.refused = false;
         if (!ack.closed) return;
         // The cluster already raised this connection's close: nothing of it will be delivered.
@@ -206,6 +221,28 @@ export class EventForwarder {
     }
   }
 
+  /**
+   * Drops what no replica took for the whole retry period (docs/gateway.md "The exact loss
+   * window"), and has the connection ended: a later frame would otherwise reach the app after the
+   * gap as if nothing was missing. Its close is kept (it says how many events it follows, so the
+   * app learns what it missed) and tried for one more period; a close given up too goes with the outbox.
+   */
+  private giveUp(box: Outbox, connId: string, why: string): void {
+    const close = box.events.find((e) => e.action === 'close');
+    const dropped = box.events.length - (close ? 1 : 0);
+    this.log.error({ connId, events: dropped, close: close !== undefined }, why);
+    if (!close || dropped === 0) this.outboxes.delete(connId);
+    else {
+      box.events = [close];
+      box.sizes = null;
+      box.bytes = 0;
+      box.since = monotonicMs();
+      box.refused = false;
+      this.retryLater(box, connId);
+    }
+    if (dropped > 0) this.onGaveUp(connId, dropped);
+  }
+
   /** Sends everything unacknowledged again, in order, to the replica chosen now. */
   private retryLater(box: Outbox, connId: string): void {
     if (box.resending) return;
@@ -213,16 +250,9 @@ export class EventForwarder {
     setTimeout(() => {
       box.resending = false;
       if (box.events.length === 0) return;
-      if (Date.now() - box.since > this.options.giveUpMs && this.usable().length === 0) {
-        this.log.error({ connId, events: box.events.length }, 'no callback replica for too long: gateway events dropped');
-        this.outboxes.delete(connId);
-        return;
-      }
-      if (Date.now() - box.since > this.options.giveUpMs && box.refused) {
-        this.log.warn({ connId, events: box.events.length }, 'gateway events refused by the callback replica for the whole retry period: dropped');
-        this.outboxes.delete(connId);
-        return;
-      }
+      const overdue = monotonicMs() - box.since > this.options.giveUpMs;
+      if (overdue && this.usable().length === 0) return this.giveUp(box, connId, 'no callback replica for too long: gateway events dropped');
+      if (overdue && box.refused) return this.giveUp(box, connId, 'gateway events refused by the callback replica for the whole retry period: dropped');
       const next = this.choose(connId);
       if (box.replica !== null && next !== box.replica) this.tellMoved(box.replica, connId);
       box.replica = next;

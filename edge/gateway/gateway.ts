@@ -6,7 +6,7 @@ import { Counter, Gauge } from 'prom-client';
 import type { Subscription } from '../../bus/bus.js';
 import { appId, gatewayEventId, parseAppId } from '../../bus/ids.js';
 import { admit, type Conn } from './gateway-admission.js';
-import { CLOSE_CODES, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type ListedConn } from '../../bus/subjects.js';
+import { CLOSE_CODES, closeData, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type ListedConn } from '../../bus/subjects.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { asPierError, PierError } from '../../bus/errors.js';
 import { errorReply } from '../http/envelope.js';
@@ -90,6 +90,10 @@ export class Gateway {
       if (!ws) return;
       ws.getUserData().silent = true;
       ws.end(CLOSE_CODES.LOST, 'connection lost by the gateway cluster');
+    }, (connId) => {
+      // Its frames after the gap would reach the app as if nothing were missing: ended, and its
+      // close (which says how many events it follows) tells the app what it did not get.
+      this.conns.get(connId)?.end(CLOSE_CODES.UNDELIVERABLE, 'events could not be delivered to the app; reconnect');
     });
   }
 
@@ -309,6 +313,7 @@ export class Gateway {
     if (this.ctx.bus.kind === 'memory' || !this.ctx.peers.mayBeDeclaredDead()) return false;
     if (this.conns.size > 0) {
       this.ctx.log.warn({ connections: this.conns.size }, 'gateway: this edge did not hear itself for nearly the death bound; ending its connections (the cluster may have closed them)');
+      for (const ws of this.conns.values()) ws.getUserData().fenced = true;
       this.closeWhere(() => true, CLOSE_CODES.LOST, 'the gateway lost the cluster for a while; reconnect');
     }
     return true;
@@ -362,7 +367,9 @@ export class Gateway {
       c.recover.replaying = false;
       if (!c.silent) this.openEvent(c, { recovered: false, offset: null, missed: 0, reason: 'unavailable' });
     }
-    if (!c.silent) this.event(c, 'close', {}, null);
+    // The close says how many events it follows (open and messages): an app that got fewer knows
+    // some were given up (docs/gateway.md "The exact loss window").
+    if (!c.silent) this.event(c, 'close', closeData(c.fenced ? 'edgeLost' : c.seq), null);
   }
 
   /**

@@ -8,6 +8,7 @@ export interface PeersOptions {
   intervalMs: number;
   /** A peer not heard for this long is dead (and reported once through `onDeath`). */
   deadAfterMs: number;
+  /** A clock in ms whose differences are durations (default: monotonic, `performance.now()`). */
   now?: () => number;
   /** This process's public key, announced with every heartbeat (bus/seal.ts). */
   key: string;
@@ -81,7 +82,9 @@ export class Peers {
     readonly self: ProcessInfo,
     private readonly options: PeersOptions,
   ) {
-    this.now = options.now ?? Date.now;
+    // Liveness is a duration measured here, never a wall-clock reading: a clock stepped forward (NTP,
+    // a VM resumed) must not make every peer, or this process itself, look silent for that long.
+    this.now = options.now ?? (() => performance.now());
     this.maxPeers = options.maxPeers ?? 256;
     this.lastOwnHeard = this.now();
   }

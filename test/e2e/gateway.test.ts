@@ -71,7 +71,7 @@ test.serial('callbacks: bodies and headers exactly as the contract says; signatu
     { data: { event: 'say', data: { text: 'hi' } }, action: 'message', user_name: 'alice', conn_id: connId },
     { data: { event: '', data: { raw: 'not json' } }, action: 'message', user_name: 'alice', conn_id: connId },
     { data: { event: '', data: { raw: Buffer.from([0, 1, 2, 255]).toString('base64'), encoding: 'base64' } }, action: 'message', user_name: 'alice', conn_id: connId },
-    { data: {}, action: 'close', user_name: 'alice', conn_id: connId },
+    { data: { events: 4 }, action: 'close', user_name: 'alice', conn_id: connId },
   ]);
   t.deepEqual(calls.map((k) => k.headers['x-pier-seq']), ['1', '2', '3', '4', '5']);
   t.deepEqual(calls.map((k) => k.headers['x-pier-event-id']), [...[1, 2, 3, 4].map((s) => `${connId}:${s}`), `${connId}:close`], 'the close has its own id (docs/gateway.md)');

@@ -10,7 +10,12 @@ import { BadRequestError, PayloadTooLargeError, PierError, UnauthorizedError } f
  */
 export interface CallbackEvent {
   action: 'open' | 'message' | 'close' | 'upload';
-  /** The client's frame (`message`); `{}` for open and close; `{path, size}` for upload. */
+  /**
+   * The client's frame (`message`); `{}` for open (`{recovery}` when it asked to recover); for close
+   * `{events: N}` (the open and messages before it: fewer received means some were given up) or
+   * `{edgeLost: true}` (its edge was lost: the browser's last frames may be missing); `{path, size}`
+   * for upload. Pier 0.2 sent `{}` for close.
+   */
   data: unknown;
   userName: string;
   connId: string;

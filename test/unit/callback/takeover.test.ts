@@ -1,6 +1,9 @@
 import test from 'ava';
 import type { GatewayEvent } from '../../../bus/subjects.js';
+import { createServer } from 'node:http';
 import { ConnQueues } from '../../../actors/callback/queues.js';
+import { Deliverer } from '../../../actors/callback/delivery.js';
+import { AddressPolicy } from '../../../lib/policy/address-policy.js';
 import { until } from '../../helpers/wait.js';
 
 // A connection's events move to another callback replica when the first stops answering (paused,
@@ -65,4 +68,46 @@ test('a close has the id <conn_id>:close, whoever raises it, and never takes a m
   const [close] = stale.q.edgeLost('e00000000001');
   t.is(close!.eventId, `${connId}:close`);
   t.not(close!.eventId, `${connId}:3`, 'seq 3 may be a message delivered by the replica the connection moved to');
+});
+
+// A failing app made the old holder retry its running event (backoff up to 5 s, for 60 s): before,
+// told the connection moved, it went on retrying and could deliver that event after the new holder
+// had delivered later ones and the close. Now the running delivery stops, and is not reported settled.
+test('told the connection moved, a replica stops retrying the event it was delivering to a failing app, and does not settle it', async (t) => {
+  let attempts = 0;
+  const app = createServer((req, res) => {
+    attempts++;
+    req.resume().on('end', () => res.writeHead(503).end());
+  });
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
+  const port = (app.address() as { port: number }).port;
+  const d = new Deliverer({ timeoutMs: 1_000, retryMs: 60_000, now: Date.now }, { retried: () => undefined }, new AddressPolicy(() => new Set(), null));
+  const settled: number[] = [];
+  const outcomes: string[] = [];
+  const q = new ConnQueues(
+    async (ev, conn) => {
+      const outcome = await d.deliver(ev, { host: '127.0.0.1', port, url: '/cb' }, async () => 'app-secret', undefined, conn.handedOver.signal);
+      outcomes.push(outcome);
+      return outcome;
+    },
+    (ev) => settled.push(ev.seq),
+    () => target,
+  );
+  t.teardown(async () => {
+    await d.close();
+    app.closeAllConnections();
+    await new Promise((r) => app.close(r));
+  });
+  q.accept(event(1, 'open'));
+  q.accept(event(2));
+  await until('the app to have refused the open twice (retried)', () => attempts >= 2, 10_000);
+  q.forget(connId, 'e00000000001');
+  await until('the running delivery to end', () => outcomes.length === 1, 10_000);
+  t.deepEqual(outcomes, ['handedOver']);
+  const after = attempts;
+  // The next attempt would have come 200-400 ms after the last one (backoff): none comes.
+  await new Promise((r) => setTimeout(r, 1_000));
+  t.is(attempts, after, 'no attempt after the hand-over');
+  t.deepEqual(settled, [], 'nothing reported settled: the new holder delivers it');
+  t.is(q.size(), 0);
 });

@@ -226,3 +226,29 @@ test('hostile: another id announcing a live process\'s bus id is refused; notice
   t.true(w.signedByBus('b00000000001', 'edge', notice, sign(null, notice, realSigning.privateKey).toString('base64url')));
   t.false(w.signedByBus('b00000000001', 'edge', notice, sign(null, notice, thiefSigning.privateKey).toString('base64url')));
 });
+
+test.serial('the wall clock stepped forward (NTP, a VM resumed) makes nobody silent: liveness is measured on a monotonic clock', async (t) => {
+  // Date.now() as this test steers it (serial: no other test runs meanwhile), in place before the
+  // processes start, as a clock they might read.
+  const realNow = Date.now;
+  let step = 0;
+  Date.now = () => realNow() + step;
+  const bus = new MemoryBus();
+  const edge = new Peers(bus, info('edge-1', ['edge']), { intervalMs: 50, deadAfterMs: 1_000, key: KeyPair.generate().publicKey });
+  const replica = new Peers(bus, info('cb-1', ['callback']), { intervalMs: 50, deadAfterMs: 1_000, key: KeyPair.generate().publicKey });
+  const deaths: string[] = [];
+  replica.onDeath((p) => deaths.push(p.id));
+  edge.start();
+  replica.start();
+  t.teardown(() => {
+    Date.now = realNow;
+    edge.stop();
+    replica.stop();
+  });
+  await until('each to hear the other', () => replica.alive('edge').length === 1 && edge.alive('callback').length === 1 && !edge.mayBeDeclaredDead());
+  step = 60_000; // one minute forward, at once
+  t.false(edge.mayBeDeclaredDead(), 'the edge does not fence itself for a clock step');
+  await new Promise((r) => setTimeout(r, 200));
+  t.deepEqual(deaths, [], 'the replica declares no live edge dead');
+  t.is(replica.alive('edge').length, 1);
+});
