@@ -40,6 +40,8 @@ export interface RecoverState {
   held: Array<{ text: string; seq: number | null }>;
   heldBytes: number;
   inbound: Array<{ data: unknown; cookie: string | null; size: number }>;
+  /** Their bytes (frame and cookie), bounded as a connection's unsettled events are (4009). */
+  inboundBytes: number;
   /** The last offset this connection was sent (or was at after its replay): nothing at or below it is sent again. */
   position: number;
 }
@@ -69,6 +71,6 @@ export function admit(ctx: RoleContext, headers: Record<string, string>, liveOf:
     lastSeen: Date.now(),
     silent: false,
     open: false,
-    ...(recover === undefined ? {} : { recover: { since: parsePosition(recover.slice(0, 64)), replaying: true, held: [], heldBytes: 0, inbound: [], position: 0 } }),
+    ...(recover === undefined ? {} : { recover: { since: parsePosition(recover.slice(0, 64)), replaying: true, held: [], heldBytes: 0, inbound: [], inboundBytes: 0, position: 0 } }),
   };
 }

@@ -211,9 +211,14 @@ export class Gateway {
     } catch (err) {
       return fail(err);
     }
-    // A client replaying again and again is held to its user's budget (docs/protocol.md "History and recovery").
-    const budget = conn.recover && typeof conn.recover.since === 'object' && conn.recover.since !== null ? this.replayBudget.allows(conn.user) : { ok: true as const };
-    if (!budget.ok) return fail(new PierError('RATE_LIMITED', `user "${conn.user}" replayed too much history lately; reconnect in ${budget.retryAfterS} s`));
+    // A client recovering again and again is held to its user's budget (docs/protocol.md "History and
+    // recovery"), whatever it asks (a malformed or hopeless position still costs reads): charged a
+    // fixed cost now, before the work, and what it read once it is read.
+    if (conn.recover) {
+      const budget = this.replayBudget.allows(conn.user);
+      if (!budget.ok) return fail(new PierError('RATE_LIMITED', `user "${conn.user}" replayed too much history lately; reconnect in ${budget.retryAfterS} s`));
+      this.replayBudget.chargeUpgrade(conn.user);
+    }
     // A browser's traceparent is a hint (docs/operations.md "Tracing"); the upgrade's span ends here.
     const span = activeTracer().incoming('ws upgrade', 'server', { traceparent: headers.traceparent, tracestate: headers.tracestate }, 'hint', { 'pier.app': appId(conn.user, conn.app) });
     if (span) {
@@ -265,13 +270,13 @@ export class Gateway {
   private async recover(ws: Ws, c: Conn): Promise<void> {
     const r = c.recover!;
     const app = this.ctx.cache.app(c.user, c.app);
-    const off: Recovery = { recovered: false, epoch: null, offset: null, missed: 0, reason: 'off', replay: [], bytes: 0 };
+    const off: Recovery = { recovered: false, epoch: null, offset: null, missed: 0, reason: 'off', replay: [], bytes: 0, read: 0 };
     const result = this.history && app ? await this.history.recover(app, r.since).catch((): Recovery => ({ ...off, reason: 'unavailable' })) : off;
     // Closed meanwhile: closed() has sent the open and the close.
     if (!r.replaying) return;
     r.replaying = false;
     this.metrics.recoveries.inc({ outcome: result.recovered ? 'recovered' : result.reason! });
-    this.replayBudget.charge(c.user, result.bytes);
+    this.replayBudget.charge(c.user, result.read);
     r.position = result.offset ?? 0;
     const held = r.held;
     r.held = [];
@@ -292,6 +297,7 @@ export class Gateway {
     this.event(c, 'open', { recovery: { recovered: result.recovered, since, offset: result.offset, missed: result.missed, ...(result.reason ? { reason: result.reason } : {}) } }, null);
     const inbound = r.inbound;
     r.inbound = [];
+    r.inboundBytes = 0;
     for (const m of inbound) {
       if (this.event(c, 'message', m.data, m.cookie, m.size) && c.open) {
         this.conns.get(c.connId)?.end(CLOSE_CODES.BACKLOG, 'too many events waiting for the app');
@@ -333,10 +339,14 @@ export class Gateway {
       if (this.send(ws, PONG)) this.metrics.messagesOut.inc();
       return;
     }
-    // While its replay is read (its open callback not sent yet), a recovering connection's frames wait, bounded as events are.
+    // While its replay is read (its open callback not sent yet), a recovering connection's frames
+    // wait, bounded as events are: by count and by bytes.
     if (c.recover?.replaying) {
-      c.recover.inbound.push({ data, cookie: c.cookie || null, size: message.byteLength + c.cookie.length });
-      if (c.recover.inbound.length > this.ctx.config.gateway.maxPendingEvents) ws.end(CLOSE_CODES.BACKLOG, 'too many events waiting for the app');
+      const size = message.byteLength + c.cookie.length;
+      c.recover.inbound.push({ data, cookie: c.cookie || null, size });
+      c.recover.inboundBytes += size;
+      const g = this.ctx.config.gateway;
+      if (c.recover.inbound.length > g.maxPendingEvents || c.recover.inboundBytes > g.maxPendingBytes) ws.end(CLOSE_CODES.BACKLOG, 'too many events waiting for the app');
       return;
     }
     // Events waiting for a failing or slow app are bounded per connection: past it, 4009 (the close is still delivered).

@@ -189,7 +189,7 @@ test.serial('a reinstalled app is a new epoch: the old install\'s history is nev
   await closed(back);
 });
 
-test.serial('hostile: a client replaying again and again is held to its user\'s budget (429), a plain upgrade is not', async (t) => {
+test.serial('hostile: a client replaying again and again is held to its user\'s budget (429), even asking anew; a plain upgrade is not', async (t) => {
   const first = await open('chat', '');
   const start = await recovery(first);
   await closed(first);
@@ -208,7 +208,52 @@ test.serial('hostile: a client replaying again and again is held to its user\'s 
   t.deepEqual(statuses, [101, 429, 429]);
   const plain = await open('chat');
   await closed(plain);
-  const fresh = await open('chat', '');
-  t.like(await recovery(fresh), { reason: 'new' });
-  await closed(fresh);
+  // Asking anew reads the history's head too: charged, so refused as well while the budget is spent.
+  await t.throwsAsync(open('chat', ''), { message: /429/ });
+});
+
+// Before, only what was replayed was charged: a recovery that read and decrypted the whole history
+// and then answered `gap`, or one naming a malformed position, cost its user nothing (200 of them
+// cost a cluster edge 25.9 s of CPU, with no 429).
+test.serial('hostile: recoveries that end in gap, and malformed ones, are charged to the user\'s budget (429)', async (t) => {
+  const small = await PierProcess.start(pierEnv(join(dir, 'budget'), { PIER_WS_REPLAY_BYTES_PER_MIN: String(64 * 1024) }));
+  t.teardown(() => small.stop());
+  const smallEnv = { ...small.env, PIER_ADMIN_URL: small.adminUrl };
+  const carol = (await cli(['user', 'add', 'carol', '--json'], smallEnv)).json.token;
+  const f = join(dir, 'gappy.yaml');
+  writeFileSync(f, `metadata: { name: gappy }\noptions:\n  websocket: { url: /ws/message, port: ${app.port}, history: { messages: 20 } }\n`);
+  const gappy = (await cli(['app', 'install', '--user', 'carol', '--manifest', f, '--json'], smallEnv)).json.env as AppEnv;
+  // 30 messages of 2 KB kept 20: from offset 0 the reader reads all 20 (decrypting them), then
+  // finds the chain's first is not its first ever: gap.
+  for (let i = 0; i < 30; i++) {
+    const res = await fetch(`http://127.0.0.1:${small.ports!.local}/runtime/ws/conn/send`, {
+      method: 'POST',
+      headers: { 'x-app-key': gappy.OS_APP_KEY, 'x-app-secret': gappy.OS_APP_SECRET, 'content-type': 'application/json' },
+      body: JSON.stringify({ users: ['carol'], payload: 'g'.repeat(2000) }),
+    });
+    t.is(res.status, 200);
+  }
+  const ask = async (position: string) => {
+    try {
+      const c = await connect(small.ports!.public, 'gappy.carol.localhost', { 'x-authorization': carol }, `/ws?recover=${encodeURIComponent(position)}`);
+      const r = await recovery(c);
+      await closed(c);
+      return r.reason ?? 'recovered';
+    } catch (err) {
+      return String((err as { status?: number }).status ?? err);
+    }
+  };
+  const head = await ask('');
+  t.is(head, 'new');
+  const epoch = (await (async () => {
+    const c = await connect(small.ports!.public, 'gappy.carol.localhost', { 'x-authorization': carol }, '/ws?recover=');
+    const r = await recovery(c);
+    await closed(c);
+    return r.epoch;
+  })());
+  const gaps: string[] = [];
+  for (let i = 0; i < 5; i++) gaps.push(await ask(`${epoch}:0`));
+  t.is(gaps[0], 'gap', 'the first reads 40 KB of history and ends in gap');
+  t.true(gaps.includes('429'), `a few such recoveries spend the 64 KiB budget: ${gaps.join(',')}`);
+  t.is(await ask('not a position'), '429', 'a malformed position is held to the budget too');
 });

@@ -20,8 +20,14 @@ export interface Recovery {
   reason?: NotRecovered;
   /** The missed messages, in order: their offsets and texts. */
   replay: Array<{ seq: number; text: string }>;
-  /** Bytes replayed (charged to the user's replay budget). */
+  /** Bytes replayed. */
   bytes: number;
+  /**
+   * Bytes of history opened (decrypted) to decide it, replayed or not (a recovery that ends in
+   * `gap` after reading costs the same): what the user's replay budget is charged, besides a fixed
+   * cost per recovering upgrade (docs/protocol.md "History and recovery").
+   */
+  read: number;
 }
 
 /** A position a client names: `<epoch>:<offset>`, as the recovery frame gave it. */
@@ -110,19 +116,20 @@ export class GatewayHistory {
    */
   async recover(app: AppView, since: Position | null | 'malformed'): Promise<Recovery> {
     const bounds = this.boundsOf(app);
-    if (!bounds) return { recovered: false, epoch: null, offset: null, missed: 0, reason: 'off', replay: [], bytes: 0 };
+    if (!bounds) return { recovered: false, epoch: null, offset: null, missed: 0, reason: 'off', replay: [], bytes: 0, read: 0 };
     const chain = chainOf(app);
     let head;
     try {
       head = await this.store.head(chain);
     } catch {
-      return { recovered: false, epoch: null, offset: null, missed: 0, reason: 'unavailable', replay: [], bytes: 0 };
+      return { recovered: false, epoch: null, offset: null, missed: 0, reason: 'unavailable', replay: [], bytes: 0, read: 0 };
     }
-    const at = (reason: NotRecovered): Recovery => ({ recovered: false, epoch: head.epoch, offset: head.last, missed: 0, reason, replay: [], bytes: 0 });
+    let read = 0;
+    const at = (reason: NotRecovered): Recovery => ({ recovered: false, epoch: head.epoch, offset: head.last, missed: 0, reason, replay: [], bytes: 0, read });
     if (since === null) return at('new');
     if (since === 'malformed') return at('gap');
     if (since.epoch !== head.epoch) return at('epoch');
-    if (since.offset === head.last) return { recovered: true, epoch: head.epoch, offset: head.last, missed: 0, replay: [], bytes: 0 };
+    if (since.offset === head.last) return { recovered: true, epoch: head.epoch, offset: head.last, missed: 0, replay: [], bytes: 0, read };
     if (since.offset > head.last) return at('gap');
     const oldest = Date.now() - bounds.ttlMs;
     let entries;
@@ -132,11 +139,14 @@ export class GatewayHistory {
       // given, is not kept in this one. From 0: the chain's first message must be its first ever.
       const anchor = since.offset === 0 ? null : await this.store.at(chain, since.offset);
       if (since.offset !== 0 && (!anchor || anchor.at < oldest)) return at('gap');
-      // One more than the bound: more than the bound missed is a gap.
-      entries = await this.store.after(chain, since.offset, bounds.messages + 1);
+      // One more than the bound, in messages and in bytes: more than the bound missed is a gap,
+      // found without reading (or decrypting) more than the bound.
+      entries = await this.store.after(chain, since.offset, bounds.messages + 1, bounds.bytes);
     } catch {
       return { ...at('unavailable'), epoch: null, offset: null };
     }
+    // What was opened (decrypted) is charged; a hole, or the entry past the bound, was not.
+    for (const e of entries) if (e.text !== null) read += e.bytes;
     const first = entries[0];
     if (!first || entries.length > bounds.messages || (since.offset === 0 && (first.prev !== 0 || first.at < oldest))) return at('gap');
     const replay: Recovery['replay'] = [];
@@ -148,7 +158,7 @@ export class GatewayHistory {
       if (bytes > bounds.bytes) return at('gap');
       replay.push({ seq: e.seq, text: e.text });
     }
-    return { recovered: true, epoch: head.epoch, offset: replay.length > 0 ? replay[replay.length - 1]!.seq : head.last, missed: replay.length, replay, bytes };
+    return { recovered: true, epoch: head.epoch, offset: replay.length > 0 ? replay[replay.length - 1]!.seq : head.last, missed: replay.length, replay, bytes, read };
   }
 
   /** Kept messages of the app's chain after `after` (a gap an edge fills), at most `limit`. */

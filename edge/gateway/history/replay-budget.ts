@@ -2,11 +2,11 @@
 const MAX_USERS = 100_000;
 
 /**
- * Replayed bytes per user on this edge (docs/protocol.md "History and recovery"): a bucket of
- * `perMinute` bytes refilled continuously. A replay is charged after it is read (its size is known
- * then), so one replay may take the bucket below zero; the next recovering upgrade is refused until
- * it is back above zero. A client reconnecting in a loop to replay the whole history costs its user
- * at most `perMinute` a minute, whatever it asks.
+ * Recovery work per user on this edge (docs/protocol.md "History and recovery"): a bucket of
+ * `perMinute` bytes refilled continuously. Each recovering upgrade is charged a fixed cost before
+ * it is served, then the history it read once that is known, so one recovery may take the bucket
+ * below zero; the next recovering upgrade is refused until it is back above zero. A client
+ * reconnecting in a loop costs its user at most `perMinute` a minute, whatever it asks.
  */
 export class ReplayBudget {
   private readonly buckets = new Map<string, { level: number; at: number }>();
@@ -27,6 +27,14 @@ export class ReplayBudget {
     const level = this.levelOf(user);
     if (level > 0) return { ok: true };
     return { ok: false, retryAfterS: Math.max(1, Math.ceil(((-level + 1) * 60) / this.perMinute)) };
+  }
+
+  /**
+   * A recovering upgrade, charged before it is served: the store requests it makes whatever it asks
+   * (a malformed or hopeless position included). A 256th of the budget, so at most 256 a minute.
+   */
+  chargeUpgrade(user: string): void {
+    this.charge(user, Math.max(1, Math.floor(this.perMinute / 256)));
   }
 
   charge(user: string, bytes: number): void {

@@ -100,11 +100,17 @@ export class LmdbHistory implements HistoryStore {
     return { last: head.last, count, bytes };
   }
 
-  async after(chain: HistoryChain, after: number, limit: number): Promise<KeptEntry[]> {
+  async after(chain: HistoryChain, after: number, limit: number, maxBytes = Infinity): Promise<KeptEntry[]> {
     const key = chainKey(chain);
     const out: KeptEntry[] = [];
+    let read = 0;
     for (const { key: k, value } of this.entries.getRange({ start: [key, after + 1], end: [key, Number.MAX_SAFE_INTEGER], limit })) {
       const seq = k[1];
+      read += value.bytes;
+      if (read > maxBytes) {
+        out.push({ seq, prev: value.prev, at: value.at, bytes: value.bytes, text: null });
+        break;
+      }
       const text = value.box === undefined ? null : this.seal.open(value.box, sealBound(chain, value.prev));
       // A box that does not open (the key changed, damage) is a hole: the reader cannot recover across it.
       out.push({ seq, prev: value.prev, at: value.at, bytes: value.bytes, text });

@@ -60,8 +60,12 @@ export interface HistoryStore {
   append(chain: HistoryChain, text: string | null, bytes: number, bounds: HistoryBounds): Promise<Kept>;
   /** Whether `seq` is a message of the chain still kept, and when it was kept (null: not this chain's, or gone). */
   at(chain: HistoryChain, seq: number): Promise<{ at: number } | null>;
-  /** The chain's entries after offset `after`, in the store's order (complete: nothing of the chain after `after` is left out), at most `limit`. */
-  after(chain: HistoryChain, after: number, limit: number): Promise<KeptEntry[]>;
+  /**
+   * The chain's entries after offset `after`, in the store's order (complete: nothing of the chain
+   * after `after` is left out), at most `limit`, and no more than `maxBytes` of them read and opened:
+   * the first entry past it ends the list, returned unopened (`text: null`, as a hole).
+   */
+  after(chain: HistoryChain, after: number, limit: number, maxBytes?: number): Promise<KeptEntry[]>;
   /** Forgets every install's history of an app instance (uninstall). */
   drop(user: string, app: string): Promise<void>;
   close(): Promise<void>;
