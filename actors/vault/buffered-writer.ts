@@ -1,6 +1,6 @@
 import type { AuditEntry } from '../../bus/subjects.js';
 import type { BucketView } from './bucket-view.js';
-import { scopeOf, userOf, versionBytes, type DataKeyRecord, type DeletedRecord, type SecretRecord, type VaultWriter, type VersionRecord } from './store.js';
+import { accountsOf, versionBytes, type DataKeyRecord, type DeletedRecord, type SecretRecord, type VaultWriter, type VersionRecord } from './store.js';
 import type { VersionUsage } from './version-usage.js';
 
 const SEP = '\u0000';
@@ -21,7 +21,7 @@ export interface VaultViews {
   secrets: BucketView<SecretRecord>;
   versions: BucketView<VersionRecord>;
   deleted: BucketView<DeletedRecord>;
-  /** Bytes of kept versions per scope and user, as the versions view shows them. */
+  /** Bytes of kept versions per account (store.ts accountsOf), as the versions view shows them. */
   usage: VersionUsage;
 }
 
@@ -45,15 +45,12 @@ export function bufferedWriter(views: VaultViews, ops: Op[], audit: AuditEntry[]
     for (const op of ops) if (op.view === view && op.key.startsWith(prefix)) (op.value === undefined ? found.delete(op.key) : found.add(op.key));
     return [...found].sort();
   };
-  /** The view's usage, moved by what this write has buffered so far (each key counted at its latest buffered value). */
-  const bytesUnder = (k: string) => {
-    let bytes = views.usage.bytes(k);
-    const touched = new Set(ops.filter((o) => o.view === (versions as BucketView<unknown>) && (scopeOf(o.key) === k || userOf(o.key) === k)).map((o) => o.key));
-    for (const key of touched) {
-      const before = versions.entries.get(key)?.value;
-      const after = read(versions, key);
-      bytes += (after ? versionBytes(after) : 0) - (before ? versionBytes(before) : 0);
-    }
+  /** The view's usage of an account, moved by what this write has buffered so far (each key counted at its latest buffered value). */
+  const accountBytes = (account: string) => {
+    const counted = (key: string, v: VersionRecord | undefined) => (v && accountsOf(key, v).includes(account) ? versionBytes(v) : 0);
+    let bytes = views.usage.bytes(account);
+    const touched = new Set(ops.filter((o) => o.view === (versions as BucketView<unknown>)).map((o) => o.key));
+    for (const key of touched) bytes += counted(key, read(versions, key)) - counted(key, versions.entries.get(key)?.value);
     return bytes;
   };
   return {
@@ -72,7 +69,7 @@ export function bufferedWriter(views: VaultViews, ops: Op[], audit: AuditEntry[]
     removeVersion: (vkey) => change(versions, vkey, undefined),
     versionsUnder: (prefix) => liveKeys(versions as BucketView<unknown>, prefix).map((key) => ({ key, value: read(versions, key)! })),
     versionKeysUnder: (prefix) => liveKeys(versions as BucketView<unknown>, prefix),
-    versionBytesUnder: bytesUnder,
+    accountBytes,
     deleted: (key) => read(deleted, key),
     putDeleted: (key, record) => change(deleted, key, record),
     removeDeleted: (key) => change(deleted, key, undefined),

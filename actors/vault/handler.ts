@@ -235,7 +235,7 @@ export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who:
     }
     const sealed = seal(deps.keys.getOrCreate(scope, w), Buffer.from(body.value as string, 'utf8'), valueContext(key));
     // The value it replaces is kept as a version first (committed before the record moves past it).
-    keepVersion(w, deps.bounds, key, existing);
+    keepVersion(w, deps.bounds, key, existing, who.app);
     const next = nextRecord(existing, sealed, who.app, now());
     w.putSecret(key, next);
     deps.auditInWrite(w, entry('ok'));

@@ -30,6 +30,11 @@ export interface VersionRecord extends FormatSlot {
   /** When this version was written, and by which app (or the operator). */
   at: string;
   by: string;
+  /**
+   * The app (or the operator) whose write made this value an earlier version: its update, restore
+   * or delete. The bounds count the version against it, and only its writes trim it (payerOf).
+   */
+  keptBy?: string;
 }
 
 /**
@@ -104,6 +109,19 @@ export const scopeOf = (key: string) => key.split(SEP, 3).join(SEP);
 /** Bytes a version takes against the bounds: its sealed value, as stored. */
 export const versionBytes = (v: VersionRecord): number => v.sealed.byteLength;
 
+/** Whose history a version is (VersionRecord.keptBy): a version kept before the field, or imported without it, is its writer's. */
+export const payerOf = (v: VersionRecord): string => (typeof v.keptBy === 'string' ? v.keptBy : String(v.by));
+
+/**
+ * The accounts the byte bounds count (docs/vault.md "Versions"): one app's versions in one scope,
+ * and one app's versions for one user. No account is shared by two apps, so no app's writes fill
+ * another's. (Four parts and two: neither can be mistaken for the other, no part holds a NUL.)
+ */
+export const scopeAccount = (scope: string, payer: string) => `${scope}${SEP}${payer}`;
+export const appAccount = (user: string, payer: string) => `${user}${SEP}${payer}`;
+/** Both accounts version `v` (at `vkey`) counts against. */
+export const accountsOf = (vkey: string, v: VersionRecord): [string, string] => [scopeAccount(scopeOf(vkey), payerOf(v)), appAccount(userOf(vkey), payerOf(v))];
+
 /**
  * What the vault keeps, whatever keeps it (docs/operations.md "How writes stay correct" will add a replicated one): data
  * keys, sealed secrets, audit entries. Writes go through `write`: everything done inside commits
@@ -169,8 +187,8 @@ export interface VaultWriter {
   versionsUnder(prefix: string): Array<{ key: string; value: VersionRecord }>;
   /** Their keys alone (nothing decoded): what the count per secret needs on every update. */
   versionKeysUnder(prefix: string): string[];
-  /** Bytes of the kept versions under a scope or a user (`scopeKey` or `user`): what the bounds count. */
-  versionBytesUnder(scopeOrUser: string): number;
+  /** Bytes of the kept versions counted against an account (`scopeAccount`, `appAccount`): what the bounds count. */
+  accountBytes(account: string): number;
   deleted(key: string): DeletedRecord | undefined;
   putDeleted(key: string, record: DeletedRecord): void;
   removeDeleted(key: string): void;
@@ -195,7 +213,7 @@ export class LmdbVaultStore implements VaultStore {
     private readonly replica: string,
     private readonly versions: Database<VersionRecord, string>,
     private readonly deletedDb: Database<DeletedRecord, string>,
-    /** Bytes of kept versions per scope and per user, kept in the same transactions as the versions. */
+    /** Bytes of kept versions per account (accountsOf), kept in the same transactions as the versions. */
     private readonly usage: Database<number, string>,
   ) {
     this.dataKeyReads = new DecodedCache(dataKeys);
@@ -204,7 +222,7 @@ export class LmdbVaultStore implements VaultStore {
 
   static open(path: string, replica: string): LmdbVaultStore {
     const root = open({ path, compression: false });
-    return new LmdbVaultStore(
+    const store = new LmdbVaultStore(
       root,
       openRecords<DataKeyRecord>(root, 'data-keys', 'vaultDataKey'),
       openRecords<SecretRecord>(root, 'secrets', 'vaultSecret'),
@@ -212,8 +230,22 @@ export class LmdbVaultStore implements VaultStore {
       replica,
       openRecords<VersionRecord>(root, 'versions', 'vaultVersion'),
       openRecords<DeletedRecord>(root, 'deleted', 'vaultDeleted'),
-      root.openDB<number, string>({ name: 'version-usage' }),
+      // Not `version-usage`, which counted per scope and per user, whoever wrote: those counts mean nothing here.
+      root.openDB<number, string>({ name: 'version-accounts' }),
     );
+    store.countExisting();
+    return store;
+  }
+
+  /**
+   * Versions kept before the accounts were counted (a store of an earlier 0.3 build) are counted
+   * once, at the first open that finds them uncounted; every later change counts in its own write.
+   */
+  private countExisting(): void {
+    this.root.transactionSync(() => {
+      if (this.usage.getCount() > 0) return;
+      for (const { key, value } of this.versions.getRange()) this.countVersion(key, value, 1);
+    });
   }
 
   /**
@@ -262,10 +294,10 @@ export class LmdbVaultStore implements VaultStore {
     };
   }
 
-  /** Adds `delta` bytes to the usage of the version's scope and user (inside a write). */
-  private countVersion(vkey: string, delta: number): void {
-    for (const k of [scopeOf(vkey), userOf(vkey)]) {
-      const next = (this.usage.get(k) ?? 0) + delta;
+  /** Adds (`sign` 1) or takes away (-1) version `v`'s bytes in its accounts (inside a write). */
+  private countVersion(vkey: string, v: VersionRecord, sign: 1 | -1): void {
+    for (const k of accountsOf(vkey, v)) {
+      const next = (this.usage.get(k) ?? 0) + sign * versionBytes(v);
       if (next > 0) this.usage.put(k, next);
       else this.usage.remove(k);
     }
@@ -308,18 +340,19 @@ export class LmdbVaultStore implements VaultStore {
       version: (vkey) => this.versions.get(vkey),
       putVersion: (vkey, record) => {
         const before = this.versions.get(vkey);
-        this.countVersion(vkey, versionBytes(record) - (before ? versionBytes(before) : 0));
+        if (before) this.countVersion(vkey, before, -1);
+        this.countVersion(vkey, record, 1);
         this.versions.put(vkey, record);
       },
       removeVersion: (vkey) => {
         const before = this.versions.get(vkey);
         if (!before) return;
-        this.countVersion(vkey, -versionBytes(before));
+        this.countVersion(vkey, before, -1);
         this.versions.remove(vkey);
       },
       versionsUnder: (prefix) => [...this.versions.getRange({ start: prefix, end: `${prefix}\uffff` })].map(({ key, value }) => ({ key, value })),
       versionKeysUnder: (prefix) => [...this.versions.getKeys({ start: prefix, end: `${prefix}\uffff` })],
-      versionBytesUnder: (k) => this.usage.get(k) ?? 0,
+      accountBytes: (k) => this.usage.get(k) ?? 0,
       deleted: (key) => this.deletedDb.get(key),
       putDeleted: (key, record) => void this.deletedDb.put(key, record),
       removeDeleted: (key) => void this.deletedDb.remove(key),

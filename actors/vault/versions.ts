@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { PierError } from '../../bus/errors.js';
 import type { OperatorVaultAnswers } from '../../bus/subjects.js';
-import { genOf, nameOf, sealedSize, SECRET_FORMAT, sizeOf, userOf, versionKey, versionPrefix, type DeletedRecord, type SecretRecord, type SecretVersion, type VaultStore, type VaultWriter, type VersionRecord } from './store.js';
+import { appAccount, genOf, nameOf, payerOf, scopeAccount, scopeOf, sealedSize, SECRET_FORMAT, sizeOf, userOf, versionBytes, versionKey, versionPrefix, type DeletedRecord, type SecretRecord, type SecretVersion, type VaultStore, type VaultWriter, type VersionRecord } from './store.js';
 
 // Versions, soft delete, restore, undelete and destroy (docs/vault.md "Versions"). Every function
 // here runs inside one store write (`w`) with the change it belongs to: a version is kept, trimmed
@@ -13,9 +13,13 @@ const SEP = '\u0000';
 export interface VersionBounds {
   /** Earlier versions kept per secret (a deleted secret's last value counts as one). */
   perSecret: number;
-  /** Bytes of kept versions per (user, workspace, env), and per user. */
+  /**
+   * Bytes of kept versions one app's writes keep (store.ts payerOf), per (user, workspace, env)
+   * and per user: the scope's keeps one workspace from taking all of the user's; the user's bounds
+   * the disk (docs/vault.md "Versions").
+   */
   scopeBytes: number;
-  userBytes: number;
+  appBytes: number;
   /** How long a deleted secret stays recoverable. */
   deletedForMs: number;
   /**
@@ -51,13 +55,14 @@ export const entryOf = (r: SecretRecord): SecretVersion => {
 const HISTORY_ENTRIES = 100;
 
 /**
- * Keeps `record`'s current value as an earlier version of its secret (key `key`), then applies the
- * bounds. A version already kept (a write retried after a crash between its two commits) stays.
+ * Keeps `record`'s current value as an earlier version of its secret (key `key`), counted against
+ * `keptBy` (the app, or the operator, whose write moves past it), then applies the bounds. A
+ * version already kept (a write retried after a crash between its two commits) stays.
  */
-export function keepVersion(w: VaultWriter, bounds: VersionBounds, key: string, record: SecretRecord): void {
+export function keepVersion(w: VaultWriter, bounds: VersionBounds, key: string, record: SecretRecord, keptBy: string): void {
   const vkey = versionKey(key, genOf(record), record.version);
-  if (!w.version(vkey)) w.putVersion(vkey, { format: 1, sealed: record.sealed, version: record.version, at: record.updatedAt, by: record.updatedBy });
-  trim(w, bounds, key, genOf(record), record.version);
+  if (!w.version(vkey)) w.putVersion(vkey, { format: 1, sealed: record.sealed, version: record.version, at: record.updatedAt, by: record.updatedBy, keptBy });
+  trim(w, bounds, key, genOf(record), keptBy, record.version);
 }
 
 /** The record after `record`, its value `sealed` (an update or a restore): its current version becomes history. */
@@ -77,30 +82,35 @@ export function nextRecord(record: SecretRecord, sealed: Uint8Array, by: string,
 }
 
 /**
- * The bounds, oldest first: versions of this generation past `perSecret`, then the scope's and the
- * user's past their bytes. Never a reason to refuse the write that called it. A deleted secret
- * whose last value goes is gone with it (nothing is left to undelete).
+ * The bounds, oldest first: versions of this generation past `perSecret`, then `writer`'s bytes in
+ * the secret's scope and for its user. Never a reason to refuse the write that called it. Over a
+ * byte bound only `writer`'s own versions in this scope go (the one just kept included): never
+ * another app's, never another workspace's, so no app's writes trim or crowd out another's
+ * history (docs/vault.md "Versions"). A deleted secret whose last value goes is gone with it
+ * (nothing is left to undelete).
  */
-export function trim(w: VaultWriter, bounds: VersionBounds, key: string, gen: string, newest?: number): void {
+export function trim(w: VaultWriter, bounds: VersionBounds, key: string, gen: string, writer: string, newest?: number): void {
   // A generation's versions are numbered from 1 up, never reused: with `newest` within the bound,
   // it cannot hold more than the bound (most secrets: their count is never read).
   if (newest === undefined || newest > bounds.perSecret) {
     const own = w.versionKeysUnder(versionPrefix(key, gen));
     for (const vkey of own.slice(0, Math.max(0, own.length - bounds.perSecret))) removeKept(w, vkey);
   }
-  const scope = key.slice(0, key.lastIndexOf(SEP));
-  for (const [under, limit] of [
-    [scope, bounds.scopeBytes],
-    [userOf(key), bounds.userBytes],
+  const scope = scopeOf(key);
+  for (const [account, limit] of [
+    [scopeAccount(scope, writer), bounds.scopeBytes],
+    [appAccount(userOf(key), writer), bounds.appBytes],
   ] as const) {
-    let over = w.versionBytesUnder(under) - limit;
+    let over = w.accountBytes(account) - limit;
     if (over <= 0) continue;
-    // Only a full scope (or user) pays for this scan: the oldest written go first.
-    const oldest = w.versionsUnder(`${under}${SEP}`).sort((a, b) => (a.value.at < b.value.at ? -1 : a.value.at > b.value.at ? 1 : 0));
+    // Only a full account pays for this scan. Before the write the account was within its bound
+    // and the write added only to it, here: so this scope holds enough of the writer's own to
+    // bring it back (unless the bound was lowered since; then it comes back as the writer writes).
+    const oldest = w.versionsUnder(`${scope}${SEP}`).filter((v) => payerOf(v.value) === writer).sort((a, b) => (a.value.at < b.value.at ? -1 : a.value.at > b.value.at ? 1 : 0));
     for (const v of oldest) {
       if (over <= 0) break;
       removeKept(w, v.key);
-      over -= v.value.sealed.byteLength;
+      over -= versionBytes(v.value);
     }
   }
 }
@@ -147,7 +157,7 @@ export function softDelete(w: VaultWriter, bounds: VersionBounds, key: string, r
     deletedAt: at,
     deletedBy: by,
   });
-  keepVersion(w, bounds, key, record);
+  keepVersion(w, bounds, key, record, by);
   w.removeSecret(key);
 }
 
@@ -187,7 +197,7 @@ export function restore(w: VaultWriter, bounds: VersionBounds, key: string, vers
   if (version === live.version) throw new PierError('CONFLICT', `version ${version} of "${name}" is the current one`);
   const kept = w.version(versionKey(key, genOf(live), version));
   if (!kept) throw notKept(w, key, genOf(live), name, version);
-  keepVersion(w, bounds, key, live);
+  keepVersion(w, bounds, key, live, by);
   const next = nextRecord(live, kept.sealed, by, at);
   w.putSecret(key, next);
   return next;

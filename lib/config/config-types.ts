@@ -66,7 +66,7 @@ export interface Config {
   /** Audit retention: entries older than `maxAgeMs` go, and the oldest past `maxEntries`. */
   audit: { maxAgeMs: number; maxEntries: number };
   /** What the vault keeps of earlier versions and deleted secrets (docs/vault.md "Versions"). */
-  vaultVersions: { perSecret: number; scopeBytes: number; userBytes: number; deletedForMs: number; scrubAfterMs: number };
+  vaultVersions: { perSecret: number; scopeBytes: number; appBytes: number; deletedForMs: number; scrubAfterMs: number };
   /** Process heartbeats, and how long a silent process counts as alive. */
   heartbeatMs: number;
   peerDeadMs: number;

@@ -117,7 +117,8 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     vaultVersions: {
       perSecret: integer(env, ENV.vaultVersions, 10, 0, 1_000),
       scopeBytes: integer(env, ENV.vaultHistoryScopeBytes, 16 * 1024 * 1024, 0, 1024 * 1024 * 1024),
-      userBytes: integer(env, ENV.vaultHistoryUserBytes, 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
+      // Counted per user *and app* (docs/vault.md "Versions"): no app fills another's, whatever the name says.
+      appBytes: integer(env, ENV.vaultHistoryUserBytes, 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
       deletedForMs: integer(env, ENV.vaultDeletedDays, 7, 0, 3_650) * 86_400_000,
       // Not a setting: a write racing the erasure reads the key's history for seconds at most.
       scrubAfterMs: 60_000,

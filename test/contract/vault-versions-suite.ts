@@ -4,7 +4,7 @@ import { DataKeys } from '../../actors/vault/data-keys.js';
 import { vaultOp, type VaultDeps } from '../../actors/vault/handler.js';
 import { operatorOp } from '../../actors/vault/operator.js';
 import { vaultRecords } from '../../actors/vault/state-io.js';
-import { genOf, scopeKey, secretKey, versionKey, type VaultStore } from '../../actors/vault/store.js';
+import { appAccount, genOf, payerOf, scopeAccount, scopeKey, secretKey, versionKey, type VaultStore } from '../../actors/vault/store.js';
 import { destroyGeneration, expiredDeleted, isOrphan, orphanVersions, type VersionBounds } from '../../actors/vault/versions.js';
 import type { AppView, AuditEntry, OperatorVaultRequest } from '../../bus/subjects.js';
 import { AccessTokens } from '../../lib/crypto/access-token.js';
@@ -49,11 +49,11 @@ function vaultOn(store: VaultStore, bounds: VersionBounds, clock: { now: number 
     auditInWrite: (w, e) => (audited.push(e), w.appendAudit(e)),
     bounds,
   };
-  const token = (app: AppView, ops: string[]) => tokens.sign({ app: app.id, key: app.appKey, dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ops.map((o) => `${o}?workspace=w`), iat: 0, exp: Number.MAX_SAFE_INTEGER });
-  const access = { alice: token(apps[0], ALL_OPS), plain: token(apps[1], ALL_OPS.slice(0, 5)), bob: token(apps[2], ALL_OPS) };
-  /** An app's call; a refusal answers `CODE: message`. */
-  const op = (who: keyof typeof access, name: string, body: Record<string, unknown>) =>
-    vaultOp(deps, { op: name, workspace: 'w', userToken: '', accessToken: access[who], body }).then(
+  const token = (app: AppView, ops: string[], workspace: string) => tokens.sign({ app: app.id, key: app.appKey, dataType: 'secret', group: 'secret.vault', version: 'v1', ops: ops.map((o) => `${o}?workspace=${workspace}`), iat: 0, exp: Number.MAX_SAFE_INTEGER });
+  const grants = { alice: [apps[0], ALL_OPS], plain: [apps[1], ALL_OPS.slice(0, 5)], bob: [apps[2], ALL_OPS] } as const;
+  /** An app's call (on workspace `w` unless named); a refusal answers `CODE: message`. */
+  const op = (who: keyof typeof grants, name: string, body: Record<string, unknown>, workspace = 'w') =>
+    vaultOp(deps, { op: name, workspace, userToken: '', accessToken: token(grants[who][0], [...grants[who][1]], workspace), body }).then(
       (a) => a,
       (e: { code: string; message: string }) => `${e.code}: ${e.message}`,
     );
@@ -67,7 +67,7 @@ function vaultOn(store: VaultStore, bounds: VersionBounds, clock: { now: number 
 }
 
 // Earlier records erased whatever their age (the configuration waits 60 s; the suite's clock is not the server's).
-const BOUNDS: VersionBounds = { perSecret: 10, scopeBytes: 16 << 20, userBytes: 64 << 20, deletedForMs: 7 * DAY, scrubAfterMs: Number.NEGATIVE_INFINITY };
+const BOUNDS: VersionBounds = { perSecret: 10, scopeBytes: 16 << 20, appBytes: 64 << 20, deletedForMs: 7 * DAY, scrubAfterMs: Number.NEGATIVE_INFINITY };
 
 /**
  * Versions and soft delete (docs/vault.md "Versions") on one store: what every backend must hold,
@@ -131,29 +131,75 @@ export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsSto
     t.regex(String(await op('alice', 'RetrieveSecretVersion', { name: 'db', version: 0 })), /^BAD_REQUEST: .*version/);
   });
 
-  test('bounds: per secret by count, per scope and per user by bytes, the oldest first; never a refused write', async (t) => {
-    const { op, operator, store, deps } = await setup(t, { perSecret: 3, scopeBytes: 4096, userBytes: 6144 });
+  test('bounds: per secret by count, per scope and per user by the bytes one app\'s writes keep, its own oldest first; never a refused write', async (t) => {
+    const { op, operator, store } = await setup(t, { perSecret: 3, scopeBytes: 4096, appBytes: 6144 });
     for (let i = 1; i <= 8; i++) t.like(await op('alice', i === 1 ? 'CreateSecret' : 'UpdateSecret', { name: 'a', value: `a${i}` }), { version: i }, `write ${i} is never refused`);
     const listed = (await operator({ op: 'versions', name: 'a' })) as { versions: Array<{ version: number; kept: boolean }> };
     t.deepEqual(listed.versions.filter((v) => v.kept).map((v) => v.version), [8, 7, 6, 5], 'the current and 3 earlier kept');
     t.deepEqual(listed.versions.filter((v) => !v.kept).map((v) => v.version), [4, 3, 2, 1], 'older ones listed as not kept');
     t.regex(String(await operator({ op: 'restore', name: 'a', version: 2 })), /^NOT_FOUND: version 2 of "a" is not kept \(kept: 5, 6, 7\)/);
-    // 1,000-byte values: the scope holds at most 4 KiB of versions; every write still lands.
+    // 1,000-byte values: the app keeps at most 4 KiB of versions in the scope; every write still lands.
     const big = (i: number) => `${i}`.padEnd(1000, 'x');
     for (let s = 0; s < 3; s++) for (let i = 1; i <= 4; i++) t.like(await op('alice', i === 1 ? 'CreateSecret' : 'UpdateSecret', { name: `big${s}`, value: big(i) }), { version: i });
     await store.sync();
-    const scopeBytes = store.everything().versions.filter((v) => v.key.startsWith(scopeKey('alice', 'w', 'prod'))).reduce((n, v) => n + v.value.sealed.byteLength, 0);
+    const bytesIn = (prefix: string) => store.everything().versions.filter((v) => v.key.startsWith(prefix)).reduce((n, v) => n + v.value.sealed.byteLength, 0);
+    const scopeBytes = bytesIn(scopeKey('alice', 'w', 'prod'));
     t.true(scopeBytes <= 4096, `the scope's versions take ${scopeBytes} B`);
     t.true(scopeBytes > 2000, 'and they are kept up to the bound, not dropped wholesale');
     // The oldest went first: big0's earliest versions are gone before big2's.
     const kept = (name: string) => store.everything().versions.filter((v) => v.key.startsWith(`${alice(name)}\u0000`)).map((v) => v.value.version);
     t.true(kept('big0').length <= kept('big2').length, `big0 kept ${kept('big0')}, big2 kept ${kept('big2')}`);
-    // Per user: alice's other workspaces count too (the operator writes workspace w2).
-    for (let i = 1; i <= 6; i++) t.like(await operatorOp(deps, { op: 'set', user: 'alice', workspace: 'w2', name: 'u', value: big(i) }), { data: { version: i } });
+    // The same app in another workspace: its user bound counts both, and its writes there trim
+    // only there (the versions of w stay as they were, even though they are its own).
+    const inW = store.everything().versions.filter((v) => v.key.startsWith(scopeKey('alice', 'w', 'prod'))).map((v) => v.key);
+    for (let i = 1; i <= 6; i++) t.like(await op('alice', i === 1 ? 'CreateSecret' : 'UpdateSecret', { name: 'u', value: big(i) }, 'w2'), { version: i });
     await store.sync();
-    const userBytes = store.everything().versions.filter((v) => v.key.startsWith('alice\u0000')).reduce((n, v) => n + v.value.sealed.byteLength, 0);
-    t.true(userBytes <= 6144, `alice's versions take ${userBytes} B`);
-    t.true(store.everything().versions.some((v) => v.key.startsWith(scopeKey('alice', 'w2', 'prod'))), "w2's newest versions are kept");
+    t.deepEqual(store.everything().versions.filter((v) => v.key.startsWith(scopeKey('alice', 'w', 'prod'))).map((v) => v.key), inW, "w's versions are untouched");
+    const userBytes = bytesIn('alice\u0000');
+    t.true(userBytes <= 6144, `the app's versions take ${userBytes} B`);
+    t.true(bytesIn(scopeKey('alice', 'w2', 'prod')) > 0, "w2's newest versions are kept");
+  });
+
+  test("one app's writes never trim another app's versions or deleted secrets, in its workspace or another; each pays for its own", async (t) => {
+    const { op, operator, store, deps, another, clock } = await setup(t, { scopeBytes: 4096, appBytes: 6144 });
+    const big = (i: number) => `${i}`.padEnd(1000, 'x');
+    // chat keeps a version and a deleted secret in w, the operator one in w3.
+    await op('alice', 'CreateSecret', { name: 'mine', value: 'mine-1' });
+    await op('alice', 'UpdateSecret', { name: 'mine', value: 'mine-2' });
+    await op('alice', 'CreateSecret', { name: 'gone', value: 'gone-1' });
+    await op('alice', 'DeleteSecret', { name: 'gone' });
+    await operatorOp(deps, { op: 'set', user: 'alice', workspace: 'w3', name: 'op', value: 'op-1' });
+    await operatorOp(deps, { op: 'set', user: 'alice', workspace: 'w3', name: 'op', value: 'op-2' });
+    // plain floods the same workspace, and chat floods another one: every write lands.
+    for (let i = 1; i <= 12; i++) {
+      clock.now += 1000;
+      t.like(await op('plain', i === 1 ? 'CreateSecret' : 'UpdateSecret', { name: 'flood', value: big(i) }), { version: i });
+      t.like(await op('alice', i === 1 ? 'CreateSecret' : 'UpdateSecret', { name: 'flood', value: big(i) }, 'w2'), { version: i });
+    }
+    t.like(await operator({ op: 'restore', name: 'mine', version: 1 }), { version: 3, restored: 1 });
+    t.like(await operator({ op: 'undelete', name: 'gone' }), { version: 1 });
+    t.like(await operatorOp(deps, { op: 'restore', user: 'alice', workspace: 'w3', name: 'op', version: 1 }), { data: { version: 3 } });
+    // Each flood kept its newest, within its own bound; its oldest went.
+    await store.sync();
+    const versionsOf = (scope: string, name: string) => store.everything().versions.filter((v) => v.key.startsWith(`${secretKey(scope, name)}\u0000`));
+    for (const scope of [scopeKey('alice', 'w', 'prod'), scopeKey('alice', 'w2', 'prod')]) {
+      const flood = versionsOf(scope, 'flood');
+      const bytes = flood.reduce((n, v) => n + v.value.sealed.byteLength, 0);
+      t.true(bytes > 2000 && bytes <= 4096, `${scope}: flood keeps ${bytes} B`);
+      t.false(flood.some((v) => v.value.version === 1), 'its oldest went');
+    }
+    // What each store counts is what it holds, per app (on JetStream, a replica started now too).
+    const held = (prefix: string, payer: string) => store.everything().versions.filter((v) => v.key.startsWith(prefix) && payerOf(v.value) === payer).reduce((n, v) => n + v.value.sealed.byteLength, 0);
+    const accounts = [
+      [scopeAccount(scopeKey('alice', 'w', 'prod'), 'plain'), held(scopeKey('alice', 'w', 'prod'), 'plain')],
+      [appAccount('alice', 'chat'), held('alice\u0000', 'chat')],
+      [appAccount('alice', '(operator)'), held('alice\u0000', '(operator)')],
+    ] as const;
+    for (const s of [store, ...(another ? [await another()] : [])]) {
+      await s.sync();
+      t.deepEqual(await s.write((w) => accounts.map(([a]) => w.accountBytes(a))), accounts.map(([, b]) => b));
+    }
+    t.true(accounts.every(([, b]) => b > 0));
   });
 
   test('a record 0.2 wrote (no generation, no size) gets versions when 0.3 updates it; versions a 0.2 delete left behind are found and removed', async (t) => {

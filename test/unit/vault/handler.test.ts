@@ -35,7 +35,7 @@ function setup(t: { teardown: (fn: () => Promise<void>) => void }) {
     audit: (e) => audited.push(e),
     anonymous: (op, outcome) => anonymous.push(`${op} ${outcome}`),
     auditInWrite: (w, e) => (audited.push(e), w.appendAudit(e)),
-    bounds: { perSecret: 10, scopeBytes: 1 << 24, userBytes: 1 << 26, deletedForMs: 7 * 86_400_000, scrubAfterMs: 60_000 },
+    bounds: { perSecret: 10, scopeBytes: 1 << 24, appBytes: 1 << 26, deletedForMs: 7 * 86_400_000, scrubAfterMs: 60_000 },
   };
   const access = tokens.sign({ app: 'alice/chat', key: 'ak_1', dataType: 'secret', group: 'secret.vault', version: 'v1', ops: OPS, iat: 0, exp: 10_000 });
   t.teardown(async () => {
