@@ -24,10 +24,13 @@ export interface TraceContext {
 export type SpanKind = 'server' | 'client' | 'producer' | 'consumer' | 'internal';
 export type SpanAttributes = Record<string, string | number | boolean>;
 /**
- * Whose `traceparent` it is. `trusted`: a Pier process or an app on the system (its sampling
- * decision is followed). `hint`: a browser's (its sampled flag is a hint, followed under a rate limit).
+ * Whose `traceparent` it is. `trusted`: a Pier process's, or an app's or the operator's whose
+ * credentials the edge checked (its sampling decision is followed). `hint`: a browser's (its sampled
+ * flag is a hint, followed under a rate limit). `anonymous`: a caller not authenticated (yet) on a
+ * listener for apps and the operator: never followed; the work starts a trace of its own, linked to
+ * the caller's, sampled as any root is (so a caller cannot choose a trace id the sampler keeps).
  */
-export type ParentTrust = 'trusted' | 'hint';
+export type ParentTrust = 'trusted' | 'hint' | 'anonymous';
 
 export interface Span {
   /** The context the span's work runs in and sends on. */
@@ -41,8 +44,12 @@ export interface Span {
 export interface Tracer {
   /** Spans are made and exported (OTEL_* set); false: pass-through only. */
   readonly exporting: boolean;
-  /** Work that came in with `carrier` (a request, an upgrade, a bus message): a span, or null for none. */
-  incoming(name: string, kind: SpanKind, carrier: TraceCarrier | undefined, trust: ParentTrust, attributes?: SpanAttributes, links?: readonly TraceContext[]): Span | null;
+  /**
+   * Work that came in with `carrier` (a request, an upgrade, a bus message): a span, or null for none.
+   * `startedAt` (a `performance.now()` reading) dates a span started after its work began: a request
+   * whose caller had to be checked before its trace could be chosen.
+   */
+  incoming(name: string, kind: SpanKind, carrier: TraceCarrier | undefined, trust: ParentTrust, attributes?: SpanAttributes, links?: readonly TraceContext[], startedAt?: number): Span | null;
   /** Work done on behalf of `parent` (the current context unless given); null without one, or with export off. */
   child(name: string, kind: SpanKind, attributes?: SpanAttributes, parent?: TraceContext): Span | null;
 }

@@ -1,4 +1,4 @@
-import { clusterMetrics, adminAnswers, envelopedAll, type AdminDeps } from './admin/admin-api.js';
+import { clusterMetrics, adminAnswers, envelopedAll, requireAdmin, type AdminDeps } from './admin/admin-api.js';
 import { ADMIN_API, type AdminRouteName } from './admin/api.js';
 import { liveAnswers } from './admin/live-api.js';
 import { consoleRoutes, type ConsoleOptions } from './admin/console-api.js';
@@ -8,7 +8,7 @@ import { isVaultCall, vaultCall, vaultCallGate, type VaultApiDeps } from './syst
 import { localApi, type LocalDeps } from './gateway/local-api.js';
 import { tusApi } from './upload/tus-api.js';
 import { uploadApi, type UploadApiDeps } from './upload/upload-api.js';
-import type { Route } from './http/http.js';
+import type { RequestHead, Route } from './http/http.js';
 
 /** The listeners of contract section 8, by name. */
 export const LISTENERS = ['public', 'system', 'local', 'upload', 'admin'] as const;
@@ -47,6 +47,10 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
     deps.log?.info({ admin: `${req.method.toUpperCase()} ${req.path}`, status: reply.status }, 'admin action');
     return reply;
   };
+  const operator = async (req: RequestHead) => {
+    requireAdmin(deps, req);
+    return null;
+  };
   const local = localApi(deps);
   const uploads = uploadApi(deps);
   const tus = tusApi(deps);
@@ -63,15 +67,16 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
         bodyLimit: deps.providerBodyBytes,
         // The access token is checked before any of the body is read (docs/protocol.md "Provider calls" and docs/protocol.md "Vault").
         gate: (req) => (isVaultCall(req) ? vaultCallGate(deps, req) : providerCallGate(deps, req)),
+        gateChecksCaller: true,
       },
     ],
     // `/runtime/ws/conn/*` is the contract's path; `/tapr/ws/conn/*` is the one the platform's existing apps call.
     local: [
       ...probes,
       ...['/runtime', '/tapr'].flatMap((prefix): Route[] => [
-        { method: 'post', path: `${prefix}/ws/conn/send`, handler: local.send, bodyLimit: 1024 * 1024 },
-        { method: 'post', path: `${prefix}/ws/conn/close`, handler: local.close, bodyLimit: 1024 * 1024 },
-        { method: 'get', path: `${prefix}/ws/conn/list`, handler: local.list },
+        { method: 'post', path: `${prefix}/ws/conn/send`, handler: local.send, bodyLimit: 1024 * 1024, gate: local.gate, gateChecksCaller: true },
+        { method: 'post', path: `${prefix}/ws/conn/close`, handler: local.close, bodyLimit: 1024 * 1024, gate: local.gate, gateChecksCaller: true },
+        { method: 'get', path: `${prefix}/ws/conn/list`, handler: local.list, gate: local.gate, gateChecksCaller: true },
       ]),
     ],
     upload: [
@@ -98,11 +103,12 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
       { method: 'get', path: '/healthz', handler: healthz },
       { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache, deps.peers) },
       { method: 'get', path: '/metrics', handler: () => clusterMetrics(deps.bus, deps.peers) },
-      // Every admin route as edge/admin/api.ts declares it; a change is logged once answered.
+      // Every admin route as edge/admin/api.ts declares it; a change is logged once answered. The
+      // operator is checked before the body too (the handler checks again: a few microseconds).
       ...(Object.keys(ADMIN_API) as AdminRouteName[]).map((name): Route => {
         const r = ADMIN_API[name];
         const limit = adminBody[name];
-        return { method: r.method, path: r.path, handler: r.changes ? audited(admin[name]) : admin[name], ...(limit === undefined ? {} : { bodyLimit: limit }) };
+        return { method: r.method, path: r.path, handler: r.changes ? audited(admin[name]) : admin[name], gate: operator, gateChecksCaller: true, ...(limit === undefined ? {} : { bodyLimit: limit }) };
       }),
       ...(consoleParts?.routes ?? []),
     ],

@@ -16,7 +16,7 @@ import type { ConsoleSessions } from './console-session.js';
 import { missingRoles } from '../http/health.js';
 import { BUS_ROLES } from '../../bus/permissions.js';
 import { ok } from '../http/envelope.js';
-import type { HttpReply, HttpRequestData } from '../http/http.js';
+import type { HttpReply, HttpRequestData, RequestHead } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
 import { parseStateLines, stateLine } from './state-file.js';
 
@@ -50,7 +50,7 @@ const installSchema = compile({
  * Admin calls carry `Authorization: Bearer <admin token>`, compared in constant time; without
  * the header, a console session (its cookie, and for a change its CSRF token) stands for it.
  */
-export function requireAdmin(deps: Pick<AdminDeps, 'adminToken' | 'sessions'>, req: HttpRequestData): void {
+export function requireAdmin(deps: Pick<AdminDeps, 'adminToken' | 'sessions'>, req: RequestHead): void {
   const header = req.headers.authorization ?? '';
   if (header === '' && deps.sessions) return deps.sessions.authorize(req);
   const token = header.startsWith('Bearer ') ? header.slice(7) : '';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { PierError } from '../../bus/errors.js';
 import { safeEqual } from '../../lib/crypto/tokens.js';
-import type { HttpRequestData } from '../http/http.js';
+import type { HttpRequestData, RequestHead } from '../http/http.js';
 
 /**
  * The operator console's sign-in (docs/operations.md "Console"): the admin token, typed once into a
@@ -67,7 +67,7 @@ export class ConsoleSessions {
   }
 
   /** The request's live session, or undefined (no cookie, unknown, expired). */
-  sessionOf(req: HttpRequestData): (Session & { id: string }) | undefined {
+  sessionOf(req: RequestHead): (Session & { id: string }) | undefined {
     const id = cookieOf(req.headers.cookie, SESSION_COOKIE);
     if (!id) return undefined;
     const s = this.sessions.get(id);
@@ -84,7 +84,7 @@ export class ConsoleSessions {
    * DELETE) its CSRF token in `X-CSRF-Token` and, when the browser says where it comes from, an
    * Origin that is the admin listener's own. Throws 401 / 403 naming what is missing.
    */
-  authorize(req: HttpRequestData): void {
+  authorize(req: RequestHead): void {
     const s = this.sessionOf(req);
     if (!s) {
       // Without a console cookie this is an admin API call without its token: said as always.

@@ -11,7 +11,7 @@ import { sha256Hex } from '../../lib/crypto/tokens.js';
 import type { PassedGates } from '../system/call-gate.js';
 import { assertValid, compile } from '../../bus/validation.js';
 import { ok } from '../http/envelope.js';
-import type { HttpReply, HttpRequestData } from '../http/http.js';
+import type { HttpReply, HttpRequestData, RequestHead } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
 import type { GatewayHistory } from './history/history.js';
 
@@ -54,7 +54,7 @@ export function localApi(deps: LocalDeps) {
    * remembered for a few seconds, per key and secret digest. Right credentials are checked before
    * the limit, so they are never refused for someone else's failures; only guessing is slowed.
    */
-  async function caller(req: HttpRequestData): Promise<AppView> {
+  async function caller(req: RequestHead): Promise<AppView> {
     if (deps.sidecarApp) {
       const app = deps.cache.app(deps.sidecarApp.user, deps.sidecarApp.app);
       if (!app) throw new PierError('UNAVAILABLE', `app ${deps.sidecarApp.user}/${deps.sidecarApp.app} is not installed`);
@@ -103,6 +103,16 @@ export function localApi(deps: LocalDeps) {
   }
 
   return {
+    /**
+     * Which app is calling, checked before the body is read (the routes' gate): a caller without
+     * credentials never has its body read, and only an app's traceparent is followed for sampling
+     * (docs/operations.md "Tracing"). The handlers ask again, from the pass just remembered.
+     */
+    async gate(req: RequestHead): Promise<null> {
+      await caller(req);
+      return null;
+    },
+
     async send(req: HttpRequestData): Promise<HttpReply> {
       const app = await caller(req);
       const body = parseJsonBody(req);

@@ -52,6 +52,13 @@ export interface Route {
    * reply (or a throw) is answered at once and the body is discarded unread; null lets it through.
    */
   gate?: (req: RequestHead) => Promise<HttpReply | null>;
+  /**
+   * The gate checks who is calling (an app's access token, its key and secret, the operator's token).
+   * Only such a route's caller is followed for trace sampling, once the gate has passed: the request's
+   * span starts then, dated from the request's arrival. Any other request on a listener for apps and
+   * the operator is anonymous to tracing (bus/trace.ts `ParentTrust`; docs/operations.md "Tracing").
+   */
+  gateChecksCaller?: boolean;
 }
 
 /** What mounting a listener's routes needs besides the routes: where to log and count. */

@@ -5,7 +5,7 @@ import type { HttpDeps, HttpReply, Method, Route } from './http.js';
 import { isolated } from './isolate.js';
 import { abortRelay, bodyStream, copyRequest, paramNamesOf, readBody } from './uws-request.js';
 import { send, type ResponseState } from './uws-response.js';
-import { activeTracer, runInTrace, type Span } from '../../bus/trace.js';
+import { activeTracer, runInTrace, type ParentTrust, type Span } from '../../bus/trace.js';
 
 /** Probes and metrics: never a span. */
 const UNTRACED = new Set(['/healthz', '/readyz', '/metrics']);
@@ -65,6 +65,10 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
   const browsers = deps.listener === 'public' || deps.listener === 'upload';
   // A balancer's checks and a scraper's pulls are not traced: they would be most of the traces.
   const untraced = UNTRACED.has(route.path);
+  // An app's or the operator's traceparent is followed once its gate has checked who is calling: the
+  // span starts then. Whoever else calls these listeners is anonymous to tracing (docs/operations.md
+  // "Tracing"): a sampled flag anybody can send must not make Pier export a span per request.
+  const afterGate = !browsers && route.gateChecksCaller === true && route.gate !== undefined;
   return (res, req) => {
     const started = process.hrtime.bigint();
     const state: ResponseState = { aborted: false };
@@ -76,30 +80,51 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
       return;
     }
     // The request's span (its trace from the caller's traceparent: an app's or the operator's is
-    // followed, a browser's only as a hint), around everything done for it; the path template, never the query.
+    // followed once its gate has passed, a browser's only as a hint, anyone else's is linked), around
+    // everything done for it; the path template, never the query.
     // With export off and no traceparent (nearly every request), nothing at all is made.
     const tracer = activeTracer();
-    const span =
-      untraced || (!tracer.exporting && data.headers.traceparent === undefined)
-        ? null
-        : tracer.incoming(`${data.method.toUpperCase()} ${route.path}`, 'server', { traceparent: data.headers.traceparent, tracestate: data.headers.tracestate }, browsers ? 'hint' : 'trusted', {
-            'http.request.method': data.method.toUpperCase(),
-            'http.route': route.path,
-            'pier.listener': deps.listener,
-          });
-    if (span) runInTrace(span.context, () => handle(res, data, state, started, span));
-    else handle(res, data, state, started, null);
+    if (untraced || (!tracer.exporting && data.headers.traceparent === undefined)) return handle(res, data, state, started, null, null);
+    const carrier = { traceparent: data.headers.traceparent, tracestate: data.headers.tracestate };
+    const attributes = { 'http.request.method': data.method.toUpperCase(), 'http.route': route.path, 'pier.listener': deps.listener };
+    const open = (trust: ParentTrust, startedAt?: number) => tracer.incoming(`${data.method.toUpperCase()} ${route.path}`, 'server', carrier, trust, attributes, undefined, startedAt);
+    if (afterGate) {
+      // Its gate runs outside any trace: what it asks is not yet known to be the caller's.
+      const arrived = performance.now();
+      return handle(res, data, state, started, null, (passed) => open(passed ? 'trusted' : 'anonymous', arrived));
+    }
+    const span = open(browsers ? 'hint' : 'anonymous');
+    if (span) runInTrace(span.context, () => handle(res, data, state, started, span, null));
+    else handle(res, data, state, started, null, null);
   };
 
-  /** The request's work, from its gate and body to the answer sent and counted. */
-  function handle(res: HttpResponse, data: ReturnType<typeof copyRequest>, state: ResponseState, started: bigint, span: Span | null): void {
+  /**
+   * The request's work, from its gate and body to the answer sent and counted. `openAfterGate`, for
+   * a route whose gate checks the caller, starts the span once the gate has answered (or the request
+   * ended without it, a body too large say: then as an anonymous caller's).
+   */
+  function handle(res: HttpResponse, data: ReturnType<typeof copyRequest>, state: ResponseState, started: bigint, given: Span | null, openAfterGate: ((passed: boolean) => Span | null) | null): void {
+    let span = given;
+    let opened = openAfterGate === null;
+    const openSpan = (passed: boolean) => {
+      if (opened) return;
+      opened = true;
+      span = openAfterGate!(passed);
+    };
     const limit = route.bodyLimit ?? 0;
     const stream = route.streamBody ? bodyStream(res, state) : undefined;
     // The gate starts now, in the same tick as the body reader, which holds the body until it passes.
     const gate = route.gate
-      ? route.gate(data).then((refused) => {
-          if (refused) throw new GateRefusal(refused);
-        })
+      ? route.gate(data).then(
+          (refused) => {
+            openSpan(!refused);
+            if (refused) throw new GateRefusal(refused);
+          },
+          (err: unknown) => {
+            openSpan(false);
+            throw err;
+          },
+        )
       : null;
     const bodyPromise = !stream && limit > 0 ? readBody(res, data.headers['content-length'] ?? '', limit, state, gate) : (gate ?? Promise.resolve()).then(() => Buffer.alloc(0));
     // Counted from here, where the one chain that ends it begins (a stop waits for it): whatever
@@ -111,9 +136,11 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
         // Set, not spread: a spread would read the lazy remote address of every request.
         data.body = body;
         data.stream = stream;
-        return route.handler(data);
+        // In the span opened after the gate, when there is one (otherwise already the running trace).
+        return runInTrace(span?.context, () => route.handler(data));
       })
       .catch((err: unknown) => {
+        openSpan(false);
         if (err instanceof GateRefusal) return err.reply;
         const e = asPierError(err);
         if (e.status >= 500) deps.log.error({ err: e.cause ?? e, route: route.path }, e.message);

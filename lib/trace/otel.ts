@@ -124,9 +124,14 @@ export function startOtel(options: OtelOptions): OtelTracing {
 
   const tracer: Tracer = {
     exporting: true,
-    incoming(name, kind, carrier: TraceCarrier | undefined, trust: ParentTrust, attributes?: SpanAttributes, links?: readonly TraceContext[]) {
-      const parent = remoteParent(carrier);
-      const span = otel.startSpan(name, { kind: KINDS[kind], attributes: { ...attributes, [PARENT_TRUST]: parent ? trust : 'none' }, links: linksOf(links) }, parent ?? ROOT_CONTEXT);
+    incoming(name, kind, carrier: TraceCarrier | undefined, trust: ParentTrust, attributes?: SpanAttributes, links?: readonly TraceContext[], startedAt?: number) {
+      const remote = remoteParent(carrier);
+      // An anonymous caller's parent is only linked: the span is a root, in a trace id Pier chose,
+      // so neither its sampled flag nor a trace id picked to please a ratio sampler decides anything.
+      const anonymous = trust === 'anonymous' && remote !== null;
+      const parent = anonymous ? null : remote;
+      const linked = anonymous ? [...(links ?? []), { traceparent: carrier!.traceparent! }] : links;
+      const span = otel.startSpan(name, { kind: KINDS[kind], attributes: { ...attributes, [PARENT_TRUST]: remote ? trust : 'none' }, links: linksOf(linked), ...(startedAt === undefined ? {} : { startTime: startedAt }) }, parent ?? ROOT_CONTEXT);
       return wrap(span, parent ?? ROOT_CONTEXT);
     },
     child(name, kind, attributes?: SpanAttributes, given?: TraceContext) {

@@ -14,7 +14,8 @@ import { connect } from '../helpers/ws-client.js';
 // Tracing (issue #44) in the NATS shape: every role its own process, each exporting to an OTLP
 // receiver in the test. One trace from a browser frame to the app's callback, from an app's provider
 // call to the provider, from an app's vault read to the vault, every hop in order with the right
-// parents; what a browser's sampled flag can force; no secret in any span.
+// parents; what a browser's sampled flag can force, and that an anonymous caller's forces nothing; no
+// secret in any span.
 let nats: NatsServer;
 let otlp: OtlpReceiver;
 let app: WsApp;
@@ -115,13 +116,13 @@ test.serial('an app\'s provider call keeps the app\'s trace: the edge, the bus, 
   const seen = upstream.seen.at(-1)!;
   const tp = parentOf(seen.headers.traceparent);
   t.is(tp.traceId, traceId, 'the provider is called in the app\'s trace');
-  const spans = await otlp.waitFor(traceId, [/^POST \/system-server/, 'send pier.provider.authorize', 'pier.provider.authorize', 'send pier.provider.call', 'pier.provider.call', 'POST provider']);
+  const spans = await otlp.waitFor(traceId, [/^POST \/system-server/, 'send pier.provider.call', 'pier.provider.call', 'POST provider']);
   const request = one(spans, /^POST \/system-server/, 'pier-edge');
   const chain = [request, one(spans, 'send pier.provider.call', 'pier-edge'), one(spans, 'pier.provider.call', 'pier-provider'), one(spans, 'POST provider', 'pier-provider')];
   t.is(request.parentSpanId, appSpan, 'the edge\'s span is a child of the app\'s');
   assertChain(t, chain);
-  // The check of the token before it, a hop of the same request.
-  assertChain(t, [request, one(spans, 'send pier.provider.authorize', 'pier-edge'), one(spans, 'pier.provider.authorize', 'pier-provider')]);
+  // The check of the token came before: until it passed, the caller was not known to be the app (#52 F6).
+  t.false(spans.some((s) => /pier\.provider\.authorize/.test(s.name)), 'the token\'s check is not in the app\'s trace');
   t.is(tp.spanId, chain[3].spanId);
   t.false(spans.some((s) => s.raw.includes('secret=query')), 'no query string in any span');
 });
@@ -168,9 +169,10 @@ test.serial('an operator\'s install: the admin request, the bus and the registry
   t.is(found.first.parentSpanId, '', 'the CLI sent no traceparent: the admin request starts the trace');
 });
 
-test.serial('hostile: a browser\'s sampled flag is a hint under a rate limit; an app\'s is followed', async (t) => {
+test.serial('hostile: a browser\'s sampled flag is a hint under a rate limit; an anonymous caller\'s on the app listeners is not followed; an app\'s is', async (t) => {
   // The root sampler here keeps nothing: only a followed parent makes a span sampled.
   const hinted = await start('edge-hinted', 'edge', { OTEL_TRACES_SAMPLER: 'parentbased_always_off', PIER_TRACE_HINTS_PER_S: '2' });
+  const token = await until('an access token', () => accessToken(chat, { ...NOTES, ops: ['echo'] }));
   const browserTraces: string[] = [];
   for (let i = 0; i < 30; i++) {
     const traceId = randomBytes(16).toString('hex');
@@ -178,13 +180,24 @@ test.serial('hostile: a browser\'s sampled flag is a hint under a rate limit; an
     // The upload listener (browsers): an unknown upload is refused, and its request is a span.
     await fetch(`http://127.0.0.1:${hinted.ports!.upload}/upload/nope`, { headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } });
   }
+  // Anonymous on the system listener (no proof): not even a hint (#52 F6).
+  const anonymousTraces: string[] = [];
+  for (let i = 0; i < 10; i++) {
+    const traceId = randomBytes(16).toString('hex');
+    anonymousTraces.push(traceId);
+    await fetch(`http://127.0.0.1:${hinted.ports!.system}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` }, body: '{}' });
+  }
+  // An app's provider calls, its access token checked: followed, every one.
   const appTraces: string[] = [];
   for (let i = 0; i < 10; i++) {
     const traceId = randomBytes(16).toString('hex');
     appTraces.push(traceId);
-    await fetch(`http://127.0.0.1:${hinted.ports!.system}/permission/v1alpha1/access`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` }, body: '{}' });
+    const res = await fetch(`http://127.0.0.1:${hinted.ports!.system}/system-server/v1alpha1/legacy_notes/api.notes/v2/echo`, { method: 'POST', headers: { 'x-access-token': token, traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` }, body: '{}' });
+    t.is(res.status, 201);
   }
+  // Exported in the order they ended: once the app's are, the requests before them would have been.
   await until('every app request\'s span exported', () => appTraces.every((id) => otlp.trace(id).length > 0));
+  t.deepEqual(anonymousTraces.filter((id) => otlp.spans.some((s) => s.traceId === id || s.links.some((l) => l.traceId === id))), [], 'no anonymous request followed');
   const browserSampled = browserTraces.filter((id) => otlp.trace(id).length > 0).length;
   t.true(browserSampled >= 1, 'a browser\'s hint is followed within the limit');
   t.true(browserSampled <= 10, `30 sampled browser requests in a moment: at most the limit's worth followed, got ${browserSampled}`);

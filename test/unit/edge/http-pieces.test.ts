@@ -7,6 +7,7 @@ import { errorReply, ok } from '../../../edge/http/envelope.js';
 import type { HttpDeps, Route } from '../../../edge/http/http.js';
 import { parseJsonBody } from '../../../edge/http/json-body.js';
 import { mountRoutes } from '../../../edge/http/mount-routes.js';
+import { currentTrace, useTracer, type ParentTrust, type TraceContext, type Tracer } from '../../../bus/trace.js';
 import { until } from '../../helpers/wait.js';
 import { refusal } from '../../helpers/edge-stubs.js';
 
@@ -107,12 +108,12 @@ function fakeRequest(method: string, url: string, headers: Record<string, string
 }
 
 /** Mounts `routes` on a fake app; `hit` runs the callback uWS would pick for a method and pattern. */
-function mount(routes: Route[]) {
+function mount(routes: Route[], listener = 'test') {
   const mounted = new Map<string, (res: HttpResponse, req: HttpRequest) => void>();
   const app = new Proxy({}, { get: (_o, method: string) => (path: string, h: (res: HttpResponse, req: HttpRequest) => void) => mounted.set(`${method} ${path}`, h) }) as TemplatedApp;
   const counted: string[] = [];
   const deps = {
-    listener: 'test',
+    listener,
     log: { error: () => undefined, warn: () => undefined },
     metrics: {
       httpRequests: { labels: (_listener: string, _route: string, status: string) => ({ inc: () => counted.push(status) }) },
@@ -274,4 +275,74 @@ test('a thrown PierError becomes its status; anything else a generic 500', async
   await answered(failed);
   t.is(failed.status, '500 Internal Server Error');
   t.notRegex(failed.body, /secret detail/);
+});
+
+/** A tracer that records each request span it is asked for: whose parent, and whether dated back. */
+function recordingTracer() {
+  const spans: Array<{ name: string; trust: ParentTrust; datedBack: boolean; ended: boolean; context: TraceContext }> = [];
+  const tracer: Tracer = {
+    exporting: true,
+    incoming(name, _kind, _carrier, trust, _attributes, _links, startedAt) {
+      const span = { name, trust, datedBack: startedAt !== undefined, ended: false, context: { traceparent: `00-${'a'.repeat(32)}-${String(spans.length + 1).padStart(16, '0')}-01` } };
+      spans.push(span);
+      return { context: span.context, set() {}, fail() {}, end: () => void (span.ended = true) };
+    },
+    child: () => null,
+  };
+  return { spans, tracer };
+}
+
+// Serial: the tracer is the process's, and no other test of this worker may run while it is installed.
+test.serial('hostile (#52 F6): only a caller its gate checked is followed, the span starting after the gate; everyone else on these listeners is anonymous, a browser a hint', async (t) => {
+  const { spans, tracer } = recordingTracer();
+  useTracer(tracer);
+  t.teardown(() => useTracer(null));
+  const inGate: Array<TraceContext | undefined> = [];
+  const inHandler: Array<TraceContext | undefined> = [];
+  let holdGate: (() => void) | null = null;
+  const gate: Route['gate'] = async (req) => {
+    inGate.push(currentTrace());
+    if (req.headers['x-hold']) await new Promise<void>((r) => (holdGate = r));
+    if (req.headers['x-throw']) throw new PierError('UNAUTHORIZED', 'X-App-Key and X-App-Secret are required');
+    return req.headers['x-ok'] ? null : { status: 401, json: { code: 401, message: 'no' } };
+  };
+  const handler = () => (inHandler.push(currentTrace()), ok());
+  const routes: Route[] = [
+    { method: 'post', path: '/checked', bodyLimit: 4, gate, gateChecksCaller: true, handler },
+    { method: 'post', path: '/unchecked', bodyLimit: 4, gate, handler },
+  ];
+  const system = mount(routes, 'system');
+  const call = async (m: ReturnType<typeof mount>, path: string, headers: Record<string, string>) => {
+    const res = m.hit(`post ${path}`, fakeRequest('post', path, { traceparent: `00-${'b'.repeat(32)}-${'c'.repeat(16)}-01`, ...headers }));
+    res.feed('ab', true);
+    await answered(res);
+    return res.status;
+  };
+
+  t.is(await call(system, '/checked', { 'x-ok': '1' }), '200 OK');
+  t.deepEqual(spans.map((s) => [s.trust, s.datedBack, s.ended]), [['trusted', true, true]], 'a passed gate: the caller followed, the span dated from arrival');
+  t.is(inGate[0], undefined, 'the gate runs outside any trace');
+  t.deepEqual(inHandler[0], spans[0]!.context, 'the handler runs in the span');
+
+  t.is(await call(system, '/checked', {}), '401 Unauthorized');
+  t.is(await call(system, '/checked', { 'x-throw': '1' }), '401 Unauthorized');
+  t.deepEqual(spans.slice(1).map((s) => [s.trust, s.ended]), [['anonymous', true], ['anonymous', true]], 'a refused caller is anonymous');
+
+  // Answered before the gate has (a declared body over the limit): anonymous, and one span only.
+  const early = system.hit('post /checked', fakeRequest('post', '/checked', { 'content-length': '9', 'x-hold': '1', 'x-ok': '1' }));
+  await answered(early);
+  t.is(early.status, '413 Payload Too Large');
+  await until('the held gate', () => holdGate !== null);
+  holdGate!();
+  await new Promise((r) => setImmediate(r));
+  t.deepEqual(spans.slice(3).map((s) => [s.trust, s.ended]), [['anonymous', true]]);
+
+  // A route whose gate does not check the caller (the access request's kind): anonymous at once.
+  t.is(await call(system, '/unchecked', { 'x-ok': '1' }), '200 OK');
+  t.deepEqual(spans.slice(4).map((s) => [s.trust, s.datedBack]), [['anonymous', false]]);
+  t.deepEqual(inGate.at(-1), spans[4]!.context, 'its gate runs in its span');
+
+  // Browsers' listeners: a hint, as before, whatever the route says.
+  t.is(await call(mount(routes, 'upload'), '/checked', { 'x-ok': '1' }), '200 OK');
+  t.deepEqual(spans.slice(5).map((s) => s.trust), ['hint']);
 });

@@ -32,3 +32,18 @@ test('every admin route refuses a request without the admin token, before anythi
     }
   }
 });
+
+test('#52 F6: an app\'s routes (provider, vault, local API) and the operator\'s check the caller in their gate, which tracing trusts; the access request and the probes do not', async (t) => {
+  const checked = (r: { gate?: unknown; gateChecksCaller?: boolean }) => r.gateChecksCaller === true && r.gate !== undefined;
+  const probe = (path: string) => ['/healthz', '/readyz', '/metrics'].includes(path);
+  t.true(checked(table.system.find((r) => r.path === '/system-server/v1alpha1/:dataType/:group/:version/:op')!));
+  t.false(checked(table.system.find((r) => r.path === '/permission/v1alpha1/access')!), 'the proof is checked by the token actor, after the trace is chosen');
+  for (const r of table.local.filter((r) => !probe(r.path))) t.true(checked(r), `${r.method} ${r.path}`);
+  for (const r of table.admin.filter((r) => r.path.startsWith('/admin/'))) {
+    t.true(checked(r), `${r.method} ${r.path}`);
+    const refused = await r.gate!(request(r.method, r.path, { authorization: 'Bearer wrong-token-xxxxxxxx' })).then(() => 'passed', (e: { code: string }) => e.code);
+    t.is(refused, 'UNAUTHORIZED', `${r.method} ${r.path}: the operator is checked before the body`);
+    t.is(await r.gate!(request(r.method, r.path, { authorization: 'Bearer the-admin-token-0123' })), null);
+  }
+  for (const name of ['public', 'upload'] as const) t.false(table[name].some(checked), `${name}: browsers' listeners are hints, never checked callers`);
+});
