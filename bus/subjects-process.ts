@@ -69,6 +69,11 @@ export interface Heartbeat extends ProcessInfo {
   sig: string;
   /** The process is stopping: its last heartbeat (wire format 2; covered by the signature). */
   leaving?: true;
+  /**
+   * The same fields signed by the role's anchored key (lib/runtime/heartbeat-proof.ts): what proves the
+   * sender holds more than the role's bus identity. Absent from 0.2 and from roles without an anchor.
+   */
+  roleSig?: string;
 }
 
 const publicKey = { type: 'string', pattern: /^[A-Za-z0-9_-]{43}$/ } as const;
@@ -94,6 +99,8 @@ export const processChannels = {
     signKey: publicKey,
     sig: { type: 'string', pattern: /^[A-Za-z0-9_-]{86}$/ },
     leaving: { type: 'equal', value: true, strict: true, optional: true },
+    // Added in 0.3; 0.2's schema is not strict, so it takes a heartbeat with it (and ignores it).
+    roleSig: { type: 'string', pattern: /^[A-Za-z0-9_-]{86}$/, optional: true },
   }),
 };
 

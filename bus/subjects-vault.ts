@@ -50,10 +50,13 @@ const vaultCaller = {
   accessToken: { type: 'string', max: 64 * 1024 },
 } as const;
 
-/** What the operator does to a user's secrets from the CLI (`pier vault list|get|set|delete|purge`). */
-export const OPERATOR_VAULT_OPS = ['list', 'get', 'set', 'delete', 'purge', 'versions', 'deleted', 'restore', 'undelete', 'destroy'] as const;
-/** The wire format an operation needs past format 1 (bus/envelope.ts): sent only to vault replicas that all speak it. */
-export const OPERATOR_VAULT_OP_WIRE: Partial<Record<(typeof OPERATOR_VAULT_OPS)[number], number>> = { versions: 2, deleted: 2, restore: 2, undelete: 2, destroy: 2 };
+/** The operator's operations on versions and deleted secrets: wire format 2 (bus/envelope.ts), on `vault.versions`. */
+export const OPERATOR_VAULT_VERSION_OPS = ['versions', 'deleted', 'restore', 'undelete', 'destroy'] as const;
+/** What the operator does to a user's secrets from the CLI (`pier vault list|get|set|delete|purge`, and those on versions). */
+export const OPERATOR_VAULT_OPS = ['list', 'get', 'set', 'delete', 'purge', ...OPERATOR_VAULT_VERSION_OPS] as const;
+/** The wire format of the operations on versions: what their subject's servers speak. */
+export const OPERATOR_VERSIONS_WIRE = 2;
+export const isOperatorVersionOp = (op: string): op is (typeof OPERATOR_VAULT_VERSION_OPS)[number] => (OPERATOR_VAULT_VERSION_OPS as readonly string[]).includes(op);
 export interface OperatorVaultRequest {
   op: (typeof OPERATOR_VAULT_OPS)[number];
   user: string;
@@ -120,6 +123,19 @@ export interface OperatorVaultAnswers {
   destroy: { name: string; env: string; destroyed: number[] };
 }
 
+/** An operator request taking `ops` (the rest of its fields are the same for every op). */
+const operatorRequest = (ops: readonly string[]) => ({
+  op: { type: 'enum', values: [...ops] },
+  user: { type: 'string', pattern: USER_NAME },
+  workspace: { type: 'string', pattern: WORKSPACE_NAME, messages: { stringPattern: 'must be 1-64 characters of [A-Za-z0-9_.-]' } },
+  env: { type: 'enum', values: [...SECRET_ENVS], optional: true },
+  name: { type: 'string', pattern: SECRET_NAME, optional: true, messages: { stringPattern: 'must be 1-256 characters of [A-Za-z0-9_.-]' } },
+  // Characters, a bound for the message; the 64 KiB byte limit (413) is the vault's own check.
+  value: { type: 'string', optional: true, max: SECRET_VALUE_MAX_BYTES * 4 },
+  version: { type: 'number', integer: true, min: 1, max: Number.MAX_SAFE_INTEGER, optional: true },
+  deleted: { type: 'boolean', optional: true },
+});
+
 export const vault = {
   /** Shared within one process: the edge builds each request afresh, the handler answers with new objects. */
   op: shared(endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }, undefined, { request: 'vault', reply: true, grant: 'vault' })),
@@ -139,17 +155,21 @@ export const vault = {
   operator: endpoint<OperatorVaultRequest, { data: OperatorVaultAnswers[OperatorVaultRequest['op']] }>(
     'pier.vault.operator',
     'vault',
-    {
-      op: { type: 'enum', values: [...OPERATOR_VAULT_OPS] },
-      user: { type: 'string', pattern: USER_NAME },
-      workspace: { type: 'string', pattern: WORKSPACE_NAME, messages: { stringPattern: 'must be 1-64 characters of [A-Za-z0-9_.-]' } },
-      env: { type: 'enum', values: [...SECRET_ENVS], optional: true },
-      name: { type: 'string', pattern: SECRET_NAME, optional: true, messages: { stringPattern: 'must be 1-256 characters of [A-Za-z0-9_.-]' } },
-      // Characters, a bound for the message; the 64 KiB byte limit (413) is the vault's own check.
-      value: { type: 'string', optional: true, max: SECRET_VALUE_MAX_BYTES * 4 },
-      version: { type: 'number', integer: true, min: 1, max: Number.MAX_SAFE_INTEGER, optional: true },
-      deleted: { type: 'boolean', optional: true },
-    },
+    operatorRequest(OPERATOR_VAULT_OPS.filter((op) => !isOperatorVersionOp(op))),
+    undefined,
+    { request: 'vault', from: 'admin', reply: true, grant: 'vault' },
+  ),
+  /**
+   * The operator's operations on versions (wire format 2), on a subject of their own that only a
+   * vault replica speaking format 2 serves: while 0.2 replicas run beside this release's, these go
+   * to this release's alone (a 0.2 replica never receives one), and with none of this release's
+   * running nothing answers (503). Nothing an announcement claims decides where they go
+   * (docs/operations.md "Upgrading").
+   */
+  versions: endpoint<OperatorVaultRequest, { data: OperatorVaultAnswers[OperatorVaultRequest['op']] }>(
+    'pier.vault.versions',
+    'vault',
+    operatorRequest(OPERATOR_VAULT_VERSION_OPS),
     undefined,
     { request: 'vault', from: 'admin', reply: true, grant: 'vault' },
   ),

@@ -125,6 +125,8 @@ export async function startProcess(config: Config, options: { logDestination?: N
     deadAfterMs: config.peerDeadMs,
     key: keys.sealer.self.publicKey,
     roleKeys: (role) => keys.announced(role),
+    // Heartbeats are signed and proven with the roles' anchored keys where they cross a wire (lib/runtime/heartbeat-proof.ts).
+    ...(bus instanceof NatsBus ? { proof: keys } : {}),
     onRefused: (why) => {
       metrics.busRefusals.inc({ reason: 'presence', subject: 'pier.process.heartbeat' });
       log.warn({ why }, 'bus: a heartbeat was not believed');

@@ -62,6 +62,7 @@ export const adminRole: Declaration = {
     vault.audit,
     vault.rotate,
     vault.operator,
+    vault.versions,
     processSubjects.describe,
     ...Object.values(stateEndpoints),
   ],

@@ -52,6 +52,13 @@ export class BucketView<T> {
   readonly entries = new Map<string, Held<T>>();
   /** Revision of the last accepted delete per key: the next write of the key must name it. */
   private readonly deleted = new Map<string, number>();
+  /**
+   * Keys removed (at this sequence) whose earlier entries this view read and has not seen erased:
+   * what `eraseBefore` still has to take (a purge or a destroy cut short before its erasures).
+   * Erasures made by another replica are not seen here: this replica's next sweep finds nothing
+   * left of such a key and lets go of it (one request each).
+   */
+  private readonly unerased = new Map<string, number>();
   /** Last stream sequence applied, and writers waiting for theirs. */
   readonly applied: AppliedSequence;
   private follower: StreamFollower | null = null;
@@ -136,6 +143,11 @@ export class BucketView<T> {
     return [...new Set([...this.entries.keys(), ...this.deleted.keys()])];
   }
 
+  /** Removed keys (with their removal's sequence) whose earlier entries may still be in the stream, those under `prefix` only. */
+  removedUnerased(prefix = ''): Array<[string, number]> {
+    return [...this.unerased].filter(([key]) => key.startsWith(prefix));
+  }
+
   /** The revision a writer must name for `key`: its last accepted write or delete (0: never written). */
   revisionOf(key: string): number {
     return this.entries.get(key)?.revision ?? this.deleted.get(key) ?? 0;
@@ -168,6 +180,9 @@ export class BucketView<T> {
         if (intent.d) {
           this.entries.delete(key);
           this.deleted.set(key, m.seq);
+          // The value it removes came from an entry of the stream, which may still be there (a
+          // view started after a key's history was erased begins at the removal: nothing to mark).
+          if (before) this.unerased.set(key, m.seq);
         } else {
           this.entries.set(key, this.held(intent.v as T, m.seq));
           this.deleted.delete(key);
@@ -207,7 +222,7 @@ export class BucketView<T> {
       }
       if (m.seq >= seq) break;
       // Entries newer than `writtenBefore` stay (a writer may still be reading them: `wonFromHistory`), and so does everything after them.
-      if (m.time.getTime() >= writtenBefore) break;
+      if (m.time.getTime() >= writtenBefore) return erased;
       try {
         await this.manager.streams.deleteMessage(this.stream, m.seq, true);
       } catch (err) {
@@ -217,6 +232,9 @@ export class BucketView<T> {
       erased++;
       from = m.seq + 1;
     }
+    // Nothing of the key is left before `seq`: a removal at or before it has nothing more to erase.
+    const removedAt = this.unerased.get(key);
+    if (removedAt !== undefined && removedAt <= seq) this.unerased.delete(key);
     return erased;
   }
 

@@ -11,7 +11,7 @@ import { AuditBatch } from './audit-batch.js';
 import { DataKeys } from './data-keys.js';
 import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
 import { operatorOp } from './operator.js';
-import { purgeWorkspaces } from './purge.js';
+import { finishPurges, purgeWorkspaces } from './purge.js';
 import { destroyGeneration, expiredDeleted, isOrphan, orphanVersions } from './versions.js';
 import { vaultExportPage, vaultImportBatch } from './state-io.js';
 import { LmdbVaultStore, type VaultStore } from './store.js';
@@ -35,6 +35,7 @@ async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
       lost.inc(count);
       ctx.log.error({ count }, 'vault: audit entries of a durable change could not be appended');
     },
+    onEraseFailed: (err) => ctx.log.error({ err }, 'vault: a removed record could not be erased from its stream (the hourly sweep tries again)'),
   });
 }
 
@@ -155,9 +156,27 @@ async function expireDeleted(a: VaultActor): Promise<void> {
 /** How long after its start a replica first sweeps (then hourly, with the timer). */
 const FIRST_SWEEP_MS = 30_000;
 
+/**
+ * What a purge or a destroy cut short left (a replica killed between its commits, or before its
+ * erasures): records of scopes whose data key went, and removed records' entries still in the
+ * streams (docs/vault.md "Purge"). Apart from the expiry, so a failure of one leaves the other done.
+ */
+async function finishCutShort(a: VaultActor): Promise<void> {
+  try {
+    const scopes = a.stopped ? 0 : await finishPurges(a.deps, RETENTION_IN_AUDIT);
+    if (scopes > 0) a.ctx.log.info({ scopes }, 'vault: purges cut short finished');
+    const erased = a.stopped ? 0 : ((await a.store.eraseRemoved?.()) ?? 0);
+    if (erased > 0) a.ctx.log.info({ erased }, 'vault: removed records left in the streams erased');
+  } catch (err) {
+    if (!a.stopped) a.ctx.log.error({ err }, 'vault: finishing purges and erasures cut short failed');
+  }
+}
+
 /** One sweep at a time per replica. */
 function runSweep(a: VaultActor): Promise<void> {
-  a.sweeping ??= expireDeleted(a).finally(() => (a.sweeping = null));
+  a.sweeping ??= expireDeleted(a)
+    .then(() => finishCutShort(a))
+    .finally(() => (a.sweeping = null));
   return a.sweeping;
 }
 
@@ -177,6 +196,8 @@ export const vaultActor = defineActor<VaultActor>({
     op: serves(vault.op, (a: VaultActor, req) => vaultOp(a.deps, req)),
     authorize: serves(vault.authorize, (a: VaultActor, req) => vaultGate(a.deps, req)),
     operator: serves(vault.operator, (a: VaultActor, req) => operatorOp(a.deps, req)),
+    // Wire format 2's operations, on their own subject: only replicas of a release that has them subscribe (docs/operations.md "Upgrading").
+    versions: serves(vault.versions, (a: VaultActor, req) => operatorOp(a.deps, req)),
     audit: serves(vault.audit, async (a: VaultActor, req) => {
       await a.batch.flush(); // what this replica has batched is part of the answer
       return a.store.readAudit(req);
@@ -196,8 +217,9 @@ export const vaultActor = defineActor<VaultActor>({
   jetstream: {
     streams: [vaultState.auditStream],
     buckets: [vaultState.keys, vaultState.secrets, vaultState.versions, vaultState.deleted],
-    // A destroyed version's bytes are erased from its stream, not only left out of it (docs/vault.md "Versions").
-    erases: [`KV_${vaultState.versions}`, `KV_${vaultState.deleted}`, `KV_${vaultState.secrets}`],
+    // A destroyed version's bytes are erased from its stream, not only left out of it (docs/vault.md "Versions"),
+    // and a purged workspace's data keys with the rest (docs/vault.md "Purge").
+    erases: [`KV_${vaultState.versions}`, `KV_${vaultState.deleted}`, `KV_${vaultState.secrets}`, `KV_${vaultState.keys}`],
     subjects: [vaultState.auditSubject],
   },
   timers: { prune: { everyMs: () => 3_600_000, run: prune }, expire: { everyMs: () => 3_600_000, run: runSweep } },

@@ -2,7 +2,8 @@ import { PierError } from '../../bus/errors.js';
 import { OPERATOR_IN_AUDIT, type AuditEntry, type OperatorVaultAnswers, type OperatorVaultRequest, type SecretOp } from '../../bus/subjects.js';
 import { perform, type VaultDeps } from './handler.js';
 import { nameOf, scopeKey, secretKey } from './store.js';
-import { destroy, destroyScope, listDeleted, listVersions, restore, undelete } from './versions.js';
+import { purge } from './purge.js';
+import { destroy, listDeleted, listVersions, restore, undelete } from './versions.js';
 
 /** Erases what can be erased now; what is younger than `scrubAfterMs` goes at the hourly sweep (index.ts). */
 async function scrubAfterDestroy(deps: VaultDeps, key: string): Promise<void> {
@@ -32,16 +33,8 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
     return { data };
   }
   if (req.op === 'purge') {
-    // Destroyed at once, deleted secrets and kept versions with the rest (no window).
-    const removed = await deps.store.write((w) => {
-      let n = 0;
-      for (const s of w.scopesOf(req.user, req.workspace)) {
-        n += destroyScope(w, s);
-        deps.keys.remove(s, w);
-      }
-      deps.auditInWrite(w, entry('Purge')('ok'));
-      return n;
-    });
+    // Destroyed at once, deleted secrets and kept versions with the rest (no window), and erased (purge.ts).
+    const removed = await purge(deps, req.user, [req.workspace], (w) => deps.auditInWrite(w, entry('Purge')('ok')));
     return { data: { purged: removed } };
   }
   if (req.op === 'deleted') {

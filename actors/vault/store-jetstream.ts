@@ -216,7 +216,7 @@ export class JetStreamVaultStore implements VaultStore {
       const audit: AuditEntry[] = [];
       const result = fn(bufferedWriter(this.views, ops, audit));
       const mark: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0 };
-      /** Versions and deleted secrets removed by this write: their earlier entries are erased once it is durable. */
+      /** Data keys, versions and deleted secrets removed by this write: their earlier entries are erased once it is durable. */
       const erase: Array<{ view: BucketView<unknown>; key: string; seq: number }> = [];
       try {
         // Committed in the order `fn` made them: a version is kept before the secret moves past it.
@@ -224,7 +224,8 @@ export class JetStreamVaultStore implements VaultStore {
           const seq = await view.commit(key, value, expected);
           const k = MARKED.find((name) => this.viewOf(name) === view)!;
           mark[k] = Math.max(mark[k], seq);
-          if (value === undefined && seq > 0 && (view === this.viewOf('versions') || view === this.viewOf('deleted'))) erase.push({ view, key, seq });
+          // (A secret's own earlier records go with `scrub`'s margin, or at once under a purge: eraseRemoved.)
+          if (value === undefined && seq > 0 && view !== this.viewOf('secrets')) erase.push({ view, key, seq });
         }
       } catch (err) {
         // The stream out of reach (a node lost, a leader being elected): the write may or may not
@@ -242,7 +243,8 @@ export class JetStreamVaultStore implements VaultStore {
         this.announce(mark);
       }
       void this.appendAudit(audit).catch(() => this.onAuditLost(audit.length));
-      // Destroyed means unreadable with the master key in hand: the removed entries' bytes leave the stream too.
+      // Destroyed means unreadable with the master key in hand: the removed entries' bytes leave the stream too
+      // (data keys first: a write's changes are in the order it made them, and a purge removes its keys first).
       for (const e of erase) await e.view.eraseBefore(e.key, e.seq).catch((err: unknown) => this.onEraseFailed(err));
       return result;
     }
@@ -267,6 +269,25 @@ export class JetStreamVaultStore implements VaultStore {
     for (const key of keys ?? view.keysEverWritten()) {
       const revision = view.revisionOf(key);
       if (revision > 0) erased += await view.eraseBefore(key, revision, writtenBefore);
+    }
+    return erased;
+  }
+
+  /** VaultStore.syncWithStreams: the catch-up reads do without announcements. */
+  syncWithStreams(): Promise<void> {
+    return this.catchUp.run();
+  }
+
+  /**
+   * VaultStore.eraseRemoved: the earlier entries of removed keys the views have not seen erased.
+   * Under a purged workspace, a secret's too, at once; elsewhere those are `scrub`'s, with its margin.
+   */
+  async eraseRemoved(under?: string): Promise<number> {
+    const buckets = under === undefined ? (['keys', 'versions', 'deleted'] as const) : MARKED;
+    let erased = 0;
+    for (const k of buckets) {
+      const view = this.viewOf(k);
+      for (const [key, seq] of view.removedUnerased(under)) erased += await view.eraseBefore(key, seq);
     }
     return erased;
   }

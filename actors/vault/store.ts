@@ -162,6 +162,20 @@ export interface VaultStore {
    * Answers how many records were erased.
    */
   scrub?(writtenBefore: number, keys?: readonly string[]): Promise<number>;
+  /**
+   * Erases from where the store keeps them (JetStream: the buckets' streams) the earlier records of
+   * removed keys: under `under` (a purged workspace, `user \0 workspace \0`), every bucket's, at once;
+   * without it, the data keys', versions' and deleted secrets' left by a purge or destroy cut short
+   * before its erasures (the sweep; secrets' own are `scrub`'s). Absent where records cannot be
+   * erased one by one (LMDB: freed pages, docs/vault.md "Versions"). Answers how many were erased.
+   */
+  eraseRemoved?(under?: string): Promise<number>;
+  /**
+   * `sync`, asking the streams where they end rather than trusting the writers' announcements:
+   * afterwards the store shows every record written before the call, so every record written before
+   * one it showed (JetStream, whose buckets are followed apart; LMDB commits a write whole).
+   */
+  syncWithStreams?(): Promise<void>;
   /** Retention: entries older than `before` (ms), then the oldest past `maxEntries`; answers how many went. */
   pruneAudit(before: number, maxEntries: number): Promise<number>;
   close(): Promise<void>;

@@ -2,7 +2,7 @@ import { ask } from '../../bus/verbs.js';
 import { OLDEST_WIRE_VERSION, WIRE_VERSION } from '../../bus/envelope.js';
 import type { Bus } from '../../bus/bus.js';
 import { ErrorReasons, PierError } from '../../bus/errors.js';
-import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, FIRST_WIRE, OPERATOR_IN_AUDIT, OPERATOR_VAULT_OP_WIRE, type AuditQuery, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
+import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, FIRST_WIRE, OPERATOR_IN_AUDIT, OPERATOR_VERSIONS_WIRE, isOperatorVersionOp, type AuditQuery, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
 import type { AdminApi, AdminRouteName, AnswerOf, AppRow, AuditRow, ProviderRow, ReplicaRow } from './api.js';
 import type { LiveRouteName } from './live-api.js';
 import { AggregatorRegistry } from 'prom-client';
@@ -28,7 +28,7 @@ export interface AdminDeps {
   systemServer: () => string;
   roles: string[];
   /** Live processes by role, from their heartbeats. */
-  peers: Pick<Peers, 'alive' | 'signedBy' | 'mismatched' | 'notSpeaking'>;
+  peers: Pick<Peers, 'alive' | 'signedBy' | 'mismatched'>;
   /** Where the operator's changes are logged (admin action lines). */
   log?: Pick<Logger, 'info'>;
   /** The console's sessions (console-api.ts): a signed-in console may call the admin API too. */
@@ -80,6 +80,24 @@ async function uploadDir(deps: AdminDeps, user: string, dest: string | null): Pr
 
 const EXPORT_PAGE = 500;
 
+/**
+ * An operation on versions goes on their own subject, which only vault replicas that speak wire
+ * format 2 serve (docs/operations.md "Upgrading"): whatever a heartbeat claims, no 0.2 replica is
+ * handed one. With no such replica running, nothing answers: said by name, not as a missing vault.
+ */
+async function askVersions(deps: AdminDeps, request: OperatorVaultRequest) {
+  try {
+    return await ask(deps.bus, vault.versions, request, { wire: OPERATOR_VERSIONS_WIRE });
+  } catch (err) {
+    if (!(err instanceof PierError && err.is(ErrorReasons.NO_RESPONDERS))) throw err;
+    // Heartbeats only choose the words here, never whether the operation is sent.
+    const heard = deps.peers.alive('vault').length;
+    if (heard === 0) throw err;
+    const message = `vault ${request.op} needs a vault replica of this release (wire format ${OPERATOR_VERSIONS_WIRE}), and none is running: the vault replicas running are of an earlier release; finish the upgrade (docs/operations.md "Upgrading")`;
+    throw new PierError('UNAVAILABLE', message, { cause: err, reason: ErrorReasons.UNSUPPORTED_VERSION });
+  }
+}
+
 /** A reply that is not the envelope around a declared answer (an NDJSON stream, an envelope with flags beside `data`). */
 export class RawReply {
   constructor(readonly reply: HttpReply) {}
@@ -127,15 +145,9 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
       ...(typeof version === 'number' ? { version } : {}),
       ...(op === 'versions' && q('deleted') === 'true' ? { deleted: true } : {}),
     };
-    // Past format 1 only when every live vault replica speaks it (docs/operations.md "Upgrading", rule 2).
-    const wire = OPERATOR_VAULT_OP_WIRE[op] ?? 1;
-    const behind = wire > 1 ? deps.peers.notSpeaking('vault', wire) : [];
-    if (behind.length > 0) {
-      const named = behind.map((p) => `${p.id} (Pier ${p.version ?? 'before 0.2.0'}, wire ${(p.wire ?? FIRST_WIRE).speaks})`).join(', ');
-      throw new PierError('UNAVAILABLE', `vault ${op} needs wire format ${wire}, which these vault processes do not speak yet: ${named}; finish the upgrade (docs/operations.md "Upgrading")`, { reason: ErrorReasons.UNSUPPORTED_VERSION });
-    }
     // The vault answers the shape of the operation asked (bus/subjects-vault.ts OperatorVaultAnswers).
-    return (await ask(deps.bus, vault.operator, request, { wire })).data as OperatorVaultAnswers[Op];
+    if (!isOperatorVersionOp(op)) return (await ask(deps.bus, vault.operator, request)).data as OperatorVaultAnswers[Op];
+    return (await askVersions(deps, request)).data as OperatorVaultAnswers[Op];
   };
   const setState = (state: ProviderState) => async (req: HttpRequestData) => providerRow(await ask(deps.bus, registry.providerSetState, { name: req.params.name, state }));
 

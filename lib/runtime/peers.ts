@@ -3,6 +3,7 @@ import { hear, tell } from '../../bus/verbs.js';
 import { createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import type { Bus, Subscription } from '../../bus/bus.js';
 import { FIRST_WIRE, processChannels, processSubjects, wireOverlaps, type Heartbeat, type ProcessInfo } from '../../bus/subjects.js';
+import { heartbeatSigned as signed, isProven, roleSignature, unprovable, type RoleProof } from './heartbeat-proof.js';
 
 export interface PeersOptions {
   intervalMs: number;
@@ -14,6 +15,11 @@ export interface PeersOptions {
   key: string;
   /** The role keys this process opens requests to `role` with (empty: the role has none). */
   roleKeys?: (role: string) => string[];
+  /**
+   * The anchored role keys heartbeats are proven with (./heartbeat-proof.ts). Absent (the in-process
+   * bus, where no other process is heard): every heartbeat is believed, as before proofs.
+   */
+  proof?: RoleProof;
   /**
    * At most this many live processes are kept per role (heartbeats are outside input): one role's
    * identity announcing thousands of processes cannot crowd out the processes of another role.
@@ -31,15 +37,9 @@ interface Entry {
   at: number;
   dead: boolean;
   signKey: KeyObject;
+  /** Its last heartbeat was signed by the role's anchored key (./heartbeat-proof.ts). */
+  proven: boolean;
 }
-
-/** What a heartbeat's signature covers: everything that decides where messages and keys go, and which formats it speaks. */
-const signed = (role: string, b: Omit<Heartbeat, 'sig'>) => {
-  const fields: unknown[] = [role, b.id, b.busId, b.key, b.roleKeys, b.seq, b.signKey];
-  if (b.wire !== undefined) fields.push(b.wire.speaks, b.wire.oldest);
-  if (b.leaving === true) fields.push('leaving');
-  return Buffer.from(JSON.stringify(fields));
-};
 
 /** The wire format whose heartbeats may say `leaving` (a process of an earlier one would find its signature bad). */
 export const LEAVING_WIRE = 2;
@@ -55,6 +55,9 @@ export const LEAVING_WIRE = 2;
  * to the signing key it was first heard with for as long as it lives, and a heartbeat that is not
  * newer than the last one heard is a replay. So no other process, even one of the same role that
  * hears every heartbeat, can keep a dead process "alive" or take over its keys.
+ *
+ * What a heartbeat says of its wire formats holds others back only when proven (./heartbeat-proof.ts):
+ * a goodbye is withheld, and a process named a mismatch, for a proven heartbeat alone.
  */
 export class Peers {
   private readonly seen = new Map<string, Entry>();
@@ -70,6 +73,8 @@ export class Peers {
   private readonly ownBeats = new Map<string, Heartbeat>();
   /** Roles whose replicas were last seen announcing no key in common (said once, not per request). */
   private readonly disagreeing = new Set<string>();
+  /** Processes whose unproven claim of a disjoint window was said (once each, as a mismatch is). */
+  private readonly unprovenClaims = new Set<string>();
   /**
    * When this process last heard its own heartbeat come back from the bus. A process that cannot
    * hear itself (its NATS connection is down or re-connecting, or it was paused) hears nobody, and
@@ -115,8 +120,9 @@ export class Peers {
    * Stops heartbeating. A process that announced itself says goodbye first (a last heartbeat,
    * signed, saying `leaving`), so its peers act on its end at once instead of after the death
    * bound: an edge sends the events a stopped callback replica left undelivered to another one
-   * (docs/operations.md "Upgrading"). Said only when every live process speaks a wire format that
-   * has it; otherwise the peers find out by the silence, as before.
+   * (docs/operations.md "Upgrading"). Withheld only while a proven live process speaks a wire format
+   * without it: a thief announcing a 0.2 process holds back nobody's; a real 0.2 process refuses the
+   * goodbye as badly signed and finds out by the silence, as before.
    */
   stop(): void {
     if (this.timer) {
@@ -130,13 +136,13 @@ export class Peers {
 
   private sayGoodbye(): void {
     const now = this.now();
-    const older = [...this.seen.values()].some((e) => !e.dead && now - e.at <= this.options.deadAfterMs && (e.beat.wire ?? FIRST_WIRE).speaks < LEAVING_WIRE);
+    const older = [...this.seen.values()].some((e) => e.proven && !e.dead && now - e.at <= this.options.deadAfterMs && (e.beat.wire ?? FIRST_WIRE).speaks < LEAVING_WIRE);
     if (older || (this.self.wire ?? FIRST_WIRE).speaks < LEAVING_WIRE) return;
     this.seq++;
     for (const role of this.self.roles) {
       const body = { ...this.self, key: this.options.key, roleKeys: this.options.roleKeys?.(role) ?? [], seq: this.seq, signKey: this.signKey, leaving: true as const };
       try {
-        tell(this.bus, at(processChannels.heartbeat, processSubjects.heartbeat(role)), { ...body, sig: sign(null, signed(role, body), this.signing.privateKey).toString('base64url') });
+        tell(this.bus, at(processChannels.heartbeat, processSubjects.heartbeat(role)), this.signedBeat(role, body));
       } catch {
         // Disconnected: the peers find out by the silence.
       }
@@ -145,14 +151,16 @@ export class Peers {
 
   /**
    * Live processes that share no wire format with this one (docs/operations.md "Upgrading"): heard,
-   * named, and left out of `alive` (nothing is routed to them), never timed out against.
+   * named, and left out of `alive` (nothing is routed to them), never timed out against. Only as
+   * their proven heartbeats say it (or, for a role nothing proves here, as they say it): one that
+   * does not prove its role is not named, so a thief cannot fail the admin's /readyz with it.
    */
   mismatched(): ProcessInfo[] {
     const now = this.now();
     const out = new Map<string, ProcessInfo>();
     for (const e of this.seen.values()) {
-      if (e.dead || now - e.at > this.options.deadAfterMs || this.speaksWith(e.beat)) continue;
-      const { key: _k, roleKeys: _r, sig: _s, seq: _q, signKey: _g, ...info } = e.beat;
+      if (e.dead || now - e.at > this.options.deadAfterMs || this.speaksWith(e.beat) || !this.believed(e)) continue;
+      const { key: _k, roleKeys: _r, sig: _s, seq: _q, signKey: _g, roleSig: _p, ...info } = e.beat;
       const known = out.get(info.id);
       out.set(info.id, known ? { ...known, roles: [...known.roles, e.role] } : info);
     }
@@ -163,17 +171,14 @@ export class Peers {
     return wireOverlaps(beat.wire ?? FIRST_WIRE, this.self.wire ?? FIRST_WIRE);
   }
 
-  /** Live processes with `role` (this one included), as far as their role's own heartbeats tell. */
-  alive(role: string): ProcessInfo[] {
-    return this.aliveBeats(role).map(({ key: _k, roleKeys: _r, ...info }) => info);
+  /** Whether what a process's heartbeat claims about its formats is believed where it would hold others back. */
+  private believed(e: Pick<Entry, 'proven' | 'role'>): boolean {
+    return e.proven || unprovable(this.options.proof, e.role);
   }
 
-  /**
-   * Live processes of `role` that do not speak wire format `version`: a sender writes that format
-   * to the role only when this is empty (docs/operations.md "Upgrading", rule 2).
-   */
-  notSpeaking(role: string, version: number): ProcessInfo[] {
-    return this.alive(role).filter((p) => (p.wire ?? FIRST_WIRE).speaks < version);
+  /** Live processes with `role` (this one included), as far as their role's own heartbeats tell. */
+  alive(role: string): ProcessInfo[] {
+    return this.aliveBeats(role).map(({ key: _k, roleKeys: _r, roleSig: _p, ...info }) => info);
   }
 
   onDeath(listener: (peer: ProcessInfo) => void): () => void {
@@ -255,9 +260,15 @@ export class Peers {
     const cached = this.ownBeats.get(role);
     if (cached && cached.seq === this.seq) return cached;
     const body = { ...this.self, key: this.options.key, roleKeys: this.options.roleKeys?.(role) ?? [], seq: this.seq, signKey: this.signKey };
-    const beat = { ...body, sig: sign(null, signed(role, body), this.signing.privateKey).toString('base64url') };
+    const beat = this.signedBeat(role, body);
     this.ownBeats.set(role, beat);
     return beat;
+  }
+
+  /** A heartbeat signed by this process's key (`sig`, what 0.2 checks) and, where it holds the role's anchored key, by that (`roleSig`). */
+  private signedBeat(role: string, body: Omit<Heartbeat, 'sig' | 'roleSig'>): Heartbeat {
+    const roleSig = roleSignature(this.options.proof, role, body);
+    return { ...body, sig: sign(null, signed(role, body), this.signing.privateKey).toString('base64url'), ...(roleSig === undefined ? {} : { roleSig }) };
   }
 
   private aliveBeats(role: string): Heartbeat[] {
@@ -300,27 +311,42 @@ export class Peers {
       this.options.onRefused?.(`a heartbeat of ${role} process ${beat.id} with a bad signature`);
       return;
     }
+    const proven = isProven(this.options.proof, role, beat);
     if (beat.leaving === true) {
-      this.left(id, role, beat, signKey);
+      this.left(id, role, beat, signKey, proven);
       return;
     }
     // What the process says of its roles is kept as the one role its subject proves.
-    this.seen.set(id, { beat: { ...beat, roles: [role] }, role, at: this.now(), dead: false, signKey });
-    if ((!known || known.dead) && !this.speaksWith(beat)) {
-      const { key: _k, roleKeys: _r, sig: _s, seq: _q, signKey: _g, ...info } = beat;
-      this.options.onMismatch?.({ ...info, roles: [role] }, role);
-    }
+    this.seen.set(id, { beat: { ...beat, roles: [role] }, role, at: this.now(), dead: false, signKey, proven });
+    if (!this.speaksWith(beat)) this.saidMismatch(id, role, beat, proven, !known || known.dead);
     if (!known || known.dead) for (const wake of [...this.keyWaiters]) wake();
   }
 
+  /**
+   * A process that shares no format with this one is named once (a log line): as a mismatch when its
+   * heartbeat is believed, else as a claim refused (it is left out of `alive` either way).
+   */
+  private saidMismatch(id: string, role: string, beat: Heartbeat, proven: boolean, first: boolean): void {
+    const { key: _k, roleKeys: _r, sig: _s, seq: _q, signKey: _g, roleSig: _p, ...info } = beat;
+    if (this.believed({ proven, role })) {
+      if (first) this.options.onMismatch?.({ ...info, roles: [role] }, role);
+      return;
+    }
+    if (this.unprovenClaims.has(id)) return;
+    if (this.unprovenClaims.size >= this.maxPeers) this.unprovenClaims.clear();
+    this.unprovenClaims.add(id);
+    const wire = beat.wire ?? FIRST_WIRE;
+    this.options.onRefused?.(`${role} process ${beat.id} claims wire formats ${wire.oldest}-${wire.speaks}, none of which this one speaks, without proving its role (no signature by an anchored ${role} key): not named as a mismatch; nothing is routed to it`);
+  }
+
   /** A process said goodbye: dead from now, its listeners run once (as after the death bound). */
-  private left(id: string, role: string, beat: Heartbeat, signKey: KeyObject): void {
+  private left(id: string, role: string, beat: Heartbeat, signKey: KeyObject, proven: boolean): void {
     const known = this.seen.get(id);
     if (!known) return; // never heard alive: nothing to act on
     const { leaving: _l, ...rest } = beat;
-    this.seen.set(id, { beat: { ...rest, roles: [role] }, role, at: this.now(), dead: true, signKey });
+    this.seen.set(id, { beat: { ...rest, roles: [role] }, role, at: this.now(), dead: true, signKey, proven });
     if (known.dead) return; // already declared dead: its listeners ran then
-    const { key: _k, roleKeys: _r, ...info } = { ...rest, roles: [role] };
+    const { key: _k, roleKeys: _r, roleSig: _p, ...info } = { ...rest, roles: [role] };
     for (const l of this.deathListeners) l(info);
   }
 
@@ -369,7 +395,7 @@ export class Peers {
     for (const [id, p] of this.seen) {
       if (!p.dead && now - p.at > this.options.deadAfterMs) {
         p.dead = true;
-        const { key: _k, roleKeys: _r, ...info } = p.beat;
+        const { key: _k, roleKeys: _r, roleSig: _p, ...info } = p.beat;
         for (const l of this.deathListeners) l(info);
       }
       // Forget it after a while; a process that comes back announces itself again.

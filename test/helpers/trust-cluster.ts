@@ -43,13 +43,15 @@ export const SHARED = {
   PIER_JS_REPLICAS: '3',
 };
 
-export async function trustCluster(): Promise<TrustCluster> {
+/** `env`: settings over SHARED for every Pier process of the cluster (a longer death bound, say). */
+export async function trustCluster(options: { env?: Record<string, string> } = {}): Promise<TrustCluster> {
+  const shared = { ...SHARED, ...options.env };
   const dir = tempDir();
   const bus = await SecureBus.start(dir, {}, { nodes: 3, sniffer: true });
   const tls = { caFile: bus.ca.cert };
   const processes: PierProcess[] = [];
   // Edges as in production: no master key, the bus anchors instead (`pier bus anchors`).
-  const { PIER_MASTER_KEY: masterKey, ...withoutMasterKey } = SHARED;
+  const { PIER_MASTER_KEY: masterKey, ...withoutMasterKey } = shared;
   const startEdge = async (name: string) => {
     const p = await PierProcess.start(pierEnv(join(dir, name), { ...withoutMasterKey, ...bus.envFor('edge'), ...bus.anchorEnv(masterKey) }), ['--roles', 'edge']);
     processes.push(p);
@@ -58,7 +60,7 @@ export async function trustCluster(): Promise<TrustCluster> {
   const connections: NatsConnection[] = [];
   const keep = (nc: NatsConnection) => (connections.push(nc), nc);
   try {
-    const actors = await PierProcess.start(pierEnv(join(dir, 'actors'), { ...SHARED, ...bus.envFor('all') }), ['--roles', 'registry,token,provider,vault,callback,upload,admin'], 60_000);
+    const actors = await PierProcess.start(pierEnv(join(dir, 'actors'), { ...shared, ...bus.envFor('all') }), ['--roles', 'registry,token,provider,vault,callback,upload,admin'], 60_000);
     processes.push(actors);
     const edges = [await startEdge('edge1'), await startEdge('edge2')];
     const app = await WsApp.start();

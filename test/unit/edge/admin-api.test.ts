@@ -155,20 +155,33 @@ test('master key rotation rewraps the vault then reseals the registry, and repor
   t.deepEqual(order, ['vault', 'registry']);
 });
 
-test('hostile: vault versions (wire format 2) is not sent while a vault replica speaks only format 1: 503 naming it; sent once all speak it', async (t) => {
+test('hostile: the vault operations on versions (wire format 2) go on their own subject, whatever heartbeats claim: a replica of an earlier release never gets one; with none of this release, 503 naming it', async (t) => {
   const bus = stubBus(t);
-  let vaultProcesses = [{ id: 'vault-old', roles: ['vault'], version: '0.2.0', wire: { speaks: 1, oldest: 1 } }];
-  const peers = { alive: () => [], signedBy: () => undefined, mismatched: () => [], notSpeaking: (role: string, v: number) => (role === 'vault' ? vaultProcesses.filter((p) => p.wire.speaks < v) : []) };
+  // What the heartbeats say (as a thief of the vault identity could): a vault of 0.2.0 lives.
+  let vaults = [{ id: 'vault-old', roles: ['vault'], version: '0.2.0', wire: { speaks: 1, oldest: 1 } }];
+  const peers = { alive: (role: string) => (role === 'vault' ? vaults : []), signedBy: () => undefined, mismatched: () => [] };
   const deps = { bus, adminToken: TOKEN, systemServer: () => '10.0.0.1:40080', roles: [], peers, cache: {}, log: { info: () => undefined } } as unknown as AdminDeps;
   const admin = envelopedAll(deps, adminAnswers(deps));
-  const asked = responder(bus, vault.operator, () => ({ data: { name: 'k', env: 'prod', version: 1, versions: [] } }));
+  // The 0.2.0 vault serves the operator's subject alone; a vault of this release serves both.
+  const old = responder(bus, vault.operator, () => ({ data: [] }));
   const query = new URLSearchParams({ user: 'alice', workspace: 'chat', name: 'k' });
   const refused = await refusal(t, () => admin.vaultVersions(request({ headers: auth, query })));
-  t.is(refused.code, 'UNAVAILABLE');
-  t.regex(refused.message, /^vault versions needs wire format 2, which these vault processes do not speak yet: vault-old \(Pier 0\.2\.0, wire 1\); finish the upgrade/);
-  t.is(asked.length, 0, 'nothing was sent in a format a live replica would refuse');
+  t.deepEqual(refused, {
+    code: 'UNAVAILABLE',
+    message: 'vault versions needs a vault replica of this release (wire format 2), and none is running: the vault replicas running are of an earlier release; finish the upgrade (docs/operations.md "Upgrading")',
+  });
   t.is((await admin.vaultList(request({ headers: auth, query }))).status, 200, 'format-1 operations go on meanwhile');
-  vaultProcesses = [];
-  t.is((await admin.vaultVersions(request({ headers: auth, query }))).status, 200);
-  t.like(asked.at(-1), { op: 'versions', name: 'k' });
+  t.deepEqual(old.map((r) => r.op), ['list'], 'the earlier release was handed no operation on versions');
+
+  const current = responder(bus, vault.versions, () => ({ data: { name: 'k', env: 'prod', version: 1, versions: [], deleted: null } }));
+  t.is((await admin.vaultVersions(request({ headers: auth, query }))).status, 200, 'answered by this release\'s vault while the 0.2.0 claim still stands');
+  t.is((await admin.vaultDestroy(request({ method: 'post', headers: auth, query, body: { version: 1 } }))).status, 200);
+  t.deepEqual(current.map((r) => r.op), ['versions', 'destroy']);
+  t.deepEqual(old.map((r) => r.op), ['list']);
+
+  // With no vault at all, the usual words.
+  vaults = [];
+  const noVault: AdminDeps = { ...deps, bus: stubBus(t) };
+  const alone = envelopedAll(noVault, adminAnswers(noVault));
+  t.deepEqual(await refusal(t, () => alone.vaultVersions(request({ headers: auth, query }))), { code: 'UNAVAILABLE', message: 'no vault replica is running (nothing answers pier.vault.versions)' });
 });

@@ -11,6 +11,7 @@ import './lmdb-durable.test.js';
 import './master-key-check.test.js';
 import './peers.test.js';
 import './peers-goodbye.test.js';
+import './peers-proof.test.js';
 import './presence.test.js';
 import './record-format.test.js';
 import './stream-follower.test.js';
