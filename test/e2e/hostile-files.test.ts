@@ -28,6 +28,11 @@ test('the data dir is 0700 and every file in it 0600 at start, whatever was ther
     const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
     t.is((await cli(['user', 'add', 'alice'], env)).code, 0);
     t.is(statSync(data).mode & 0o777, 0o700);
+    // At once, not only after a restart: a store opened after the sweep at start (the edge's gateway
+    // history, issue #52) is private from its first byte too.
+    const first = modes(data).filter(([name]) => name !== 'files' && !name.startsWith('files/'));
+    t.true(first.some(([name]) => name.startsWith('gateway-history/') && name.endsWith('.mdb')), 'the gateway history was checked too');
+    for (const [name, mode, isDir] of first) t.is(mode, isDir ? 0o700 : 0o600, `after the first start: ${name}`);
     // Users' files (the default upload root, `<data>/files`) are theirs and the apps': left alone.
     mkdirSync(join(data, 'files', 'alice'), { recursive: true });
     writeFileSync(join(data, 'files', 'alice', 'photo.jpg'), 'x', { mode: 0o644 });

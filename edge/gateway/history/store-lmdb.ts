@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import type { Database, RootDatabase } from 'lmdb';
 import { durably } from '../../../lib/state/lmdb-durable.js';
+import { openPrivate } from '../../../lib/state/lmdb-private.js';
 import { openRecords } from '../../../lib/state/record-format.js';
 import type { HistorySeal } from './seal.js';
 import { chainKey, epochOf, sealBound, type HistoryBounds, type HistoryChain, type HistoryHead, type HistoryStore, type Kept, type KeptEntry } from './store.js';
@@ -50,7 +51,8 @@ export class LmdbHistory implements HistoryStore {
   }
 
   static async open(path: string, seal: HistorySeal, ceilingTtlMs: number): Promise<LmdbHistory> {
-    const root = open({ path, compression: false });
+    // Opened after the data dir's modes are made private at start: private by itself.
+    const root = openPrivate(path, { compression: false });
     const entries = openRecords<Entry, [string, number]>(root, 'entries', 'gatewayHistory');
     const heads = openRecords<Head, string>(root, 'heads', 'gatewayHistory');
     const meta = openRecords<Meta, string>(root, 'meta', 'gatewayHistory');
