@@ -4,6 +4,7 @@ import { decode, encode } from '../../bus/codec.js';
 import { auditMatches, vaultState, type AuditEntry, type AuditPage, type AuditQuery } from '../../bus/subjects.js';
 import { readable } from '../../lib/state/record-format.js';
 import { ensureStream, retryWhileStarting } from '../../lib/state/jetstream.js';
+import { ENV } from '../../lib/config/config-env.js';
 
 /** Audit entries per stream message (at most; ~250 bytes each). */
 const AUDIT_BATCH = 256;
@@ -42,6 +43,7 @@ export class JetStreamAudit {
         max_bytes: maxEntries * 512,
       },
       'update',
+      ENV.auditMaxEntries,
     );
   }
 

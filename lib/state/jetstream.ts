@@ -8,6 +8,13 @@ import type { AppliedSequence } from './applied-sequence.js';
 /** JetStream's error code for a publish whose expected last sequence is not the stream's or subject's (JSStreamWrongLastSequenceErr). */
 export const JS_WRONG_LAST_SEQUENCE = 10071;
 
+/**
+ * JetStream's "insufficient storage resources available" (JSStorageResourcesExceededErr): a stream's
+ * max_bytes is reserved when it is made, and the server's `max_file_store` (or its account's
+ * `max_file`) has not that much left.
+ */
+export const JS_STORAGE_EXCEEDED = 10047;
+
 /** JetStream's "no message found" (a get past the end, a delete of one already gone), by code, never by text. */
 export const jsNoMessage = (err: unknown): boolean => {
   const api = (err as { api_error?: { code?: number; err_code?: number } }).api_error;
@@ -21,6 +28,8 @@ export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 3
     try {
       return await fn();
     } catch (err) {
+      // A setting to change (a stream too large, too many copies asked): waiting will not change it.
+      if (err instanceof ConfigError) throw err;
       const text = String((err as Error).message);
       const starting = /temporarily unavailable|TIMEOUT|no responders|insufficient resources|no suitable peers/i.test(text) || (err as { code?: string }).code === '503';
       if (!starting || Date.now() > end) throw err;
@@ -73,20 +82,55 @@ export class SharedCatchUp {
   }
 }
 
+type StreamSettings = Partial<StreamConfig> & { name: string; num_replicas: number };
+
 /**
  * Creates a file-backed stream with limits retention (as every stream of Pier's state is), or,
  * when another replica made it first, leaves it (`existing: 'keep'`) or takes this replica's
- * settings (`'update'`: retention that the operator may change between starts).
+ * settings (`'update'`: retention that the operator may change between starts). `sizedBy` names
+ * the setting its max_bytes comes from, for the one line said when the server has no room for it.
  */
-export async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; num_replicas: number }, existing: 'keep' | 'update' = 'keep'): Promise<void> {
+export async function ensureStream(jsm: JetStreamManager, config: StreamSettings, existing: 'keep' | 'update' = 'keep', sizedBy?: string): Promise<void> {
   const full = { storage: StorageType.File, retention: RetentionPolicy.Limits, ...config };
+  const roomy = (err: unknown): never => {
+    if ((err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_STORAGE_EXCEEDED) throw noRoomFor(config, sizedBy);
+    throw err;
+  };
   await jsm.streams.add(full).catch(async (err: unknown) => {
     const text = String((err as Error).message);
     if (/replicas > 1 not supported in non-clustered mode/i.test(text)) {
       // Said as the setting to change, not as NATS words.
       throw new ConfigError(`PIER_JS_REPLICAS=${config.num_replicas}: this NATS server is not a cluster (it keeps one copy): set PIER_JS_REPLICAS=1, or run a JetStream cluster of ${config.num_replicas} nodes`);
     }
-    if (!text.includes('already in use')) throw err;
-    if (existing === 'update') await jsm.streams.update(config.name, full);
+    if (!text.includes('already in use')) roomy(err);
+    // A larger max_bytes than the stream had reserves the difference: refused the same way.
+    if (existing === 'update') await jsm.streams.update(config.name, full).catch(roomy);
   });
+}
+
+/**
+ * A stream JetStream has no room for, said as the settings to change (docs/operations.md "JetStream
+ * storage"), not as nats-server's "insufficient storage resources available": which stream, what it
+ * asked to reserve, the setting that sizes it, and the server's limit to raise.
+ */
+function noRoomFor(config: StreamSettings, sizedBy: string | undefined): ConfigError {
+  const bytes = config.max_bytes ?? 0;
+  const copies = config.num_replicas > 1 ? ` on each of ${config.num_replicas} servers` : '';
+  const from = sizedBy ? `, from ${sizedBy}` : '';
+  const lower = sizedBy ? `lower ${sizedBy}, or ` : '';
+  return new ConfigError(
+    `JetStream stream ${config.name}: nats-server cannot reserve the ${sizeOf(bytes)} (${bytes} bytes${from}) it asks for${copies}: ${lower}raise nats-server's jetstream { max_file_store } (an account's jetstream { max_file }, where set, bounds it too)`,
+  );
+}
+
+/** Bytes as an operator reads them: 1 GiB, 512 MiB, 1.5 KiB. */
+function sizeOf(bytes: number): string {
+  const units = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${Number(value.toFixed(1))} ${units[unit]}`;
 }

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, cleanup, pierEnv, tempDir } from '../helpers/pier.js';
+import { BIN, cleanup, failedStart, pierEnv, tempDir } from '../helpers/pier.js';
 import { ROLES } from '../../lib/config/config.js';
 import { NatsServer } from '../helpers/nats-server.js';
 
@@ -78,4 +78,31 @@ test('PIER_STATE=jetstream on one nats-server with three copies asked: one line 
   const r = await start(pierEnv(join(dir, 'data'), { NATS_URL: nats.url, PIER_STATE: 'jetstream' }));
   t.is(r.code, 1);
   t.is(r.stderr, 'pier: PIER_JS_REPLICAS=3: this NATS server is not a cluster (it keeps one copy): set PIER_JS_REPLICAS=1, or run a JetStream cluster of 3 nodes\n');
+});
+
+test('a JetStream store smaller than a stream\'s reservation: one line naming the stream, what it asks, the setting that sizes it and max_file_store (#52)', async (t) => {
+  const dir = tempDir();
+  const conf = join(dir, 'nats.conf');
+  writeFileSync(conf, `jetstream { store_dir: ${JSON.stringify(join(dir, 'js'))}, max_file_store: 64MB }\n`);
+  const nats = await NatsServer.start(['-c', conf]);
+  t.teardown(async () => {
+    await nats.stop();
+    cleanup(dir);
+  });
+  const shape = { NATS_URL: nats.url, PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '1' };
+  // The gateway history's stream reserves 1 GiB by default (the vault's audit is made small enough to fit).
+  const history = await failedStart(pierEnv(join(dir, 'one'), { ...shape, PIER_AUDIT_MAX_ENTRIES: '1000' }));
+  t.is(history.code, 1);
+  t.is(
+    history.stderr,
+    "pier: JetStream stream PIER_WS_HISTORY: nats-server cannot reserve the 1 GiB (1073741824 bytes, from PIER_WS_HISTORY_STORE_BYTES) it asks for: lower PIER_WS_HISTORY_STORE_BYTES, or raise nats-server's jetstream { max_file_store } (an account's jetstream { max_file }, where set, bounds it too)\n",
+  );
+  // With the defaults the vault's audit (PIER_AUDIT_MAX_ENTRIES × 512 bytes) does not fit either: its
+  // stream, made small above, is refused the larger size it asks for now.
+  const audit = await failedStart(pierEnv(join(dir, 'two'), shape));
+  t.is(audit.code, 1);
+  t.is(
+    audit.stderr,
+    "pier: JetStream stream PIER_VAULT_AUDIT: nats-server cannot reserve the 488.3 MiB (512000000 bytes, from PIER_AUDIT_MAX_ENTRIES) it asks for: lower PIER_AUDIT_MAX_ENTRIES, or raise nats-server's jetstream { max_file_store } (an account's jetstream { max_file }, where set, bounds it too)\n",
+  );
 });

@@ -1,6 +1,7 @@
 import { DiscardPolicy, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type StoredMsg } from 'nats';
 import { ensureStream, JS_WRONG_LAST_SEQUENCE, retryWhileStarting } from '../../../lib/state/jetstream.js';
 import { readable } from '../../../lib/state/record-format.js';
+import { ENV } from '../../../lib/config/config-env.js';
 import { PierError } from '../../../bus/errors.js';
 import type { HistorySeal } from './seal.js';
 import { chainKey, epochOf, sealBound, type HistoryBounds, type HistoryChain, type HistoryHead, type HistoryStore, type Kept, type KeptEntry } from './store.js';
@@ -66,7 +67,7 @@ export class JetStreamHistory implements HistoryStore {
       discard: DiscardPolicy.Old,
       duplicate_window: 1_000_000_000,
     };
-    await retryWhileStarting(() => ensureStream(jsm, config, 'update'));
+    await retryWhileStarting(() => ensureStream(jsm, config, 'update', ENV.wsHistoryStoreBytes));
     const info = await retryWhileStarting(() => jsm.streams.info(HISTORY_STREAM));
     // The stream's creation time names it: a stream made again (its history lost) is a new epoch.
     return new JetStreamHistory(js, jsm, seal, Date.parse(info.created).toString(36));
