@@ -11,11 +11,13 @@ import type { Checker } from './validation.js';
  *   release adds, a signed grant beside the data say).
  * - **A version slot**: the wire format's version travels in the `pier-v` header; absent means 1.
  *   A sender writes the lowest format that says what it sends (nearly every message is format 1, no
- *   header on the hot path), and a format past 1 only to a role whose live processes all speak it
- *   (`Peers.notSpeaking`). A receiver refuses a version it does not speak, counted, and answers it
- *   `unsupported_version`, by name (docs/operations.md, "Upgrading").
+ *   header on the hot path), and what only a later format can say on a subject of its own that only
+ *   processes speaking that format serve (`vault.versions`), never where heartbeats claim it is
+ *   spoken (a thief of a role's identity can claim anything). A receiver refuses a version it does
+ *   not speak, counted, and answers it `unsupported_version`, by name (docs/operations.md,
+ *   "Upgrading").
  *
- * Formats: 1, the first; 2 adds the vault operator's `versions` (a secret's versions, no values).
+ * Formats: 1, the first; 2 adds the vault operator's operations on versions (`pier.vault.versions`).
  */
 export const WIRE_VERSION: number = 2;
 /** The oldest wire format this process reads. */
