@@ -151,6 +151,8 @@ export interface MovedNotice {
 }
 export const movedSigned = (replica: string, n: Pick<MovedNotice, 'connId' | 'edge' | 'at'>) => Buffer.from(`pier moved|${replica}|${n.connId}|${n.edge}|${n.at}`);
 export const MOVED_FRESH_MS = 30_000;
+/** What an edge signs to say it runs: its bus id and the asking replica's nonce. */
+export const aliveSigned = (edgeBusId: string, nonce: string) => Buffer.from(`pier alive|${edgeBusId}|${nonce}`);
 
 /** Subjects of the gateway. Per-connection and per-user subjects carry interest: only holders subscribe. */
 export const gatewaySubjects = {
@@ -167,6 +169,11 @@ export const gatewaySubjects = {
   moved: (callbackBusId: string) => `pier.cb.moved.${callbackBusId}`,
   /** From callback replicas to the edge holding a connection: events up to `seq` are done with ({connId, seq}). */
   settled: (edgeBusId: string) => `pier.gw.settled.${edgeBusId}`,
+  /**
+   * An edge answers here that it runs: a callback replica asks before it raises the closes of an
+   * edge gone silent (a starved edge is not a dead one). 0.2 edges do not serve it: no responders.
+   */
+  alive: (edgeBusId: string) => `pier.gw.alive.${edgeBusId}`,
 };
 
 const id = { type: 'string', min: 1, max: 128 } as const;
@@ -204,6 +211,11 @@ export const gatewayChannels = {
    * goes in a new exchange, not here).
    */
   hello: channel<Record<string, never>, { busId: string }>({ $$strict: true }, { busId: id }, 2_000),
+  /**
+   * The edge still runs (asked by a callback replica before it raises the edge's closes): it signs
+   * the replica's nonce with its heartbeat key (`aliveSigned`), so nobody else can answer for it.
+   */
+  alive: channel<{ nonce: string }, { busId: string; sig: string }>({ $$strict: true, nonce: { type: 'string', min: 16, max: 64 } }, { busId: id, sig: { type: 'string', max: 128 } }, 5_000),
   /** One event, to the callback replica that delivers the connection's events. */
   deliver: channel<GatewayEvent, EventAck>(
     {

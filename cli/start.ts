@@ -123,6 +123,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
   const peers = new Peers(viewFor(config.roles, 'presence'), self, {
     intervalMs: config.heartbeatMs,
     deadAfterMs: config.peerDeadMs,
+    connectionLosses: () => bus.connectionLosses(),
     key: keys.sealer.self.publicKey,
     roleKeys: (role) => keys.announced(role),
     // Heartbeats are signed and proven with the roles' anchored keys where they cross a wire (lib/runtime/heartbeat-proof.ts).

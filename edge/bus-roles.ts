@@ -36,7 +36,7 @@ export const edgeRole: Declaration = {
     // Pulling a provider's large answer.
     streamSubject('provider', '>'),
   ],
-  serves: [gatewaySubjects.edge(any), gatewaySubjects.user(any, any), gatewaySubjects.list, gatewaySubjects.settled(any), streamSubject('edge', '>')],
+  serves: [gatewaySubjects.edge(any), gatewaySubjects.user(any, any), gatewaySubjects.list, gatewaySubjects.settled(any), gatewaySubjects.alive(any), streamSubject('edge', '>')],
   // The gateway's history (PIER_STATE=jetstream), in the edge's own state account.
   jetstream: { streams: [HISTORY_STREAM], purges: [HISTORY_STREAM], buckets: [], subjects: [HISTORY_SUBJECTS] },
 };

@@ -11,6 +11,7 @@ import { registeredTarget } from '../../lib/policy/callback-target.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import type { ConnState } from './connections.js';
 import { Deliverer } from './delivery.js';
+import { edgeGone } from './edge-probe.js';
 import { ConnQueues } from './queues.js';
 import { reasonOf, Refusals } from './refusals.js';
 import { inUploadDest, UploadNotices, uploadTarget } from './upload-notices.js';
@@ -84,10 +85,14 @@ async function onStart(ctx: RoleContext): Promise<CallbackActor> {
       }
     },
   });
-  // An edge that died cannot say its connections closed: this replica says it for those it holds.
+  // An edge that died cannot say its connections closed: this replica says it for those it holds,
+  // once the edge, asked, proves gone (a starved one is not: its events are still coming).
   const stopWatching = ctx.peers.onDeath((peer) => {
     if (!peer.roles.includes('edge')) return;
-    for (const close of queues.edgeLost(peer.busId)) ctx.log.info({ connId: close.connId, edge: peer.id }, 'edge lost: raising close');
+    void edgeGone(ctx, peer).then((gone) => {
+      if (!gone) return ctx.log.warn({ edge: peer.id }, 'an edge gone silent for the death bound still answers: its connections are kept (a starved process?)');
+      for (const close of queues.edgeLost(peer.busId)) ctx.log.info({ connId: close.connId, edge: peer.id }, 'edge lost: raising close');
+    });
   });
   ctx.counters.set('callback_connections', () => queues.size());
   ctx.log.info({ busId: ctx.peers.self.busId }, 'callback actor started');
@@ -157,6 +162,8 @@ export const callbackActor = defineActor<CallbackActor>({
   },
   // Signs callbacks with app callback keys (derived from app secrets; never the secrets themselves).
   calls: [registry.appCallbackKey],
+  // Asks an edge gone silent whether it still runs (edge-probe.ts).
+  dynamic: { calls: [gatewaySubjects.alive('*')] },
   emits: [gatewaySubjects.settled('*')],
   onRegistryChange: (a, c) => {
     if (c.kind === 'app' && c.op === 'put') a.secrets.forget(c.value.id);

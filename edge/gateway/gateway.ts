@@ -6,7 +6,7 @@ import { Counter, Gauge } from 'prom-client';
 import type { Subscription } from '../../bus/bus.js';
 import { appId, gatewayEventId, parseAppId } from '../../bus/ids.js';
 import { admit, type Conn } from './gateway-admission.js';
-import { CLOSE_CODES, closeData, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type ListedConn } from '../../bus/subjects.js';
+import { aliveSigned, CLOSE_CODES, closeData, gatewayChannels, gatewaySubjects, type ConnCommand, type ConnCommandResult, type GatewayAction, type ListedConn } from '../../bus/subjects.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { asPierError, PierError } from '../../bus/errors.js';
 import { errorReply } from '../http/envelope.js';
@@ -133,6 +133,8 @@ export class Gateway {
     this.subs.push(
       serve(bus, at(gatewayChannels.command, gatewaySubjects.edge(peers.self.busId)), (cmd) => this.command(cmd)),
       hear(bus, at(gatewayChannels.settled, gatewaySubjects.settled(peers.self.busId)), ({ connId, seq }) => this.forwarder.settled(connId, seq)),
+      // A callback replica that stopped hearing this edge asks before it raises its connections' closes.
+      serve(bus, at(gatewayChannels.alive, gatewaySubjects.alive(peers.self.busId)), ({ nonce }) => ({ busId: peers.self.busId, sig: peers.sign(aliveSigned(peers.self.busId, nonce)) })),
       serve(bus, at(gatewayChannels.list, gatewaySubjects.list), ({ appId: wanted }) => {
         const conns: ListedConn[] = [];
         for (const ws of this.conns.values()) {
@@ -316,7 +318,9 @@ export class Gateway {
    */
   private fenced(): boolean {
     // On the in-process bus nobody else can declare this edge dead: a stall there fences nothing.
-    if (this.ctx.bus.kind === 'memory' || !this.ctx.peers.mayBeDeclaredDead()) return false;
+    // A replica asks this edge before it raises its closes, and waits for the answer up to the death
+    // bound again (actors/callback/edge-probe.ts): while the NATS connection stood, that much more.
+    if (this.ctx.bus.kind === 'memory' || !this.ctx.peers.mayBeDeclaredDead(this.ctx.config.peerDeadMs)) return false;
     if (this.conns.size > 0) {
       this.ctx.log.warn({ connections: this.conns.size }, 'gateway: this edge did not hear itself for nearly the death bound; ending its connections (the cluster may have closed them)');
       for (const ws of this.conns.values()) ws.getUserData().fenced = true;

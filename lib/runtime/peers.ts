@@ -11,6 +11,8 @@ export interface PeersOptions {
   deadAfterMs: number;
   /** A clock in ms whose differences are durations (default: monotonic, `performance.now()`). */
   now?: () => number;
+  /** How many times the bus connection was lost so far (Bus.connectionLosses): see `mayBeDeclaredDead`. */
+  connectionLosses?: () => number;
   /** This process's public key, announced with every heartbeat (bus/seal.ts). */
   key: string;
   /** The role keys this process opens requests to `role` with (empty: the role has none). */
@@ -81,6 +83,8 @@ export class Peers {
    * the silence is its own, not its peers': it declares nobody dead meanwhile (see `checkDeaths`).
    */
   private lastOwnHeard: number;
+  /** The bus's connection losses when it last heard itself (`mayBeDeclaredDead`). */
+  private lossesWhenHeard = 0;
 
   constructor(
     private readonly bus: Bus,
@@ -92,6 +96,7 @@ export class Peers {
     this.now = options.now ?? (() => performance.now());
     this.maxPeers = options.maxPeers ?? 256;
     this.lastOwnHeard = this.now();
+    this.lossesWhenHeard = options.connectionLosses?.() ?? 0;
   }
 
   /** Past this long without its own heartbeat back, the process counts itself cut off (never longer than half the death bound). */
@@ -244,8 +249,8 @@ export class Peers {
   }
 
   /** Whether `sig` over `data` is by the live `role` process with bus id `busId` (its heartbeat key). */
-  signedByBus(busId: string, role: string, data: Buffer, sig: string): boolean {
-    const entry = busId === this.self.busId && this.self.roles.includes(role) ? null : [...this.seen.values()].find((e) => !e.dead && e.role === role && e.beat.busId === busId);
+  signedByBus(busId: string, role: string, data: Buffer, sig: string, evenIfDeclaredDead = false): boolean {
+    const entry = busId === this.self.busId && this.self.roles.includes(role) ? null : [...this.seen.values()].find((e) => (evenIfDeclaredDead || !e.dead) && e.role === role && e.beat.busId === busId);
     const key = entry === null ? this.signing.publicKey : entry?.signKey;
     if (!key) return false;
     try {
@@ -372,14 +377,19 @@ export class Peers {
    * may have reached them that long ago. Read synchronously, before acting on anything that came in
    * meanwhile: an edge then fences itself (its connections' closes may have been raised without it).
    */
-  mayBeDeclaredDead(): boolean {
-    return this.self.roles.length > 0 && this.now() - this.lastOwnHeard > this.options.deadAfterMs - this.options.intervalMs;
+  mayBeDeclaredDead(graceWhileConnectedMs = 0): boolean {
+    // Still connected to NATS all along (no loss since it last heard itself): its subscriptions
+    // stood, so a peer that asks before acting on its silence waited for its answer that much longer.
+    const connected = this.options.connectionLosses !== undefined && this.options.connectionLosses() === this.lossesWhenHeard;
+    const bound = this.options.deadAfterMs - this.options.intervalMs + (connected ? graceWhileConnectedMs : 0);
+    return this.self.roles.length > 0 && this.now() - this.lastOwnHeard > bound;
   }
 
   private heardSelf(): void {
     const now = this.now();
     if (now - this.lastOwnHeard > this.blindAfterMs) for (const e of this.seen.values()) if (!e.dead) e.at = Math.max(e.at, now);
     this.lastOwnHeard = now;
+    this.lossesWhenHeard = this.options.connectionLosses?.() ?? 0;
   }
 
   /**

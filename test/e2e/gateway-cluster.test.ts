@@ -115,6 +115,29 @@ test.serial('nats-server restarted: clients stay connected and messages flow aga
   t.pass();
 });
 
+// #58: an edge starved or stalled past the death bound (2 s here) was taken for dead: the callback
+// replica raised its connections' closes and the edge fenced itself (4003), dropping the tail the
+// browser had sent. Now the replica asks the edge first, and waits for its answer up to the bound.
+test.serial('an edge stalled past the death bound (SIGSTOP 2.5 s) keeps its connections: asked, it answers; nothing is lost, the close counts every event', async (t) => {
+  const c = await open(edges[1], 'stalled');
+  for (let m = 0; m < 5; m++) c.ws.send(JSON.stringify({ event: 's', data: { m } }));
+  let connId = '';
+  await app.until(() => {
+    connId = app.accepted.find((k) => k.body.action === 'open' && app.of(k.body.conn_id).length >= 6 && !app.of(k.body.conn_id).some((z) => z.body.action === 'close'))?.body.conn_id ?? '';
+    return connId !== '';
+  }, 'the open and five messages');
+  edges[1].proc.kill('SIGSTOP');
+  await new Promise((r) => setTimeout(r, 2_500));
+  edges[1].proc.kill('SIGCONT');
+  for (let m = 5; m < 10; m++) c.ws.send(JSON.stringify({ event: 's', data: { m } }));
+  c.ws.close(1000);
+  t.is((await c.closed).code, 1000, 'the edge did not end the connection itself (4003)');
+  await app.until(() => app.of(connId).some((k) => k.body.action === 'close'), 'the close');
+  const calls = app.of(connId);
+  t.deepEqual(calls.filter((k) => k.body.action === 'message').map((k) => (k.body.data as { data: { m: number } }).data.m), Array.from({ length: 10 }, (_, i) => i));
+  t.deepEqual(calls.at(-1)!.body.data, { events: 11 }, 'the edge\'s own close, counting the open and ten messages; not one raised without it');
+});
+
 test.serial('kill -9 of the callback replica holding a connection: no event is lost, order holds', async (t) => {
   app.behaviour = { delay: () => 150 };
   t.teardown(() => {
