@@ -44,6 +44,8 @@ export interface RecoverState {
   inboundBytes: number;
   /** The last offset this connection was sent (or was at after its replay): nothing at or below it is sent again. */
   position: number;
+  /** What its replay may read at most (the app's history bytes), taken from the user's budget before it is read. */
+  reserved: number;
 }
 
 /**
@@ -71,6 +73,6 @@ export function admit(ctx: RoleContext, headers: Record<string, string>, liveOf:
     lastSeen: Date.now(),
     silent: false,
     open: false,
-    ...(recover === undefined ? {} : { recover: { since: parsePosition(recover.slice(0, 64)), replaying: true, held: [], heldBytes: 0, inbound: [], inboundBytes: 0, position: 0 } }),
+    ...(recover === undefined ? {} : { recover: { since: parsePosition(recover.slice(0, 64)), replaying: true, held: [], heldBytes: 0, inbound: [], inboundBytes: 0, position: 0, reserved: 0 } }),
   };
 }

@@ -32,6 +32,9 @@ const PONG = '{"event":"pong"}';
  * need travels on the bus: events to the callback actor, commands by connection (this edge's
  * subject) or by user (a subject this edge subscribes to only while it holds that user's connections).
  */
+/** What a message held for a replaying connection counts besides its text (its entry): 64 K empty ones fill 1 MiB. */
+const HELD_OVERHEAD_BYTES = 16;
+
 export class Gateway {
   private readonly conns = new Map<string, Ws>();
   /** Live connections per user on this edge (docs/protocol.md "Gateway": 429 past the cap). */
@@ -219,7 +222,12 @@ export class Gateway {
     if (conn.recover) {
       const budget = this.replayBudget.allows(conn.user);
       if (!budget.ok) return fail(new PierError('RATE_LIMITED', `user "${conn.user}" replayed too much history lately; reconnect in ${budget.retryAfterS} s`));
+      // The most it may read is taken now (what it did not read is given back once it is read): a
+      // burst of recoveries cannot all pass before the first is charged.
+      const app = this.ctx.cache.app(conn.user, conn.app);
+      conn.recover.reserved = (app && this.history?.boundsOf(app)?.bytes) || 0;
       this.replayBudget.chargeUpgrade(conn.user);
+      this.replayBudget.charge(conn.user, conn.recover.reserved);
     }
     // A browser's traceparent is a hint (docs/operations.md "Tracing"); the upgrade's span ends here.
     const span = activeTracer().incoming('ws upgrade', 'server', { traceparent: headers.traceparent, tracestate: headers.tracestate }, 'hint', { 'pier.app': appId(conn.user, conn.app) });
@@ -274,11 +282,14 @@ export class Gateway {
     const app = this.ctx.cache.app(c.user, c.app);
     const off: Recovery = { recovered: false, epoch: null, offset: null, missed: 0, reason: 'off', replay: [], bytes: 0, read: 0 };
     const result = this.history && app ? await this.history.recover(app, r.since).catch((): Recovery => ({ ...off, reason: 'unavailable' })) : off;
+    // What it read is charged whatever comes next (a browser gone meanwhile read as much): the
+    // reservation taken at the upgrade is settled against it.
+    this.replayBudget.settle(c.user, r.reserved, result.read);
+    r.reserved = 0;
     // Closed meanwhile: closed() has sent the open and the close.
     if (!r.replaying) return;
     r.replaying = false;
     this.metrics.recoveries.inc({ outcome: result.recovered ? 'recovered' : result.reason! });
-    this.replayBudget.charge(c.user, result.read);
     r.position = result.offset ?? 0;
     const held = r.held;
     r.held = [];
@@ -424,7 +435,8 @@ export class Gateway {
     if (seq !== null && seq <= r.position && !r.replaying) return false;
     if (r.replaying) {
       r.held.push({ text, seq });
-      r.heldBytes += text.length;
+      // Bytes as they will be sent (UTF-8), plus a floor a message: many tiny ones are bounded too.
+      r.heldBytes += Buffer.byteLength(text) + HELD_OVERHEAD_BYTES;
       if (r.heldBytes > this.ctx.config.gateway.outboundBufferBytes) ws.end(CLOSE_CODES.SLOW_CONSUMER, 'slow consumer: outbound buffer full');
       return true;
     }

@@ -103,3 +103,26 @@ test('hostile: frames sent while a replay is read are bounded by bytes (4009); t
   await until('the bystander to get a send', () => bystander.received.includes('"still here"'), 10_000);
   bystander.ws.close();
 });
+
+// Found by a hostile review of the above: a recovery was charged what it read only after reading
+// it, and not at all when the browser had gone meanwhile, so on JetStream (one request a kept
+// message) a burst of 256 recovering upgrades all passed a 16 MiB budget and replayed 246 MiB.
+test('hostile: a burst of recovering upgrades cannot all pass before their reads are charged (the most each may read is taken first)', async (t) => {
+  await until('the edge to keep alice\'s history', async () => (await send('alice', 'warm-up')).json.data?.kept === true, 20_000);
+  for (let i = 0; i < 20; i++) t.is((await send('alice', 'a'.repeat(4_000))).status, 200);
+  const first = await connect(edge.ports!.public, 'chat.alice.localhost', { 'x-authorization': tokens.alice }, '/ws?recover=');
+  const epoch = (await until('the recovery frame', () => first.received.map((f) => JSON.parse(f)).find((f) => f.event === 'pier.recovery'), 10_000)).data.epoch as string;
+  first.ws.close();
+  // 40 at once, each dropped as soon as it opens; the history's bound here is 8 MiB, the budget 16 MiB.
+  const outcomes = await Promise.all(
+    Array.from({ length: 40 }, () =>
+      connect(edge.ports!.public, 'chat.alice.localhost', { 'x-authorization': tokens.alice }, `/ws?recover=${epoch}:0`).then(
+        (c) => (c.ws.close(), 101),
+        (err: { status?: number }) => err.status ?? -1,
+      ),
+    ),
+  );
+  const served = outcomes.filter((s) => s === 101).length;
+  t.true(served >= 1 && served <= 3, `at most what the budget holds of 8 MiB reads is served: ${served} of 40`);
+  t.is(outcomes.filter((s) => s === 429).length, 40 - served, outcomes.join(','));
+});

@@ -3,10 +3,11 @@ const MAX_USERS = 100_000;
 
 /**
  * Recovery work per user on this edge (docs/protocol.md "History and recovery"): a bucket of
- * `perMinute` bytes refilled continuously. Each recovering upgrade is charged a fixed cost before
- * it is served, then the history it read once that is known, so one recovery may take the bucket
- * below zero; the next recovering upgrade is refused until it is back above zero. A client
- * reconnecting in a loop costs its user at most `perMinute` a minute, whatever it asks.
+ * `perMinute` bytes refilled continuously. Each recovering upgrade is charged a fixed cost and the
+ * most its replay may read before it is served, and given back what it did not read once that is
+ * known (a browser gone meanwhile read as much), so a burst cannot pass before its charges land;
+ * a recovering upgrade is refused while the bucket is at or below zero. A client reconnecting in
+ * a loop costs its user at most `perMinute` a minute, whatever it asks.
  */
 export class ReplayBudget {
   private readonly buckets = new Map<string, { level: number; at: number }>();
@@ -35,6 +36,15 @@ export class ReplayBudget {
    */
   chargeUpgrade(user: string): void {
     this.charge(user, Math.max(1, Math.floor(this.perMinute / 256)));
+  }
+
+  /** A recovery that `reserved` bytes were taken for read `read`: the rest is given back (or the excess charged). */
+  settle(user: string, reserved: number, read: number): void {
+    if (read > reserved) this.charge(user, read - reserved);
+    else if (reserved > read && this.buckets.has(user)) {
+      const level = Math.min(this.perMinute, this.levelOf(user) + (reserved - read));
+      this.buckets.set(user, { level, at: this.now() });
+    }
   }
 
   charge(user: string, bytes: number): void {
