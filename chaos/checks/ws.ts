@@ -43,6 +43,9 @@ function connsByClient(p: Parsed): Map<string, Conn[]> {
 /** Pier's close code for a connection its edge gave up because the cluster may have taken it for dead (docs/protocol.md "Gateway"). */
 const LOST = 4003;
 
+/** A close the edge sends (docs/gateway.md): 1001, 1009, 1011 and Pier's 4000-4099. Not 1006 (no close frame: the connection broke). */
+const endedByEdge = (code: number) => code === 1001 || code === 1009 || code === 1011 || (code >= 4000 && code <= 4099);
+
 function lossExcuse(p: Parsed, client: Client, conn: Conn | undefined): LossWindow | undefined {
   const from = client.invokedAt;
   const closeAt = conn?.events.find((e) => e.action === 'close')?.t;
@@ -51,11 +54,15 @@ function lossExcuse(p: Parsed, client: Client, conn: Conn | undefined): LossWind
   const overlaps = (w: LossWindow, end: number) => w.from <= end && w.to >= from;
   const edgeFault = p.lossWindows.find((w) => (target === undefined || w.target === target) && w.target.startsWith('edge') && overlaps(w, to));
   if (edgeFault) return edgeFault;
-  // The edge fenced itself (it had not heard its own heartbeat for nearly the death bound) and told
-  // the client so with 4003: like a kill, the unsettled tail may be lost. Excused only with a cause
-  // in the run (a NATS node restarted under it); a live edge that loses a tail for no fault is
-  // what this check is for (a gap is an anomaly either way, checked before).
-  if (client.endCode === LOST) return p.natsWindows.find((w) => overlaps(w, client.endedAt ?? p.endOfHistory));
+  // The edge ended the connection under the client (4003 fenced, 4005 to recover, 4009, ...): what
+  // the browser sent while that close was on its way is not delivered (WebSocket frames are not
+  // acknowledged; docs/gateway.md), and the browser was told. A 4003 needs a cause in the run (a NATS
+  // node restarted under its edge): a live edge fencing itself for no fault is a finding. A tail lost
+  // behind the client's own close (1000) on a live edge is what this check is for; a gap is an
+  // anomaly either way (checked before).
+  const code = client.endCode;
+  if (code === LOST) return p.natsWindows.find((w) => overlaps(w, client.endedAt ?? p.endOfHistory));
+  if (code !== undefined && endedByEdge(code) && client.brokenAt !== undefined) return { target: 'edge', from, to: client.brokenAt, what: `${code}: ended by the edge` };
   return undefined;
 }
 
@@ -202,7 +209,7 @@ export function checkWs(lines: readonly HistoryLine[]): Verdict[] {
     { check: 'ws: no callback after a connection\'s close', checked: conns.length, anomalies: afterClose },
     { check: `ws: a dead edge's connections close within peerDeadMs + ${CLOSE_SLACK_MS / 1000} s`, checked: killed, anomalies: late },
     { check: 'ws: every connection a client saw open reaches the app', checked: opened.length, anomalies: reached },
-    { check: 'ws: sent messages arrive (a killed, drained or paused edge, or one fenced by a NATS restart, loses a tail only)', checked: sentTotal, anomalies: lost },
+    { check: 'ws: sent messages arrive (a killed, drained or paused edge, one fenced by a NATS restart, or a close by the edge loses a tail only)', checked: sentTotal, anomalies: lost },
     { check: 'ws: a close that says how many events it follows comes after all of them', checked: counted.checked, anomalies: counted.anomalies },
     { check: 'ws: every callback is signed with the app\'s callback key (derived from its secret)', checked: conns.reduce((n, c) => n + c.all.length, 0), anomalies: signed },
     // Not a property: the counts a reader needs to judge how much the run exercised.

@@ -212,6 +212,13 @@ test('a drained edge may lose the tail in flight when it sent its close (1001), 
   t.is(verdict(checkWs(elsewhere), CHECKS.arrive).anomalies.length, 1, 'a fault of another process is no excuse');
 });
 
+test('a client whose connection the edge ended (4005 here) may have lost the tail it sent meanwhile, never a gap', (t) => {
+  const broken = story({ lostMessage: true }).map((l) => (l.op === 'close' && l.client === 'c1' ? ({ ...l, op: 'break', phase: 'info', code: 4005 } as HistoryLine) : l));
+  t.deepEqual(verdict(checkWs(broken), CHECKS.arrive).anomalies, [], 'ended under it with 4005: its unsent tail is excused');
+  const abnormal = story({ lostMessage: true }).map((l) => (l.op === 'close' && l.client === 'c1' ? ({ ...l, op: 'break', phase: 'info', code: 1006 } as HistoryLine) : l));
+  t.is(verdict(checkWs(abnormal), CHECKS.arrive).anomalies.length, 1, '1006 (the connection broke, no close from the edge) with no fault: an anomaly');
+});
+
 test('a client told 4003 (its edge fenced itself) is excused a lost tail only when a NATS node restarted under it; never a gap', (t) => {
   const with4003 = (lines: HistoryLine[], client: string) => lines.map((l) => (l.op === 'close' && l.phase === 'ok' && l.client === client ? { ...l, code: 4003 } : l));
   const live = verdict(checkWs(with4003(story({ lostMessage: true }), 'c1')), CHECKS.arrive).anomalies;
