@@ -358,6 +358,22 @@ export function checkWsRecovery(lines: readonly HistoryLine[]): Verdict[] {
     for (const e of edgeLogs) if (e.historyOff > 0) on.push(`${e.target}: said "gateway history: off" ${e.historyOff} time(s) in ${e.starts} start(s)`);
   }
 
+  // 8b. One name for the history: no chain is reinstalled in a chaos run and no stream made again, so
+  // every send a user's chain kept, through whichever edge, and every recovery frame says one epoch.
+  // (Two edges that named the stream differently did not order each other's messages, and lost some.)
+  const named: string[] = [];
+  const epochsOf = new Map<string, Map<string, string>>();
+  // An epoch is `<the stream's>-<the install's>`: a chain is a user's install.
+  const name = (user: string, epoch: string, where: string) => {
+    const chain = `${user} (install ${epoch.slice(epoch.indexOf('-') + 1)})`;
+    const seen = epochsOf.get(chain) ?? new Map<string, string>();
+    epochsOf.set(chain, seen);
+    if (!seen.has(epoch)) seen.set(epoch, where);
+  };
+  for (const s of okSends) if (s.kept && s.epoch !== undefined) name(s.user, s.epoch, s.pid);
+  for (const s of heard) if (s.recovery?.epoch) name(s.user, s.recovery.epoch, `${s.client}'s recovery frame`);
+  for (const [chain, seen] of epochsOf) if (seen.size > 1) named.push(`${chain}: ${seen.size} epochs (${[...seen].slice(0, 4).map(([e, where]) => `${e}, first by ${where}`).join('; ')})`);
+
   // 9. The app's open callback tells what the client was told.
   const told: string[] = [];
   let compared = 0;
@@ -389,6 +405,8 @@ export function checkWsRecovery(lines: readonly HistoryLine[]): Verdict[] {
     { check: 'ws recovery: each connection gets every acknowledged send from its position to the last it saw', checked: claims, anomalies: listed(missing) },
     { check: "ws recovery: each browser's recovered connections together miss no acknowledged send", checked: lifeClaims, anomalies: listed(lifeGaps) },
     ...(upgrade ? [] : [{ check: 'ws recovery: history is on (every acknowledged send kept; no edge or recovery says off)', checked: okSends.length + edgeLogs.length, anomalies: listed(on) }]),
+    // An upgrade starts from 0.2, whose edges named the stream by the creation time each reached.
+    ...(upgrade ? [] : [{ check: 'ws recovery: every edge names the history alike (one epoch per chain)', checked: epochsOf.size, anomalies: listed(named) }]),
     { check: "ws recovery: the app's open callback tells the recovery the client got", checked: compared, anomalies: listed(told) },
     // Not a property: how much the run exercised.
     {

@@ -1,9 +1,10 @@
 import { DiscardPolicy, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type StoredMsg } from 'nats';
-import { ensureStream, JS_WRONG_LAST_SEQUENCE, retryWhileStarting } from '../../../lib/state/jetstream.js';
+import { JS_WRONG_LAST_SEQUENCE, retryWhileStarting } from '../../../lib/state/jetstream.js';
 import { readable } from '../../../lib/state/record-format.js';
 import { ENV } from '../../../lib/config/config-env.js';
 import { PierError } from '../../../bus/errors.js';
 import type { HistorySeal } from './seal.js';
+import { currentEpoch, settleEpoch } from './stream-epoch.js';
 import { chainKey, epochOf, sealBound, type HistoryBounds, type HistoryChain, type HistoryHead, type HistoryStore, type Kept, type KeptEntry } from './store.js';
 
 /** The stream of gateway history, in the edge's own state account (docs/security.md "The bus"). */
@@ -22,6 +23,8 @@ const MAX_RACES = 32;
 const MAX_QUEUED = 10_000;
 /** Chains whose last offset this edge remembers (its own appends): past it the oldest are forgotten. */
 const MAX_REMEMBERED = 10_000;
+/** How often an edge reads the stream's epoch again: two edges that wrote one at once agree within it. */
+const EPOCH_READ_MS = 10_000;
 
 export interface JetStreamHistoryOptions {
   replicas: number;
@@ -47,13 +50,23 @@ export class JetStreamHistory implements HistoryStore {
   private readonly lastOf = new Map<string, number>();
   /** Appends waiting per chain on this edge (bounded: MAX_QUEUED each; a chain without any has no entry). */
   private readonly queues = new Map<string, { tail: Promise<unknown>; waiting: number }>();
+  private readonly epochReader: NodeJS.Timeout;
 
   private constructor(
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     private readonly seal: HistorySeal,
-    private readonly epoch: string,
-  ) {}
+    /** The stream's epoch (stream-epoch.ts): the same on every edge. */
+    private epoch: string,
+  ) {
+    // Only a stream of 0.2 upgraded by two edges at once can have had two epochs written: the last stands.
+    this.epochReader = setInterval(() => {
+      void currentEpoch(this.jsm, HISTORY_STREAM).then((e) => {
+        if (e) this.epoch = e;
+      });
+    }, EPOCH_READ_MS);
+    this.epochReader.unref();
+  }
 
   static async open(js: JetStreamClient, jsm: JetStreamManager, seal: HistorySeal, options: JetStreamHistoryOptions): Promise<JetStreamHistory> {
     const config = {
@@ -67,10 +80,9 @@ export class JetStreamHistory implements HistoryStore {
       discard: DiscardPolicy.Old,
       duplicate_window: 1_000_000_000,
     };
-    await retryWhileStarting(() => ensureStream(jsm, config, 'update', ENV.wsHistoryStoreBytes));
-    const info = await retryWhileStarting(() => jsm.streams.info(HISTORY_STREAM));
-    // The stream's creation time names it: a stream made again (its history lost) is a new epoch.
-    return new JetStreamHistory(js, jsm, seal, Date.parse(info.created).toString(36));
+    // The epoch the stream carries names it: a stream made again (its history lost) is a new epoch.
+    const epoch = await retryWhileStarting(() => settleEpoch(jsm, config, ENV.wsHistoryStoreBytes));
+    return new JetStreamHistory(js, jsm, seal, epoch);
   }
 
   private async lastSeq(subject: string): Promise<number> {
@@ -206,7 +218,9 @@ export class JetStreamHistory implements HistoryStore {
     for (const s of this.lastOf.keys()) if (s.startsWith(`pier.hist.${user}.${app}.`)) this.lastOf.delete(s);
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    clearInterval(this.epochReader);
+  }
 }
 
 function unreachable(err: unknown): PierError {

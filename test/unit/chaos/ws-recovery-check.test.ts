@@ -22,10 +22,10 @@ class Story {
   }
 
   /** A broadcast and its outcome: an offset for a kept one, 'unknown' or 'fail' otherwise. */
-  send(pid: string, outcome: number | 'unknown' | 'fail' | 'not kept'): this {
+  send(pid: string, outcome: number | 'unknown' | 'fail' | 'not kept', epoch = EPOCH): this {
     const user = pid.split(':')[0];
     this.line('ws', 'invoke', 'broadcast', { user, pid });
-    if (typeof outcome === 'number') return this.line('ws', 'ok', 'broadcast', { user, pid, delivered: 1, kept: true, offset: outcome, epoch: EPOCH });
+    if (typeof outcome === 'number') return this.line('ws', 'ok', 'broadcast', { user, pid, delivered: 1, kept: true, offset: outcome, epoch });
     if (outcome === 'not kept') return this.line('ws', 'ok', 'broadcast', { user, pid, delivered: 1, kept: false });
     return this.line('ws', outcome, 'broadcast', { user, pid, ...(outcome === 'fail' ? { status: 400 } : { status: 503 }) });
   }
@@ -76,6 +76,8 @@ interface Twists {
   raw?: boolean;
   /** The app's open callback for c1 says recovered: true. */
   openLies?: boolean;
+  /** bob's send was kept through an edge that names the stream otherwise. */
+  twoNames?: boolean;
 }
 
 /**
@@ -87,7 +89,7 @@ interface Twists {
 function story(x: Twists = {}): HistoryLine[] {
   const s = new Story();
   s.line('run', 'info', 'start', { seed: 1, peerDeadMs: 2_000 });
-  s.send('alice:s1:1', 10).send('bob:s1:1', 11).send('alice:s1:2', 12).send('alice:s1:3', 'unknown').send('alice:s1:4', 15).send('alice:s1:5', 'fail');
+  s.send('alice:s1:1', 10).send('bob:s1:1', 11, x.twoNames ? 'mf0abz-1a2b3c4d' : EPOCH).send('alice:s1:2', 12).send('alice:s1:3', 'unknown').send('alice:s1:4', 15).send('alice:s1:5', 'fail');
   s.send('alice:s1:6', 17).send('alice:s1:7', 20).send('alice:s1:8', x.notKept ? 'not kept' : 21);
 
   s.connect('c1', 0, 'alice', '').recovery('c1', false, 9, 0, 'new');
@@ -133,6 +135,7 @@ const CHECKS = {
   life: "ws recovery: each browser's recovered connections",
   on: 'ws recovery: history is on',
   told: "ws recovery: the app's open callback",
+  named: 'ws recovery: every edge names the history alike',
 } as const;
 
 function verdict(verdicts: Verdict[], prefix: string): Verdict {
@@ -150,8 +153,8 @@ test('recovery: a history that keeps the contract passes every check, with exact
   const counts = Object.fromEntries(Object.entries(CHECKS).map(([k, prefix]) => [k, verdict(verdicts, prefix).checked]));
   // 5 sessions heard from; 7 frames; c1 owes 10 and 12, c2 15, 17 and 20 (14 is of unknown outcome),
   // c5 11: 6 claims; alice's first life (c1, c2: 9..20) 5, her second (c3, c4: 21..21) none, bob's 1;
-  // 7 acknowledged sends and 2 edge logs; one open callback to compare.
-  t.deepEqual(counts, { shape: 5, said: 5, twice: 7, order: 7, nowhere: 7, session: 6, life: 6, on: 9, told: 1 });
+  // 7 acknowledged sends and 2 edge logs; one open callback to compare; 2 users' chains named.
+  t.deepEqual(counts, { shape: 5, said: 5, twice: 7, order: 7, nowhere: 7, session: 6, life: 6, on: 9, told: 1, named: 2 });
   t.regex(verdict(verdicts, 'ws recovery: (info)').check, /sends kept 7, unknown 1, refused 1; recoveries: recovered 2, new 2, gap 1, epoch 0, unavailable 0, off 0; .*claims from 5 connections, 3 lives/);
 });
 
@@ -165,11 +168,12 @@ const caught: Array<[keyof Twists, Array<keyof typeof CHECKS>, RegExp]> = [
   ['refused', ['nowhere'], /c2 n=\d+: alice:s1:5 arrived though its send was refused/],
   ['skipped', ['life'], /slot 0, sessions c1,c2 \(alice, 9\.\.20\): 1 acknowledged send\(s\) reached none of them, first offset 12/],
   ['missedWrong', ['said'], /c2 \(asked mf0abc-1a2b3c4d:12, n=\d+\): missed 3, and 2 frame\(s\) came up to its offset 15/],
-  ['otherEpoch', ['said'], /c2 .*: recovered: true in epoch mf0abd-1a2b3c4d/],
+  ['otherEpoch', ['said', 'named'], /c2 .*: recovered: true in epoch mf0abd-1a2b3c4d/],
   ['notKept', ['on'], /alice:s1:8: acknowledged with kept false/],
   ['edgeOff', ['on'], /edge-1: said "gateway history: off" 1 time\(s\) in 2 start\(s\)/],
   ['raw', ['shape'], /c4: the edge did not answer recover=mf0abc-1a2b3c4d:21 with a recovery frame/],
   ['openLies', ['told'], /c1 on .*: the open callback said .*"recovered":true/],
+  ['twoNames', ['named'], /bob \(install 1a2b3c4d\): 2 epochs \(mf0abz-1a2b3c4d, first by bob:s1:1; mf0abc-1a2b3c4d, first by c5's recovery frame\)/],
 ];
 
 for (const [twist, checks, says] of caught) {
