@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { destination, pino, type Logger } from 'pino';
 import { currentTrace } from '../../bus/trace.js';
@@ -79,23 +79,38 @@ function relayThroughChild(): number | undefined {
 }
 
 /**
+ * Whether stdout reopened on its own lands where the writers sharing descriptor 1 write. A file opened
+ * without O_APPEND (`npm start > file`, the shell's `>`) does not: its writers share one offset
+ * (npm's own lines, a `2>&1` stderr), which a second opening of the file does not move, so the
+ * first line they wrote after ours (the stop's `pier: SIGTERM: stopping`) landed over our first log
+ * line. Such a file gets the relay, whose `cat` writes through descriptor 1 itself.
+ */
+function reopenKeepsOrder(): boolean {
+  if (!fstatSync(1).isFile()) return true;
+  // `flags:` is octal; O_APPEND is 02000 on Linux (the only system with /proc/self/fd to reopen).
+  const flags = /^flags:\s*([0-7]+)$/m.exec(readFileSync('/proc/self/fdinfo/1', 'utf8'))?.[1];
+  return flags !== undefined && (parseInt(flags, 8) & 0o2000) !== 0;
+}
+
+/**
  * Keeps stdout for JSON lines only. The native uWebSockets.js build prints debug text (`finding
  * *.alice.localhost`, `Browsed to SNI: …`) with printf on file descriptor 1, at start and at each
  * certificate reload. So the logs get a descriptor of their own on the same stdout (the pipe, file
- * or terminal reopened through /proc/self/fd/1), and descriptor 1 itself becomes /dev/null (close
- * it, and the next open takes the lowest free number). Only for `pier start`, before anything
- * touched `process.stdout`. A socket (journald, a supervisor's socket pair) cannot be reopened: then
+ * opened for appending or terminal reopened through /proc/self/fd/1), and descriptor 1 itself becomes
+ * /dev/null (close it, and the next open takes the lowest free number). Only for `pier start`, before
+ * anything touched `process.stdout`. A socket (journald, a supervisor's socket pair) cannot be
+ * reopened, and a file written at its own offset must not be (reopenKeepsOrder): then
  * a `cat` child inherits it (the kernel's copy of the descriptor, which Node cannot make itself) and
  * relays the logs from a pipe; it ends when this process's end closes the pipe.
  */
 export function logDestinationApartFromNativeOutput(): NodeJS.WritableStream | undefined {
-  let fd: number;
+  let fd: number | undefined;
   try {
+    if (!reopenKeepsOrder()) throw new Error('a file written at its own offset');
     fd = openSync('/proc/self/fd/1', 'a');
   } catch {
-    const relay = relayThroughChild();
-    if (relay === undefined) return undefined;
-    fd = relay;
+    fd = relayThroughChild();
+    if (fd === undefined) return undefined;
   }
   try {
     closeSync(1);

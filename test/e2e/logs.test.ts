@@ -1,5 +1,6 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { until, within } from '../helpers/wait.js';
@@ -40,4 +41,36 @@ test('PIER_LOG_FORMAT=pretty: time, level, message and fields on one line; a bad
   const code = await within('the start with a bad PIER_LOG_FORMAT to stop', new Promise<number | null>((r) => bad.on('exit', r)));
   t.is(code, 1);
   t.is(err, 'pier: PIER_LOG_FORMAT: must be json or pretty, got "yaml"\n');
+});
+
+// Issue #53: `npm start > file` (npm's own lines first, stderr beside: `2>&1`), then a stop. The
+// stop's `pier: SIGTERM: stopping` line was written over the file's first log line: the logs went to
+// a second opening of the file, whose writes the shell's descriptor (npm's, stderr's) never saw.
+test('a start whose output goes to a file (`> file 2>&1`) keeps every line whole through its stop', async (t) => {
+  const dir = tempDir();
+  t.teardown(() => cleanup(dir));
+  const file = join(dir, 'pier.log');
+  // As the shell's `>` and npm do: one opening of the file for stdout and stderr, npm's header first.
+  const out = openSync(file, 'w');
+  writeSync(out, '> pier start\n\n');
+  const proc = spawn(process.execPath, [BIN, 'start'], { env: pierEnv(join(dir, 'data')), stdio: ['ignore', out, out] });
+  closeSync(out);
+  t.teardown(() => void proc.kill('SIGKILL'));
+  const read = () => readFileSync(file, 'utf8');
+  await until('pier ready, in the file', () => read().includes('"pier ready"'), 20_000);
+  proc.kill('SIGTERM');
+  await within('the stopped start to exit', new Promise((r) => proc.on('exit', r)), 20_000);
+  await until('the last log line in the file', () => read().includes('"pier stopped"'));
+  const lines = read().split('\n').filter((l) => l !== '');
+  t.is(lines[0], '> pier start', 'the line before the start is untouched');
+  const whole = (l: string) => {
+    try {
+      return typeof JSON.parse(l).msg === 'string';
+    } catch {
+      return /^pier: SIGTERM: stopping \(within \d+ ms; a second signal stops at once\)$/.test(l);
+    }
+  };
+  t.deepEqual(lines.slice(1).filter((l) => !whole(l)), [], `every line a whole log line or the stop's own:\n${read()}`);
+  t.true(lines.some((l) => l.startsWith('pier: SIGTERM: stopping')), 'the stop said so');
+  t.is(JSON.parse(lines[1]).level, 30, 'the first log line, whole');
 });
