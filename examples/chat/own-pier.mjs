@@ -37,18 +37,6 @@ process.on('exit', () => {
 });
 const log = createWriteStream(logFile, { flags: 'a' });
 pierProc.stdout.pipe(log);
-const ports = await new Promise((resolve, reject) => {
-  let out = '';
-  pierProc.stdout.on('data', (d) => {
-    out += d;
-    const line = out.split('\n').find((l) => l.includes('"pier ready"'));
-    if (line) resolve(JSON.parse(line).ports);
-  });
-  pierProc.on('exit', (code) => reject(new Error(`pier exited with ${code} (its log: ${logFile})`)));
-}).catch((err) => {
-  process.stderr.write(`example: ${err.message}\n`);
-  process.exit(1);
-});
 
 let chat;
 let stopping = false;
@@ -63,8 +51,22 @@ const stop = () => {
   });
   pierProc.kill('SIGTERM');
 };
+// From the start: a signal while Pier starts stops it too (the default action would leave it running).
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);
+
+const ports = await new Promise((resolve, reject) => {
+  let out = '';
+  pierProc.stdout.on('data', (d) => {
+    out += d;
+    const line = out.split('\n').find((l) => l.includes('"pier ready"'));
+    if (line) resolve(JSON.parse(line).ports);
+  });
+  pierProc.on('exit', (code) => reject(new Error(`pier exited with ${code} (its log: ${logFile})`)));
+}).catch((err) => {
+  process.stderr.write(`example: ${err.message}\n`);
+  process.exit(1);
+});
 
 try {
   chat = await setupChat({ adminEnv: { ...env, PIER_ADMIN_URL: `http://127.0.0.1:${ports.admin}` }, ports, dir: dataDir, tls });
