@@ -130,24 +130,52 @@ export function groupHelp(word: string): string | null {
   ].join('\n');
 }
 
+/** Edits from `a` to `b`: insertions, deletions, substitutions and swaps of two neighbours (`stauts`). */
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.length][b.length];
+}
+
+/** Two edits at most, and fewer than half the word: a guess further away helps nobody. */
+const nearMiss = (typed: string, d: number) => d <= Math.min(2, Math.floor(typed.length / 2));
+
 /** Every flag any command takes, for "did you mean" on a mistyped one. */
 export function closestFlag(typed: string, known: string[]): string | null {
-  const distance = (a: string, b: string) => {
-    const row = Array.from({ length: b.length + 1 }, (_, j) => j);
-    for (let i = 1; i <= a.length; i++) {
-      let diagonal = row[0];
-      row[0] = i;
-      for (let j = 1; j <= b.length; j++) {
-        const above = row[j];
-        row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
-        diagonal = above;
-      }
-    }
-    return row[b.length];
-  };
   const ranked = known.map((k) => ({ k, d: distance(typed, k) })).sort((x, y) => x.d - y.d);
-  // Two edits at most, and fewer than half the word: a guess further away helps nobody.
-  return ranked.length > 0 && ranked[0].d <= Math.min(2, Math.floor(typed.length / 2)) ? ranked[0].k : null;
+  return ranked.length > 0 && nearMiss(typed, ranked[0].d) ? ranked[0].k : null;
+}
+
+/**
+ * The command meant by words that name none (`usr add`, `stauts`, `user ad`), for "did you mean": a
+ * command or group of commands (`user`) whose words are a near miss of as many typed words. A
+ * command is preferred to its group (`usr add` is `user add`, not `user`), then the nearer one; what
+ * was typed exactly is no guess. Null when nothing is near.
+ */
+export function closestCommand(words: string[]): string | null {
+  const known = ['start', 'help', ...Object.keys(COMMANDS), ...commandGroups()];
+  let best: { name: string; words: number; d: number } | null = null;
+  for (const name of known) {
+    const n = name.split(' ').length;
+    if (words.length < n) continue;
+    const typed = words.slice(0, n).join(' ');
+    const d = distance(typed, name);
+    if (d === 0 || !nearMiss(typed, d)) continue;
+    if (!best || n > best.words || (n === best.words && d < best.d)) best = { name, words: n, d };
+  }
+  return best?.name ?? null;
+}
+
+/** `unknown command "usr add" (did you mean "user add"?)`: what a mistyped command is told. */
+export function unknownCommand(words: string[]): string {
+  const meant = closestCommand(words);
+  return `unknown command "${words.join(' ')}"${meant ? ` (did you mean "${meant}"?)` : ''}; see pier help`;
 }
 
 /** Every command has help (a test holds the table to it). */

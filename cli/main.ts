@@ -4,7 +4,7 @@ import { startProcess } from './start.js';
 import { logDestinationApartFromNativeOutput } from '../lib/runtime/log.js';
 import { CliError } from './admin-client.js';
 import { COMMAND_TABLE, type Invocation } from './commands.js';
-import { commandHelp, globalHelp, groupHelp } from './help.js';
+import { closestCommand, commandHelp, globalHelp, groupHelp, unknownCommand } from './help.js';
 import { OPTIONS, parseArgsMessage } from './flags.js';
 import { describeFailure, EXIT } from './outcome.js';
 
@@ -63,7 +63,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     const found = commandOf(words);
     const text = found ? commandHelp(found.name) : words.length === 1 ? groupHelp(words[0]) : null;
-    if (!text) return fail(new CliError(`unknown command "${words.join(' ')}"; see pier help`, undefined, 'usage'), json);
+    if (!text) return fail(new CliError(unknownCommand(words), undefined, 'usage'), json);
     process.stdout.write(`${text}\n`);
     return EXIT.ok;
   }
@@ -82,7 +82,8 @@ export async function main(argv: string[]): Promise<number> {
         return EXIT.usage;
       }
       const members = group ? Object.keys(COMMAND_TABLE).filter((n) => n.startsWith(`${positionals[0]} `)) : [];
-      throw new CliError(members.length > 0 ? `"${positionals.join(' ')}" is not a command; ${positionals[0]} has: ${members.join(', ')}` : `unknown command "${positionals.join(' ')}"; see pier help`, undefined, 'usage');
+      const meant = closestCommand(positionals);
+      throw new CliError(members.length > 0 ? `"${positionals.join(' ')}" is not a command${meant ? ` (did you mean "${meant}"?)` : ''}; ${positionals[0]} has: ${members.join(', ')}` : unknownCommand(positionals), undefined, 'usage');
     }
     const data = await command.run({ positionals: found.rest, values: values as Invocation['values'], env: process.env });
     process.stdout.write(`${json || !command.text ? JSON.stringify(data, null, json ? 0 : 2) : command.text(data)}\n`);

@@ -92,6 +92,7 @@ test('bad input through the CLI: each a clear one-line error', async (t) => {
     [['provider', 'suspend', 'ghost'], /^pier: provider "ghost" not found \(404\)\n$/],
     [['user', 'frobnicate'], /^pier: "user frobnicate" is not a command; user has: user add, user token, user revoke, user list\n$/],
     [['nothing'], /^pier: unknown command "nothing"; see pier help\n$/],
+    [['usr', 'add', 'erin'], /^pier: unknown command "usr add erin" \(did you mean "user add"\?\); see pier help\n$/],
     [['user', 'add', 'x', '--bogus'], /^pier: unknown flag --bogus; see pier help COMMAND for a command's flags\n$/],
     [['user', 'list', '--jsno'], /^pier: unknown flag --jsno \(did you mean --json\?\); see pier help COMMAND for a command's flags\n$/],
   ];
