@@ -150,7 +150,7 @@ export const upload = {
   list: endpoint<{ limit: number }, { uploads: UploadInProgress[]; truncated: boolean }>('pier.upload.list', Q, { limit: { type: 'number', integer: true, min: 1, max: 1000 } }),
   /** tus DELETE: an unfinished tus upload and its partial data go (once no PATCH holds it). */
   terminate: endpoint<{ user: string; app: string; id: string }, { terminated: boolean }>('pier.upload.terminate', Q, { ...userApp, id: { type: 'string', max: 64 } }),
-  /** At install: creates the user's folder for the app's `dest` and answers its host path (`upload_dir`). */
+  /** At install: creates the user's folder for the app's `dest` and answers its host path (the install's `uploadDir`). */
   prepare: endpoint<{ user: string; dest: string }, { dir: string }>('pier.upload.prepare', Q, {
     user: { type: 'string', pattern: USER_NAME },
     dest: { type: 'string', max: 4096, pattern: APP_VIEW_PATH },

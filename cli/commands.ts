@@ -166,7 +166,7 @@ export const COMMANDS = {
       [
         `app ${d.app} installed for ${d.user}`,
         ...Object.entries(d.env).map(([k, v]) => `${k}=${v}`),
-        ...(d.uploadDir ? [`upload_dir=${d.uploadDir}`] : []),
+        ...(d.uploadDir ? [`uploadDir=${d.uploadDir}`] : []),
         ...(d.uploadDirError ? [`WARNING: no upload folder: ${d.uploadDirError}`] : []),
       ].join('\n'),
   }),

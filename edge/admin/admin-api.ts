@@ -177,8 +177,7 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
         user: installed.user,
         env: { OS_SYSTEM_SERVER: deps.systemServer(), OS_APP_KEY: installed.appKey, OS_APP_SECRET: installed.appSecret },
         uploadDir: folder.dir,
-        upload_dir: folder.dir,
-        ...(folder.error === undefined ? {} : { uploadDirError: folder.error, upload_dir_error: folder.error }),
+        ...(folder.error === undefined ? {} : { uploadDirError: folder.error }),
       };
     },
     appList: async (req) => {

@@ -47,10 +47,6 @@ export interface Installed {
   uploadDir: string | null;
   /** Why `uploadDir` is null although the app takes uploads. */
   uploadDirError?: string;
-  /** @deprecated 0.1 name of `uploadDir`, removed in 0.3. */
-  upload_dir: string | null;
-  /** @deprecated 0.1 name of `uploadDirError`, removed in 0.3. */
-  upload_dir_error?: string;
 }
 
 export interface GrantRow {

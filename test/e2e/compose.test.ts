@@ -120,7 +120,7 @@ upload: { fileType: ["*"], dest: /data/files }
   const app: AppEnv = installed.env;
   carol = { user, app };
   // The upload role's root is the compose file's PIER_UPLOAD_ROOT (its bind mount, here a scratch folder).
-  t.is(installed.upload_dir, join(topo.binds.get('/srv/apps')!, 'carol', 'data', 'files'));
+  t.is(installed.uploadDir, join(topo.binds.get('/srv/apps')!, 'carol', 'data', 'files'));
   const edge1 = topo.pier.get('edge-1')!;
   const edge2 = topo.pier.get('edge-2')!;
   t.is(app.OS_SYSTEM_SERVER, `127.0.0.1:${edge1.ports!.system}`, "the balancer's system port (here: the first edge's)");
@@ -155,7 +155,7 @@ upload: { fileType: ["*"], dest: /data/files }
   const rec = await up.create({ storage_path: '/data/files', file_relative_path: 'a/b.txt', file_type: 'txt', file_size: 5 });
   t.is(rec.status, 200, JSON.stringify(rec.json));
   t.is((await up.patch(rec.json.data.id, 0, Buffer.from('hello'))).json.message, 'File uploaded successfully');
-  t.is(readFileSync(join(installed.upload_dir, 'a', 'b.txt'), 'utf8'), 'hello');
+  t.is(readFileSync(join(installed.uploadDir, 'a', 'b.txt'), 'utf8'), 'hello');
 });
 
 test.serial('one NATS node dies: the processes fail over to the others', async (t) => {

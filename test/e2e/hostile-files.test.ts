@@ -90,7 +90,7 @@ test("a manifest cannot reach the data dir or another user's files: dest is in t
     writeFileSync(join(dir, 'evil.yaml'), `metadata: { name: evil }\nupload: { fileType: ["*"], dest: ${data} }\n`);
     const installed = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'evil.yaml'), '--json'], env);
     t.is(installed.code, 0, installed.stderr);
-    t.is(installed.json.upload_dir, join(data, 'files', 'alice', data.slice(1)), 'mapped under alice\'s folder');
+    t.is(installed.json.uploadDir, join(data, 'files', 'alice', data.slice(1)), 'mapped under alice\'s folder');
     const client = new UploadClient(pier.ports!.upload, 'evil.alice.localhost', tokens.alice);
     const rec = await until('the upload actor knows the app', async () => {
       const r = await client.create({ storage_path: data, file_relative_path: 'admin.token', file_type: '', file_size: 6 });
@@ -99,7 +99,7 @@ test("a manifest cannot reach the data dir or another user's files: dest is in t
     t.is(rec.storage_path, data, "answers keep the app's view");
     t.is((await client.patch(rec.id, 0, Buffer.from('owned!'))).json.message, 'File uploaded successfully');
     t.is(readFileSync(join(data, 'admin.token'), 'utf8'), adminToken, 'the real admin token is untouched');
-    t.is(readFileSync(join(installed.json.upload_dir, 'admin.token'), 'utf8'), 'owned!', "the file landed in alice's folder");
+    t.is(readFileSync(join(installed.json.uploadDir, 'admin.token'), 'utf8'), 'owned!', "the file landed in alice's folder");
 
     // `..` in dest is refused at install, naming the field.
     writeFileSync(join(dir, 'climb.yaml'), 'metadata: { name: climb }\nupload: { fileType: ["*"], dest: /data/../../bob }\n');

@@ -33,7 +33,7 @@ test.before(async () => {
     tokens[user] = (await cli(['user', 'add', user, '--json'], env)).json.token;
     const installed = await cli(['app', 'install', '--user', user, '--manifest', join(dir, 'chat.yaml'), '--json'], env);
     if (installed.code !== 0) throw new Error(installed.stderr);
-    if (user === 'alice') destHost = installed.json.upload_dir;
+    if (user === 'alice') destHost = installed.json.uploadDir;
   }
   await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'notes.yaml'), '--json'], env);
   const port = pier.ports!.upload;

@@ -25,7 +25,7 @@ test.before(async () => {
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\nupload: { fileType: [bin, pdf, key], dest: /data/chat, limitedSize: 1048576 }\n');
   const installed = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env);
   if (installed.code !== 0) throw new Error(installed.stderr);
-  destHost = installed.json.upload_dir;
+  destHost = installed.json.uploadDir;
   userHost = join(destHost, '..', '..');
   alice = new UploadClient(pier.ports!.upload, 'chat.alice.localhost', token);
 });

@@ -89,7 +89,7 @@ upload:
     );
     const installed = await run(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'settings.yaml')]);
     settings = installed.env;
-    dest = installed.upload_dir;
+    dest = installed.uploadDir;
     mkdirSync(join(dest, 'Home'), { recursive: true });
   });
 

@@ -110,14 +110,14 @@ test('a reader of every subject learns no user token, app secret, access token o
   ws.ws.close();
 
   // An upload.
-  mkdirSync(installed.upload_dir, { recursive: true });
+  mkdirSync(installed.uploadDir, { recursive: true });
   const uploads = new UploadClient(pier.ports!.upload, 'chat.alice.localhost', userToken);
   const created = await until('the upload to be created', async () => {
     const r = await uploads.create({ storage_path: '/data/chat', file_relative_path: 'a.bin', file_type: 'bin', file_size: 4 });
     return r.status === 200 ? r : undefined;
   });
   t.is((await uploads.patch(created.json.data.id, 0, Buffer.from('abcd'))).status, 200);
-  t.is(readFileSync(join(installed.upload_dir, 'a.bin'), 'utf8'), 'abcd');
+  t.is(readFileSync(join(installed.uploadDir, 'a.bin'), 'utf8'), 'abcd');
 
   // Everything the bus carried, with no secret in it.
   await sniffer.flush();

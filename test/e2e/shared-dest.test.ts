@@ -72,7 +72,7 @@ test('dest: / is refused even alone; with --shared-dest it installs, creates the
   t.regex(JSON.parse(refused.stderr).error.message, /^upload\.dest "\/" of app "all" encloses the user's whole folder.*--shared-dest.* \(409\)$/);
   const shared = await install('carol', 'all', '/', '--shared-dest');
   t.is(shared.code, 0, shared.stderr);
-  t.true(statSync(shared.json.upload_dir).isDirectory(), 'the install created the folder');
+  t.true(statSync(shared.json.uploadDir).isDirectory(), 'the install created the folder');
   // A newcomer inside it is refused, naming "all", until the operator vouches for it too.
   const chat = await install('carol', 'chat', '/data/chat');
   t.deepEqual(JSON.parse(chat.stderr).error, { status: 409, code: 'CONFLICT', message: `upload.dest "/" of app "all" encloses "/data/chat" of app "chat": ${ASK} (409)` });
@@ -85,7 +85,7 @@ test('--shared-dest accepts nested dests; each app gets its own folder', async (
   const files = await install('dave', 'files', '/data');
   const chat = await install('dave', 'chat', '/data/chat', '--shared-dest');
   t.is(chat.code, 0, chat.stderr);
-  t.is(chat.json.upload_dir, join(files.json.upload_dir, 'chat'));
+  t.is(chat.json.uploadDir, join(files.json.uploadDir, 'chat'));
   t.deepEqual(await appsOf('dave'), [{ app: 'chat', sharedDest: true }, { app: 'files', sharedDest: false }]);
 });
 
@@ -106,7 +106,7 @@ test('an app with no upload section is never refused for this, even beside dest:
   t.is((await install('gina', 'all', '/', '--shared-dest')).code, 0);
   const notes = await install('gina', 'notes', null);
   t.is(notes.code, 0, notes.stderr);
-  t.is(notes.json.upload_dir, null);
+  t.is(notes.json.uploadDir, null);
   t.deepEqual(await appsOf('gina'), [{ app: 'all', sharedDest: true }, { app: 'notes', sharedDest: false }]);
 });
 

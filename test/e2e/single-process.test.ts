@@ -36,11 +36,10 @@ test.serial('user add and app install print the documents of contract section 8;
 
   const app = await cliJson('app install', ['--user', 'alice', '--manifest', example('PlatformManifest.yaml')], env);
   t.is(app.code, 0, app.stderr);
-  // `upload_dir` is uploadDir's 0.1 name, kept for one release (CHANGELOG.md).
-  t.deepEqual(Object.keys(app.json).sort(), ['app', 'env', 'uploadDir', 'upload_dir', 'user']);
+  // uploadDir alone: its 0.1 name `uploadDir` went in 0.3 (CHANGELOG.md).
+  t.deepEqual(Object.keys(app.json).sort(), ['app', 'env', 'uploadDir', 'user']);
   // The manifest's dest `/data/chat`, under alice's folder of the default upload root `<data>/files`.
   t.is(app.json.uploadDir, join(dir, 'files', 'alice', 'data', 'chat'));
-  t.is(app.json.upload_dir, app.json.uploadDir);
   t.true(statSync(app.json.uploadDir ?? '(none)').isDirectory(), 'install created the folder');
   t.is(app.json.app, 'chat');
   t.is(app.json.user, 'alice');
@@ -50,7 +49,7 @@ test.serial('user add and app install print the documents of contract section 8;
 
   const provider = await cliJson('app install', ['--user', 'alice', '--manifest', example('notes-manifest.yaml'), '--provider', example('ProviderRegistry.yaml')], env);
   t.is(provider.code, 0, provider.stderr);
-  t.is(provider.json.upload_dir, null, 'no upload option, no folder');
+  t.is(provider.json.uploadDir, null, 'no upload option, no folder');
 
   await pier.stop();
   pier = await PierProcess.start(pierEnv(dir));

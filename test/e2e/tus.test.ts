@@ -29,7 +29,7 @@ test.before(async () => {
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\nupload: { fileType: [bin, txt], dest: /data/chat, limitedSize: 268435456 }\n');
   const installed = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env);
   if (installed.code !== 0) throw new Error(installed.stderr);
-  destHost = installed.json.upload_dir;
+  destHost = installed.json.uploadDir;
   endpoint = `http://127.0.0.1:${pier.ports!.upload}/tus/`;
   raw = new TusRaw(pier.ports!.upload, HOST, token);
   await until('the upload actor to know the app', async () => (await raw.send('OPTIONS', '/tus/')).headers['tus-max-size']);

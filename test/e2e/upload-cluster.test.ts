@@ -34,7 +34,7 @@ test('the upload actor in its own process over NATS: 50 MiB in 8 MiB chunks and 
   const env = { ...pierEnv(join(dir, 'cli'), shared), PIER_ADMIN_URL: edge.adminUrl };
   const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
   writeFileSync(join(dir, 'files.yaml'), `metadata: { name: files }\nupload: { fileType: ["*"], dest: /dest }\n`);
-  const dest: string = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'files.yaml'), '--json'], env)).json.upload_dir;
+  const dest: string = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'files.yaml'), '--json'], env)).json.uploadDir;
   const client = new UploadClient(edge.ports!.upload, 'files.alice.localhost', token);
 
   const create = (rel: string, size: number) =>

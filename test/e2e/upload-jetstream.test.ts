@@ -50,7 +50,7 @@ test('two upload replicas sharing an upload root, records on JetStream: kill -9 
   writeFileSync(join(dir, 'files.yaml'), `metadata: { name: files }\nupload: { fileType: ["*"], dest: /dest }\n`);
   const installed = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'files.yaml'), '--json'], env);
   t.is(installed.code, 0, installed.stderr);
-  const dest: string = installed.json.upload_dir;
+  const dest: string = installed.json.uploadDir;
   const client = new UploadClient(edge.ports!.upload, 'files.alice.localhost', token);
 
   const data = randomBytes(24 * MiB);

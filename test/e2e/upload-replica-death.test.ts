@@ -38,7 +38,7 @@ test('an upload replica dies between recording a whole file and publishing it: t
   const env = { ...pierEnv(join(dir, 'cli'), shared), PIER_ADMIN_URL: edge.adminUrl };
   const token = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
   writeFileSync(join(dir, 'files.yaml'), `metadata: { name: files }\nupload: { fileType: ["*"], dest: /dest }\n`);
-  const dest: string = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'files.yaml'), '--json'], env)).json.upload_dir;
+  const dest: string = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'files.yaml'), '--json'], env)).json.uploadDir;
   const client = new UploadClient(edge.ports!.upload, 'files.alice.localhost', token);
   const data = randomBytes(256 * 1024);
   const rec = await until('the upload to be created (caches learn of the app)', async () => {

@@ -34,7 +34,7 @@ let dir: string;
 let env: Record<string, string>;
 let root: string;
 const tokens: Record<string, string> = {};
-const installs: Record<string, { upload_dir: string | null }> = {};
+const installs: Record<string, { uploadDir: string | null }> = {};
 const clients: Record<string, UploadClient> = {};
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 /** Where a user's `/dest` (the app's view, the same manifest for every user) is on the host. */
@@ -149,7 +149,7 @@ test('a chunk over the cap is refused and leaves the offset where it was', async
 
 test('install answers the user\'s own upload folder, created', async (t) => {
   for (const user of ['alice', 'bob']) {
-    t.is(installs[user].upload_dir, destOf(user));
+    t.is(installs[user].uploadDir, destOf(user));
     t.true(statSync(destOf(user)).isDirectory());
   }
 });

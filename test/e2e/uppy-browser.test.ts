@@ -57,7 +57,7 @@ test.before(async () => {
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\nupload: { fileType: [bin, txt], dest: /data/chat, limitedSize: 268435456 }\n');
   const installed = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env);
   if (installed.code !== 0) throw new Error(installed.stderr);
-  uploadDir = installed.json.upload_dir;
+  uploadDir = installed.json.uploadDir;
   const raw = new TusRaw(pier!.ports!.upload, APP_HOST, token);
   await until('the upload actor to know the app', async () => (await raw.send('OPTIONS', '/tus/')).headers['tus-max-size']);
 

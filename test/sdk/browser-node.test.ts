@@ -49,7 +49,7 @@ test.before(async () => {
   const installed = await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env);
   if (installed.code !== 0) throw new Error(installed.stderr);
   chatEnv = installed.json.env;
-  uploadDir = installed.json.upload_dir;
+  uploadDir = installed.json.uploadDir;
   receiver = new CallbackReceiver(chatEnv.OS_APP_SECRET, async (ev) => {
     if (ev.action !== 'message') return;
     const app = PierApp.fromEnv({ ...chatEnv, PIER_GATEWAY_URL: `http://127.0.0.1:${pier.ports!.local}` });
