@@ -7,8 +7,9 @@ import { within } from '../helpers/wait.js';
 
 // Docs that run (issue: operator and app-developer experience): every shell block marked
 // `sh runnable` in README.md and docs/*.md runs as written against a fresh Pier (the `npm start`
-// shape), `npx pier` and `pier` being this checkout's CLI. A block that fails, or an answer that is
-// a 401 (a curl without the headers it needs), fails the test.
+// shape), `npx pier` being this checkout's CLI. A block that fails, or an answer that is a 401 (a
+// curl without the headers it needs), fails the test. A bare `pier` is not defined, as in a reader's
+// shell (issue #53): `pier: command not found` fails the block.
 
 interface Block {
   file: string;
@@ -69,7 +70,6 @@ for (const file of Object.keys(PRELUDES)) {
     };
     const shims = [
       'npx() { if [ "$1" = pier ]; then shift; node "$ROOT/bin/pier.js" "$@"; else command npx "$@"; fi; }',
-      'pier() { node "$ROOT/bin/pier.js" "$@"; }',
       `curl() { local args=(); for a in "$@"; do a="\${a//localhost:40010/127.0.0.1:${ports.local}}"; a="\${a//localhost:40030/127.0.0.1:${ports.upload}}"; args+=("$a"); done; command curl -sS "\${args[@]}"; echo; }`,
     ].join('\n');
     for (const block of blocks) {
