@@ -96,18 +96,23 @@ export async function createUpload(deps: UploadDeps, req: CreateUpload): Promise
   const { id, part } = u;
   // Two POSTs racing for one target: the first to commit wins, the other answers with it. The cap on
   // unfinished uploads is counted inside the same transaction, so concurrent POSTs cannot pass it.
+  let cancelled: string | null = null;
   const winner = await deps.store.write((w) => {
+    cancelled = null;
     const current = w.unfinishedAt(req.user, req.app, target);
     if (current && current.state === 'active' && current.fileSize === req.fileSize) return current;
     if (!current && req.fileSize > 0 && w.countUnfinished(req.user, req.app) >= deps.maxUnfinished) return null;
     if (current && current.state === 'active') {
       // Same target, another size: a different file now; the old unfinished one is cancelled.
       w.remove(current);
-      void removePart(current.part);
+      cancelled = current.part;
     }
     w.put(u);
     return u;
   });
+  // The cancelled one's bytes go once its record is gone, before the answer (a write tried again
+  // runs its function again: removing them inside it would remove them for a try that lost).
+  if (cancelled !== null && winner?.id === id) await removePart(cancelled);
   if (winner?.id !== id) await removePart(part);
   if (winner === null) throw tooManyUnfinished(deps);
   if (winner.id !== id) return { record: recordOf(winner), complete: false };

@@ -2,6 +2,7 @@ import type { TestFn } from 'ava';
 import type { Bus, BusMessage } from '../../bus/bus.js';
 import { PierError } from '../../bus/errors.js';
 import { until } from '../helpers/wait.js';
+import { patience } from '../helpers/time.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -99,7 +100,7 @@ export function busContract(test: TestFn, name: string, pair: MakePair): void {
       server.publish(m.reply!, enc(`re:${dec(m.data)}`), { headers: { 'x-answer': `to-${m.headers?.['x-trace']}` } });
     });
     await server.flush();
-    const reply = await client.request(`${p}.echo`, enc('ping'), { timeoutMs: 2000, headers: { 'x-trace': 'abc' } });
+    const reply = await client.request(`${p}.echo`, enc('ping'), { timeoutMs: patience(10_000), headers: { 'x-trace': 'abc' } });
     t.is(dec(reply.data), 're:ping');
     t.is(reply.headers?.['x-answer'], 'to-abc');
   });
@@ -109,7 +110,7 @@ export function busContract(test: TestFn, name: string, pair: MakePair): void {
     const p = prefix();
     for (const who of ['a', 'b', 'c']) server.subscribe(`${p}.many`, (m) => server.publish(m.reply!, enc(who)));
     await server.flush();
-    const replies = await client.requestMany(`${p}.many`, enc('?'), { timeoutMs: 5_000, stallMs: 200 });
+    const replies = await client.requestMany(`${p}.many`, enc('?'), { timeoutMs: patience(10_000), stallMs: 200, expected: 3 });
     t.deepEqual(replies.map((r) => dec(r.data)).sort(), ['a', 'b', 'c']);
     t.deepEqual(await client.requestMany(`${p}.nobody`, enc('?'), { timeoutMs: 60_000, stallMs: 60_000 }), []);
   });
@@ -120,7 +121,7 @@ export function busContract(test: TestFn, name: string, pair: MakePair): void {
     const p = prefix();
     for (const who of ['a', 'b']) server.subscribe(`${p}.hdr`, (m) => server.publish(m.reply!, enc(`${who}:${m.headers?.['pier-v'] ?? 'none'}`)));
     await server.flush();
-    const replies = await client.requestMany(`${p}.hdr`, enc('?'), { timeoutMs: 5_000, stallMs: 200, expected: 2, headers: { 'pier-v': '2' } });
+    const replies = await client.requestMany(`${p}.hdr`, enc('?'), { timeoutMs: patience(10_000), stallMs: 200, expected: 2, headers: { 'pier-v': '2' } });
     t.deepEqual(replies.map((r) => dec(r.data)).sort(), ['a:2', 'b:2']);
   });
 

@@ -5,6 +5,7 @@ import { PierError } from '../../../bus/errors.js';
 import { at, exchange } from '../../../bus/exchange.js';
 import { ask } from '../../../bus/verbs.js';
 import { until, within } from '../../helpers/wait.js';
+import { patience } from '../../helpers/time.js';
 
 // The one byte stream (issue 38): upload pieces and provider bodies both travel on it.
 
@@ -117,7 +118,7 @@ test('a piece whose headers are not a piece\'s is taken as a discard with seq -1
   const stream = pieces<Record<string, never>>({}, 5_000);
   const got: Piece[] = [];
   receiveBytes(bus, stream, 'x.odd', async (p) => (got.push(p), {}));
-  await bus.request('x.odd', new Uint8Array([1]), { timeoutMs: 1_000, headers: { 'pier-kind': 'explode', 'pier-seq': 'x' } });
+  await bus.request('x.odd', new Uint8Array([1]), { timeoutMs: patience(10_000), headers: { 'pier-kind': 'explode', 'pier-seq': 'x' } });
   t.like(got[0], { seq: -1, kind: 'discard' });
   await bus.close();
 });

@@ -5,6 +5,7 @@ import { MemoryBus } from '../../../bus/bus-memory.js';
 import { PierError } from '../../../bus/errors.js';
 import { pieces, receiveBytes, sendPiece } from '../../../bus/byte-stream.js';
 import { within } from '../../helpers/wait.js';
+import { patience } from '../../helpers/time.js';
 
 // One reply convention (issue: renovation): a handler behind answerOn that throws is answered at
 // once with its typed error, as serve() does, instead of leaving the requester to its deadline.
@@ -33,7 +34,7 @@ test('scatter-gather keeps the answers and drops the failures', async (t) => {
   serve(bus, at(ch, 'x.all'), () => {
     throw new PierError('UNAVAILABLE', 'not now');
   });
-  t.deepEqual(await gather(bus, at(ch, 'x.all'), { n: 1 }, { timeoutMs: 1_000, stallMs: 100, expected: 2 }), [{ n: 2 }]);
+  t.deepEqual(await gather(bus, at(ch, 'x.all'), { n: 1 }, { timeoutMs: patience(10_000), stallMs: 100, expected: 2 }), [{ n: 2 }]);
   await bus.close();
 });
 

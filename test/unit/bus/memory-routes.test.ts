@@ -2,6 +2,7 @@ import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import type { BusMessage } from '../../../bus/bus.js';
 import { until } from '../../helpers/wait.js';
+import { patience } from '../../helpers/time.js';
 
 // The in-process bus remembers who hears each subject (bus/memory-routes.ts) and answers requests
 // through one-shot waiters. What it remembers must never outlive a change of subscriptions.
@@ -50,10 +51,10 @@ test('requests: the first answer settles, a second reaches nobody; a wildcard on
     bus.publish(m.reply!, bytes(`re:${text(m)}`));
     bus.publish(m.reply!, bytes('again'));
   });
-  t.is(text(await bus.request('svc.echo', bytes('one'), { timeoutMs: 1_000 })), 're:one');
+  t.is(text(await bus.request('svc.echo', bytes('one'), { timeoutMs: patience(10_000) })), 're:one');
   const spied: string[] = [];
   const spy = bus.subscribe('_INBOX.>', (m) => spied.push(text(m)));
-  t.is(text(await bus.request('svc.echo', bytes('two'), { timeoutMs: 1_000 })), 're:two');
+  t.is(text(await bus.request('svc.echo', bytes('two'), { timeoutMs: patience(10_000) })), 're:two');
   await bus.flush();
   t.deepEqual(spied, ['re:two', 'again'], 'a wildcard subscription matching inboxes hears the replies too');
   spy.unsubscribe();

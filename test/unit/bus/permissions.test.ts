@@ -8,6 +8,7 @@ import { busDeclarationOf, serves } from '../../../lib/runtime/actor.js';
 import { uploadActor } from '../../../actors/upload/index.js';
 import * as subjects from '../../../bus/subjects.js';
 import { streamSubject } from '../../../bus/byte-stream.js';
+import { patience } from '../../helpers/time.js';
 
 /** Every fixed subject `bus/` declares: endpoints and events (objects with a `subject`), and plain subject strings. */
 function declaredSubjects(): string[] {
@@ -96,7 +97,7 @@ test("a role's view of the bus refuses what the role did not declare, before any
   // What it declared works, replies included.
   const vault = new GuardedBus(bus, 'vault', permissionsFor(['vault'], '_INBOX'));
   vault.subscribe('pier.vault.op', (m) => vault.publish(m.reply!, new Uint8Array([1])));
-  t.deepEqual([...(await edge.request('pier.vault.op', new Uint8Array(), { timeoutMs: 1000 })).data], [1]);
+  t.deepEqual([...(await edge.request('pier.vault.op', new Uint8Array(), { timeoutMs: patience(10_000) })).data], [1]);
   await bus.close();
 });
 
