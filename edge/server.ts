@@ -7,6 +7,7 @@ import { mountRoutes } from './http/mount-routes.js';
 import { adminHostAllowed } from './admin/admin-host.js';
 import { Gateway } from './gateway/gateway.js';
 import { GatewayHistory } from './gateway/history/history.js';
+import { historyOff } from './gateway/history-off.js';
 import { routeTable, type ListenerName } from './routes.js';
 import { PassedGates } from './system/call-gate.js';
 import { TlsServing } from './http/tls.js';
@@ -147,7 +148,10 @@ async function bindListeners(
  */
 export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
   const ports: Partial<Config['ports']> = {};
-  const history = await GatewayHistory.open(ctx);
+  // What keeps the history from being kept is said here, every cause at once (history-off.ts).
+  const off = historyOff(ctx.config);
+  if (off) ctx.log.warn({}, off);
+  const history = off ? null : await GatewayHistory.open(ctx);
   const gateway = new Gateway(ctx, history);
   const tls = ctx.config.tls ? new TlsServing(ctx.config.tls, ctx.log, ctx.metrics) : null;
   const drain: Drain = { draining: false, inFlight: { count: 0 } };

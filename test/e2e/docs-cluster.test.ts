@@ -1,6 +1,6 @@
 import test from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freeLoopbackPort } from '../helpers/nats-server.js';
 import { cleanup, fixedPorts, ROOT, tempDir } from '../helpers/pier.js';
@@ -85,6 +85,14 @@ test('the README cluster section runs as written, and the example app works thro
   await step('the cluster block to finish (pier status --wait 30 at its end)', () => reader.out().includes('CLUSTER BLOCK DONE'), 120_000);
   t.regex(reader.out(), /roles: admin, callback, edge, provider, registry, token, upload, vault/);
   t.notRegex(reader.out(), /MISSING/);
+  // Issue #53: the edges keep the gateway's history (the README gives them history.key and JetStream).
+  const edgeLogs = readdirSync(dir).filter((f) => /^pier-.*edge.*\.log$/.test(f));
+  t.true(edgeLogs.length > 0, 'the edges log beside the reader');
+  for (const f of edgeLogs) {
+    const text = readFileSync(join(dir, f), 'utf8');
+    t.regex(text, /"msg":"edge listening"/, f);
+    t.deepEqual(text.split('\n').filter((l) => l.includes('gateway history: off')), [], `${f}: the edge keeps the history`);
+  }
   await step('the example to say it runs on the cluster', () => reader.out().includes('Pier chat is running on the Pier at'), 60_000);
   const token = /alice's token: (\S+)/.exec(reader.out())?.[1];
   t.truthy(token);

@@ -6,6 +6,7 @@ import './console-session.test.js';
 import './gateway-history.test.js';
 import './gateway-host.test.js';
 import './health.test.js';
+import './history-off.test.js';
 import './http-pieces.test.js';
 import './local-api.test.js';
 import './metrics-history.test.js';
