@@ -78,6 +78,11 @@ export class NatsBus implements Bus {
     }
   }
 
+  /** The version the server said in its INFO (null before it said one). */
+  serverVersion(): string | null {
+    return this.nc.info?.version ?? null;
+  }
+
   publish(subject: string, data: Uint8Array, options: PublishOptions = {}): void {
     checkSubject(subject, false);
     this.nc.publish(subject, data, { headers: toNatsHeaders(options.headers), reply: options.reply });

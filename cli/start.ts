@@ -3,6 +3,7 @@ import type { Bus } from '../bus/bus.js';
 import { gcThreadsHint } from '../lib/runtime/gc-threads.js';
 import { MemoryBus } from '../bus/bus-memory.js';
 import { NatsBus } from '../bus/bus-nats.js';
+import { fetchVarz, judgeDurability } from '../lib/state/nats-durability.js';
 import { startAdmin, startEdge } from '../edge/server.js';
 import type { Config, Role } from '../lib/config/config.js';
 import { GuardedBus } from '../bus/guarded.js';
@@ -148,6 +149,13 @@ export async function startProcess(config: Config, options: { logDestination?: N
     await bus.close();
     throw err;
   });
+  // What an acknowledgement means on this server: said once, in one line, never refused (docs/operations.md).
+  if (config.state.kind === 'jetstream' && bus instanceof NatsBus) {
+    void judgeDurability(bus.serverVersion(), config.natsMonitorUrl, fetchVarz).then((v) => {
+      if (v.ok) log.info({ natsServer: bus.serverVersion() }, 'nats durability: JetStream syncs before it acknowledges');
+      else log.warn({ natsServer: bus.serverVersion() }, `nats durability: ${v.line}`);
+    });
+  }
   const jetstreamOf = (role: Role) => {
     const own = stateBuses.get(role) ?? (config.natsAuth.user === null ? bus : null);
     return own instanceof NatsBus ? own.jetstream() : null;

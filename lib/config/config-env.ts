@@ -11,6 +11,7 @@ export const ENV = {
   natsTlsCa: 'NATS_TLS_CA',
   natsTlsCert: 'NATS_TLS_CERT',
   natsTlsKey: 'NATS_TLS_KEY',
+  natsMonitorUrl: 'PIER_NATS_MONITOR_URL',
   domain: 'PIER_DOMAIN',
   bindHost: 'PIER_BIND_HOST',
   publicPort: 'PIER_PUBLIC_PORT',

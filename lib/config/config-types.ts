@@ -31,6 +31,8 @@ export interface Config {
   natsUrl: string | null;
   /** The NATS identity and TLS (NATS_CREDS or NATS_USER/NATS_PASSWORD, NATS_TLS_*). */
   natsAuth: NatsAuth;
+  /** nats-server's monitoring endpoint (`http://host:8222`), read at start to tell whether JetStream syncs before it acknowledges. */
+  natsMonitorUrl: string | null;
   domain: string;
   /** Address the public, system, local and upload listeners bind; admin is always loopback. */
   bindHost: string;

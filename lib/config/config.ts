@@ -32,6 +32,8 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     throw new ConfigError((err as Error).message);
   }
   if (natsUrl && !/^(nats|tls|ws|wss):\/\/[^\s]+$/.test(natsUrl.split(',')[0])) throw new ConfigError(`${ENV.natsUrl}: must look like nats://host:4222, got "${natsUrl}"`);
+  const natsMonitorUrl = env[ENV.natsMonitorUrl] || null;
+  if (natsMonitorUrl && !/^https?:\/\/[^\s/]+\/?$/.test(natsMonitorUrl)) throw new ConfigError(`${ENV.natsMonitorUrl}: must look like http://host:8222 (nats-server's monitoring port), got "${natsMonitorUrl.slice(0, 100)}"`);
 
   const ports: Ports = {
     public: integer(env, ENV.publicPort, DEFAULT_PORTS.public, 0, 65535),
@@ -78,6 +80,7 @@ export function loadConfig(env: Env, flags: StartFlags = {}): Config {
     dataDir,
     natsUrl,
     natsAuth,
+    natsMonitorUrl: natsMonitorUrl?.replace(/\/$/, '') ?? null,
     domain,
     bindHost: env[ENV.bindHost] || '0.0.0.0',
     ports,

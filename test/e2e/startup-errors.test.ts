@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, cleanup, failedStart, pierEnv, tempDir } from '../helpers/pier.js';
 import { ROLES } from '../../lib/config/config.js';
-import { NatsServer } from '../helpers/nats-server.js';
+import { NatsServer, SYNC_ALWAYS } from '../helpers/nats-server.js';
 
 function start(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
@@ -83,7 +83,7 @@ test('PIER_STATE=jetstream on one nats-server with three copies asked: one line 
 test('a JetStream store smaller than a stream\'s reservation: one line naming the stream, what it asks, the setting that sizes it and max_file_store (#52)', async (t) => {
   const dir = tempDir();
   const conf = join(dir, 'nats.conf');
-  writeFileSync(conf, `jetstream { store_dir: ${JSON.stringify(join(dir, 'js'))}, max_file_store: 64MB }\n`);
+  writeFileSync(conf, `jetstream { store_dir: ${JSON.stringify(join(dir, 'js'))}, max_file_store: 64MB, ${SYNC_ALWAYS} }\n`);
   const nats = await NatsServer.start(['-c', conf]);
   t.teardown(async () => {
     await nats.stop();

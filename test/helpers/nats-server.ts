@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +21,12 @@ function probe(port: number): Promise<boolean> {
  * A real nats-server for a test, after nats.js's launcher: random port (`-p -1`), the port read
  * from the ports file, probed before use, and the process and its files removed at the end.
  */
+/**
+ * JetStream writes to disk before it acknowledges (docs/operations.md "What an acknowledgement
+ * means"): the line every nats-server configuration of the tests carries (nats-server 2.10 on).
+ */
+export const SYNC_ALWAYS = 'sync_interval: always';
+
 export class NatsServer {
   private constructor(
     private proc: ChildProcess,
@@ -46,7 +52,14 @@ export class NatsServer {
   /** `port` -1 lets the server pick; a cluster node needs its port known before its peers start. */
   static async start(extraArgs: string[] = [], port = -1, cwd?: string): Promise<NatsServer> {
     const dir = mkdtempSync(join(tmpdir(), 'pier-nats-'));
-    const args = ['-a', '127.0.0.1', '-p', String(port), '--ports_file_dir', dir, ...extraArgs];
+    // JetStream on the command line: on disk before it acknowledges, as every configuration Pier
+    // documents has it (a node given its own -c carries the setting there: secure-bus.ts).
+    const sync: string[] = [];
+    if (extraArgs.includes('-js') && !extraArgs.includes('-c')) {
+      writeFileSync(join(dir, 'sync.conf'), `jetstream {\n  ${SYNC_ALWAYS}\n}\n`);
+      sync.push('-c', join(dir, 'sync.conf'));
+    }
+    const args = ['-a', '127.0.0.1', '-p', String(port), '--ports_file_dir', dir, ...sync, ...extraArgs];
     const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, PATH }, cwd });
     let log = '';
     proc.stderr!.on('data', (d) => (log += d));

@@ -9,6 +9,7 @@ export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export const BIN = join(ROOT, 'bin', 'pier.js');
 
 import type { Ports } from '../../lib/config/config.js';
+import { patience } from './time.js';
 
 export function tempDir(prefix = 'pier-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -66,7 +67,8 @@ export class PierProcess {
     return `http://127.0.0.1:${this.ports!.admin}`;
   }
 
-  static start(env: Record<string, string>, args: string[] = [], timeoutMs = 20_000): Promise<PierProcess> {
+  static start(env: Record<string, string>, args: string[] = [], idleMs = 20_000): Promise<PierProcess> {
+    const timeoutMs = patience(idleMs);
     // PIER_NODE_FLAGS go to node itself: the child env's (a benchmark's choice) and this process's
     // (profiling a benchmark: "--cpu-prof --cpu-prof-dir=/tmp/prof"), each flag once.
     const nodeFlags = [...new Set([env.PIER_NODE_FLAGS, process.env.PIER_NODE_FLAGS].join(' ').split(' ').filter(Boolean))];

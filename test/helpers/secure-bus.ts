@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { BusRole } from '../../bus/permissions.js';
 import { planIdentities, writeBusInit } from '../../cli/bus-init.js';
 import { makeCa, makeLeaf, type Pem } from './certs.js';
-import { NatsServer, startJetStreamCluster } from './nats-server.js';
+import { NatsServer, startJetStreamCluster, SYNC_ALWAYS } from './nats-server.js';
 
 /**
  * A nats-server the way docs/security.md "The bus" wants it: every client authenticated with an
@@ -37,7 +37,8 @@ export class SecureBus {
     const server = makeLeaf(busDir, ca, 'nats-server', ['IP:127.0.0.1', 'localhost']);
     const conf = join(busDir, 'nats.conf');
     const nodes = options.nodes ?? 1;
-    const jetstream = options.jetstream && nodes === 1 ? ['jetstream {', `  store_dir: ${JSON.stringify(join(busDir, 'js'))}`, '}'] : [];
+    // On disk before it acknowledges (docs/operations.md "What an acknowledgement means"); a cluster's nodes add -js -sd.
+    const jetstream = options.jetstream && nodes === 1 ? ['jetstream {', `  store_dir: ${JSON.stringify(join(busDir, 'js'))}`, `  ${SYNC_ALWAYS}`, '}'] : nodes > 1 ? ['jetstream {', `  ${SYNC_ALWAYS}`, '}'] : [];
     writeFileSync(conf, ['include ./auth.conf', 'tls {', `  cert_file: ${JSON.stringify(server.cert)}`, `  key_file: ${JSON.stringify(server.key)}`, '  timeout: 2', '}', ...jetstream, ''].join('\n'));
     if (nodes === 1) return new SecureBus([await NatsServer.start(['-c', conf])], busDir, ca);
     return new SecureBus(await startJetStreamCluster(busDir, nodes, () => ['-c', conf]), busDir, ca);

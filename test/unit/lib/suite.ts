@@ -9,6 +9,7 @@ import './crypto.test.js';
 import './gc-threads.test.js';
 import './lmdb-durable.test.js';
 import './master-key-check.test.js';
+import './nats-durability.test.js';
 import './peers.test.js';
 import './peers-goodbye.test.js';
 import './peers-proof.test.js';
