@@ -1,9 +1,10 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { anchorsFromMasterKeys, formatAnchors, formatHistoryKeys, formatSeeds, historySeed, roleSeed } from '../lib/crypto/bus-anchors.js';
 import { ENV } from '../lib/config/config.js';
 import { parseMasterKey } from '../lib/config/config-secrets.js';
 import { CliError } from './admin-client.js';
+import { replaceDurable } from '../lib/state/durable-files.js';
 
 /**
  * `pier bus anchors`: the files a process without the master key trusts the bus with
@@ -40,10 +41,11 @@ function masterKeys(env: Record<string, string | undefined>): Buffer[] {
   return [current, ...previous];
 }
 
-/** Written beside and renamed over: a process starting meanwhile reads the old file or the new, never half of one. */
+/**
+ * Written beside, synced and renamed over, the folder synced: a process starting meanwhile reads the
+ * old file or the new, never half of one, and a power cut keeps one of them (lib/state/durable-files.ts).
+ */
 function replace(path: string, text: string, mode: number): void {
-  const next = `${path}.${process.pid}.tmp`;
-  writeFileSync(next, text, { mode });
-  chmodSync(next, mode);
-  renameSync(next, path);
+  replaceDurable(path, text, mode);
+  chmodSync(path, mode);
 }

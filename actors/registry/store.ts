@@ -3,6 +3,7 @@ import { open, type Database, type RootDatabase } from 'lmdb';
 import { openRecords } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import type { AppView, Change, ChangeEvent, ProviderView, Snapshot, TokenView, UserView } from '../../bus/subjects.js';
+import { settleLmdbFolder } from '../../lib/state/durable-files.js';
 
 /** An app as stored: the shared view plus its secret, sealed with the master key. */
 export interface AppRecord extends AppView {
@@ -72,6 +73,8 @@ export class LmdbRegistryStore implements RegistryStore {
 
   static open(path: string): LmdbRegistryStore {
     const root = open({ path, compression: false });
+    // The environment's folder and files, made by this open the first time, are on disk before any write is answered.
+    settleLmdbFolder(path);
     return new LmdbRegistryStore(
       root,
       openRecords<UserView>(root, 'users', 'registry'),

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { link, readFile, unlink, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
+import { createDurable } from '../../lib/state/durable-files.js';
 import { join } from 'node:path';
 
 /** Beside the users' folders, never inside one (user names cannot start with a dot). */
@@ -12,19 +13,10 @@ const FILE = '.pier-storage';
  */
 export async function storageIdOf(root: string): Promise<string> {
   const path = join(root, FILE);
-  const mine = randomBytes(12).toString('base64url');
   // Replicas starting at once: the first id linked into place wins and every one reads it. Written
-  // whole under a name of its own first, then linked (which fails if the id exists): creating the
-  // file and writing it were two steps, and a replica could read the file between them, empty.
-  const draft = join(root, `${FILE}.${mine}`);
-  await writeFile(draft, `${mine}\n`, { mode: 0o600 });
-  try {
-    await link(draft, path).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'EEXIST') throw err;
-    });
-  } finally {
-    await unlink(draft).catch(() => undefined);
-  }
+  // whole and synced under a name of its own first, then linked (which fails if the id exists), the
+  // root synced: never read half-written, never lost to a power cut once records name it.
+  createDurable(path, `${randomBytes(12).toString('base64url')}\n`, 0o600);
   const id = (await readFile(path, 'utf8')).trim();
   if (!/^[A-Za-z0-9_-]{8,64}$/.test(id)) throw new Error(`${path}: not a storage id; remove the file to make a new one (its unfinished uploads are then forgotten)`);
   return id;

@@ -4,6 +4,7 @@ import { openRecords } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import { appId } from '../../bus/ids.js';
 import type { CreateUpload, UploadRecord } from '../../bus/subjects.js';
+import { settleLmdbFolder } from '../../lib/state/durable-files.js';
 
 export interface UploadLock {
   /** busId of the upload replica holding the write session. */
@@ -100,6 +101,8 @@ export class LmdbUploadStore implements UploadStore {
 
   static open(path: string): LmdbUploadStore {
     const root = open({ path, compression: false });
+    // The environment's folder and files, made by this open the first time, are on disk before any write is answered.
+    settleLmdbFolder(path);
     return new LmdbUploadStore(root, openRecords<Upload>(root, 'uploads', 'upload'), root.openDB<string, string>({ name: 'by-target' }));
   }
 

@@ -4,6 +4,7 @@ import { openRecords, type FormatSlot } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import { AUDIT_SCAN_MAX, auditMatches, type AuditEntry, type AuditPage, type AuditQuery } from '../../bus/subjects.js';
 import { DecodedCache } from './decoded-cache.js';
+import { settleLmdbFolder } from '../../lib/state/durable-files.js';
 
 /** A data key, wrapped (sealed) by the master key. One per (user, workspace, env). */
 export interface DataKeyRecord {
@@ -236,6 +237,8 @@ export class LmdbVaultStore implements VaultStore {
 
   static open(path: string, replica: string): LmdbVaultStore {
     const root = open({ path, compression: false });
+    // The environment's folder and files, made by this open the first time, are on disk before any write is answered.
+    settleLmdbFolder(path);
     const store = new LmdbVaultStore(
       root,
       openRecords<DataKeyRecord>(root, 'data-keys', 'vaultDataKey'),

@@ -1,4 +1,5 @@
-import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { createDurable, mkdirDurable } from '../state/durable-files.js';
 import { ConfigError } from './config-types.js';
 import { ENV } from './config-env.js';
 
@@ -8,7 +9,7 @@ import { ENV } from './config-env.js';
 /** Creates the data dir (0700) if needed and checks it can be read and written, before anything is stored there. */
 export function ensureWritableDir(dir: string): void {
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    mkdirDurable(dir, 0o700);
     accessSync(dir, constants.W_OK | constants.R_OK);
   } catch (err) {
     throw new ConfigError(`${ENV.dataDir}: ${dir} is not a writable directory (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
@@ -20,10 +21,12 @@ export function ensureWritableDir(dir: string): void {
  * dir. Creation uses O_EXCL, so processes starting together on one data dir agree on one value.
  */
 export function secretFile(path: string, make: () => string): string {
+  // Written whole and synced, then linked into place and its folder synced (lib/state/durable-files.ts):
+  // a power cut after the first start never loses it, nor leaves it empty.
   try {
-    writeFileSync(path, make(), { flag: 'wx', mode: 0o600 });
+    createDurable(path, make(), 0o600);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new ConfigError(`cannot create ${path}: ${(err as Error).message}`);
+    throw new ConfigError(`cannot create ${path}: ${(err as Error).message}`);
   }
   const value = readFileSync(path, 'utf8').trim();
   if (value === '') throw new ConfigError(`${path} is empty: delete it to have a new one generated`);

@@ -1,4 +1,5 @@
-import { chmodSync, mkdirSync } from 'node:fs';
+import { chmodSync } from 'node:fs';
+import { mkdirDurable, settleLmdbFolder } from './durable-files.js';
 import { open, type RootDatabase, type RootDatabaseOptions } from 'lmdb';
 
 /** Modes of what Pier keeps in its data dir (docs/security.md "At rest"). */
@@ -13,8 +14,10 @@ export const PRIVATE_FILE_MODE = 0o600;
  * `permissionsMode` is lmdb-js's option for the mode it passes to mdb_env_open (its types omit it).
  */
 export function openPrivate(path: string, options: RootDatabaseOptions): RootDatabase {
-  mkdirSync(path, { recursive: true, mode: PRIVATE_DIR_MODE });
+  mkdirDurable(path, PRIVATE_DIR_MODE);
   // An existing folder keeps its mode under mkdir, and a new one gets the umask's: said once here.
   chmodSync(path, PRIVATE_DIR_MODE);
-  return open({ ...options, path, permissionsMode: PRIVATE_FILE_MODE } as RootDatabaseOptions & { path: string; permissionsMode: number });
+  const root = open({ ...options, path, permissionsMode: PRIVATE_FILE_MODE } as RootDatabaseOptions & { path: string; permissionsMode: number });
+  settleLmdbFolder(path);
+  return root;
 }

@@ -6,6 +6,7 @@ import './applied-sequence.test.js';
 import './callback-target.test.js';
 import './config.test.js';
 import './crypto.test.js';
+import './durable-files.test.js';
 import './gc-threads.test.js';
 import './lmdb-durable.test.js';
 import './master-key-check.test.js';
