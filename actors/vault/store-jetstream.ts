@@ -236,13 +236,15 @@ export class JetStreamVaultStore implements VaultStore {
         continue;
       }
       // The change is durable now: the other replicas hear where to read it from before the client
-      // is answered; its audit entries follow (retried across a leader election of the audit stream
-      // rather than failing a write that happened).
+      // is answered. Its audit entries are durable before the answer too (docs/vault.md "Audit": a
+      // change's entry is never lost to a power cut), retried across a leader election of the audit
+      // stream; one that still cannot be written is counted and logged, and the write, which
+      // happened, is answered as done rather than failed.
       if (ops.length > 0 && this.announce) {
         this.heard(mark);
         this.announce(mark);
       }
-      void this.appendAudit(audit).catch(() => this.onAuditLost(audit.length));
+      if (audit.length > 0) await this.appendAudit(audit).catch(() => this.onAuditLost(audit.length));
       // Destroyed means unreadable with the master key in hand: the removed entries' bytes leave the stream too
       // (data keys first: a write's changes are in the order it made them, and a purge removes its keys first).
       for (const e of erase) await e.view.eraseBefore(e.key, e.seq).catch((err: unknown) => this.onEraseFailed(err));

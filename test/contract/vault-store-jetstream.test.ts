@@ -92,3 +92,46 @@ test('after its connection was lost, a replica catches up with the streams befor
   await c.sync();
   t.is(Buffer.from(c.secret(key)!.sealed).toString(), 'new');
 });
+
+// docs/vault.md "Audit": a change's entry is on the nodes' disks before the change is answered (it
+// was appended after the answer, unawaited: a power cut, or a kill, between the two lost it).
+test('a change is answered only once its audit entry is acknowledged; one that cannot be written is counted, and the change still answered', async (t) => {
+  let lost = 0;
+  const pair = await jetStreamReplicas(1, (js, manager, replicas) => JetStreamVaultStore.open(js, manager, { replicas, auditMaxAgeMs: 86_400_000, auditMaxEntries: 10_000, onAuditLost: (n) => (lost += n) }));
+  t.teardown(() => pair.close());
+  const key = secretKey(scopeKey('alice', 'audited', 'prod'), 'k');
+  const record: SecretRecord = { sealed: Buffer.from('v'), version: 1, createdAt: 't', createdBy: 'a', updatedAt: 't', updatedBy: 'a', history: [] };
+  const entry = { at: new Date().toISOString(), user: 'alice', app: 'a', op: 'Create', workspace: 'audited', env: 'prod', name: 'k', outcome: 'ok' } as const;
+  // The audit stream held back until the test lets it go: the write must wait for it.
+  const audit = (pair.a as unknown as { audit: { append: (e: unknown[]) => Promise<void> } }).audit;
+  const append = audit.append.bind(audit);
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  let appended = false;
+  audit.append = async (entries) => {
+    await held;
+    await append(entries);
+    appended = true;
+  };
+  let answered = false;
+  const write = pair.a.write((w) => {
+    w.putSecret(key, record);
+    w.appendAudit(entry);
+  }).then(() => (answered = true));
+  await until('the change committed to its bucket', () => pair.a.secret(key));
+  await new Promise((r) => setImmediate(r));
+  t.false(answered, 'not answered while its audit entry is not written');
+  release();
+  await write;
+  t.true(appended, 'answered after the entry was acknowledged');
+  t.true((await pair.a.readAudit({ user: 'alice', limit: 10 })).entries.some((e) => e.workspace === 'audited'));
+  // An audit stream that fails: counted as lost, the change (which happened) answered.
+  audit.append = async () => {
+    throw new Error('no leader');
+  };
+  await pair.a.write((w) => {
+    w.putSecret(secretKey(scopeKey('alice', 'audited', 'prod'), 'k2'), record);
+    w.appendAudit({ ...entry, name: 'k2' });
+  });
+  t.is(lost, 1);
+});
