@@ -4,6 +4,7 @@ import { gcThreadsHint } from '../lib/runtime/gc-threads.js';
 import { MemoryBus } from '../bus/bus-memory.js';
 import { NatsBus } from '../bus/bus-nats.js';
 import { fetchVarz, judgeDurability } from '../lib/state/nats-durability.js';
+import { StartWatch } from '../lib/runtime/start-watch.js';
 import { startAdmin, startEdge } from '../edge/server.js';
 import type { Config, Role } from '../lib/config/config.js';
 import { GuardedBus } from '../bus/guarded.js';
@@ -102,7 +103,11 @@ export async function startProcess(config: Config, options: { logDestination?: N
   const log = createLogger({ level: config.logLevel, name: 'pier', destination: options.logDestination, pretty: config.logFormat === 'pretty' });
   const metrics = new Metrics(config.instanceId);
   const stopTracing = installTracing(config, log, metrics);
+  // What a slow start waits for, said every 10 s until it is ready (lib/runtime/start-watch.ts).
+  const watch = new StartWatch(log);
+  watch.at('the bus (NATS)');
   const bus = await connectBus(config, log, metrics).catch(async (err: unknown) => {
+    watch.done();
     await stopTracing();
     throw err;
   });
@@ -180,13 +185,16 @@ export async function startProcess(config: Config, options: { logDestination?: N
         cacheStarted = true;
       }
       if (!config.roles.includes(actor.role)) continue;
+      watch.at(`the ${actor.role} role to open its state`);
       const started = await startActor(actor as AnyActor, as(actor.role));
       actors.push(started);
       running.push(named(actor.role, started));
     }
     // Every store is open now: the data dir and all of Pier's files in it become private.
     await makePrivate(config.dataDir, [config.upload.root]);
+    watch.at('the edge to open its history and listeners');
     if (config.roles.includes('edge')) running.push(named('edge', await startEdge(as('edge'))));
+    watch.at('the admin listener');
     if (config.roles.includes('admin')) running.push(named('admin', await startAdmin(as('admin'))));
     if (config.probePort !== null) {
       const probe = await startProbeServer({ host: config.bindHost, port: config.probePort, bus, cache, metrics, adminHosts: config.adminHosts });
@@ -195,6 +203,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
     }
     ports = Object.keys(ctx.boundPorts).length > 0 ? ctx.boundPorts : null;
   } catch (err) {
+    watch.done();
     for (const r of running.reverse()) await r.stop().catch(() => undefined);
     await bus.close();
     throw err;
@@ -210,6 +219,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
   const presence = announceProcess(shared, self, metrics, () => Object.fromEntries([...counters].map(([k, f]) => [k, f()])), peers, endpointStats);
   // The operator console (docs/operations.md "Console") is on the admin listener, loopback only.
   const consoleUrl = ports?.admin ? `http://127.0.0.1:${ports.admin}/console/` : undefined;
+  watch.done();
   log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, ...(consoleUrl ? { console: consoleUrl } : {}), ...(probePort !== null ? { probePort } : {}), instance: config.instanceId, startMs: Math.round(process.uptime() * 1_000) }, 'pier ready');
   if (consoleUrl) log.info({ console: consoleUrl }, `operator console: ${consoleUrl} (sign in with the admin token)`);
   const gcHint = gcThreadsHint(config.roles);

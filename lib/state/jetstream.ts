@@ -2,6 +2,7 @@ import { RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig 
 import { ConfigError } from '../config/config.js';
 import { PierError } from '../../bus/errors.js';
 import type { AppliedSequence } from './applied-sequence.js';
+import { sayWaiting } from '../runtime/start-watch.js';
 
 /** Helpers for the state kept on JetStream (docs/operations.md "How writes stay correct"). */
 
@@ -33,6 +34,7 @@ export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 3
       const text = String((err as Error).message);
       const starting = /temporarily unavailable|TIMEOUT|no responders|insufficient resources|no suitable peers/i.test(text) || (err as { code?: string }).code === '503';
       if (!starting || Date.now() > end) throw err;
+      sayWaiting(`JetStream: ${text}`);
       await new Promise((r) => setTimeout(r, 250));
     }
   }

@@ -1,7 +1,8 @@
 import test from 'ava';
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanup, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
+import { BIN, cleanup, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { freeLoopbackPort, NatsServer } from '../helpers/nats-server.js';
 import { until } from '../helpers/wait.js';
 
@@ -40,4 +41,22 @@ test('a server with sync_interval: always: said at info; on its default: one war
   t.is(JSON.parse(ok!).msg, 'nats durability: JetStream syncs before it acknowledges');
   t.is(JSON.parse(ok!).level, 30);
   t.is(durabilityLines(syncing).length, 1);
+});
+
+test('a role that waits at start for JetStream says what it waits for, every 10 s, until it gives up', async (t) => {
+  // A server without JetStream: the vault's state cannot be opened (JetStream answers 503 all along).
+  const dir = tempDir();
+  const nats = await NatsServer.start([]);
+  const proc = spawn(process.execPath, [BIN, 'start', '--roles', 'vault'], { env: pierEnv(join(dir, 'data'), { NATS_URL: nats.url, PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '1', PIER_MASTER_KEY: '11'.repeat(32) }), stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout!.on('data', (d) => (out += d));
+  t.teardown(async () => {
+    proc.kill('SIGKILL');
+    await nats.stop();
+    cleanup(dir);
+  });
+  const line = await until('the first "still waiting" line', () => out.split('\n').find((l) => l.includes('starting: still waiting')), 25_000);
+  const said = JSON.parse(line!);
+  t.regex(said.msg, /^starting: still waiting for the vault role to open its state \(JetStream: .+\) after \d+ s$/);
+  t.is(said.level, 40);
 });
