@@ -21,7 +21,26 @@ interface Outbox {
   closed: boolean;
   /** The replica's last answer was a refusal (no target for the app in its registry view). */
   refused: boolean;
+  /** The highest seq `replica` acknowledged taking (it delivers it without this edge); 0: none yet. */
+  taken: number;
 }
+
+/** What a stopping edge left unsettled (flush): taken by a callback replica, which delivers it without the edge, or by none. */
+export interface Unsettled {
+  /** Taken by the callback role of this process: its own stop delivers them, or reports what it could not. */
+  here: number;
+  /** Taken by replicas elsewhere whose app has not answered for STALLED_MS: they go on trying. */
+  elsewhere: number;
+  /** Taken by no replica within the bound: nothing delivers them. */
+  untaken: number;
+}
+
+/**
+ * A stopping edge does not wait for a connection whose app has not answered for this long: the
+ * replica that took its events goes on trying without the edge, and a target that is down would
+ * only hold the stop for the whole bound (issue #53).
+ */
+const STALLED_MS = 1_000;
 
 /** How long events have waited is a duration: a wall clock stepped forward must not give them up. */
 const monotonicMs = () => performance.now();
@@ -137,7 +156,7 @@ export class EventForwarder {
   emit(ev: GatewayEvent, size = 0): boolean {
     let box = this.outboxes.get(ev.connId);
     if (!box) {
-      box = { replica: this.choose(ev.connId), events: [], sizes: null, bytes: 0, resending: false, since: monotonicMs(), closed: false, refused: false };
+      box = { replica: this.choose(ev.connId), events: [], sizes: null, bytes: 0, resending: false, since: monotonicMs(), closed: false, refused: false, taken: 0 };
       this.outboxes.set(ev.connId, box);
     }
     if (box.events.length === 0) box.since = monotonicMs();
@@ -151,10 +170,32 @@ export class EventForwarder {
     return box.events.length > this.options.maxEvents || box.bytes > this.options.maxBytes;
   }
 
-  /** Resolves once every event was acknowledged, or after `timeoutMs`. */
-  async flush(timeoutMs: number): Promise<void> {
+  /**
+   * A stop's wait (docs/gateway.md "The exact loss window"): resolves once no connection's events
+   * need this edge any more, or after `timeoutMs`, answering what was left unsettled. A connection
+   * needs it until each event is settled, or taken by its callback replica and either that replica
+   * is this process's (whose stop comes next: it delivers them or reports them undelivered) or its
+   * app has not answered for STALLED_MS (that replica goes on trying; the edge would wait in vain).
+   * Until an event is taken it needs the edge: nobody else holds it.
+   */
+  async flush(timeoutMs: number): Promise<Unsettled> {
     const end = Date.now() + timeoutMs;
-    while (this.outboxes.size > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    const needsEdge = (box: Outbox) => box.events.length > 0 && !(this.taken(box) && (box.replica === this.peers.self.busId || monotonicMs() - box.since >= STALLED_MS));
+    while ([...this.outboxes.values()].some(needsEdge) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    const left: Unsettled = { here: 0, elsewhere: 0, untaken: 0 };
+    for (const box of this.outboxes.values()) {
+      const n = box.events.length;
+      if (!this.taken(box)) left.untaken += n;
+      else if (box.replica === this.peers.self.busId) left.here += n;
+      else left.elsewhere += n;
+    }
+    return left;
+  }
+
+  /** Every unsettled event of `box` was taken by the replica it has now. */
+  private taken(box: Outbox): boolean {
+    const last = box.events[box.events.length - 1];
+    return box.replica !== null && last !== undefined && last.seq <= box.taken;
   }
 
   pending(): number {
@@ -178,6 +219,7 @@ export class EventForwarder {
 
   private send(box: Outbox, ev: GatewayEvent): void {
     if (!box.replica) return this.retryLater(box, ev.connId);
+    const to = box.replica;
     const sent = { ...ev, oldest: box.events[0]?.seq ?? ev.seq };
     // Sent in the event's own trace (its message's span), whatever work happens to send it.
     onlyInTrace(ev.trace ? { traceparent: ev.trace } : undefined, () => ask(this.bus, at(gatewayChannels.deliver, gatewaySubjects.deliver(box.replica!)), sent, { timeoutMs: this.options.ackTimeoutMs }))
@@ -198,6 +240,8 @@ export class EventForwarder {
           return this.retryLater(box, ev.connId);
         }
         box.refused = false;
+        // Taken: the replica delivers it (and what came before it) whether this edge stays or not.
+        if (box.replica === to) box.taken = Math.max(box.taken, ev.seq);
         if (!ack.closed) return;
         // The cluster already raised this connection's close: nothing of it will be delivered.
         this.outboxes.delete(ev.connId);
@@ -255,6 +299,7 @@ export class EventForwarder {
       if (overdue && box.refused) return this.giveUp(box, connId, 'gateway events refused by the callback replica for the whole retry period: dropped');
       const next = this.choose(connId);
       if (box.replica !== null && next !== box.replica) this.tellMoved(box.replica, connId);
+      if (next !== box.replica) box.taken = 0;
       box.replica = next;
       for (const ev of [...box.events]) this.send(box, ev);
     }, this.options.retryMs ?? 250);

@@ -188,8 +188,12 @@ export class Gateway {
     if (this.sweeper) clearInterval(this.sweeper);
     this.stopUninstallWatch?.();
     for (const ws of [...this.conns.values()]) ws.end(CLOSE_CODES.GOING_AWAY, 'gateway shutting down');
-    await this.forwarder.flush(5_000);
+    const left = await this.forwarder.flush(5_000);
     this.forwarder.close();
+    // Said once, by whom each is now delivered; the callback role of this process reports at its stop what it could not.
+    if (left.here > 0) this.ctx.log.info({ events: left.here }, 'gateway stopping: events not yet delivered are left with the callback role of this process, which stops next');
+    if (left.elsewhere > 0) this.ctx.log.warn({ events: left.elsewhere }, 'gateway stopping: events whose app does not answer are left with the callback replicas that took them, which go on trying (lost if such a replica ends before it delivers them)');
+    if (left.untaken > 0) this.ctx.log.warn({ events: left.untaken }, 'gateway stopping: events no callback replica took are lost');
     for (const s of this.subs) s.unsubscribe();
     for (const u of this.byUser.values()) u.sub.unsubscribe();
     await this.history?.close().catch(() => undefined);

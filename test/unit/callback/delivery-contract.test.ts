@@ -9,7 +9,7 @@ import { ConnQueues, type TargetOf } from '../../../actors/callback/queues.js';
 import { EventForwarder } from '../../../edge/gateway/gateway-forwarder.js';
 import { createLogger } from '../../../lib/runtime/log.js';
 import type { Peers } from '../../../lib/runtime/peers.js';
-import { until } from '../../helpers/wait.js';
+import { until, within } from '../../helpers/wait.js';
 import { PierError } from '../../../bus/errors.js';
 
 // The gateway's delivery rules (bus/subjects-gateway.ts) held to: the edge's forwarder and callback
@@ -263,5 +263,56 @@ test('a replica waiting for an event the edge no longer holds is told to start a
   for (const ev of [event(5), event(6, 'close')]) forwarder.emit({ ...ev, oldest: 5 });
   await until('5 and the close delivered', () => forwarder.pending() === 0, 5_000);
   t.deepEqual(got.map(([, s]) => s), [1, 2, 5, 6]);
+  await bus.close();
+});
+
+// A stopping edge (issue #53): an app whose target is down held every stop for the whole flush bound,
+// though the replica that took the events delivers them (or reports them) without the edge.
+const FOREVER = 3_600_000;
+
+test("a stop's flush does not wait on an app that does not answer when this process's callback role took the events: it says they are here", async (t) => {
+  const bus = new MemoryBus();
+  const peers = new FakePeers();
+  const got: Array<[string, number]> = [];
+  // The replica of this process (the edge's own bus id): its delivery of seq 2 never ends.
+  replica(bus, peers, EDGE, got, new Set([2]));
+  const { forwarder } = await edge(bus, peers);
+  for (const ev of stream(3)) forwarder.emit(ev);
+  await until('the open delivered', () => got.length === 1);
+  t.deepEqual(await within('the flush to end without the app', forwarder.flush(FOREVER)), { here: 2, elsewhere: 0, untaken: 0 });
+  await bus.close();
+});
+
+test("a stop's flush leaves a replica elsewhere an app that has not answered for a second, and waits for one that answers", async (t) => {
+  const bus = new MemoryBus();
+  const peers = new FakePeers();
+  const got: Array<[string, number]> = [];
+  replica(bus, peers, 'c1', got, new Set([2]));
+  const { forwarder } = await edge(bus, peers);
+  for (const ev of stream(3)) forwarder.emit(ev);
+  await until('the open delivered', () => got.length === 1);
+  const started = performance.now();
+  t.deepEqual(await within('the flush to end without the app', forwarder.flush(FOREVER)), { here: 0, elsewhere: 2, untaken: 0 });
+  t.true(performance.now() - started >= 900, 'it waited for the app to stall (a second without a settlement), not at once');
+  await bus.close();
+
+  const bus2 = new MemoryBus();
+  const peers2 = new FakePeers();
+  const got2: Array<[string, number]> = [];
+  replica(bus2, peers2, 'c1', got2);
+  const second = await edge(bus2, peers2);
+  for (const ev of stream(3)) second.forwarder.emit(ev);
+  t.deepEqual(await within('the flush', second.forwarder.flush(FOREVER)), { here: 0, elsewhere: 0, untaken: 0 }, 'an app that answers: every event settled');
+  t.deepEqual(got2.map(([, s]) => s), [1, 2, 3]);
+  await bus2.close();
+});
+
+test("a stop's flush waits, within its bound, for events no replica took, and says they are lost", async (t) => {
+  const bus = new MemoryBus();
+  const peers = new FakePeers();
+  const { forwarder } = await edge(bus, peers);
+  for (const ev of stream(2)) forwarder.emit(ev);
+  t.deepEqual(await forwarder.flush(200), { here: 0, elsewhere: 0, untaken: 2 });
+  forwarder.close();
   await bus.close();
 });
