@@ -221,7 +221,7 @@ export const workload: Workload = {
     const { token } = await admin(ctx, 'POST', '/admin/v1/users', { name: USER });
     const manifest = `metadata: { name: ${APP} }\nupload: { fileType: ["*"], dest: ${DEST}, limitedSize: ${64 * MiB} }\n`;
     const installed = await admin(ctx, 'POST', '/admin/v1/apps', { user: USER, manifest });
-    ctx.history.info('upload', 'setup', { user: USER, app: APP, dest: DEST, uploadDir: installed?.upload_dir ?? null });
+    ctx.history.info('upload', 'setup', { user: USER, app: APP, dest: DEST, uploadDir: installed?.uploadDir ?? null });
     const client = new ChaosUploadClient(ctx.cluster.url('upload'), `${APP}.${USER}.localhost`, token);
     // Both edges learn of the app through their registry caches: a folder entry for dest itself
     // changes nothing and answers success once the edge behind haproxy knows the app.

@@ -63,18 +63,18 @@ export class GatewayHistory {
     return new GatewayHistory(store, ceilings, messageBytes);
   }
 
-  /** The history of this edge, or null (and one line saying why, when it was asked for). */
+  /**
+   * The history of this edge, or null. Why it is off for want of a setting is said by the edge at
+   * start, every cause at once (edge/gateway/history-off.ts); here only what that cannot know.
+   */
   static async open(ctx: RoleContext): Promise<GatewayHistory | null> {
     const h = ctx.config.gateway.history;
-    if (!h.on) return null;
-    if (!h.keys) {
-      ctx.log.warn({}, 'gateway history: off on this edge: it holds neither the master key nor PIER_HISTORY_KEY (`pier bus anchors` writes history.key); sends answer kept: false');
-      return null;
-    }
+    if (!h.on || !h.keys) return null;
     const seal = new HistorySeal(h.keys);
     if (ctx.bus.kind === 'memory') return new GatewayHistory(await LmdbHistory.open(join(ctx.config.dataDir, 'gateway-history'), seal, h.ceilings.ttlMs), h.ceilings, h.messageBytes);
-    if (ctx.config.state.kind !== 'jetstream' || !ctx.jetstream) {
-      ctx.log.warn({}, 'gateway history: off on this edge: on NATS it is kept on JetStream (PIER_STATE=jetstream), where every edge reaches it; sends answer kept: false');
+    if (ctx.config.state.kind !== 'jetstream') return null;
+    if (!ctx.jetstream) {
+      ctx.log.warn({}, 'gateway history: off on this edge: its NATS identity has no login to its JetStream state account (rerun `pier bus init` and give the edge its new .nats.env); sends answer kept: false');
       return null;
     }
     // JetStream may be electing its leaders (a NATS node restarting): waited for, as the other state roles do.
