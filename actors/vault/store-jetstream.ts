@@ -28,6 +28,9 @@ export interface JetStreamVaultOptions {
   onEraseFailed?: (err: unknown) => void;
 }
 
+/** The longest a read waits for this replica's views to show the writes it heard of, before a 503. */
+const READ_BUDGET_MS = 1_000;
+
 /**
  * The vault on JetStream (docs/operations.md "How writes stay correct"): data keys and sealed secrets in key-value
  * buckets with `replicas` copies, audit entries in a stream with retention. Reads come from local
@@ -151,9 +154,17 @@ export class JetStreamVaultStore implements VaultStore {
         });
     }
     const lagging = () => MARKED.filter((k) => this.viewOf(k).applied.value < this.wanted[k]);
-    const behind = lagging();
-    if (behind.length === 0) return Promise.resolve();
-    return withinBudget(Promise.all(behind.map((k) => this.viewOf(k).applied.reached(this.wanted[k])))).then(async () => {
+    if (lagging().length === 0) return Promise.resolve();
+    // Waited for within one budget, the marks read again each time the view reaches them: under a
+    // stream of writes a newer mark is heard while the view catches up with the last, and refusing
+    // then (it did, in an upgrade run) answers 503 to a read the view would serve a moment later.
+    const deadline = Date.now() + READ_BUDGET_MS;
+    const caughtUp = async (): Promise<void> => {
+      for (let behind = lagging(); behind.length > 0 && Date.now() < deadline; behind = lagging()) {
+        await withinBudget(Promise.all(behind.map((k) => this.viewOf(k).applied.reached(this.wanted[k]))), deadline - Date.now());
+      }
+    };
+    return caughtUp().then(async () => {
       if (lagging().length === 0) return;
       // Still behind after the budget (its follow re-attaching after a node loss). A mark past the
       // end of its stream was never written (a forged one, or a stream reset): it is forgotten, so
