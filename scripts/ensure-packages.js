@@ -13,6 +13,7 @@ const KNOWN = {
   'nats-server': { bin: 'nats-server', probe: ['--version'], pkg: 'nats-server', atLeast: [2, 10], suite: 'trixie' },
   haproxy: { bin: 'haproxy', probe: ['-v'], pkg: 'haproxy' },
   nginx: { bin: 'nginx', probe: ['-v'], pkg: 'nginx' },
+  'python3-pyfuse3': { bin: '/usr/bin/python3', probe: ['-c', 'import pyfuse3'], pkg: 'python3-pyfuse3', rootOnly: true }, // powercut/lossyfs.py: FUSE mounts need root, so do its tests
 };
 const wanted = process.argv.slice(2);
 const unknown = wanted.filter((w) => !(w in KNOWN));
@@ -20,7 +21,7 @@ if (unknown.length > 0) {
   process.stderr.write(`ensure-packages: unknown package ${unknown.join(', ')} (have: ${Object.keys(KNOWN).join(', ')})\n`);
   process.exit(2);
 }
-const PACKAGES = (wanted.length > 0 ? wanted : ['nats-server', 'haproxy']).map((w) => KNOWN[w]);
+const PACKAGES = (wanted.length > 0 ? wanted : ['nats-server', 'haproxy', 'python3-pyfuse3']).map((w) => KNOWN[w]).filter((p) => !p.rootOnly || process.getuid?.() === 0);
 const env = { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/usr/local/sbin` };
 
 /** Whether the package's program runs, and is recent enough when a version is asked for. */
