@@ -63,9 +63,15 @@ export async function openPart(part: string, top: string, flags = constants.O_RD
 /** A new, empty part: whatever is at its name (a planted link, say) is removed first, then made afresh (O_EXCL). */
 export async function createPart(part: string, top: string): Promise<void> {
   // Only Pier looks inside: partial files are not for the app to read.
-  await mkdir(dirname(part), { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
-    if (err.code !== 'EEXIST') throw err;
-  });
+  const made = await mkdir(dirname(part), { mode: 0o700 }).then(
+    () => true,
+    (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+      return false;
+    },
+  );
+  // The parts folder on disk too: a part whose folder vanished at a power cut is an offset lost.
+  if (made) await syncDir(dirname(dirname(part)));
   await withPartsFolder(part, top, async (folder, name) => {
     await unlink(inFolder(folder, name)).catch(() => undefined);
     const fd = await open(inFolder(folder, name), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644).catch((err: NodeJS.ErrnoException) => {

@@ -1,5 +1,5 @@
 import { tell } from '../../bus/verbs.js';
-import { mkdir, realpath } from 'node:fs/promises';
+import { realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Counter, Gauge } from 'prom-client';
 import { PierError } from '../../bus/errors.js';
@@ -20,6 +20,7 @@ import { LmdbUploadStore, type UploadStore } from './store.js';
 import { JetStreamUploadStore } from './store-jetstream.js';
 import { recover, sweep } from './upkeep.js';
 import { walkDown } from './walk.js';
+import { mkdirDurable } from '../../lib/state/durable-files.js';
 
 const LEASE_MS = 15_000;
 /** How long a request waits for a PATCH in progress to settle: below the 5 s deadline of the bus requests that wait, so the caller hears 409, not 504. */
@@ -47,7 +48,8 @@ interface UploadActor {
 
 async function onStart(ctx: RoleContext): Promise<UploadActor> {
   // The root is taken as its real path once: the boundary walks start below it (walk.ts).
-  await mkdir(ctx.config.upload.root, { recursive: true });
+  // Made durable (each new folder synced into its parent): its storage id and files live in it.
+  mkdirDurable(ctx.config.upload.root, 0o755);
   const root = new UploadRoot(await realpath(ctx.config.upload.root));
   const store = await openUploadStore(ctx, root);
   const registers = [ctx.metrics.registry];

@@ -1,7 +1,8 @@
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, type FileHandle } from 'node:fs/promises';
-import { join, relative, sep } from 'node:path';
+import { dirname, join, relative, sep } from 'node:path';
 import { PierError } from '../../bus/errors.js';
+import { fsyncDir } from '../../lib/state/durable-files.js';
 
 /**
  * The upload boundary (docs/protocol.md "Upload", amended 2026-11-23): from the user's folder down to
@@ -41,9 +42,15 @@ async function checkFolder(path: string, options: WalkOptions): Promise<void> {
     throw err;
   });
   if (info === null && options.create) {
-    await mkdir(path).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'EEXIST') throw err;
-    });
+    const made = await mkdir(path).then(
+      () => true,
+      (err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EEXIST') throw err;
+        return false;
+      },
+    );
+    // A folder made on the way to a target is on disk before the file published in it is answered.
+    if (made) fsyncDir(dirname(path));
     info = await lstat(path);
   }
   if (info === null || info.isSymbolicLink() || !info.isDirectory()) throw options.refused();
