@@ -71,6 +71,8 @@ export class EventForwarder {
   private readonly asking = new Set<string>();
   private readonly failedAt = new Map<string, number>();
   private readonly helloTimer: NodeJS.Timeout;
+  /** Set by close(): no event is sent again after it. */
+  private closed = false;
 
   constructor(
     private readonly bus: Bus,
@@ -145,6 +147,7 @@ export class EventForwarder {
   }
 
   close(): void {
+    this.closed = true;
     this.stopWatching();
     clearInterval(this.helloTimer);
   }
@@ -293,7 +296,8 @@ export class EventForwarder {
     box.resending = true;
     setTimeout(() => {
       box.resending = false;
-      if (box.events.length === 0) return;
+      // Closed (the edge stopped): nothing is sent again; the stop's flush said what was left.
+      if (this.closed || box.events.length === 0) return;
       const overdue = monotonicMs() - box.since > this.options.giveUpMs;
       if (overdue && this.usable().length === 0) return this.giveUp(box, connId, 'no callback replica for too long: gateway events dropped');
       if (overdue && box.refused) return this.giveUp(box, connId, 'gateway events refused by the callback replica for the whole retry period: dropped');

@@ -280,6 +280,7 @@ test("a stop's flush does not wait on an app that does not answer when this proc
   for (const ev of stream(3)) forwarder.emit(ev);
   await until('the open delivered', () => got.length === 1);
   t.deepEqual(await within('the flush to end without the app', forwarder.flush(FOREVER)), { here: 2, elsewhere: 0, untaken: 0 });
+  forwarder.close();
   await bus.close();
 });
 
@@ -294,6 +295,7 @@ test("a stop's flush leaves a replica elsewhere an app that has not answered for
   const started = performance.now();
   t.deepEqual(await within('the flush to end without the app', forwarder.flush(FOREVER)), { here: 0, elsewhere: 2, untaken: 0 });
   t.true(performance.now() - started >= 900, 'it waited for the app to stall (a second without a settlement), not at once');
+  forwarder.close();
   await bus.close();
 
   const bus2 = new MemoryBus();
@@ -304,6 +306,7 @@ test("a stop's flush leaves a replica elsewhere an app that has not answered for
   for (const ev of stream(3)) second.forwarder.emit(ev);
   t.deepEqual(await within('the flush', second.forwarder.flush(FOREVER)), { here: 0, elsewhere: 0, untaken: 0 }, 'an app that answers: every event settled');
   t.deepEqual(got2.map(([, s]) => s), [1, 2, 3]);
+  second.forwarder.close();
   await bus2.close();
 });
 
