@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { closeSync, fdatasyncSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { cleanup, cli, fixedPorts, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
@@ -167,6 +167,10 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     } finally {
       await Promise.all(nodes.map((n) => n.stop()));
     }
+    // What syncing before every acknowledgement costs (docs/operations.md "What an acknowledgement
+    // means"): the same R3 shape on nats-server's default (synced every 2 minutes), and this disk's own fsync rate.
+    const lazy = await r3OnDefaultSync(join(dir, 'js-default'));
+    const fsyncs = diskFsyncsPerSecond(join(dir, 'fsync-probe'));
     return {
       shape: 'npm start (one process, in-process bus); 32 clients back to back from this process; 1 KiB values',
       server_node_flags: SERVER_NODE_FLAGS,
@@ -220,6 +224,13 @@ export async function benchVault(): Promise<Record<string, unknown>> {
         },
         create_durable: { rps: r3.writes.rps, p50_ms: r3.writes.p50_ms, p99_ms: r3.writes.p99_ms, errors: r3.writes.errors, goal: '>= 1000/s' },
         update_durable: { rps: r3.updates.rps, p50_ms: r3.updates.p50_ms, p99_ms: r3.updates.p99_ms, errors: r3.updates.errors, ratio_to_create: round(r3.updates.rps / r3.writes.rps, 2), note: 'each update commits two intents in order (the version, then the secret), each quorum-acknowledged' },
+        sync: {
+          shape: 'the figures above are on nats-server with jetstream { sync_interval: always } (on disk before it acknowledges); these on its default (synced every 2 minutes: acknowledged in memory)',
+          disk_fsyncs_per_s: fsyncs,
+          default_sync: { create_durable_rps: lazy.writes.rps, create_p99_ms: lazy.writes.p99_ms, update_durable_rps: lazy.updates.rps, update_p99_ms: lazy.updates.p99_ms, errors: lazy.writes.errors + lazy.updates.errors },
+          create_cost_of_sync: { ratio: round(r3.writes.rps / lazy.writes.rps, 2), added_ms_per_create_p50: round(r3.writes.p50_ms - lazy.writes.p50_ms, 2) },
+          update_cost_of_sync: { ratio: round(r3.updates.rps / lazy.updates.rps, 2), added_ms_per_update_p50: round(r3.updates.p50_ms - lazy.updates.p50_ms, 2) },
+        },
       },
     };
   } finally {
@@ -227,4 +238,40 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     bare.stop();
     cleanup(dir);
   }
+}
+
+/** The R3 shape on nats-server's default sync (each node given a configuration without sync_interval). */
+async function r3OnDefaultSync(dir: string) {
+  mkdirSync(dir, { recursive: true });
+  const conf = join(dir, 'nats.conf');
+  writeFileSync(conf, '# nats-server defaults: JetStream synced every 2 minutes\n');
+  const nodes = await startJetStreamCluster(join(dir, 'js'), 3, () => ['-c', conf]);
+  for (const n of nodes) pinServer(n.pid);
+  try {
+    const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { NATS_URL: nodes.map((n) => n.url).join(','), PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '3' }), [], 60_000);
+    pinServer(pier.proc.pid);
+    try {
+      return await measure(pier, join(dir, 'data'));
+    } finally {
+      await pier.stop();
+    }
+  } finally {
+    await Promise.all(nodes.map((n) => n.stop()));
+  }
+}
+
+/** 4 KiB written and fdatasync'd, 300 times, on the benchmark's disk: the rate a sync-before-ack store is bounded by, one writer. */
+function diskFsyncsPerSecond(path: string): number {
+  const fd = openSync(path, 'w');
+  const page = Buffer.alloc(4096, 1);
+  const began = process.hrtime.bigint();
+  try {
+    for (let i = 0; i < 300; i++) {
+      writeSync(fd, page, 0, page.length, (i % 16) * 4096);
+      fdatasyncSync(fd);
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return Math.round(300 / (Number(process.hrtime.bigint() - began) / 1e9));
 }
