@@ -20,6 +20,9 @@ export function epochOf(info: Pick<StreamInfo, 'config'>): string | null {
   return EPOCH.exec(info.config.description ?? '')?.[1] ?? null;
 }
 
+/** Reads of a stream just made that may find it not answering yet (100 ms apart). */
+const MAX_TRIES = 50;
+
 const fresh = () => `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 
 const notFound = (err: unknown) => /stream not found/i.test(String((err as Error).message)) || (err as { api_error?: { err_code?: number } }).api_error?.err_code === 10059;
@@ -39,13 +42,12 @@ export async function settleEpoch(jsm: JetStreamManager, config: Settings, sized
       throw err;
     });
     if (info === null) {
-      const epoch = fresh();
-      // 'keep': a stream another edge made meanwhile is not touched; read again.
-      await ensureStream(jsm, { ...config, description: `${TAG}${epoch}` }, 'keep', sizedBy);
-      const made = await jsm.streams.info(config.name);
-      const settled = epochOf(made);
-      if (settled) return settled;
-      if (attempt >= 3) throw new Error(`gateway history: the stream ${config.name} has no epoch after ${attempt + 1} tries`);
+      // A stream made a moment ago (by this edge or another) may not answer its info yet on a
+      // cluster: made (or found made) again, then read again, a bounded number of times.
+      if (attempt >= MAX_TRIES) throw new Error(`gateway history: the stream ${config.name} was made but does not answer after ${MAX_TRIES} tries; try again`);
+      if (attempt > 0) await new Promise((r) => setTimeout(r, 100));
+      // 'keep': a stream another edge made meanwhile is not touched (its epoch stands).
+      await ensureStream(jsm, { ...config, description: `${TAG}${fresh()}` }, 'keep', sizedBy);
       continue;
     }
     const epoch = epochOf(info) ?? Date.parse(info.created).toString(36);
