@@ -4,6 +4,7 @@ import { basename, dirname, extname, join } from 'node:path';
 import { PierError } from '../../bus/errors.js';
 import type { ConflictPolicy } from '../../bus/subjects.js';
 import { inFolder, openFolderChain } from './walk.js';
+import { syncFolder } from '../../lib/state/durable-files.js';
 
 /** Where unfinished uploads keep their bytes: inside `dest`, so publishing is a rename on one filesystem. */
 export const PARTS_DIR = '.pier-uploads';
@@ -12,15 +13,6 @@ export function partPathFor(destReal: string, id: string): string {
   return join(destReal, PARTS_DIR, `${id}.part`);
 }
 
-/** fsync of a folder: makes a rename or a new file in it durable. */
-export async function syncDir(dir: string): Promise<void> {
-  const fd = await open(dir, constants.O_RDONLY);
-  try {
-    await fd.sync();
-  } finally {
-    await fd.close();
-  }
-}
 
 const tampered = () => new PierError('BAD_REQUEST', "the upload's partial data was moved or replaced: upload the file again");
 
@@ -71,7 +63,7 @@ export async function createPart(part: string, top: string): Promise<void> {
     },
   );
   // The parts folder on disk too: a part whose folder vanished at a power cut is an offset lost.
-  if (made) await syncDir(dirname(dirname(part)));
+  if (made) await syncFolder(dirname(dirname(part)));
   await withPartsFolder(part, top, async (folder, name) => {
     await unlink(inFolder(folder, name)).catch(() => undefined);
     const fd = await open(inFolder(folder, name), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644).catch((err: NodeJS.ErrnoException) => {

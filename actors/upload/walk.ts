@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { lstat, mkdir, open, type FileHandle } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { PierError } from '../../bus/errors.js';
-import { fsyncDir } from '../../lib/state/durable-files.js';
+import { syncFolder } from '../../lib/state/durable-files.js';
 
 /**
  * The upload boundary (docs/protocol.md "Upload", amended 2026-11-23): from the user's folder down to
@@ -50,7 +50,7 @@ async function checkFolder(path: string, options: WalkOptions): Promise<void> {
       },
     );
     // A folder made on the way to a target is on disk before the file published in it is answered.
-    if (made) fsyncDir(dirname(path));
+    if (made) await syncFolder(dirname(path));
     info = await lstat(path);
   }
   if (info === null || info.isSymbolicLink() || !info.isDirectory()) throw options.refused();

@@ -1,4 +1,5 @@
-import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, existsSync, fsyncSync, linkSync, mkdirSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 
@@ -14,6 +15,16 @@ export function fsyncDir(dir: string): void {
     fsyncSync(fd);
   } finally {
     closeSync(fd);
+  }
+}
+
+/** The same without blocking the event loop: for folders made while requests are served. */
+export async function syncFolder(dir: string): Promise<void> {
+  const fd = await open(dir, constants.O_RDONLY);
+  try {
+    await fd.sync();
+  } finally {
+    await fd.close();
   }
 }
 

@@ -25,7 +25,9 @@ const MAX_TRIES = 50;
 
 const fresh = () => `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 
-const notFound = (err: unknown) => /stream not found/i.test(String((err as Error).message)) || (err as { api_error?: { err_code?: number } }).api_error?.err_code === 10059;
+/** JetStream's "stream not found", by its code (not its words). */
+const JS_STREAM_NOT_FOUND = 10059;
+const notFound = (err: unknown) => (err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_STREAM_NOT_FOUND;
 
 type Settings = Partial<StreamConfig> & { name: string; num_replicas: number };
 
