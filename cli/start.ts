@@ -192,10 +192,14 @@ export async function startProcess(config: Config, options: { logDestination?: N
     }
     // Every store is open now: the data dir and all of Pier's files in it become private.
     await makePrivate(config.dataDir, [config.upload.root]);
-    watch.at('the edge to open its history and listeners');
-    if (config.roles.includes('edge')) running.push(named('edge', await startEdge(as('edge'))));
-    watch.at('the admin listener');
-    if (config.roles.includes('admin')) running.push(named('admin', await startAdmin(as('admin'))));
+    if (config.roles.includes('edge')) {
+      watch.at('the edge to open its history and listeners');
+      running.push(named('edge', await startEdge(as('edge'))));
+    }
+    if (config.roles.includes('admin')) {
+      watch.at('the admin listener');
+      running.push(named('admin', await startAdmin(as('admin'))));
+    }
     if (config.probePort !== null) {
       const probe = await startProbeServer({ host: config.bindHost, port: config.probePort, bus, cache, metrics, adminHosts: config.adminHosts });
       running.push(named('probe listener', probe));
