@@ -83,11 +83,21 @@ export class NatsServer {
   async restart(downMs = 0): Promise<void> {
     await this.kill();
     if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
+    await this.relaunch();
+  }
+
+  /**
+   * Starts a killed server again on the same port and store; resolves once it accepts connections
+   * (within `waitMs`: a node recovering a large store, or every node of a cluster at once, may take
+   * longer than the 10 s a lone restart gets).
+   */
+  async relaunch(waitMs = 10_000): Promise<void> {
+    if (this.alive) throw new Error(`nats-server on port ${this.port} is still running`);
     const args = this.args.map((a, i) => (this.args[i - 1] === '-p' ? String(this.port) : a));
     this.proc = spawn(BIN, args, { stdio: 'ignore', env: { ...process.env, PATH }, cwd: this.cwd });
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + waitMs;
     while (!(await probe(this.port))) {
-      if (Date.now() > deadline) throw new Error('nats-server did not restart');
+      if (Date.now() > deadline) throw new Error(`nats-server on port ${this.port} did not accept connections within ${waitMs} ms of its restart`);
       await new Promise((r) => setTimeout(r, 25));
     }
   }
@@ -128,10 +138,11 @@ export function freeLoopbackPort(): Promise<number> {
 }
 
 /**
- * `n` nats-server nodes with JetStream, clustered (each its own store folder under `dir`): the
- * replicated-state shape of docs/operations.md "How writes stay correct" on one machine.
+ * `n` nats-server nodes with JetStream, clustered (each its own store folder under `storeDir`,
+ * `dir` unless told): the replicated-state shape of docs/operations.md "How writes stay correct" on
+ * one machine.
  */
-export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: number) => string[] = () => []): Promise<NatsServer[]> {
+export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: number) => string[] = () => [], storeDir = dir): Promise<NatsServer[]> {
   // Ports are picked free, then bound by the servers: another test may take one in between. Then
   // the whole cluster starts again on new ports (the routes name them all).
   for (let attempt = 1; ; attempt++) {
@@ -141,7 +152,7 @@ export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: n
       clients.map((port, i) =>
         NatsServer.start(
           [
-            '-js', '-sd', join(dir, `js-${i + 1}`), '--server_name', `n${i + 1}`, '--cluster_name', 'pier',
+            '-js', '-sd', join(storeDir, `js-${i + 1}`), '--server_name', `n${i + 1}`, '--cluster_name', 'pier',
             '--cluster', `nats://127.0.0.1:${routes[i]}`,
             '--routes', routes.filter((_, j) => j !== i).map((r) => `nats://127.0.0.1:${r}`).join(','),
             ...extraArgs(i),

@@ -23,8 +23,11 @@ export class SecureBus {
    * `combos`: extra identities for processes running several roles (`{ 'edge-admin': ['edge', 'admin'] }`).
    * `sniffer`: also a user `sniffer`/`sniffer` in the service account that may hear everything (a
    * test's eyes on the wire; never part of a real set-up).
+   * `storeDir`: where a cluster's nodes keep their JetStream stores (a chaos run's power-cut disk);
+   * `defaultSync`: without `sync_interval: always` (nats-server's default, for showing what a power
+   * cut then loses; never a real set-up).
    */
-  static async start(dir: string, combos: Record<string, BusRole[]> = {}, options: { jetstream?: boolean; nodes?: number; sniffer?: boolean } = {}): Promise<SecureBus> {
+  static async start(dir: string, combos: Record<string, BusRole[]> = {}, options: { jetstream?: boolean; nodes?: number; sniffer?: boolean; storeDir?: string; defaultSync?: boolean } = {}): Promise<SecureBus> {
     const busDir = join(dir, 'bus');
     mkdirSync(busDir, { recursive: true });
     writeBusInit(busDir, planIdentities(combos));
@@ -38,10 +41,11 @@ export class SecureBus {
     const conf = join(busDir, 'nats.conf');
     const nodes = options.nodes ?? 1;
     // On disk before it acknowledges (docs/operations.md "What an acknowledgement means"); a cluster's nodes add -js -sd.
-    const jetstream = options.jetstream && nodes === 1 ? ['jetstream {', `  store_dir: ${JSON.stringify(join(busDir, 'js'))}`, `  ${SYNC_ALWAYS}`, '}'] : nodes > 1 ? ['jetstream {', `  ${SYNC_ALWAYS}`, '}'] : [];
+    const sync = options.defaultSync ? [] : [`  ${SYNC_ALWAYS}`];
+    const jetstream = options.jetstream && nodes === 1 ? ['jetstream {', `  store_dir: ${JSON.stringify(join(busDir, 'js'))}`, ...sync, '}'] : nodes > 1 ? ['jetstream {', ...sync, '}'] : [];
     writeFileSync(conf, ['include ./auth.conf', 'tls {', `  cert_file: ${JSON.stringify(server.cert)}`, `  key_file: ${JSON.stringify(server.key)}`, '  timeout: 2', '}', ...jetstream, ''].join('\n'));
     if (nodes === 1) return new SecureBus([await NatsServer.start(['-c', conf])], busDir, ca);
-    return new SecureBus(await startJetStreamCluster(busDir, nodes, () => ['-c', conf]), busDir, ca);
+    return new SecureBus(await startJetStreamCluster(busDir, nodes, () => ['-c', conf], options.storeDir ?? busDir), busDir, ca);
   }
 
   get url(): string {
