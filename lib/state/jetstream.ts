@@ -22,7 +22,18 @@ export const jsNoMessage = (err: unknown): boolean => {
   return api?.code === 404 || api?.err_code === 10037 || api?.err_code === 10057;
 };
 
-/** Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders), for up to 30 s. */
+/**
+ * JetStream's "stream not found" (JSStreamNotFoundErr). Right after a stream is made (by this
+ * replica or one racing it) a server may still answer its info so: a fresh chaos cluster's second
+ * token replica stopped at start with `pier: 404: stream not found`.
+ */
+export const JS_STREAM_NOT_FOUND = 10059;
+
+/**
+ * Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders, a stream
+ * just made not known yet to the server asked), for up to 30 s. `fn` makes what it needs (ensureStream)
+ * before it reads it, so a stream truly missing is made again on the next try.
+ */
 export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 30_000): Promise<T> {
   const end = Date.now() + deadlineMs;
   for (;;) {
@@ -32,7 +43,8 @@ export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 3
       // A setting to change (a stream too large, too many copies asked): waiting will not change it.
       if (err instanceof ConfigError) throw err;
       const text = String((err as Error).message);
-      const starting = /temporarily unavailable|TIMEOUT|no responders|insufficient resources|no suitable peers/i.test(text) || (err as { code?: string }).code === '503';
+      const notYetKnown = (err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_STREAM_NOT_FOUND;
+      const starting = notYetKnown || /temporarily unavailable|TIMEOUT|no responders|insufficient resources|no suitable peers/i.test(text) || (err as { code?: string }).code === '503';
       if (!starting || Date.now() > end) throw err;
       sayWaiting(`JetStream: ${text}`);
       await new Promise((r) => setTimeout(r, 250));

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { JetStreamManager, StreamConfig, StreamInfo } from 'nats';
-import { ensureStream } from '../../../lib/state/jetstream.js';
+import { ensureStream, JS_STREAM_NOT_FOUND } from '../../../lib/state/jetstream.js';
 
 /**
  * The epoch of the gateway history stream (docs/gateway.md "History and recovery"): the name every
@@ -25,8 +25,6 @@ const MAX_TRIES = 50;
 
 const fresh = () => `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 
-/** JetStream's "stream not found", by its code (not its words). */
-const JS_STREAM_NOT_FOUND = 10059;
 const notFound = (err: unknown) => (err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_STREAM_NOT_FOUND;
 
 type Settings = Partial<StreamConfig> & { name: string; num_replicas: number };

@@ -16,6 +16,7 @@ import './peers-goodbye.test.js';
 import './peers-proof.test.js';
 import './presence.test.js';
 import './record-format.test.js';
+import './retry-while-starting.test.js';
 import './start-watch.test.js';
 import './stream-follower.test.js';
 import './trace-config.test.js';
