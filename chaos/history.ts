@@ -41,6 +41,8 @@ export class History {
   }
 
   private write(line: Omit<HistoryLine, 't' | 'n'>): void {
+    // A workload still running when a failed run closed the history has nothing left to add.
+    if (this.out.writableEnded) return;
     const full = { t: Date.now(), n: this.n++, ...this.stamp, ...line } as HistoryLine;
     this.lines.push(full);
     this.out.write(`${JSON.stringify(full)}\n`);

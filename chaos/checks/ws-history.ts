@@ -64,6 +64,8 @@ export interface Parsed {
   /** Each edge's deaths (kill -9 or drain): when its `down` line was written. */
   downs: Array<{ target: string; kind: string; t: number; startedAt: number }>;
   endOfHistory: number;
+  /** Power cuts (every node off at once): from the cut to every node back. */
+  powerCuts: Array<{ from: number; to: number }>;
 }
 
 /**
@@ -89,12 +91,15 @@ export function parse(lines: readonly HistoryLine[]): Parsed {
     natsWindows: [],
     downs: [],
     endOfHistory: lines.length > 0 ? lines[lines.length - 1].t : 0,
+    powerCuts: [],
   };
   const openFaults = new Map<string, HistoryLine>();
   for (const l of lines) {
     if (isFault(l)) {
       const target = str(l.target) ?? '';
       if (l.op === 'kill -9' || l.op === 'drain' || l.op === 'pause') openFaults.set(target, l);
+      if (l.op === 'power cut') out.powerCuts.push({ from: l.t, to: out.endOfHistory });
+      if (l.op === 'power on' && out.powerCuts.length > 0) out.powerCuts[out.powerCuts.length - 1].to = l.t;
       if (l.op === 'pause') out.lossWindows.push({ target, from: l.t, to: l.t + (num(l.downMs) ?? 0), what: `pause of ${target} at n=${l.n}` });
       // An edge on that node reconnects elsewhere: it may not hear itself for the death bound, and fence itself (4003).
       if (l.op === 'nats restart') out.natsWindows.push({ target, from: l.t, to: l.t + (num(l.downMs) ?? 0) + out.peerDeadMs, what: `restart of ${target} at n=${l.n}` });

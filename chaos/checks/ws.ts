@@ -26,6 +26,12 @@ import { checkWsUpgrade, hasUpgrade } from './ws-upgrade.js';
 /** A killed edge's connection gets its close within peerDeadMs plus this. */
 export const CLOSE_SLACK_MS = 10_000;
 
+/**
+ * How long after its client ended an edge may still hold a connection's unsettled events and its
+ * close: the callback retry period (docs/gateway.md). An edge lost within it loses them.
+ */
+export const HELD_AFTER_END_MS = 60_000;
+
 const edgeOfConn = (p: Parsed, connId: string) => p.edgeOf.get(connId.slice(0, connId.indexOf('.')));
 const short = (connId: string) => (connId.length > 20 ? `${connId.slice(0, 20)}…` : connId);
 
@@ -49,7 +55,8 @@ const endedByEdge = (code: number) => code === 1001 || code === 1009 || code ===
 function lossExcuse(p: Parsed, client: Client, conn: Conn | undefined): LossWindow | undefined {
   const from = client.invokedAt;
   const closeAt = conn?.events.find((e) => e.action === 'close')?.t;
-  const to = closeAt ?? client.endedAt ?? p.endOfHistory;
+  // No close came (only a power cut may excuse that: checked apart): its edge held the events up to the retry period after the end.
+  const to = closeAt ?? (client.endedAt !== undefined ? client.endedAt + HELD_AFTER_END_MS : p.endOfHistory);
   const target = conn ? edgeOfConn(p, conn.connId) : undefined;
   const overlaps = (w: LossWindow, end: number) => w.from <= end && w.to >= from;
   const edgeFault = p.lossWindows.find((w) => (target === undefined || w.target === target) && w.target.startsWith('edge') && overlaps(w, to));
@@ -136,8 +143,21 @@ export function checkWs(lines: readonly HistoryLine[]): Verdict[] {
 
   const oneClose: string[] = [];
   const afterClose: string[] = [];
+  // A connection open when every node lost power at once, or ended within the retry period before
+  // (its edge may still have held its events and close): nothing that knew it survived (its edge and
+  // every callback replica held it in memory: docs/gateway.md "The exact loss window"), so no close
+  // can come. Counted, not excused elsewhere: its other callbacks are judged as ever.
+  let closesLostToPowerCuts = 0;
+  const openAtPowerCut = (c: Conn) => {
+    const client = [...c.clients].map((id) => p.clients.get(id)).find((x) => x !== undefined);
+    return p.powerCuts.some((cut) => (c.all[0]?.t ?? Infinity) <= cut.from && (client?.endedAt ?? Infinity) + HELD_AFTER_END_MS >= cut.from);
+  };
   for (const c of conns) {
     const closes = c.events.filter((e) => e.action === 'close');
+    if (closes.length === 0 && openAtPowerCut(c)) {
+      closesLostToPowerCuts++;
+      continue;
+    }
     if (closes.length === 0) oneClose.push(`${short(c.connId)}: no close (last callback ${c.events[c.events.length - 1]?.action} at n=${c.events[c.events.length - 1]?.n})`);
     if (closes.length > 1) oneClose.push(`${short(c.connId)}: ${closes.length} closes (event ids ${closes.map((e) => e.eventId).join(', ')})`);
     if (closes.length === 0) continue;
@@ -164,6 +184,7 @@ export function checkWs(lines: readonly HistoryLine[]): Verdict[] {
     if (close && close.t <= down.startedAt) continue;
     if (!close && client?.endedAt !== undefined && client.endedAt <= down.startedAt) continue;
     killed++;
+    if (!close && p.powerCuts.some((cut) => down.startedAt >= cut.from && down.startedAt <= cut.to)) continue; // nothing survived to close it (counted above)
     if (!close) late.push(`${short(c.connId)} on ${target}: ${down.kind} (down at t=${down.t}) and no close ever came`);
     else if (close.t > down.t + bound) late.push(`${short(c.connId)} on ${target}: close ${close.t - down.t} ms after ${down.kind} was down (bound ${bound} ms), n=${close.n}`);
   }
@@ -213,7 +234,7 @@ export function checkWs(lines: readonly HistoryLine[]): Verdict[] {
     { check: 'ws: a close that says how many events it follows comes after all of them', checked: counted.checked, anomalies: counted.anomalies },
     { check: 'ws: every callback is signed with the app\'s callback key (derived from its secret)', checked: conns.reduce((n, c) => n + c.all.length, 0), anomalies: signed },
     // Not a property: the counts a reader needs to judge how much the run exercised.
-    { check: `ws: (info) lost to edge faults: ${excused} clients; unnamed conns: ${unnamed}; redelivered after close: ${redeliveredAfterClose}`, checked: opened.length, anomalies: [] },
+    { check: `ws: (info) lost to edge faults: ${excused} clients; unnamed conns: ${unnamed}; redelivered after close: ${redeliveredAfterClose}; closes lost to power cuts: ${closesLostToPowerCuts}`, checked: opened.length, anomalies: [] },
     // A rolling upgrade holds a stricter rule than faults do: only the edge being replaced closes connections.
     ...(hasUpgrade(lines) ? checkWsUpgrade(lines, p) : []),
   ];

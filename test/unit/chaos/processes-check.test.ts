@@ -25,3 +25,13 @@ test('an exit the injector did not cause is an anomaly', (t) => {
   const verdicts = checkProcesses([line(1, { kind: 'process', op: 'exited', target: 'edge-1', code: 1 })]);
   t.deepEqual(verdicts.find((v) => v.check.startsWith('no process exited'))!.anomalies, ['edge-1 exited (1)']);
 });
+
+test('a fault lane that failed (a power cut refused, say) fails the run, naming the lane and why', (t) => {
+  const verdicts = checkProcesses([
+    line(1, { kind: 'fault', op: 'power cut', target: 'every node' }),
+    line(2, { kind: 'fault', op: 'lane failed', target: 'power', error: 'Error: lossyfs: cut refused: 1 file(s) still open on the mount after 20000 ms (/x/f)' }),
+  ]);
+  const lanes = verdicts.find((v) => v.check.startsWith('the fault injector ran every lane'))!;
+  t.is(lanes.anomalies.length, 1);
+  t.regex(lanes.anomalies[0], /^the power lane failed: .*cut refused/);
+});

@@ -234,3 +234,36 @@ test('a client told 4003 (its edge fenced itself) is excused a lost tail only wh
   t.is(gap.length, 1, gap.join('; '));
   t.regex(gap[0]!, /c3: message 2 missing while later ones arrived/);
 });
+
+/** The story with edge-1's kill -9 as part of a power cut of every node (chaos/power-cut.ts), A2's close never coming. */
+function powerCutStory(x: Twists = {}): HistoryLine[] {
+  const out: HistoryLine[] = [];
+  for (const l of story(x)) {
+    if (l.op === 'callback' && l.conn_id === A2 && l.action === 'close') continue;
+    if (l.kind === 'fault' && l.op === 'kill -9') out.push({ ...l, n: l.n - 0.5, op: 'power cut', target: 'every node' }, { ...l, cause: 'power cut' });
+    else if (l.kind === 'fault' && l.op === 'healed') out.push(l, { ...l, n: l.n + 0.5, op: 'power on', target: 'every node' });
+    else out.push(l);
+  }
+  return out;
+}
+
+test('a power cut of every node: the close of a connection open at the cut is counted as lost with it, not an anomaly', (t) => {
+  const verdicts = checkWs(powerCutStory());
+  t.deepEqual(verdicts.filter((v) => v.anomalies.length > 0).map((v) => `${v.check}: ${v.anomalies.join('; ')}`), []);
+  t.truthy(verdicts.find((v) => v.check.includes('closes lost to power cuts: 1')), verdicts.map((v) => v.check).join(' | '));
+  // Without the power cut line, the same history is the kill -9 whose close never came.
+  const plain = powerCutStory().filter((l) => l.op !== 'power cut' && l.op !== 'power on');
+  t.is(verdict(checkWs(plain), CHECKS.oneClose).anomalies.length, 1);
+});
+
+test('a power cut within the retry period after a client ended excuses its missing close (its edge may still have held it), not one later', (t) => {
+  // c1 ended a few lines before the cut: its edge may still have held its close.
+  t.deepEqual(verdict(checkWs(powerCutStory({ missingClose: true })), CHECKS.oneClose).anomalies, []);
+  // The same cut 61 s later: the close was owed long before, and its absence is an anomaly.
+  const lines = powerCutStory({ missingClose: true });
+  const cutAt = lines.find((l) => l.op === 'power cut')!.n;
+  const later = lines.map((l) => (l.n >= cutAt ? { ...l, t: l.t + 61_000 } : l));
+  const anomalies = verdict(checkWs(later), CHECKS.oneClose).anomalies;
+  t.is(anomalies.length, 1, anomalies.join('; '));
+  t.regex(anomalies[0], /conn-a1.*: no close/);
+});
