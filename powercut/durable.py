@@ -11,6 +11,9 @@ The live tree is the backing directory itself; this module keeps, beside it, wha
 - cross-directory renames since the last fsync of either directory, in order. A rename lands whole
   (out of one directory and into the other at once, as a journal replays it) when either of its
   directories is fsync'd, together with every earlier pending rename: the durable tree stays a tree.
+- with `journal` (lossyfs.py --journal), names as a journaling filesystem keeps them: a full fsync
+  of anything (a file or a folder, not an fdatasync) commits every name change made before it, in
+  every folder, as ext4's or XFS's one running journal transaction does. File data stays per file.
 
 A cut rebuilds the backing directory from the durable tree. Inode numbers are this model's own,
 never reused, and kept across a cut: what survives a cut keeps its inode number.
@@ -71,8 +74,10 @@ def copy_range(src, dst, offset, length):
 class Durable:
     """The live tree's inodes and their durable state."""
 
-    def __init__(self, root, state):
+    def __init__(self, root, state, journal=False):
         self.root = root  # bytes: the backing directory
+        self.journal = journal  # a full fsync of anything commits every name change (commit_names)
+        self.named = set()  # with journal: folders whose live entries changed since the last commit_names
         self.files = os.path.join(state, b'files')
         os.makedirs(self.files, exist_ok=True)
         self.nodes = {}
@@ -108,8 +113,12 @@ class Durable:
     def link(self, parent, name, node):
         parent.live[name] = node.ino
         node.links.add((parent.ino, name))
+        if self.journal:
+            self.named.add(parent.ino)
 
     def unlink(self, parent, name):
+        if self.journal:
+            self.named.add(parent.ino)
         ino = parent.live.pop(name, None)
         if ino is not None:
             self.nodes[ino].links.discard((parent.ino, name))
@@ -230,6 +239,17 @@ class Durable:
         if st is not None:  # fsync, not fdatasync: the folder's own mode and owner too
             d.mode, d.owner = stat.S_IMODE(st.st_mode), (st.st_uid, st.st_gid)
 
+    def commit_names(self):
+        """With `journal`, a full fsync: every folder's durable entries become its live ones (a journal commit)."""
+        if not self.journal:
+            return
+        for ino in self.named:
+            d = self.nodes.get(ino)
+            if d is not None:
+                d.durable = dict(d.live)
+        self.named.clear()
+        self.moves = []  # landed: both sides of each are among the folders just committed
+
     # --- the cut ---
 
     def durable_tree(self):
@@ -276,6 +296,7 @@ class Durable:
             if self.nodes.pop(ino).kind == 'file' and os.path.exists(self.shadow(ino)):
                 os.unlink(self.shadow(ino))
         self.moves = []
+        self.named.clear()
         return {'kept': len(order), 'dropped': len(dropped)}
 
     def materialize(self, node, path):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """lossyfs: a FUSE passthrough that behaves like a disk with a volatile cache (powercut/README.md).
 
-    /usr/bin/python3 powercut/lossyfs.py BACKING MOUNTPOINT --state DIR [--trace]
+    /usr/bin/python3 powercut/lossyfs.py BACKING MOUNTPOINT --state DIR [--trace] [--journal]
 
 Mounts BACKING at MOUNTPOINT. Reads see everything; what a power cut keeps is only what was
 synced (durable.py). Commands, one line each on the unix socket DIR/control.sock, one line back
@@ -289,9 +289,11 @@ class LossyOps(pyfuse3.Operations):
             # durable what the caller never synced.
             h.synced_by_write = False
             self.log('fsync', self.model.path(h.node), 'of an O_(D)SYNC write: done at the write')
-            return
-        self.model.sync_file(h.node, h.fd, metadata=not datasync)
-        self.log('fsync', self.model.path(h.node), 'data' if datasync else 'all')
+        else:
+            self.model.sync_file(h.node, h.fd, metadata=not datasync)
+            self.log('fsync', self.model.path(h.node), 'data' if datasync else 'all')
+        if not datasync:
+            self.model.commit_names()
 
     # --- directories ---
 
@@ -323,6 +325,8 @@ class LossyOps(pyfuse3.Operations):
     def fsyncdir(self, ino, datasync):
         node = self.node(ino)
         self.model.sync_dir(node, None if datasync else os.lstat(self.model.path(node)))
+        if not datasync:
+            self.model.commit_names()
         self.log('fsyncdir', self.model.path(node))
 
     @fuse_errors
@@ -372,13 +376,14 @@ def main():
     p.add_argument('mountpoint')
     p.add_argument('--state', required=True, help='a directory of its own for the durable copies and control.sock')
     p.add_argument('--trace', action='store_true', help='log namespace changes and syncs to stderr')
+    p.add_argument('--journal', action='store_true', help='names as a journaling filesystem (ext4, XFS) keeps them: a full fsync of anything commits every name change before it')
     a = p.parse_args()
     os.umask(0)  # the kernel applied the caller's umask to every mode it sends
     os.makedirs(a.state, exist_ok=True)
     sock = os.path.join(a.state, 'control.sock')
     if os.path.exists(sock):
         os.unlink(sock)
-    model = Durable(os.fsencode(os.path.abspath(a.backing)), os.fsencode(os.path.abspath(a.state)))
+    model = Durable(os.fsencode(os.path.abspath(a.backing)), os.fsencode(os.path.abspath(a.state)), journal=a.journal)
     model.scan()
     ops = LossyOps(model, a.trace)
     options = set(pyfuse3.default_options) | {'fsname=lossyfs', 'subtype=lossyfs'}

@@ -52,13 +52,17 @@ export class LossyFs {
     return LossyFs.unavailable() === undefined;
   }
 
-  /** Mounts `backingDir` (its content as it is counts as durable) at `mountDir`. */
-  static async mount(backingDir: string, mountDir: string, options: { trace?: boolean } = {}): Promise<LossyFs> {
+  /**
+   * Mounts `backingDir` (its content as it is counts as durable) at `mountDir`. `journal`: names as
+   * a journaling filesystem (ext4, XFS) keeps them, a full fsync of any file or folder committing
+   * every name change made before it (powercut/README.md); by default only a folder's fsync does.
+   */
+  static async mount(backingDir: string, mountDir: string, options: { trace?: boolean; journal?: boolean } = {}): Promise<LossyFs> {
     const why = LossyFs.unavailable();
     if (why) throw new Error(`lossyfs: cannot mount: ${why}`);
     const [backing, mount] = [realpathSync(backingDir), realpathSync(mountDir)];
     const state = mkdtempSync(join(tmpdir(), 'lossyfs-'));
-    const args = ['-B', DAEMON, backing, mount, '--state', state, ...(options.trace ? ['--trace'] : [])];
+    const args = ['-B', DAEMON, backing, mount, '--state', state, ...(options.trace ? ['--trace'] : []), ...(options.journal ? ['--journal'] : [])];
     const proc = spawn(PYTHON, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     const fs = new LossyFs(proc, backing, mount, state);
     let ready = false;
