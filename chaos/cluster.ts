@@ -7,6 +7,7 @@ import { pierEnv } from '../test/helpers/pier.js';
 import { SecureBus } from '../test/helpers/secure-bus.js';
 import { KEYRING_ROLES } from '../lib/config/config.js';
 import { until } from '../test/helpers/wait.js';
+import { mkdirDurable } from '../lib/state/durable-files.js';
 import { ChaosProcess, THIS_BUILD, type Build } from './processes.js';
 
 /** The listeners haproxy balances over the edges, by the name of their port in Pier's config. */
@@ -28,6 +29,16 @@ export interface ClusterOptions {
   build?: Build;
   /** The edges' PIER_DRAIN_MS (0: none): /readyz answers 503 that long before they stop on SIGTERM. */
   edgeDrainMs?: number;
+  /**
+   * Where what Pier keeps lives: every Pier process's data dir and the upload root (a power-cut
+   * disk of `--power-cuts`; the cluster folder unless told).
+   * Configuration (certificates, identities, anchors) and logs stay in the cluster folder.
+   */
+  stateRoot?: string;
+  /** Where the NATS nodes keep their JetStream stores (`<stateRoot>/nats` unless told). */
+  natsStoreDir?: string;
+  /** The NATS nodes without `sync_interval: always` (`--nats-default-sync`: what a power cut then loses). */
+  natsDefaultSync?: boolean;
 }
 
 /**
@@ -52,15 +63,20 @@ export class ChaosCluster {
   private constructor(
     readonly dir: string,
     readonly bus: SecureBus,
+    readonly stateRoot: string,
   ) {
-    this.uploadRoot = join(dir, 'uploads');
+    this.uploadRoot = join(stateRoot, 'uploads');
   }
 
   static async start(dir: string, options: ClusterOptions, onUnexpectedExit: (name: string, code: number | null, signal: string | null) => void): Promise<ChaosCluster> {
-    const bus = await SecureBus.start(dir, {}, { nodes: 3 });
-    const cluster = new ChaosCluster(dir, bus);
+    const stateRoot = options.stateRoot ?? dir;
+    const storeDir = options.natsStoreDir ?? join(stateRoot, 'nats');
+    mkdirSync(storeDir, { recursive: true });
+    const bus = await SecureBus.start(dir, {}, { nodes: 3, storeDir, defaultSync: options.natsDefaultSync });
+    const cluster = new ChaosCluster(dir, bus, stateRoot);
     try {
-      mkdirSync(cluster.uploadRoot, { recursive: true });
+      // The operator's folder, made durable as an operator's would be on a real disk (a power-cut disk loses an unsynced one).
+      mkdirDurable(cluster.uploadRoot);
       const shared = {
         ...cluster.secrets,
         PIER_STATE: 'jetstream',
@@ -78,7 +94,7 @@ export class ChaosCluster {
         // As in production: the master key only where a role uses it; the bus anchors elsewhere.
         const keyring = roles.split(',').some((r) => (KEYRING_ROLES as readonly string[]).includes(r));
         const trust = keyring ? {} : { PIER_MASTER_KEY: '', ...bus.anchorEnv(cluster.secrets.PIER_MASTER_KEY) };
-        const env = pierEnv(join(dir, name), { ...shared, ...bus.envFor(identity), ...ports, ...trust });
+        const env = pierEnv(join(stateRoot, name), { ...shared, ...bus.envFor(identity), ...ports, ...trust });
         const drain: Record<string, string> = roles === 'edge' && options.edgeDrainMs ? { PIER_DRAIN_MS: String(options.edgeDrainMs), PIER_STOP_TIMEOUT_MS: String(options.edgeDrainMs + 8_000) } : {};
         const p = new ChaosProcess(name, roles, { ...env, ...drain }, (proc, code, signal, tail) => {
           cluster.unexpectedExits.push({ name: proc.name, code, signal, tail: tail.slice(-4000) });
@@ -88,22 +104,29 @@ export class ChaosCluster {
         cluster.processes.set(name, p);
         return p;
       };
-      // The registry first (the others read it), then every other replica at once.
       const replicas = Array.from({ length: options.replicas ?? 2 }, (_, i) => i + 1);
-      const registries: ChaosProcess[] = [];
-      for (const i of replicas) registries.push(await add(`registry-${i}`, 'registry', 'registry', []));
-      await Promise.all(registries.map((p) => p.start()));
-      const others: ChaosProcess[] = [];
-      for (const role of ACTOR_ROLES.filter((r) => r !== 'registry')) for (const i of replicas) others.push(await add(`${role}-${i}`, role, role, []));
-      others.push(await add('admin', 'admin', 'admin', ['admin']));
-      for (const i of [1, 2]) others.push(await add(`edge-${i}`, 'edge', 'edge', [...BALANCED]));
-      await Promise.all(others.map((p) => p.start()));
+      for (const i of replicas) await add(`registry-${i}`, 'registry', 'registry', []);
+      for (const role of ACTOR_ROLES.filter((r) => r !== 'registry')) for (const i of replicas) await add(`${role}-${i}`, role, role, []);
+      await add('admin', 'admin', 'admin', ['admin']);
+      for (const i of [1, 2]) await add(`edge-${i}`, 'edge', 'edge', [...BALANCED]);
+      await cluster.startInOrder((p) => p.start());
       await cluster.startHaproxy();
       return cluster;
     } catch (err) {
       await cluster.stop();
       throw err;
     }
+  }
+
+  /**
+   * Starts every process the way a cluster comes up: the registry replicas first (the others read
+   * it), then every other one at once. `start` is how one process is started (a first start, or a
+   * restart that records its failures).
+   */
+  async startInOrder(start: (p: ChaosProcess) => Promise<void>): Promise<void> {
+    const all = [...this.processes.values()];
+    await Promise.all(all.filter((p) => p.roles === 'registry').map(start));
+    await Promise.all(all.filter((p) => p.roles !== 'registry').map(start));
   }
 
   get adminUrl(): string {

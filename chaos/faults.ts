@@ -2,8 +2,9 @@ import type { ChaosCluster } from './cluster.js';
 import type { ChaosProcess } from './processes.js';
 import type { History } from './history.js';
 import type { Rng } from './random.js';
+import { FaultGate, powerCutLane, type PowerCutDisks } from './power-cut.js';
 
-export type FaultKind = 'kill -9' | 'pause' | 'drain' | 'nats restart';
+export type FaultKind = 'kill -9' | 'pause' | 'drain' | 'nats restart' | 'power cut';
 
 export interface FaultContext {
   cluster: ChaosCluster;
@@ -12,6 +13,8 @@ export interface FaultContext {
   /** No fault starts after this (ms since the epoch); the one running then is finished. */
   deadline: number;
   log: (message: string) => void;
+  /** With a power-cut disk under the cluster's state, a third lane cuts the power of every node (power-cut.ts). */
+  disk?: PowerCutDisks;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -25,10 +28,17 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
  * Every fault is in the history with its target and times.
  */
 export async function injectFaults(ctx: FaultContext): Promise<void> {
-  await Promise.all([pierLane(ctx), natsLane(ctx)]);
+  const gate = new FaultGate();
+  // A lane that fails stops (the history says why: the processes check fails the run), the others go on.
+  const lane = (name: string, run: Promise<void>) =>
+    run.catch((err: unknown) => {
+      ctx.history.info('fault', 'lane failed', { target: name, error: String((err as Error)?.stack ?? err).slice(0, 2000) });
+      ctx.log(`fault lane ${name} failed: ${String((err as Error)?.message ?? err)}`);
+    });
+  await Promise.all([lane('pier', pierLane(ctx, gate)), lane('nats', natsLane(ctx, gate)), ctx.disk ? lane('power', powerCutLane(ctx, ctx.disk, gate)) : Promise.resolve()]);
 }
 
-async function pierLane(ctx: FaultContext): Promise<void> {
+async function pierLane(ctx: FaultContext, gate: FaultGate): Promise<void> {
   const rng = ctx.rng.fork('pier');
   const names = [...ctx.cluster.processes.keys()];
   for (let i = 0; i < 10_000 && Date.now() < ctx.deadline; i++) {
@@ -38,23 +48,28 @@ async function pierLane(ctx: FaultContext): Promise<void> {
     const roll = rng.next();
     const kind: FaultKind = target.roles === 'edge' && roll < 0.2 ? 'drain' : roll < 0.6 ? 'kill -9' : 'pause';
     const downMs = rng.int(500, 3_000);
-    ctx.history.info('fault', kind, { target: target.name, roles: target.roles, downMs });
-    ctx.log(`fault: ${kind} ${target.name} for ${downMs} ms`);
-    if (kind === 'pause') {
-      target.pause();
-      await sleep(downMs);
-      target.resume();
-    } else {
-      await (kind === 'drain' ? target.drain() : target.kill());
-      ctx.history.info('fault', 'down', { target: target.name, roles: target.roles, fault: kind });
-      await sleep(downMs);
-      await restartPier(ctx, target.name);
-    }
-    ctx.history.info('fault', 'healed', { target: target.name, fault: kind });
+    await gate.shared(() => pierFault(ctx, target.name, kind, downMs));
   }
 }
 
-async function natsLane(ctx: FaultContext): Promise<void> {
+async function pierFault(ctx: FaultContext, name: string, kind: FaultKind, downMs: number): Promise<void> {
+  const target = ctx.cluster.processes.get(name)!;
+  ctx.history.info('fault', kind, { target: target.name, roles: target.roles, downMs });
+  ctx.log(`fault: ${kind} ${target.name} for ${downMs} ms`);
+  if (kind === 'pause') {
+    target.pause();
+    await sleep(downMs);
+    target.resume();
+  } else {
+    await (kind === 'drain' ? target.drain() : target.kill());
+    ctx.history.info('fault', 'down', { target: target.name, roles: target.roles, fault: kind });
+    await sleep(downMs);
+    await restartPier(ctx, target.name);
+  }
+  ctx.history.info('fault', 'healed', { target: target.name, fault: kind });
+}
+
+async function natsLane(ctx: FaultContext, gate: FaultGate): Promise<void> {
   const rng = ctx.rng.fork('nats');
   const nodes = ctx.cluster.bus.nodes;
   for (let i = 0; i < 10_000 && Date.now() < ctx.deadline; i++) {
@@ -62,12 +77,14 @@ async function natsLane(ctx: FaultContext): Promise<void> {
     if (Date.now() >= ctx.deadline) break;
     const index = rng.int(0, nodes.length - 1);
     const downMs = rng.int(500, 3_000);
-    ctx.history.info('fault', 'nats restart', { target: `nats-${index + 1}`, downMs });
-    ctx.log(`fault: nats-${index + 1} kill -9, back after ${downMs} ms`);
-    await nodes[index].restart(downMs);
-    ctx.history.info('fault', 'healed', { target: `nats-${index + 1}`, fault: 'nats restart' });
-    // The node catches up with its streams before the next NATS fault (quorum is kept throughout).
-    await sleep(2_000);
+    await gate.shared(async () => {
+      ctx.history.info('fault', 'nats restart', { target: `nats-${index + 1}`, downMs });
+      ctx.log(`fault: nats-${index + 1} kill -9, back after ${downMs} ms`);
+      await nodes[index].restart(downMs);
+      ctx.history.info('fault', 'healed', { target: `nats-${index + 1}`, fault: 'nats restart' });
+      // The node catches up with its streams before the next NATS fault (quorum is kept throughout).
+      await sleep(2_000);
+    });
   }
 }
 

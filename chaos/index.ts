@@ -5,14 +5,17 @@ import { chaosRun, verdictTable } from './run.js';
 import type { Checker, Workload } from './workload.js';
 
 /**
- * `npm run chaos [-- --minutes N --seed S --only a,b --no-faults --dir D]`: the production shape
- * under a seeded stream of faults and a mixed workload, then the checkers' verdict table. Exit 0
- * when every check holds, 1 otherwise. The history stays in the run folder for inspection.
+ * `npm run chaos [-- --minutes N --seed S --only a,b --no-faults --power-cuts --nats-default-sync --dir D]`:
+ * the production shape under a seeded stream of faults and a mixed workload, then the checkers'
+ * verdict table. Exit 0 when every check holds, 1 otherwise. The history stays in the run folder
+ * for inspection. `--power-cuts` adds cuts of every node at once over a disk that loses what was
+ * not synced (power-cut.ts; root and /dev/fuse); `--nats-default-sync` runs nats-server without
+ * `sync_interval: always`, to show what a cut then loses.
  */
 export const WORKLOADS = ['vault', 'users', 'ws', 'upload'] as const;
 
 function parse(argv: string[]) {
-  const out = { minutes: 1, seed: 1, only: [...WORKLOADS] as string[], faults: true, dir: '' };
+  const out = { minutes: 1, seed: 1, only: [...WORKLOADS] as string[], faults: true, dir: '', powerCuts: false, natsDefaultSync: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -25,10 +28,13 @@ function parse(argv: string[]) {
     else if (a === '--only') out.only = value().split(',');
     else if (a === '--no-faults') out.faults = false;
     else if (a === '--dir') out.dir = value();
-    else throw new Error(`unknown option ${a} (have --minutes N, --seed S, --only ${WORKLOADS.join(',')}, --no-faults, --dir D)`);
+    else if (a === '--power-cuts') out.powerCuts = true;
+    else if (a === '--nats-default-sync') out.natsDefaultSync = true;
+    else throw new Error(`unknown option ${a} (have --minutes N, --seed S, --only ${WORKLOADS.join(',')}, --no-faults, --power-cuts, --nats-default-sync, --dir D)`);
   }
   if (!(out.minutes > 0 && out.minutes <= 120)) throw new Error('--minutes: must be more than 0 and at most 120');
   if (!Number.isInteger(out.seed)) throw new Error('--seed: must be an integer');
+  if (out.powerCuts && !out.faults) throw new Error('--power-cuts: a power cut is a fault (drop --no-faults)');
   const unknown = out.only.filter((w) => !(WORKLOADS as readonly string[]).includes(w));
   if (unknown.length > 0) throw new Error(`--only: unknown workload ${unknown.join(', ')}`);
   return out;
@@ -55,10 +61,12 @@ async function main(): Promise<number> {
     durationMs: Math.round(args.minutes * 60_000),
     dir,
     faults: args.faults,
+    powerCuts: args.powerCuts,
+    natsDefaultSync: args.natsDefaultSync,
     workloads: await Promise.all(args.only.map(loadWorkload)),
     log: (m) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${m}\n`),
   });
-  process.stdout.write(`${verdictTable(result)}\nseed ${args.seed}, ${args.minutes} min: ${result.passed ? 'PASSED' : 'FAILED'}\n`);
+  process.stdout.write(`${verdictTable(result)}\nseed ${args.seed}, ${args.minutes} min${args.powerCuts ? ', power cuts' : ''}${args.natsDefaultSync ? ', nats-server default sync' : ''}: ${result.passed ? 'PASSED' : 'FAILED'}\n`);
   return result.passed ? 0 : 1;
 }
 

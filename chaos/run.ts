@@ -6,6 +6,7 @@ import { History } from './history.js';
 import { Rng } from './random.js';
 import type { Checker, Verdict, Workload, WorkloadContext } from './workload.js';
 import { checkProcesses } from './checks/processes.js';
+import { PowerCutDisks } from './power-cut.js';
 
 export interface RunOptions {
   seed: number;
@@ -17,6 +18,10 @@ export interface RunOptions {
   workloads: Array<{ workload: Workload; check: Checker }>;
   heartbeatMs?: number;
   peerDeadMs?: number;
+  /** Cut the power of every node now and then (power-cut.ts): the cluster's state on the power-cut disk. */
+  powerCuts?: boolean;
+  /** NATS nodes without `sync_interval: always` (to show what a power cut then loses). */
+  natsDefaultSync?: boolean;
   log?: (message: string) => void;
 }
 
@@ -33,15 +38,29 @@ export interface RunResult {
  * checkers over the history. The cluster is always stopped, whatever happened.
  */
 export async function chaosRun(options: RunOptions): Promise<RunResult> {
-  const log = options.log ?? (() => undefined);
   mkdirSync(options.dir, { recursive: true });
   const historyPath = join(options.dir, 'history.jsonl');
   const history = new History(historyPath);
   const rng = new Rng(options.seed);
   const heartbeatMs = options.heartbeatMs ?? 250;
   const peerDeadMs = options.peerDeadMs ?? 2_000;
-  history.info('run', 'start', { seed: options.seed, durationMs: options.durationMs, heartbeatMs, peerDeadMs, faults: options.faults });
-  const cluster = await ChaosCluster.start(join(options.dir, 'cluster'), { heartbeatMs, peerDeadMs }, (name, code, signal) => {
+  const powerCuts = Boolean(options.powerCuts && options.faults);
+  const natsDefaultSync = Boolean(options.natsDefaultSync);
+  history.info('run', 'start', { seed: options.seed, durationMs: options.durationMs, heartbeatMs, peerDeadMs, faults: options.faults, powerCuts, natsDefaultSync });
+  const disk = powerCuts ? await PowerCutDisks.mount(options.dir) : undefined;
+  try {
+    return await runOn(options, history, historyPath, rng, disk, natsDefaultSync);
+  } finally {
+    await disk?.unmount();
+  }
+}
+
+async function runOn(options: RunOptions, history: History, historyPath: string, rng: Rng, disk: PowerCutDisks | undefined, natsDefaultSync: boolean): Promise<RunResult> {
+  const log = options.log ?? (() => undefined);
+  const heartbeatMs = options.heartbeatMs ?? 250;
+  const peerDeadMs = options.peerDeadMs ?? 2_000;
+  if (disk) log(`power cuts: data dirs and the upload root on ${disk.pierRoot}, NATS stores on ${disk.natsRoot}${natsDefaultSync ? ' (nats-server syncing by its default, not before it acknowledges)' : ''}`);
+  const cluster = await ChaosCluster.start(join(options.dir, 'cluster'), { heartbeatMs, peerDeadMs, stateRoot: disk?.pierRoot, natsStoreDir: disk?.natsRoot, natsDefaultSync }, (name, code, signal) => {
     history.info('process', 'exited', { target: name, code, signal, unexpected: true });
     log(`process ${name} exited on its own (${code ?? signal})`);
   });
@@ -61,11 +80,14 @@ export async function chaosRun(options: RunOptions): Promise<RunResult> {
     history.info('run', 'faults from', { deadline });
     for (const [, ctx] of contexts) ctx.deadline = deadline;
     await Promise.all([
-      options.faults ? injectFaults({ cluster, history, rng: rng.fork('faults'), deadline, log }) : Promise.resolve(),
+      options.faults ? injectFaults({ cluster, history, rng: rng.fork('faults'), deadline, log, disk }) : Promise.resolve(),
       ...contexts.map(([w, ctx]) => w.run(ctx)),
     ]);
     history.info('run', 'settle', {});
-    // Every process up and running again before the final reads.
+    // Every node up and running again before the final reads (a fault lane that failed may have left some down).
+    for (const [i, node] of cluster.bus.nodes.entries()) {
+      if (!node.alive) await node.relaunch(60_000).catch((err: Error) => history.info('fault', 'restart failed', { target: `nats-${i + 1}`, attempt: 1, error: err.message }));
+    }
     for (const p of cluster.processes.values()) {
       p.resume();
       if (!p.running) await restartProcess(history, p);
@@ -86,7 +108,8 @@ export async function chaosRun(options: RunOptions): Promise<RunResult> {
   const verdicts: Verdict[] = [...checkProcesses(history.lines)];
   for (const { check } of options.workloads) verdicts.push(...(await check(history.lines, context)));
   const faults: Record<string, number> = {};
-  for (const l of history.lines) if (l.kind === 'fault' && !['healed', 'down', 'restart failed'].includes(l.op)) faults[l.op] = (faults[l.op] ?? 0) + 1;
+  // A power cut's kill -9 of each process and restart of each node are counted as the one power cut.
+  for (const l of history.lines) if (l.kind === 'fault' && !['healed', 'down', 'restart failed', 'power on'].includes(l.op) && l.cause !== 'power cut') faults[l.op] = (faults[l.op] ?? 0) + 1;
   return { verdicts, historyPath, faults, passed: verdicts.every((v) => v.anomalies.length === 0) };
 }
 

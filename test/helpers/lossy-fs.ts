@@ -85,10 +85,12 @@ export class LossyFs {
    * The power cut: every unsynced write and name change is dropped, the mount shows the last
    * durable state. Waits up to `waitForCloseMs` for files still open to be closed (a killed
    * process's files are released by the kernel shortly after its death), then refuses, naming them.
+   * `rebuildMs`: how long the rebuild of the backing from the durable copies may take after that (it
+   * copies every file: a chaos run's hundreds of MB of uploads on a busy disk take tens of seconds).
    */
-  async cut(options: { waitForCloseMs?: number } = {}): Promise<CutResult> {
+  async cut(options: { waitForCloseMs?: number; rebuildMs?: number } = {}): Promise<CutResult> {
     const wait = options.waitForCloseMs ?? patience(5_000);
-    return (await this.command(`cut ${wait}`, wait + 10_000)) as CutResult;
+    return (await this.command(`cut ${wait}`, wait + (options.rebuildMs ?? patience(10_000)))) as CutResult;
   }
 
   async status(): Promise<LossyStatus> {
