@@ -100,7 +100,8 @@ export class FaultGate {
     this.cutting = new Promise<void>((resolve) => (done = resolve));
     try {
       for (let waited = 0; this.running > 0; waited += 50) {
-        if (waited > 120_000) throw new Error(`a power cut waited 120 s for ${this.running} fault(s) to end`);
+        // A restart tries 5 times, each up to its 60 s ready deadline (faults.ts restartProcess).
+        if (waited > 6 * 60_000) throw new Error(`a power cut waited 6 min for ${this.running} fault(s) to end`);
         await sleep(50);
       }
       return await cut();
