@@ -48,6 +48,14 @@ export class RegistryCache {
    */
   private announced = -1;
   private behindSince: number | null = null;
+  /**
+   * The bus's connection losses (Bus.connectionLosses) as of the last time this cache knew it had
+   * every change: a change event published while the connection was down never arrives, so after a
+   * loss the cache answers 503 until a load, or a registry heartbeat naming no revision it lacks,
+   * heard after the loss says it is whole again (a revocation a NATS node's crash kept from it was
+   * otherwise trusted until another change or a heartbeat said so).
+   */
+  private wholeAfterLosses = 0;
   private tokens = new Map<string, string>();
   /** The last heartbeat count heard from each registry replica (at most 64 replicas remembered). */
   private readonly beats = new Map<string, number>();
@@ -79,14 +87,17 @@ export class RegistryCache {
 
   /** Subscribes and starts loading; does not wait for the registry (see `ready()`). */
   start(): void {
+    this.wholeAfterLosses = this.bus.connectionLosses();
     this.subs.push(
       hear(this.bus, registryEvents.changes, (ev) => this.onChange(ev)),
       hear(this.bus, registryEvents.heartbeat, (hb) => {
         // A copy of an earlier heartbeat (played back by whoever recorded it) says nothing of now.
         if (!this.newBeat(hb.instance, hb.seq)) return;
+        const losses = this.bus.connectionLosses();
         this.lastHeard = this.now();
         this.heardOf(hb.revision);
         if (hb.revision > this.revision) this.reload();
+        else if (this.revision >= 0) this.wholeAfterLosses = losses;
       }),
     );
     this.reload();
@@ -124,6 +135,7 @@ export class RegistryCache {
   }
 
   isFresh(): boolean {
+    if (this.bus.connectionLosses() !== this.wholeAfterLosses) return false;
     if (this.behindSince !== null && this.now() - this.behindSince > BEHIND_MS) return false;
     return this.revision >= 0 && this.now() - this.lastHeard <= this.options.maxStalenessMs;
   }
@@ -231,9 +243,12 @@ export class RegistryCache {
     if (this.loading || this.stopped) return;
     // A replica that does not answer (paused, cut off) is given up on soon, and the question asked
     // again at once while behind: the queue group picks a replica afresh each time.
+    const losses = this.bus.connectionLosses();
     this.loading = ask(this.bus, registry.snapshot, {}, { timeoutMs: this.options.snapshotTimeoutMs ?? 1_000 })
       .then((snap) => {
         this.load(snap);
+        // Asked after the last loss: the answer holds every change made before it.
+        this.wholeAfterLosses = Math.max(this.wholeAfterLosses, losses);
         const pending = this.buffered.sort((a, b) => a.revision - b.revision);
         this.buffered = [];
         for (const ev of pending) if (ev.revision === this.revision + 1) this.apply(ev);

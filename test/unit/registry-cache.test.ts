@@ -169,3 +169,27 @@ test('hostile: a heartbeat played back (the same replica, a count not newer) doe
   await bus.flush();
   t.true(cache.isFresh());
 });
+
+test('a cache whose bus connection was lost refuses (503) until a heartbeat heard after it names no revision it lacks', async (t) => {
+  const bus = new MemoryBus();
+  let losses = 0;
+  // The memory bus never loses its connection: this one does when the test says (a NATS node killed under it).
+  Object.assign(bus, { connectionLosses: () => losses });
+  const clock = 1_000_000;
+  bus.subscribe(registry.snapshot.subject, (m) => {
+    if (m.reply) bus.publish(m.reply, encode({ ok: true, data: { revision: 2, users: [], tokens: [], apps: [], providers: [] } }));
+  });
+  const cache = await startedCache(t, bus, () => clock);
+  t.true(cache.isFresh());
+  losses = 1; // a change event published meanwhile never arrives
+  const err = t.throws(() => cache.userForToken('pier_x'), { instanceOf: PierError });
+  t.is(err!.code, 'UNAVAILABLE');
+  // A heartbeat heard after the loss, naming the revision the cache has: nothing was missed.
+  tell(bus, registryEvents.heartbeat, { revision: 2, instance: 'r1', seq: 1 });
+  await bus.flush();
+  t.true(cache.isFresh(), 'whole again');
+  t.is(cache.userForToken('pier_x'), undefined);
+  // Another loss, and the heartbeat after it names a newer revision: whole only once it is loaded.
+  losses = 2;
+  t.false(cache.isFresh());
+});
