@@ -23,19 +23,28 @@ export async function jetStreamReplicas<S extends { close(): Promise<void> }>(
     stores.push(s);
     return s;
   };
-  const a = await replica(0);
-  const b = await replica(1);
+  const closeAll = async () => {
+    await Promise.all(stores.map((s) => s.close().catch(() => undefined)));
+    await Promise.all(conns.map((c) => c.close()));
+    await Promise.all(servers.map((n) => n.stop()));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  let a: S;
+  let b: S;
+  try {
+    a = await replica(0);
+    b = await replica(1);
+  } catch (err) {
+    // Left open, the servers and connections keep the test's worker alive: the whole run hangs.
+    await closeAll();
+    throw err;
+  }
   return {
     a,
     b,
     /** The nodes' JetStream store directories (under it, one per node), to read raw. */
     storeDir: dir,
     another: () => replica(2),
-    close: async () => {
-      await Promise.all(stores.map((s) => s.close().catch(() => undefined)));
-      await Promise.all(conns.map((c) => c.close()));
-      await Promise.all(servers.map((n) => n.stop()));
-      rmSync(dir, { recursive: true, force: true });
-    },
+    close: closeAll,
   };
 }
