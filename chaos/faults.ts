@@ -2,7 +2,8 @@ import type { ChaosCluster } from './cluster.js';
 import type { ChaosProcess } from './processes.js';
 import type { History } from './history.js';
 import type { Rng } from './random.js';
-import { FaultGate, powerCutLane, type PowerCutDisks } from './power-cut.js';
+import { FaultGate, powerCutLane } from './power-cut.js';
+import type { PowerCutDisks } from '../test/helpers/power-cut-disks.js';
 
 export type FaultKind = 'kill -9' | 'pause' | 'drain' | 'nats restart' | 'power cut';
 

@@ -1,6 +1,4 @@
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { LossyFs } from '../test/helpers/lossy-fs.js';
+import type { PowerCutDisks } from '../test/helpers/power-cut-disks.js';
 import type { FaultContext } from './faults.js';
 import { restartProcess } from './faults.js';
 
@@ -8,72 +6,6 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** How long a NATS node may take to accept connections again after a cut (every node recovers its store at once). */
 const NATS_BACK_MS = 60_000;
-
-/**
- * The power-cut disks of `npm run chaos -- --power-cuts`: lossyfs mounts (powercut/README.md) that
- * lose, at a cut, every write not followed by an fsync of its file. Pier's disk holds every Pier
- * process's data dir and the upload root, and loses every name whose folder was not fsynced (the
- * rule POSIX gives, which Pier keeps). The NATS disk holds the nodes' JetStream stores and keeps
- * names as a journaling filesystem does (`journal`: a full fsync commits every name change before
- * it): nats-server never fsyncs a folder it makes, so under the strict rule a cut loses every stream
- * made since the last cut whole (docs/operations.md "Power cuts"). Configuration and logs are on
- * neither (a real machine keeps them on a disk synced long ago).
- */
-export class PowerCutDisks {
-  private constructor(
-    private readonly pier: LossyFs,
-    private readonly nats: LossyFs,
-  ) {}
-
-  /** Mounts both under `dir`; throws with the reason where FUSE cannot run. */
-  static async mount(dir: string): Promise<PowerCutDisks> {
-    const why = LossyFs.unavailable();
-    if (why) throw new Error(`--power-cuts needs the power-cut disk (powercut/README.md), which cannot run here: ${why}`);
-    const one = async (name: string, journal: boolean) => {
-      mkdirSync(join(dir, `${name}-backing`), { recursive: true });
-      mkdirSync(join(dir, name), { recursive: true });
-      return LossyFs.mount(join(dir, `${name}-backing`), join(dir, name), { journal });
-    };
-    const pier = await one('pier-disk', false);
-    try {
-      return new PowerCutDisks(pier, await one('nats-disk', true));
-    } catch (err) {
-      await pier.unmount();
-      throw err;
-    }
-  }
-
-  /** Where Pier's data dirs and upload root go. */
-  get pierRoot(): string {
-    return this.pier.mountDir;
-  }
-
-  /** Where the NATS nodes' stores go. */
-  get natsRoot(): string {
-    return this.nats.mountDir;
-  }
-
-  /**
-   * Both disks lose what was not synced; what each kept and dropped (files and folders). A disk
-   * waits up to 20 s for files still open to be closed (a killed process's files are released by
-   * the kernel a moment after its death); if one is open after that, its cut is refused, naming it.
-   * Rebuilding copies every file kept (the uploads are hundreds of MB after ten minutes): up to 3 min.
-   */
-  async cut(): Promise<{ kept: number; dropped: number }> {
-    const [a, b] = await Promise.all([this.pier.cut({ waitForCloseMs: 20_000, rebuildMs: 180_000 }), this.nats.cut({ waitForCloseMs: 20_000, rebuildMs: 180_000 })]);
-    return { kept: a.kept + b.kept, dropped: a.dropped + b.dropped };
-  }
-
-  /** What is open on either disk now (for the reason of a refused cut). */
-  async open(): Promise<string[]> {
-    const [a, b] = await Promise.all([this.pier.status(), this.nats.status()]);
-    return [...a.open, ...b.open];
-  }
-
-  async unmount(): Promise<void> {
-    await Promise.all([this.pier.unmount(), this.nats.unmount()]);
-  }
-}
 
 /**
  * Lets the ordinary faults (one process or one NATS node at a time) and the power cuts (everything

@@ -6,7 +6,7 @@ import { History } from './history.js';
 import { Rng } from './random.js';
 import type { Checker, Verdict, Workload, WorkloadContext } from './workload.js';
 import { checkProcesses } from './checks/processes.js';
-import { PowerCutDisks } from './power-cut.js';
+import { PowerCutDisks } from '../test/helpers/power-cut-disks.js';
 
 export interface RunOptions {
   seed: number;

@@ -13,7 +13,6 @@ export function partPathFor(destReal: string, id: string): string {
   return join(destReal, PARTS_DIR, `${id}.part`);
 }
 
-
 const tampered = () => new PierError('BAD_REQUEST', "the upload's partial data was moved or replaced: upload the file again");
 
 /**

@@ -13,9 +13,7 @@ import { within } from '../helpers/wait.js';
 
 const run = promisify(execFile);
 
-const why = LossyFs.unavailable();
-if (why) console.log(`lossy-fs: skipped — ${why}`);
-const maybe = why ? test.skip : test;
+const maybe = LossyFs.testsHere('lossy-fs', test, test.skip);
 
 /** A fresh backing folder mounted lossy, unmounted and removed when the test ends. */
 async function lossyMount(t: ExecutionContext, options: { journal?: boolean } = {}): Promise<{ fs: LossyFs; at: (...p: string[]) => string }> {

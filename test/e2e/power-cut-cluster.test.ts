@@ -1,8 +1,7 @@
 import test from 'ava';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { connect as natsConnect } from 'nats';
 import { LossyFs } from '../helpers/lossy-fs.js';
+import { PowerCutDisks } from '../helpers/power-cut-disks.js';
 import { freeLoopbackPort, startJetStreamCluster, type NatsServer } from '../helpers/nats-server.js';
 import { cleanup, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { checkWorkload, writeWorkload } from '../helpers/power-cut-workload.js';
@@ -24,14 +23,7 @@ import { WsApp } from '../helpers/ws-app.js';
 // never fsyncs a folder it makes, and under the strict rule every node's store is lost whole at the
 // cut, `sync_interval: always` or not (powercut/README.md). With the nodes on nats-server's default
 // sync (every 2 minutes) this test fails: the cluster comes back without a single stream.
-const why = LossyFs.unavailable();
-const maybe = why ? test.skip : test.serial;
-if (why) {
-  test('the power-cut layer runs here (needs root and /dev/fuse)', (t) => {
-    t.log(`skipped: ${why}`);
-    t.pass();
-  });
-}
+const maybe = LossyFs.testsHere('power-cut-cluster', test.serial, test.skip);
 
 const NODES = 3;
 
@@ -44,29 +36,10 @@ async function syncsAlways(port: number): Promise<boolean> {
   return varz.jetstream?.config?.sync_always === true;
 }
 
-/**
- * Until the fresh cluster places a stream of three copies (made and removed again). A fresh 2.10
- * cluster has at times refused every such stream "no suitable peers for placement" for longer than
- * the 30 s Pier's start waits (docs/chaos-runs.md); the test is about the cut, not about that.
- */
-async function placesThreeCopies(nodes: NatsServer[]): Promise<void> {
-  const nc = await natsConnect({ servers: nodes.map((n) => n.url) });
-  try {
-    await until('the fresh cluster to place a stream of three copies', async () => {
-      const jsm = await nc.jetstreamManager();
-      await jsm.streams.add({ name: 'POWER_CUT_PROBE', subjects: ['power-cut.probe'], num_replicas: NODES });
-      await jsm.streams.delete('POWER_CUT_PROBE');
-      return true;
-    }, 60_000, 250);
-  } finally {
-    await nc.close();
-  }
-}
-
 maybe('a power cut of the three NATS nodes and the process loses no acknowledged registry change, vault write, kept send or upload offset', async (t) => {
   t.timeout(patience(180_000), 'a JetStream cluster and two starts of Pier on the layers, the workload, the cut');
   const dir = tempDir('pier-power-cluster-');
-  const disks: LossyFs[] = [];
+  let disks: PowerCutDisks | undefined;
   let nodes: NatsServer[] = [];
   let app: WsApp | undefined;
   let pier: PierProcess | undefined;
@@ -74,23 +47,17 @@ maybe('a power cut of the three NATS nodes and the process loses no acknowledged
     await pier?.stop('SIGKILL');
     await Promise.all(nodes.map((n) => n.stop()));
     await app?.stop();
-    await Promise.all(disks.map((d) => d.unmount().catch(() => undefined)));
+    await disks?.unmount().catch(() => undefined);
     cleanup(dir);
   });
-  const disk = async (name: string, journal: boolean) => {
-    mkdirSync(join(dir, `${name}-backing`));
-    mkdirSync(join(dir, name));
-    disks.push(await LossyFs.mount(join(dir, `${name}-backing`), join(dir, name), { journal }));
-    return join(dir, name);
-  };
-  const pierDisk = await disk('pier-disk', false);
-  const natsDisk = await disk('nats-disk', true);
+  disks = await PowerCutDisks.mount(dir);
+  const [pierDisk, natsDisk] = [disks.pierRoot, disks.natsRoot];
 
   // The nodes' stores on their disk (their configuration off it, as a real machine's was synced long ago).
   const monitors = await Promise.all(Array.from({ length: NODES }, () => freeLoopbackPort()));
+  // (It waits until the fresh cluster places a stream of all three copies: nats-server.ts.)
   nodes = await startJetStreamCluster(dir, NODES, (i) => ['-m', String(monitors[i])], natsDisk);
   for (let i = 0; i < NODES; i++) t.true(await syncsAlways(monitors[i]!), `node ${i + 1} syncs before it acknowledges (sync_interval: always)`);
-  await placesThreeCopies(nodes);
   app = await WsApp.start();
   const data = join(pierDisk, 'data');
   const root = join(pierDisk, 'files');
@@ -106,8 +73,8 @@ maybe('a power cut of the three NATS nodes and the process loses no acknowledged
 
   // The power goes out: every node dies at once, then everything not on disk is gone.
   await Promise.all([pier.stop('SIGKILL'), ...nodes.map((n) => n.kill())]);
-  const [pierCut, natsCut] = await Promise.all(disks.map((d) => d.cut({ waitForCloseMs: patience(20_000) })));
-  t.log(`power cut: Pier's disk dropped ${pierCut!.dropped} unsynced change(s) and kept ${pierCut!.kept}; the nodes' disk dropped ${natsCut!.dropped} and kept ${natsCut!.kept}`);
+  const { pier: pierCut, nats: natsCut } = await disks.cut();
+  t.log(`power cut: Pier's disk dropped ${pierCut.dropped} unsynced change(s) and kept ${pierCut.kept}; the nodes' disk dropped ${natsCut.dropped} and kept ${natsCut.kept}`);
   // The power comes back: the nodes recover their stores (all at once), then Pier starts.
   await Promise.all(nodes.map((n) => n.relaunch(patience(60_000))));
   for (let i = 0; i < NODES; i++) t.true(await syncsAlways(monitors[i]!), `node ${i + 1}, started again, syncs before it acknowledges`);

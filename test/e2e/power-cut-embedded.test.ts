@@ -12,14 +12,7 @@ import { WsApp } from '../helpers/ws-app.js';
 // registry, vault, gateway-history and upload writes (test/helpers/power-cut-workload.ts), the
 // process is killed (-9) and the power cut; started again, it has every write it acknowledged.
 // The cluster shape: power-cut-cluster.test.ts.
-const why = LossyFs.unavailable();
-const maybe = why ? test.skip : test.serial;
-if (why) {
-  test('the power-cut layer runs here (needs root and /dev/fuse)', (t) => {
-    t.log(`skipped: ${why}`);
-    t.pass();
-  });
-}
+const maybe = LossyFs.testsHere('power-cut-embedded', test.serial, test.skip);
 
 maybe('a power cut of the one process loses no acknowledged registry change, vault write, kept send or upload offset', async (t) => {
   t.timeout(180_000, 'two starts of Pier on the layer, the workload, the cut');

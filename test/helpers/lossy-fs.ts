@@ -53,6 +53,16 @@ export class LossyFs {
   }
 
   /**
+   * `run` (a test function: `test`, `test.serial`) where the layer can run, `skip` otherwise, having
+   * said once why (`file`: the test file that asks).
+   */
+  static testsHere<F>(file: string, run: F, skip: F): F {
+    const why = LossyFs.unavailable();
+    if (why) console.log(`${file}: skipped, the power-cut layer cannot run here: ${why}`);
+    return why ? skip : run;
+  }
+
+  /**
    * Mounts `backingDir` (its content as it is counts as durable) at `mountDir`. `journal`: names as
    * a journaling filesystem (ext4, XFS) keeps them, a full fsync of any file or folder committing
    * every name change made before it (powercut/README.md); by default only a folder's fsync does.

@@ -163,7 +163,7 @@ export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: n
       ),
     );
     const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-    const unformed = nodes.length === n && extraArgs(0).length === 0 ? await notPlacing(nodes, n) : undefined;
+    const unformed = nodes.length === n && !extraArgs(0).includes('-c') ? await notPlacing(nodes, n) : undefined;
     if (nodes.length === n && unformed === undefined) return nodes;
     await Promise.all(nodes.map((node) => node.stop()));
     const reason = unformed ?? String((started.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason);
@@ -175,8 +175,8 @@ export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: n
  * Why a fresh cluster does not place a stream of `n` copies within 20 s, or undefined once it does.
  * Now and then one of three fresh nodes never joins the others (each saw two members and no leader):
  * a store opened on it waited its 30 s on "no suitable peers for placement" and failed a test's
- * start. Such a cluster is started again on new ports. Only for nodes a client may reach without
- * credentials (a SecureBus cluster's callers wait at their start, as Pier does).
+ * start. Such a cluster is started again on new ports. Only for nodes given no configuration file (one may ask
+ * for credentials: a SecureBus cluster's callers wait at their start, as Pier does).
  */
 async function notPlacing(nodes: NatsServer[], n: number): Promise<string | undefined> {
   const nc = await natsConnect({ servers: nodes.map((node) => node.url) }).catch(() => null);
