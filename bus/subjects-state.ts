@@ -17,10 +17,12 @@ export type StateRecord =
   /** A kept version and a deleted secret (0.3; a file without them imports as before). */
   | { kind: 'version'; key: string; value: Record<string, unknown> }
   | { kind: 'deleted'; key: string; value: Record<string, unknown> }
+  /** A value key, wrapped by its scope's data key (0.3: docs/vault.md "Destroyed"), by its id. */
+  | { kind: 'valueKey'; key: string; value: Record<string, unknown> }
   | { kind: 'audit'; value: AuditEntry };
 
 /** Every kind of record a state file holds. */
-export const STATE_KINDS = ['user', 'token', 'app', 'provider', 'dataKey', 'secret', 'version', 'deleted', 'audit'] as const;
+export const STATE_KINDS = ['user', 'token', 'app', 'provider', 'dataKey', 'valueKey', 'secret', 'version', 'deleted', 'audit'] as const;
 
 export interface StatePage {
   records: StateRecord[];

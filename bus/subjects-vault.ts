@@ -184,6 +184,11 @@ export const vaultState = {
   /** Kept versions and deleted secrets (0.3): the previous release never reads them. */
   versions: 'pier-vault-versions',
   deleted: 'pier-vault-deleted',
+  /**
+   * Value keys (0.3; docs/vault.md "Destroyed"), one message each, erased with the last value sealed
+   * under it. 0.3.0 makes the bucket and reads it; the release after it writes it.
+   */
+  valueKeys: 'pier-vault-value-keys',
   auditStream: 'PIER_VAULT_AUDIT',
   auditSubject: 'pier.state.vault.audit',
 } as const;
@@ -194,6 +199,7 @@ export interface WrittenMark {
   secrets: number;
   versions?: number;
   deleted?: number;
+  valueKeys?: number;
 }
 
 export const vaultEvents = {
@@ -206,5 +212,6 @@ export const vaultEvents = {
     secrets: { type: 'number', integer: true, min: 0 },
     versions: { type: 'number', integer: true, min: 0, optional: true },
     deleted: { type: 'number', integer: true, min: 0, optional: true },
+    valueKeys: { type: 'number', integer: true, min: 0, optional: true },
   }),
 };

@@ -1,6 +1,6 @@
 import type { AuditEntry } from '../../bus/subjects.js';
 import type { BucketView } from './bucket-view.js';
-import { accountsOf, versionBytes, type DataKeyRecord, type DeletedRecord, type SecretRecord, type VaultWriter, type VersionRecord } from './store.js';
+import { accountsOf, versionBytes, type DataKeyRecord, type DeletedRecord, type SecretRecord, type ValueKeyRecord, type VaultWriter, type VersionRecord } from './store.js';
 import type { VersionUsage } from './version-usage.js';
 
 const SEP = '\u0000';
@@ -21,6 +21,7 @@ export interface VaultViews {
   secrets: BucketView<SecretRecord>;
   versions: BucketView<VersionRecord>;
   deleted: BucketView<DeletedRecord>;
+  valueKeys: BucketView<ValueKeyRecord>;
   /** Bytes of kept versions per account (store.ts accountsOf), as the versions view shows them. */
   usage: VersionUsage;
 }
@@ -31,7 +32,7 @@ export interface VaultViews {
  * touched in this write: that is the revision the commit names, whatever `fn` did to it since.
  */
 export function bufferedWriter(views: VaultViews, ops: Op[], audit: AuditEntry[]): VaultWriter {
-  const { keys, secrets, versions, deleted } = views;
+  const { keys, secrets, versions, deleted, valueKeys } = views;
   const read = <T>(view: BucketView<T>, key: string): T | undefined => {
     for (let i = ops.length - 1; i >= 0; i--) if (ops[i].view === view && ops[i].key === key) return ops[i].value as T | undefined;
     return view.entries.get(key)?.value;
@@ -74,5 +75,8 @@ export function bufferedWriter(views: VaultViews, ops: Op[], audit: AuditEntry[]
     putDeleted: (key, record) => change(deleted, key, record),
     removeDeleted: (key) => change(deleted, key, undefined),
     listDeleted: (scope) => liveKeys(deleted as BucketView<unknown>, `${scope}${SEP}`).map((key) => ({ key, value: read(deleted, key)! })),
+    valueKey: (id) => read(valueKeys, id),
+    putValueKey: (id, record) => change(valueKeys, id, record),
+    removeValueKey: (id) => change(valueKeys, id, undefined),
   };
 }

@@ -2,16 +2,18 @@ import { PierError } from '../../bus/errors.js';
 import { SECRET_ENVS, SECRET_NAME, SECRET_OPS, SECRET_VALUE_MAX_BYTES, WORKSPACE_NAME, type AuditEntry, type CallGate, type SecretOp, type VaultAnswer, type VaultRequest } from '../../bus/subjects.js';
 import type { AccessTokens } from '../../lib/crypto/access-token.js';
 import type { RegistryCache } from '../../lib/state/registry-cache.js';
-import { open, seal } from '../../lib/crypto/secret-box.js';
 import { assertValid, compile } from '../../bus/validation.js';
 import type { DataKeys } from './data-keys.js';
-import { genOf, nameOf, scopeKey, secretKey, SECRET_FORMAT, versionKey, type SecretRecord, type VaultStore, type VaultWriter } from './store.js';
+import type { Values } from './values.js';
+import { genOf, nameOf, scopeKey, secretFormatOf, secretKey, versionKey, type SecretRecord, type VaultStore, type VaultWriter } from './store.js';
 import { listVersions, keepVersion, newGen, nextRecord, restore, softDelete, type VersionBounds } from './versions.js';
 import { parseAppId } from '../../bus/ids.js';
 
 export interface VaultDeps {
   store: VaultStore;
   keys: DataKeys;
+  /** Seals and opens values (under their own keys, or the data key): values.ts. */
+  values: Values;
   cache: RegistryCache;
   tokens: AccessTokens;
   vaultGroup: string;
@@ -53,9 +55,6 @@ interface Authorised extends Caller {
   until: number;
 }
 
-/** Associated data of a sealed value: the record's full path, so a ciphertext moved elsewhere fails. */
-const valueContext = (key: string) => `pier/vault/secret/${key}`;
-
 /**
  * The checks of docs/protocol.md "Vault": the app from the access token (401), still installed (401);
  * the user from X-Authorization when sent (401 if unknown or revoked), who must own the app (403),
@@ -90,26 +89,26 @@ function authorise(deps: VaultDeps, req: VaultRequest, op: string, partial: Part
  * Values opened from a record, by the record object. The decoded cache (decoded-cache.ts) answers
  * one frozen object per key for as long as the stored bytes stay the same, so a hot secret is
  * opened once per change, not once per read (AES-GCM's set-up is about a sixth of a read's CPU).
- * Each entry is checked against the data key it was opened with: a key that changed or went opens
- * again, and fails if it must. Weak: an entry lives as long as the cache keeps its record (1,024 at
- * most; a record this process changes or removes is dropped at once, store.ts), until the next
- * collection after that.
+ * Each entry is checked against the key it was opened with (its value key, or its scope's data
+ * key): a key that changed or went opens again, and fails if it must. Weak: an entry lives as long
+ * as the cache keeps its record (1,024 at most; a record this process changes or removes is
+ * dropped at once, store.ts), until the next collection after that.
  */
-const opened = new WeakMap<SecretRecord, { dataKey: Buffer; value: string }>();
+const opened = new WeakMap<SecretRecord, { key: Buffer; value: string }>();
 
 function openValue(deps: VaultDeps, scope: string, key: string, record: { sealed: Uint8Array }): string {
+  let opener: Buffer;
   try {
-    const dataKey = deps.keys.get(scope);
-    if (!dataKey) throw new Error(`no data key for the scope of ${key}`);
-    const kept = opened.get(record as SecretRecord);
-    if (kept && kept.dataKey === dataKey) return kept.value;
-    const value = open(dataKey, record.sealed, valueContext(key)).toString('utf8');
-    // Only records shared between reads (frozen by the decoded cache) are worth an entry.
-    if (Object.isFrozen(record)) opened.set(record as SecretRecord, { dataKey, value });
-    return value;
+    opener = deps.values.keyFor(scope, record.sealed);
   } catch (err) {
     throw new PierError('INTERNAL', 'secret could not be decrypted', { cause: err });
   }
+  const kept = opened.get(record as SecretRecord);
+  if (kept && kept.key === opener) return kept.value;
+  const value = deps.values.open(scope, key, record.sealed).toString('utf8');
+  // Only records shared between reads (frozen by the decoded cache) are worth an entry.
+  if (Object.isFrozen(record)) opened.set(record as SecretRecord, { key: opener, value });
+  return value;
 }
 
 function checkValueSize(v: string): void {
@@ -208,11 +207,11 @@ export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who:
     const existing = w.secret(key);
     if (op === 'CreateSecret') {
       if (existing) throw new PierError('CONFLICT', `secret "${body.name}" already exists in ${env}`);
-      const sealed = seal(deps.keys.getOrCreate(scope, w), Buffer.from(body.value as string, 'utf8'), valueContext(key));
+      const sealed = deps.values.seal(scope, key, Buffer.from(body.value as string, 'utf8'), w);
       const at = now();
       const bytes = Buffer.byteLength(body.value as string, 'utf8');
       // A new generation: a deleted secret of the same name stays apart (undelete then answers 409 naming this one).
-      w.putSecret(key, { ...SECRET_FORMAT, gen: newGen(), sealed, size: { version: 1, bytes }, version: 1, createdAt: at, createdBy: who.app, updatedAt: at, updatedBy: who.app, history: [] });
+      w.putSecret(key, { ...secretFormatOf(sealed), gen: newGen(), sealed, size: { version: 1, bytes }, version: 1, createdAt: at, createdBy: who.app, updatedAt: at, updatedBy: who.app, history: [] });
       deps.auditInWrite(w, entry('ok'));
       return { data: '', version: 1 };
     }
@@ -224,7 +223,7 @@ export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who:
       return { data: '' };
     }
     if (op === 'RestoreSecretVersion') {
-      const next = restore(w, deps.bounds, key, body.version as number, who.app, now());
+      const next = restore(w, deps.bounds, key, body.version as number, who.app, now(), (sealed) => deps.values.reseal(scope, key, sealed, w));
       deps.auditInWrite(w, entry('ok'));
       return { data: '', version: next.version };
     }
@@ -233,7 +232,7 @@ export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who:
     if (body.version !== undefined && body.version !== existing.version) {
       throw new PierError('CONFLICT', `secret "${body.name}" is at version ${existing.version}, not ${body.version}`, { data: { version: existing.version } });
     }
-    const sealed = seal(deps.keys.getOrCreate(scope, w), Buffer.from(body.value as string, 'utf8'), valueContext(key));
+    const sealed = deps.values.seal(scope, key, Buffer.from(body.value as string, 'utf8'), w);
     // The value it replaces is kept as a version first (committed before the record moves past it).
     keepVersion(w, deps.bounds, key, existing, who.app);
     const next = nextRecord(existing, sealed, who.app, now());

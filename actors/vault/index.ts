@@ -9,6 +9,7 @@ import { seriesCounter } from '../../lib/runtime/metrics.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { AuditBatch } from './audit-batch.js';
 import { DataKeys } from './data-keys.js';
+import { Values } from './values.js';
 import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
 import { operatorOp } from './operator.js';
 import { finishPurges, purgeWorkspaces } from './purge.js';
@@ -71,6 +72,9 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
   const deps: VaultDeps = {
     store,
     keys,
+    // This release reads values sealed under value keys, and erases those keys; it never seals
+    // under one, so the release before it can still read all it writes (docs/vault.md "Destroyed").
+    values: new Values(store, keys, () => false),
     cache: ctx.cache,
     tokens: new AccessTokens(ctx.config.keyring),
     vaultGroup: `secret.${ctx.config.vaultName}`,
@@ -216,10 +220,11 @@ export const vaultActor = defineActor<VaultActor>({
   emits: [vaultEvents.written],
   jetstream: {
     streams: [vaultState.auditStream],
-    buckets: [vaultState.keys, vaultState.secrets, vaultState.versions, vaultState.deleted],
+    buckets: [vaultState.keys, vaultState.secrets, vaultState.versions, vaultState.deleted, vaultState.valueKeys],
     // A destroyed version's bytes are erased from its stream, not only left out of it (docs/vault.md "Versions"),
     // and a purged workspace's data keys with the rest (docs/vault.md "Purge").
-    erases: [`KV_${vaultState.versions}`, `KV_${vaultState.deleted}`, `KV_${vaultState.secrets}`, `KV_${vaultState.keys}`],
+    // A value key's message goes with the last value sealed under it (docs/vault.md "Destroyed").
+    erases: [`KV_${vaultState.versions}`, `KV_${vaultState.deleted}`, `KV_${vaultState.secrets}`, `KV_${vaultState.keys}`, `KV_${vaultState.valueKeys}`],
     subjects: [vaultState.auditSubject],
   },
   timers: { prune: { everyMs: () => 3_600_000, run: prune }, expire: { everyMs: () => 3_600_000, run: runSweep } },

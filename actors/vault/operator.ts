@@ -62,7 +62,7 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
         const data =
           op === 'restore'
             ? (() => {
-                const next = restore(w, deps.bounds, key, req.version!, OPERATOR, at);
+                const next = restore(w, deps.bounds, key, req.version!, OPERATOR, at, (sealed) => deps.values.reseal(scope, key, sealed, w));
                 return { name, env, version: next.version, restored: req.version! };
               })()
             : op === 'undelete'

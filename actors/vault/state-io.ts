@@ -1,18 +1,22 @@
 import { PierError } from '../../bus/errors.js';
 import type { StatePage, StateRecord } from '../../bus/subjects.js';
-import type { DataKeyRecord, DeletedRecord, SecretRecord, VaultStore, VersionRecord } from './store.js';
+import type { DataKeyRecord, DeletedRecord, SecretRecord, ValueKeyRecord, VaultStore, VersionRecord } from './store.js';
 import type { Keyring } from '../../lib/crypto/keyring.js';
 import { checkImportKey } from '../../lib/crypto/master-key-check.js';
 
 /** Audit entries carried by an export: the newest ones (the rest stay where they are, under their retention). */
 export const EXPORTED_AUDIT = 100_000;
 
-/** Every record of the vault, in a stable order: data keys, secrets, then audit entries (oldest first). */
+/**
+ * Every record of the vault, in a stable order: data keys, value keys, secrets, then audit entries
+ * (oldest first). A value key comes before the records sealed under it, as a write keeps them.
+ */
 export async function vaultRecords(store: VaultStore): Promise<StateRecord[]> {
-  const { dataKeys, secrets, versions, deleted } = store.everything();
+  const { dataKeys, secrets, versions, deleted, valueKeys } = store.everything();
   const audit = (await store.readAudit({ limit: EXPORTED_AUDIT }, EXPORTED_AUDIT)).entries.reverse();
   return [
     ...dataKeys.map((d): StateRecord => ({ kind: 'dataKey', key: d.scope, value: d.record as unknown as Record<string, unknown> })),
+    ...valueKeys.map((k): StateRecord => ({ kind: 'valueKey', key: k.id, value: k.value as unknown as Record<string, unknown> })),
     ...secrets.map((s): StateRecord => ({ kind: 'secret', key: s.key, value: s.value as unknown as Record<string, unknown> })),
     ...versions.map((v): StateRecord => ({ kind: 'version', key: v.key, value: v.value as unknown as Record<string, unknown> })),
     ...deleted.map((d): StateRecord => ({ kind: 'deleted', key: d.key, value: d.value as unknown as Record<string, unknown> })),
@@ -36,6 +40,11 @@ export async function vaultImportBatch(store: VaultStore, records: StateRecord[]
         const v = r.value as unknown as DataKeyRecord;
         if (!(v.wrapped instanceof Uint8Array)) throw new PierError('BAD_REQUEST', `dataKey ${JSON.stringify(r.key)}: wrapped must be bytes`);
         w.putDataKey(r.key, v);
+      } else if (r.kind === 'valueKey') {
+        const v = r.value as unknown as ValueKeyRecord;
+        if (typeof r.key !== 'string' || !/^[0-9a-f]{32}$/.test(r.key)) throw new PierError('BAD_REQUEST', `valueKey ${JSON.stringify(r.key)}: the key must be 32 hex digits`);
+        if (!(v.wrapped instanceof Uint8Array) || v.wrapped.byteLength > 96) throw new PierError('BAD_REQUEST', `valueKey ${r.key}: wrapped must be bytes (at most 96)`);
+        w.putValueKey(r.key, { format: 1, wrapped: v.wrapped });
       } else if (r.kind === 'secret') {
         const v = r.value as unknown as SecretRecord;
         if (!(v.sealed instanceof Uint8Array) || typeof v.version !== 'number') throw new PierError('BAD_REQUEST', `secret ${JSON.stringify(r.key)}: sealed and version are required`);

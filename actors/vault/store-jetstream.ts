@@ -6,7 +6,8 @@ import { AUDIT_SCAN_MAX, vaultState, type AuditEntry, type AuditPage, type Audit
 import { JetStreamAudit } from './audit-jetstream.js';
 import { BucketView, Conflict, HISTORY } from './bucket-view.js';
 import { bufferedWriter, type Op, type VaultViews } from './buffered-writer.js';
-import type { DataKeyRecord, DeletedRecord, SecretRecord, VaultStore, VaultWriter, VersionRecord } from './store.js';
+import type { DataKeyRecord, DeletedRecord, SecretRecord, ValueKeyRecord, VaultStore, VaultWriter, VersionRecord } from './store.js';
+import { erasingUnusedValueKeys } from './value-key-erasure.js';
 import { VersionUsage } from './version-usage.js';
 
 const SEP = '\u0000';
@@ -46,6 +47,7 @@ export class JetStreamVaultStore implements VaultStore {
   private readonly secretsView: BucketView<SecretRecord>;
   private readonly versionsView: BucketView<VersionRecord>;
   private readonly deletedView: BucketView<DeletedRecord>;
+  private readonly valueKeysView: BucketView<ValueKeyRecord>;
 
   private constructor(
     private readonly manager: JetStreamManager,
@@ -61,6 +63,7 @@ export class JetStreamVaultStore implements VaultStore {
     this.secretsView = views.secrets;
     this.versionsView = views.versions;
     this.deletedView = views.deleted;
+    this.valueKeysView = views.valueKeys;
   }
 
   /** Where opening the store spent its time (the last attempt): said in the vault's start line. */
@@ -70,7 +73,7 @@ export class JetStreamVaultStore implements VaultStore {
   private caughtUpAfterLosses = 0;
 
   /** The highest marks heard from writers (this replica's own included): reads wait for the views to reach them. */
-  private readonly wanted: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0 };
+  private readonly wanted: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0, valueKeys: 0 };
 
   /** A write made durable by another replica: reads from now on show it (a 0.2 replica's mark names the first two buckets only). */
   heard(mark: WrittenMark): void {
@@ -79,7 +82,7 @@ export class JetStreamVaultStore implements VaultStore {
 
   /** Each bucket's view, by the name its mark goes by. */
   private viewOf(k: (typeof MARKED)[number]): BucketView<unknown> {
-    return { keys: this.keysView, secrets: this.secretsView, versions: this.versionsView, deleted: this.deletedView }[k] as BucketView<unknown>;
+    return { keys: this.keysView, secrets: this.secretsView, versions: this.versionsView, deleted: this.deletedView, valueKeys: this.valueKeysView }[k] as BucketView<unknown>;
   }
 
   static async open(js: JetStreamClient, manager: () => Promise<JetStreamManager>, options: JetStreamVaultOptions): Promise<JetStreamVaultStore> {
@@ -93,9 +96,9 @@ export class JetStreamVaultStore implements VaultStore {
     const bucket = (name: string) => js.views.kv(name, { replicas: options.replicas, history: HISTORY, storage: StorageType.File, timeout: 2_000 });
     const [keys, secrets] = await Promise.all([bucket(vaultState.keys), bucket(vaultState.secrets)]);
     // The buckets of 0.3: identities written by an earlier `pier bus init` do not allow them.
-    const [versions, deleted] = await Promise.all([bucket(vaultState.versions), bucket(vaultState.deleted)]).catch((err: unknown) => {
+    const [versions, deleted, valueKeys] = await Promise.all([bucket(vaultState.versions), bucket(vaultState.deleted), bucket(vaultState.valueKeys)]).catch((err: unknown) => {
       const text = String((err as Error).message ?? err);
-      throw Object.assign(new Error(`the vault could not open its buckets ${vaultState.versions} and ${vaultState.deleted} (${text}): if its state identity comes from a release before 0.3, write the identities again with \`pier bus init\` and reload nats-server (docs/operations.md "Upgrading")`), { code: (err as { code?: string }).code });
+      throw Object.assign(new Error(`the vault could not open its buckets ${vaultState.versions}, ${vaultState.deleted} and ${vaultState.valueKeys} (${text}): if its state identity comes from a release before 0.3, write the identities again with \`pier bus init\` and reload nats-server (docs/operations.md "Upgrading")`), { code: (err as { code?: string }).code });
     });
     const bucketsMs = Date.now() - began;
     const audit = new JetStreamAudit(js, manager);
@@ -107,6 +110,7 @@ export class JetStreamVaultStore implements VaultStore {
       secrets: new BucketView<SecretRecord>(secrets, vaultState.secrets, manager, 'vaultSecret'),
       versions: new BucketView<VersionRecord>(versions, vaultState.versions, manager, 'vaultVersion', (key, before, after) => usage.changed(key, before, after)),
       deleted: new BucketView<DeletedRecord>(deleted, vaultState.deleted, manager, 'vaultDeleted'),
+      valueKeys: new BucketView<ValueKeyRecord>(valueKeys, vaultState.valueKeys, manager, 'vaultValueKey'),
       usage,
     };
     const losses = options.connectionLosses ?? (() => 0);
@@ -198,6 +202,10 @@ export class JetStreamVaultStore implements VaultStore {
     return this.deletedView.entries.get(key)?.value;
   }
 
+  valueKey(id: string): ValueKeyRecord | undefined {
+    return this.valueKeysView.entries.get(id)?.value;
+  }
+
   listDeleted(scope?: string): Array<{ key: string; value: DeletedRecord }> {
     return sortedEntries(this.deletedView, scope === undefined ? '' : `${scope}${SEP}`);
   }
@@ -208,6 +216,7 @@ export class JetStreamVaultStore implements VaultStore {
       secrets: sortedEntries(this.secretsView, ''),
       versions: sortedEntries(this.versionsView, ''),
       deleted: sortedEntries(this.deletedView, ''),
+      valueKeys: sortedEntries(this.valueKeysView, '').map(({ key, value }) => ({ id: key, value })),
     };
   }
 
@@ -225,8 +234,8 @@ export class JetStreamVaultStore implements VaultStore {
     for (let attempt = 0; ; attempt++) {
       const ops: Op[] = [];
       const audit: AuditEntry[] = [];
-      const result = fn(bufferedWriter(this.views, ops, audit));
-      const mark: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0 };
+      const result = erasingUnusedValueKeys(fn)(bufferedWriter(this.views, ops, audit));
+      const mark: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0, valueKeys: 0 };
       /** Data keys, versions and deleted secrets removed by this write: their earlier entries are erased once it is durable. */
       const erase: Array<{ view: BucketView<unknown>; key: string; seq: number }> = [];
       try {
@@ -296,7 +305,7 @@ export class JetStreamVaultStore implements VaultStore {
    * Under a purged workspace, a secret's too, at once; elsewhere those are `scrub`'s, with its margin.
    */
   async eraseRemoved(under?: string): Promise<number> {
-    const buckets = under === undefined ? (['keys', 'versions', 'deleted'] as const) : MARKED;
+    const buckets = under === undefined ? (['keys', 'versions', 'deleted', 'valueKeys'] as const) : MARKED;
     let erased = 0;
     for (const k of buckets) {
       const view = this.viewOf(k);
@@ -311,7 +320,7 @@ export class JetStreamVaultStore implements VaultStore {
 }
 
 /** The buckets a writer's mark names, in the order they are caught up with. */
-const MARKED = ['keys', 'secrets', 'versions', 'deleted'] as const;
+const MARKED = ['keys', 'secrets', 'versions', 'deleted', 'valueKeys'] as const;
 
 /** A view's entries under `prefix`, sorted by key. */
 function sortedEntries<T>(view: BucketView<T>, prefix: string): Array<{ key: string; value: T }> {

@@ -1,10 +1,14 @@
 import { traced } from '../../bus/trace.js';
+import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { openRecords, type FormatSlot } from '../../lib/state/record-format.js';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import { AUDIT_SCAN_MAX, auditMatches, type AuditEntry, type AuditPage, type AuditQuery } from '../../bus/subjects.js';
 import { DecodedCache } from './decoded-cache.js';
 import { settleLmdbFolder } from '../../lib/state/durable-files.js';
+import { keyIdOf, plaintextSize } from '../../lib/crypto/secret-box.js';
+import { ValueKeySlots } from './value-key-slots.js';
+import { erasingUnusedValueKeys } from './value-key-erasure.js';
 
 /** A data key, wrapped (sealed) by the master key. One per (user, workspace, env). */
 export interface DataKeyRecord {
@@ -55,6 +59,29 @@ export interface DeletedRecord extends FormatSlot, Omit<SecretRecord, 'sealed' |
  */
 export const SECRET_FORMAT = { format: 3, oldestReader: 1 } as const;
 
+/**
+ * A secret whose value is sealed under a value key of its own (format 4, docs/vault.md
+ * "Destroyed"): a release before 0.3.0 cannot open it, and refuses it by name rather than failing
+ * to decrypt.
+ */
+export const KEYED_SECRET_FORMAT = { format: 4, oldestReader: 4 } as const;
+/** The same for a kept version (format 2; 1 is sealed with the scope's data key). */
+export const KEYED_VERSION_FORMAT = { format: 2, oldestReader: 2 } as const;
+
+/** The format slot of a secret record holding `sealed`. */
+export const secretFormatOf = (sealed: Uint8Array) => (keyIdOf(sealed) === undefined ? SECRET_FORMAT : KEYED_SECRET_FORMAT);
+/** The format slot of a version record holding `sealed`. */
+export const versionFormatOf = (sealed: Uint8Array) => (keyIdOf(sealed) === undefined ? { format: 1 } : KEYED_VERSION_FORMAT);
+
+/**
+ * A value key (docs/vault.md "Destroyed"): the key one value (and the versions that are that value)
+ * is sealed under, wrapped by its scope's data key. Erasing it erases every copy of the value,
+ * whatever still holds the sealed bytes (a freed page, a raft log, an earlier record).
+ */
+export interface ValueKeyRecord extends FormatSlot {
+  wrapped: Uint8Array;
+}
+
 /** A secret: its value sealed with its data key, and who wrote which version when (never a value). */
 export interface SecretRecord extends FormatSlot {
   /**
@@ -89,8 +116,8 @@ export const nameOf = (key: string) => key.slice(key.lastIndexOf(SEP) + 1);
 /** The current value's size in bytes, when the record knows it for its current version. */
 export const sizeOf = (record: SecretRecord): number | undefined => (record.size?.version === record.version ? record.size.bytes : undefined);
 
-/** A value's size in bytes from its sealed form (lib/crypto/secret-box.ts: 29 bytes of version, nonce and tag). */
-export const sealedSize = (sealed: Uint8Array): number => Math.max(0, sealed.byteLength - 29);
+/** A value's size in bytes from its sealed form (lib/crypto/secret-box.ts: the box's header and tag aside). */
+export const sealedSize = (sealed: Uint8Array): number => plaintextSize(sealed);
 
 /** The generation of a live or deleted secret (SecretRecord.gen). */
 export const genOf = (record: { gen?: string; createdAt: string }): string => record.gen ?? `c${record.createdAt}`;
@@ -146,12 +173,15 @@ export interface VaultStore {
   deleted(key: string): DeletedRecord | undefined;
   /** Deleted secrets of one scope, sorted by name; of every scope when `scope` is undefined (the expiry sweep). */
   listDeleted(scope?: string): Array<{ key: string; value: DeletedRecord }>;
-  /** Every data key, secret, kept version and deleted secret, for `pier state export` (sealed as they are). */
+  /** A value key (wrapped), by its id (lib/crypto/secret-box.ts keyIdOf); undefined once erased. */
+  valueKey(id: string): ValueKeyRecord | undefined;
+  /** Every data key, secret, kept version, deleted secret and value key, for `pier state export` (sealed as they are). */
   everything(): {
     dataKeys: Array<{ scope: string; record: DataKeyRecord }>;
     secrets: Array<{ key: string; value: SecretRecord }>;
     versions: Array<{ key: string; value: VersionRecord }>;
     deleted: Array<{ key: string; value: DeletedRecord }>;
+    valueKeys: Array<{ id: string; value: ValueKeyRecord }>;
   };
   write<T>(fn: (w: VaultWriter) => T): Promise<T>;
   /** Appends audit entries in one write (reads and refusals are batched). */
@@ -208,6 +238,15 @@ export interface VaultWriter {
   putDeleted(key: string, record: DeletedRecord): void;
   removeDeleted(key: string): void;
   listDeleted(scope: string): Array<{ key: string; value: DeletedRecord }>;
+  valueKey(id: string): ValueKeyRecord | undefined;
+  /** Keeps a value key (before the first record sealed under it, in the same write). */
+  putValueKey(id: string, record: ValueKeyRecord): void;
+  /**
+   * Erases a value key: on LMDB its slot is overwritten with zeros and synced before the write is
+   * answered; on JetStream its message is erased from the stream. Called by the write itself once
+   * no record of the secret holds a value sealed under it (value-key-erasure.ts).
+   */
+  removeValueKey(id: string): void;
 }
 
 /**
@@ -230,6 +269,7 @@ export class LmdbVaultStore implements VaultStore {
     private readonly deletedDb: Database<DeletedRecord, string>,
     /** Bytes of kept versions per account (accountsOf), kept in the same transactions as the versions. */
     private readonly usage: Database<number, string>,
+    private readonly slots: ValueKeySlots,
   ) {
     this.dataKeyReads = new DecodedCache(dataKeys);
     this.secretReads = new DecodedCache(secrets);
@@ -249,8 +289,11 @@ export class LmdbVaultStore implements VaultStore {
       openRecords<DeletedRecord>(root, 'deleted', 'vaultDeleted'),
       // Not `version-usage`, which counted per scope and per user, whoever wrote: those counts mean nothing here.
       root.openDB<number, string>({ name: 'version-accounts' }),
+      // Beside the environment, where a key can be overwritten in place (value-key-slots.ts).
+      new ValueKeySlots(root, join(path, 'value-keys.slots')),
     );
     store.countExisting();
+    store.slots.zeroErasedNow();
     return store;
   }
 
@@ -302,12 +345,17 @@ export class LmdbVaultStore implements VaultStore {
     return [...this.deletedDb.getRange(scope === undefined ? {} : { start: `${scope}${SEP}`, end: `${scope}${SEP}\uffff` })];
   }
 
+  valueKey(id: string): ValueKeyRecord | undefined {
+    return this.slots.get(id);
+  }
+
   everything() {
     return {
       dataKeys: [...this.dataKeys.getRange()].map(({ key, value }) => ({ scope: key, record: value })),
       secrets: [...this.secrets.getRange()].map(({ key, value }) => ({ key, value })),
       versions: [...this.versions.getRange()].map(({ key, value }) => ({ key, value })),
       deleted: [...this.deletedDb.getRange()].map(({ key, value }) => ({ key, value })),
+      valueKeys: this.slots.all(),
     };
   }
 
@@ -340,7 +388,7 @@ export class LmdbVaultStore implements VaultStore {
     return traced('lmdb commit', 'internal', () => this.commit(fn), { 'db.system': 'lmdb' });
   }
 
-  private commit<T>(fn: (w: VaultWriter) => T): Promise<T> {
+  private async commit<T>(fn: (w: VaultWriter) => T): Promise<T> {
     const w: VaultWriter = {
       dataKey: (scope) => this.dataKeys.get(scope),
       dataKeys: () => [...this.dataKeys.getRange()].map(({ key, value }) => ({ scope: key, record: value })),
@@ -374,8 +422,22 @@ export class LmdbVaultStore implements VaultStore {
       putDeleted: (key, record) => void this.deletedDb.put(key, record),
       removeDeleted: (key) => void this.deletedDb.remove(key),
       listDeleted: (scope) => this.listDeleted(scope),
+      valueKey: (id) => this.slots.get(id),
+      putValueKey: (id, record) => this.slots.put(id, record),
+      removeValueKey: (id) => this.slots.remove(id),
     };
-    return durably(this.root, this.root.transaction(() => fn(w)));
+    const run = erasingUnusedValueKeys(fn);
+    const result = await durably(
+      this.root,
+      this.root.transaction(() => {
+        const r = run(w);
+        this.slots.beforeCommit();
+        return r;
+      }),
+    );
+    // A destroyed value's key is zeros on disk before the destroy is answered (docs/vault.md "Destroyed").
+    await this.slots.zeroErased();
+    return result;
   }
 
   async appendAudit(entries: AuditEntry[]): Promise<void> {
@@ -411,5 +473,6 @@ export class LmdbVaultStore implements VaultStore {
 
   async close(): Promise<void> {
     await this.root.close();
+    this.slots.close();
   }
 }

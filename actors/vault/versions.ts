@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { PierError } from '../../bus/errors.js';
 import type { OperatorVaultAnswers } from '../../bus/subjects.js';
-import { appAccount, genOf, nameOf, payerOf, scopeAccount, scopeOf, sealedSize, SECRET_FORMAT, sizeOf, userOf, versionBytes, versionKey, versionPrefix, type DeletedRecord, type SecretRecord, type SecretVersion, type VaultStore, type VaultWriter, type VersionRecord } from './store.js';
+import { appAccount, genOf, nameOf, payerOf, scopeAccount, scopeOf, sealedSize, secretFormatOf, sizeOf, versionFormatOf, userOf, versionBytes, versionKey, versionPrefix, type DeletedRecord, type SecretRecord, type SecretVersion, type VaultStore, type VaultWriter, type VersionRecord } from './store.js';
 
 // Versions, soft delete, restore, undelete and destroy (docs/vault.md "Versions"). Every function
 // here runs inside one store write (`w`) with the change it belongs to: a version is kept, trimmed
@@ -61,7 +61,7 @@ const HISTORY_ENTRIES = 100;
  */
 export function keepVersion(w: VaultWriter, bounds: VersionBounds, key: string, record: SecretRecord, keptBy: string): void {
   const vkey = versionKey(key, genOf(record), record.version);
-  if (!w.version(vkey)) w.putVersion(vkey, { format: 1, sealed: record.sealed, version: record.version, at: record.updatedAt, by: record.updatedBy, keptBy });
+  if (!w.version(vkey)) w.putVersion(vkey, { ...versionFormatOf(record.sealed), sealed: record.sealed, version: record.version, at: record.updatedAt, by: record.updatedBy, keptBy });
   trim(w, bounds, key, genOf(record), keptBy, record.version);
 }
 
@@ -70,7 +70,7 @@ export function nextRecord(record: SecretRecord, sealed: Uint8Array, by: string,
   const version = record.version + 1;
   return {
     ...record,
-    ...SECRET_FORMAT,
+    ...secretFormatOf(sealed),
     gen: genOf(record),
     sealed,
     size: { version, bytes: sealedSize(sealed) },
@@ -186,8 +186,12 @@ export function destroyScope(w: VaultWriter, scope: string): number {
   return live;
 }
 
-/** The restore of `version` of a live secret: a new version whose value is that one's (nothing is decrypted). */
-export function restore(w: VaultWriter, bounds: VersionBounds, key: string, version: number, by: string, at: string): SecretRecord {
+/**
+ * The restore of `version` of a live secret: a new version whose value is that one's, copied by
+ * `copy` (values.ts reseal: a value under a value key of its own is sealed anew, so no two versions
+ * share a key, and destroying one never erases another's).
+ */
+export function restore(w: VaultWriter, bounds: VersionBounds, key: string, version: number, by: string, at: string, copy: (sealed: Uint8Array) => Uint8Array): SecretRecord {
   const name = nameOf(key);
   const live = w.secret(key);
   if (!live) {
@@ -198,7 +202,7 @@ export function restore(w: VaultWriter, bounds: VersionBounds, key: string, vers
   const kept = w.version(versionKey(key, genOf(live), version));
   if (!kept) throw notKept(w, key, genOf(live), name, version);
   keepVersion(w, bounds, key, live, by);
-  const next = nextRecord(live, kept.sealed, by, at);
+  const next = nextRecord(live, copy(kept.sealed), by, at);
   w.putSecret(key, next);
   return next;
 }
@@ -217,7 +221,7 @@ export function undelete(w: VaultWriter, key: string): SecretRecord {
     throw new PierError('NOT_FOUND', `the value of deleted secret "${name}" is no longer kept`);
   }
   const record: SecretRecord = {
-    ...SECRET_FORMAT,
+    ...secretFormatOf(last.sealed),
     gen: d.gen,
     sealed: last.sealed,
     size: { version: d.version, bytes: sealedSize(last.sealed) },

@@ -18,10 +18,15 @@ export const RECORD_FORMATS = {
   registry: 1,
   /** Upload records (LMDB and the upload log). */
   upload: 1,
-  /** A vault secret: its sealed value and its history of versions. 2: sizes, 3: generations (both readable by 1). */
-  vaultSecret: 3,
-  /** An earlier value of a vault secret, or a deleted secret's last (actors/vault/store.ts VersionRecord). */
-  vaultVersion: 1,
+  /**
+   * A vault secret: its sealed value and its history of versions. 2: sizes, 3: generations (both
+   * readable by 1), 4: a value sealed under a value key of its own (read from 0.3.0 on).
+   */
+  vaultSecret: 4,
+  /** An earlier value of a vault secret, or a deleted secret's last (actors/vault/store.ts VersionRecord). 2: under a value key. */
+  vaultVersion: 2,
+  /** A value's own key, wrapped by its scope's data key (JetStream; on LMDB a slot file, actors/vault/value-key-slots.ts). */
+  vaultValueKey: 1,
   /** A soft-deleted vault secret, without its value (DeletedRecord). */
   vaultDeleted: 1,
   /** A scope's data key, wrapped by the master key. */

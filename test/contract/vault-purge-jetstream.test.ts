@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { JetStreamManager } from 'nats';
 import { DataKeys } from '../../actors/vault/data-keys.js';
+import { Values } from '../../actors/vault/values.js';
 import type { VaultDeps } from '../../actors/vault/handler.js';
 import { operatorOp } from '../../actors/vault/operator.js';
 import { finishPurges, purge } from '../../actors/vault/purge.js';
@@ -30,9 +31,11 @@ const config = (() => {
 
 /** The vault's handler state over one replica's store (the sweep's margin off: the server's clock is the only one here). */
 function depsOf(store: JetStreamVaultStore, audited: AuditEntry[]): VaultDeps {
+  const keys = new DataKeys(store, config.keyring, () => new Date());
   return {
     store,
-    keys: new DataKeys(store, config.keyring, () => new Date()),
+    keys,
+    values: new Values(store, keys, () => false),
     cache: { userExists: (u: string) => u === 'alice' } as unknown as RegistryCache,
     tokens: new AccessTokens(config.keyring),
     vaultGroup: 'secret.vault',

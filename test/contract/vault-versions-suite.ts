@@ -1,6 +1,7 @@
 import type { TestFn } from 'ava';
 import { randomBytes } from 'node:crypto';
 import { DataKeys } from '../../actors/vault/data-keys.js';
+import { Values } from '../../actors/vault/values.js';
 import { vaultOp, type VaultDeps } from '../../actors/vault/handler.js';
 import { operatorOp } from '../../actors/vault/operator.js';
 import { vaultRecords } from '../../actors/vault/state-io.js';
@@ -9,6 +10,7 @@ import { destroyGeneration, expiredDeleted, isOrphan, orphanVersions, type Versi
 import type { AppView, AuditEntry, OperatorVaultRequest } from '../../bus/subjects.js';
 import { AccessTokens } from '../../lib/crypto/access-token.js';
 import { Keyring } from '../../lib/crypto/keyring.js';
+import { keyIdOf } from '../../lib/crypto/secret-box.js';
 import type { RegistryCache } from '../../lib/state/registry-cache.js';
 
 /** One vault store to run the suite on (LMDB or JetStream), and where its bytes are on disk. */
@@ -16,7 +18,11 @@ export interface VersionsStore {
   store: VaultStore;
   /** Every file of the store's backend (LMDB environment, JetStream store dir), to read raw. */
   files(): string[];
-  /** Whether destroyed bytes are erased from those files (JetStream); LMDB leaves freed pages (docs/vault.md "Versions"). */
+  /**
+   * Whether destroyed sealed bytes are erased from those files (JetStream's streams). LMDB leaves
+   * them in freed pages until the pages are reused: there a destroyed value is unreadable only
+   * when it was sealed under a value key of its own, which a destroy erases (docs/vault.md "Destroyed").
+   */
   erases: boolean;
   /** Another replica of the same store, started now (JetStream): it must read what the first did, erased history and all. */
   another?(): Promise<VaultStore>;
@@ -27,15 +33,20 @@ const DAY = 86_400_000;
 const ALL_OPS = ['CreateSecret', 'RetrieveSecret', 'UpdateSecret', 'DeleteSecret', 'ListSecret', 'ListSecretVersions', 'RetrieveSecretVersion', 'RestoreSecretVersion'];
 const appOf = (user: string, name: string): AppView => ({ id: `${user}/${name}`, user, name, version: '1', host: 'h', appKey: `ak_${user}_${name}`, installedAt: '', grants: [], websocket: null, upload: null, providers: [] });
 
-/** The vault's handler and operator over `store`, with apps alice/chat, alice/plain (the five ops only) and bob/chat. */
-function vaultOn(store: VaultStore, bounds: VersionBounds, clock: { now: number }) {
+/**
+ * The vault's handler and operator over `store`, with apps alice/chat, alice/plain (the five ops
+ * only) and bob/chat; sealing new values under value keys of their own when `keyed`.
+ */
+function vaultOn(store: VaultStore, bounds: VersionBounds, clock: { now: number }, keyed: boolean) {
   const keyring = new Keyring(randomBytes(32));
   const tokens = new AccessTokens(keyring);
   const audited: AuditEntry[] = [];
   const apps = [appOf('alice', 'chat'), appOf('alice', 'plain'), appOf('bob', 'chat')];
+  const keys = new DataKeys(store, keyring, () => new Date(clock.now));
   const deps: VaultDeps = {
     store,
-    keys: new DataKeys(store, keyring, () => new Date(clock.now)),
+    keys,
+    values: new Values(store, keys, () => keyed),
     cache: {
       app: (u: string, a: string) => apps.find((x) => x.user === u && x.name === a),
       userExists: (u: string) => u === 'alice' || u === 'bob',
@@ -73,12 +84,12 @@ const BOUNDS: VersionBounds = { perSecret: 10, scopeBytes: 16 << 20, appBytes: 6
  * Versions and soft delete (docs/vault.md "Versions") on one store: what every backend must hold,
  * driven through the vault's handler and operator as apps and the CLI reach them.
  */
-export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsStore>): void {
+export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsStore>, { keyed = false } = {}): void {
   const setup = async (t: { teardown(fn: () => Promise<void>): void }, bounds: Partial<VersionBounds> = {}) => {
     const s = await open();
     t.teardown(() => s.close());
     const clock = { now: Date.parse('2026-11-27T00:00:00Z') };
-    return { ...s, clock, ...vaultOn(s.store, { ...BOUNDS, ...bounds }, clock) };
+    return { ...s, clock, ...vaultOn(s.store, { ...BOUNDS, ...bounds }, clock, keyed) };
   };
   const alice = (name: string) => secretKey(scopeKey('alice', 'w', 'prod'), name);
 
@@ -304,13 +315,23 @@ export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsSto
     await store.sync();
     const v1Sealed = Buffer.from(store.version(versionKey(alice('k'), genOf(store.secret(alice('k'))!), 1))!.sealed);
     const { readFileSync } = await import('node:fs');
-    const holding = (stream: string) => files().filter((f) => f.includes(stream) && readFileSync(f).includes(v1Sealed));
+    const holding = (stream: string, bytes = v1Sealed) => files().filter((f) => f.includes(stream) && readFileSync(f).includes(bytes));
+    // Under a value key of its own (keyed): the wrapped key is on disk until the destroy, and only there.
+    const v1Key = keyIdOf(v1Sealed);
+    t.is(v1Key !== undefined, keyed, keyed ? 'sealed under a value key' : 'sealed with the data key');
+    const v1Wrapped = v1Key === undefined ? undefined : Buffer.from(store.valueKey(v1Key)!.wrapped);
+    if (v1Wrapped) t.not(holding('', v1Wrapped).length, 0, 'before the destroy, the value key is on disk (the scan below can fail)');
     if (erases) {
       t.not(holding('KV_pier-vault-versions').length, 0, 'before the destroy, the versions stream holds the sealed bytes (the scan below can fail)');
       t.not(holding('KV_pier-vault-secrets').length, 0, "and so does the secrets bucket's history (version 1 was the secret's record once)");
     }
     t.deepEqual(await operator({ op: 'destroy', name: 'k', version: 1 }), { name: 'k', env: 'prod', destroyed: [1] });
     t.regex(String(await op('alice', 'RetrieveSecretVersion', { name: 'k', version: 1 })), /^NOT_FOUND/);
+    if (v1Key !== undefined) {
+      t.is(store.valueKey(v1Key), undefined, 'its value key is gone');
+      t.deepEqual(holding('', v1Wrapped), [], 'and in no file of the store, at the answer');
+      t.like(await op('alice', 'RetrieveSecret', { name: 'k' }), { data: { value: values.v2 } }, 'the current value, under its own key, is whole');
+    }
     t.regex(String(await operator({ op: 'destroy', name: 'k' })), /^CONFLICT: secret "k" is not deleted/);
     // A deleted secret destroyed whole by the operator.
     await op('alice', 'CreateSecret', { name: 'd', value: values.gone });
@@ -330,6 +351,9 @@ export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsSto
     const exported = Buffer.from(JSON.stringify(await vaultRecords(store), (_k, v) => (v instanceof Uint8Array || (v && v.type === 'Buffer') ? Buffer.from(v.data ?? v).toString('hex') : v)));
     t.false(exported.includes(v1Sealed.toString('hex')), 'the destroyed version is not exported');
     t.is((await vaultRecords(store)).filter((r) => r.kind === 'version' || r.kind === 'deleted').length, 0, 'k has no earlier version left, d and e are gone whole');
+    // Keyed: the one value key left is the current value's.
+    const current = keyIdOf(store.secret(alice('k'))!.sealed);
+    t.deepEqual((await vaultRecords(store)).filter((r) => r.kind === 'valueKey').map((r) => (r as { key: string }).key), current === undefined ? [] : [current]);
     if (!erases) return t.pass();
     // On JetStream: neither the versions stream's files nor the secrets bucket's hold them any more.
     t.deepEqual(holding('KV_pier-vault-versions'), [], 'erased from the versions stream on disk');

@@ -5,8 +5,8 @@ import { decode } from '../../bus/codec.js';
 import { vaultState } from '../../bus/subjects.js';
 import { jsNoMessage } from '../../lib/state/jetstream.js';
 
-/** The vault's four buckets (data keys, secrets, kept versions, deleted secrets). */
-export const VAULT_BUCKETS = [vaultState.keys, vaultState.secrets, vaultState.versions, vaultState.deleted] as const;
+/** The vault's buckets (data keys, secrets, kept versions, deleted secrets, value keys). */
+export const VAULT_BUCKETS = [vaultState.keys, vaultState.secrets, vaultState.versions, vaultState.deleted, vaultState.valueKeys] as const;
 
 /** One message still in a vault bucket's stream, as a holder of the vault's state login reads it. */
 export interface VaultEntry {

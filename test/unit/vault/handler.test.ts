@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DataKeys } from '../../../actors/vault/data-keys.js';
+import { Values } from '../../../actors/vault/values.js';
 import { vaultGate, vaultOp, type VaultDeps } from '../../../actors/vault/handler.js';
 import { LmdbVaultStore } from '../../../actors/vault/store.js';
 import type { AppView, AuditEntry } from '../../../bus/subjects.js';
@@ -22,9 +23,11 @@ function setup(t: { teardown: (fn: () => Promise<void>) => void }) {
   const tokens = new AccessTokens(keyring);
   const audited: AuditEntry[] = [];
   const anonymous: string[] = [];
+  const keys = new DataKeys(store, keyring, () => new Date(1_000));
   const deps: VaultDeps = {
     store,
-    keys: new DataKeys(store, keyring, () => new Date(1_000)),
+    keys,
+    values: new Values(store, keys, () => false),
     cache: {
       app: (u: string, a: string) => (u === 'alice' && a === 'chat' ? app : undefined),
       userForToken: (tok: string) => ({ pier_alice: 'alice', pier_bob: 'bob' })[tok],

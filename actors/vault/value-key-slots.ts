@@ -1,0 +1,142 @@
+import { closeSync, constants, fdatasyncSync, openSync, readSync, writeSync } from 'node:fs';
+import type { Database, RootDatabase } from 'lmdb';
+import { durably } from '../../lib/state/lmdb-durable.js';
+import type { ValueKeyRecord } from './store.js';
+
+/** One slot: magic | key id (16) | length (1) | wrapped key | zeros. Fixed, so a slot is overwritten in place. */
+export const SLOT_BYTES = 128;
+const MAGIC = Buffer.from('PVK1');
+const ID_BYTES = 16;
+const HEADER = MAGIC.length + ID_BYTES + 1;
+const ZEROS = Buffer.alloc(SLOT_BYTES);
+
+/**
+ * Value keys on LMDB (docs/vault.md "Destroyed"), in a file of fixed-size slots beside the
+ * environment, never in LMDB itself: LMDB copies a changed page and frees the old one, so a key
+ * removed there stays readable until the page is reused. A slot is overwritten with zeros and
+ * synced instead, before the destroy that erased it is answered.
+ *
+ * LMDB keeps which slot holds which key (`value-key-slots`), which slots are free, and which were
+ * erased but not yet zeroed (`value-key-erasing`): a slot is zeroed and freed in one write
+ * transaction, and taken in another, so replicas sharing the environment (and the file) never
+ * zero a slot another has reused (LMDB's write lock orders them). A slot an erasure left unzeroed
+ * (a crash between the commit and the zeroing) is zeroed at the next open.
+ */
+export class ValueKeySlots {
+  private readonly index: Database<number, string>;
+  private readonly free: Database<number, number>;
+  private readonly erasing: Database<string, number>;
+  private readonly meta: Database<number, string>;
+  private readonly fd: number;
+  /** Slots written in the write transaction running now: synced before it commits. */
+  private written = false;
+
+  constructor(
+    private readonly root: RootDatabase,
+    file: string,
+  ) {
+    this.index = root.openDB<number, string>({ name: 'value-key-slots' });
+    this.free = root.openDB<number, number>({ name: 'value-key-free' });
+    this.erasing = root.openDB<string, number>({ name: 'value-key-erasing' });
+    this.meta = root.openDB<number, string>({ name: 'value-key-meta' });
+    this.fd = openSync(file, constants.O_RDWR | constants.O_CREAT, 0o600);
+  }
+
+  /** The key with this id, read from its slot; undefined once erased. */
+  get(id: string): ValueKeyRecord | undefined {
+    const slot = this.index.get(id);
+    return slot === undefined ? undefined : this.read(slot, id);
+  }
+
+  private read(slot: number, id: string): ValueKeyRecord | undefined {
+    const bytes = Buffer.alloc(SLOT_BYTES);
+    if (readSync(this.fd, bytes, 0, SLOT_BYTES, slot * SLOT_BYTES) < SLOT_BYTES) return undefined;
+    if (!bytes.subarray(0, MAGIC.length).equals(MAGIC) || bytes.toString('hex', MAGIC.length, MAGIC.length + ID_BYTES) !== id) return undefined;
+    const length = bytes[MAGIC.length + ID_BYTES];
+    return { wrapped: Uint8Array.prototype.slice.call(bytes, HEADER, HEADER + length) };
+  }
+
+  /** Every live key (state export). */
+  all(): Array<{ id: string; value: ValueKeyRecord }> {
+    return [...this.index.getRange()].flatMap(({ key, value }) => {
+      const record = this.read(value, key);
+      return record ? [{ id: key, value: record }] : [];
+    });
+  }
+
+  /** Keeps a key in a free slot (inside a write transaction; the file is synced before it commits: `beforeCommit`). */
+  put(id: string, record: ValueKeyRecord): void {
+    if (!/^[0-9a-f]{32}$/.test(id)) throw new TypeError('a value key id is 16 bytes of hex');
+    if (record.wrapped.byteLength > SLOT_BYTES - HEADER) throw new TypeError(`a wrapped value key is at most ${SLOT_BYTES - HEADER} bytes`);
+    const existing = this.index.get(id);
+    const slot = existing ?? this.take();
+    const bytes = Buffer.alloc(SLOT_BYTES);
+    MAGIC.copy(bytes);
+    bytes.write(id, MAGIC.length, 'hex');
+    bytes[MAGIC.length + ID_BYTES] = record.wrapped.byteLength;
+    bytes.set(record.wrapped, HEADER);
+    writeSync(this.fd, bytes, 0, SLOT_BYTES, slot * SLOT_BYTES);
+    this.written = true;
+    this.index.put(id, slot);
+  }
+
+  /** A zeroed slot, or a new one at the end of the file. */
+  private take(): number {
+    for (const slot of this.free.getKeys({ limit: 1 })) {
+      this.free.remove(slot);
+      return slot;
+    }
+    const next = this.meta.get('next') ?? 0;
+    this.meta.put('next', next + 1);
+    return next;
+  }
+
+  /** Marks a key erased (inside a write transaction): it is unreadable from its commit, and zeroed by `zeroErased`. */
+  remove(id: string): void {
+    const slot = this.index.get(id);
+    if (slot === undefined) return;
+    this.index.remove(id);
+    this.erasing.put(slot, id);
+  }
+
+  /** At the end of a write transaction that wrote slots: they are on disk before the records sealed under them. */
+  beforeCommit(): void {
+    if (!this.written) return;
+    this.written = false;
+    fdatasyncSync(this.fd);
+  }
+
+  /** Whether an erasure waits for its zeros. */
+  pending(): boolean {
+    return this.erasing.getCount() > 0;
+  }
+
+  /**
+   * Overwrites erased slots with zeros, syncs the file, then frees them, in one write transaction:
+   * resolved once the zeros are on disk. Answers how many were zeroed.
+   */
+  async zeroErased(): Promise<number> {
+    if (!this.pending()) return 0;
+    return durably(this.root, this.root.transaction(() => this.zeroInTransaction()));
+  }
+
+  /** `zeroErased` at open, before anything is served: what a crash left between an erasure's commit and its zeros. */
+  zeroErasedNow(): number {
+    return this.pending() ? this.root.transactionSync(() => this.zeroInTransaction()) : 0;
+  }
+
+  private zeroInTransaction(): number {
+    const slots = [...this.erasing.getKeys()];
+    for (const slot of slots) writeSync(this.fd, ZEROS, 0, SLOT_BYTES, slot * SLOT_BYTES);
+    if (slots.length > 0) fdatasyncSync(this.fd);
+    for (const slot of slots) {
+      this.erasing.remove(slot);
+      this.free.put(slot, 1);
+    }
+    return slots.length;
+  }
+
+  close(): void {
+    closeSync(this.fd);
+  }
+}

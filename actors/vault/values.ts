@@ -1,0 +1,93 @@
+import { randomBytes } from 'node:crypto';
+import { PierError } from '../../bus/errors.js';
+import { KEY_ID_BYTES, keyIdOf, open, seal, sealKeyed } from '../../lib/crypto/secret-box.js';
+import type { DataKeys } from './data-keys.js';
+import type { VaultStore, VaultWriter } from './store.js';
+
+/** Associated data of a sealed value: the record's full path, so a ciphertext moved elsewhere fails. */
+export const valueContext = (key: string) => `pier/vault/secret/${key}`;
+/** Associated data of a wrapped value key: its scope and id, so a key moved to another scope or id fails. */
+const valueKeyContext = (scope: string, id: string) => `pier/vault/value-key/${scope}/${id}`;
+
+/** Unwrapped value keys kept in memory (32 bytes each, and their wrapped form). */
+const CACHED_KEYS = 4_096;
+
+/**
+ * How values are sealed and opened (docs/vault.md "Destroyed"). A value is sealed either with its
+ * scope's data key (the format every release reads), or under a value key of its own, wrapped by
+ * the data key and named in the box: erasing that key (value-key-erasure.ts) makes every copy of
+ * the value unreadable, the master key in hand. This release reads both; it seals under value keys
+ * only when `sealsUnderValueKeys` says every vault replica reads them.
+ *
+ * Unwrapped value keys are cached by id, each beside the wrapped bytes it came from, as data keys
+ * are: the stored key is read on every use, so a key erased anywhere is never used from memory.
+ */
+export class Values {
+  private readonly plain = new Map<string, { wrapped: Buffer; key: Buffer }>();
+
+  constructor(
+    private readonly store: VaultStore,
+    private readonly dataKeys: DataKeys,
+    private readonly sealsUnderValueKeys: () => boolean,
+  ) {}
+
+  /** The key that opens `sealed` (a value of `scope`): its value key, or the scope's data key. Throws when it is gone. */
+  keyFor(scope: string, sealed: Uint8Array, w?: VaultWriter): Buffer {
+    const dataKey = w ? this.dataKeys.getOrCreate(scope, w) : this.dataKeys.get(scope);
+    if (!dataKey) throw new Error('no data key for the scope');
+    const id = keyIdOf(sealed);
+    if (id === undefined) return dataKey;
+    const record = (w ?? this.store).valueKey(id);
+    if (!record) throw new Error('its value key was erased');
+    const cached = this.plain.get(id);
+    if (cached && cached.wrapped.equals(record.wrapped)) {
+      this.plain.delete(id); // the most recently used last
+      this.plain.set(id, cached);
+      return cached.key;
+    }
+    const key = open(dataKey, record.wrapped, valueKeyContext(scope, id));
+    this.remember(id, record.wrapped, key);
+    return key;
+  }
+
+  private remember(id: string, wrapped: Uint8Array, key: Buffer): void {
+    this.plain.set(id, { wrapped: Buffer.from(wrapped), key });
+    for (const oldest of this.plain.keys()) {
+      if (this.plain.size <= CACHED_KEYS) break;
+      this.plain.delete(oldest);
+    }
+  }
+
+  /** `sealed`, a value of the secret at `key` in `scope`, opened. */
+  open(scope: string, key: string, sealed: Uint8Array, w?: VaultWriter): Buffer {
+    try {
+      return open(this.keyFor(scope, sealed, w), sealed, valueContext(key));
+    } catch (err) {
+      throw new PierError('INTERNAL', 'secret could not be decrypted', { cause: err });
+    }
+  }
+
+  /** A new value of the secret at `key` sealed, inside the write `w` that keeps it (with its value key, when it has one). */
+  seal(scope: string, key: string, plaintext: Buffer, w: VaultWriter): Uint8Array {
+    const dataKey = this.dataKeys.getOrCreate(scope, w);
+    if (!this.sealsUnderValueKeys()) return seal(dataKey, plaintext, valueContext(key));
+    const idBytes = randomBytes(KEY_ID_BYTES);
+    const id = idBytes.toString('hex');
+    const valueKey = randomBytes(32);
+    const wrapped = seal(dataKey, valueKey, valueKeyContext(scope, id));
+    // Kept before the record sealed under it (JetStream commits a write's changes in order).
+    w.putValueKey(id, { format: 1, wrapped });
+    this.remember(id, wrapped, valueKey);
+    return sealKeyed(valueKey, idBytes, plaintext, valueContext(key));
+  }
+
+  /**
+   * A copy of an earlier value for a new version (a restore): sealed anew when it is under a value
+   * key, so no two versions ever share one and destroying either erases only its own. A value
+   * sealed with the data key is copied as it is (nothing to erase).
+   */
+  reseal(scope: string, key: string, sealed: Uint8Array, w: VaultWriter): Uint8Array {
+    if (keyIdOf(sealed) === undefined) return sealed;
+    return this.seal(scope, key, this.open(scope, key, sealed, w), w);
+  }
+}
