@@ -3,6 +3,7 @@ import './audit-batch.test.js';
 import './audit-retention.test.js';
 import './decoded-cache.test.js';
 import './handler.test.js';
+import './value-keys.test.js';
 import { everyFileGathered } from '../../helpers/unit-suite.js';
 
 everyFileGathered(import.meta.url);
