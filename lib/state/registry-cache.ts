@@ -36,6 +36,13 @@ export interface RegistryCacheOptions {
  * that plus this, inside the promised second.
  */
 const BEHIND_MS = 250;
+/**
+ * How long a heartbeat naming a newer revision waits for that revision's change event before a
+ * snapshot is asked: another replica's beat often comes a moment before the writer's event, and a
+ * snapshot asked by every cache at once for each such write loaded the registry (a rolling upgrade
+ * saw them take 0.2-1.2 s). Well inside BEHIND_MS, so a lost event is still asked for in time.
+ */
+const EVENT_WAIT_MS = 100;
 
 export class RegistryCache {
   private revision = -1;
@@ -70,6 +77,7 @@ export class RegistryCache {
   private loading: Promise<void> | null = null;
   private buffered: ChangeEvent[] = [];
   private retryTimer: NodeJS.Timeout | null = null;
+  private eventWait: NodeJS.Timeout | null = null;
   private freshnessTimer: NodeJS.Timeout | null = null;
   /** What the last freshness check found (null: nothing loaded yet, nothing to report). */
   private wasFresh: boolean | null = null;
@@ -96,7 +104,7 @@ export class RegistryCache {
         const losses = this.bus.connectionLosses();
         this.lastHeard = this.now();
         this.heardOf(hb.revision);
-        if (hb.revision > this.revision) this.reload();
+        if (hb.revision > this.revision) this.reloadUnlessHeard();
         else if (this.revision >= 0) this.wholeAfterLosses = losses;
       }),
     );
@@ -122,6 +130,7 @@ export class RegistryCache {
   stop(): void {
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.eventWait) clearTimeout(this.eventWait);
     if (this.freshnessTimer) clearInterval(this.freshnessTimer);
     for (const s of this.subs) s.unsubscribe();
     this.subs = [];
@@ -226,17 +235,38 @@ export class RegistryCache {
     // Only news counts as hearing the registry: an old change played back again does not.
     if (ev.revision > this.revision) this.lastHeard = this.now();
     this.heardOf(ev.revision);
-    if (this.loading) {
-      this.buffered.push(ev);
-      return;
-    }
     if (ev.revision <= this.revision) return;
-    if (ev.revision !== this.revision + 1) {
-      this.buffered.push(ev);
-      this.reload();
+    // The next revision is applied at once, a snapshot on its way or not: a heartbeat of the other
+    // replica, or its later event, often arrives a moment before this one, and waiting for the
+    // snapshot asked then (a busy replica, a busy event loop) kept the cache behind past BEHIND_MS,
+    // answering 503 with nothing missing. Only a gap waits for a snapshot.
+    if (this.revision >= 0 && ev.revision === this.revision + 1) {
+      this.apply(ev);
+      this.applyBuffered();
       return;
     }
-    this.apply(ev);
+    this.buffered.push(ev);
+    this.reload();
+  }
+
+  /** Applies the buffered events that now follow on, in order; keeps those still past a gap. */
+  private applyBuffered(): void {
+    const pending = this.buffered.sort((a, b) => a.revision - b.revision);
+    this.buffered = [];
+    for (const ev of pending) {
+      if (ev.revision === this.revision + 1) this.apply(ev);
+      else if (ev.revision > this.revision) this.buffered.push(ev);
+    }
+  }
+
+  /** A heartbeat named a revision this cache lacks: a snapshot, unless its change event comes first. */
+  private reloadUnlessHeard(): void {
+    if (this.revision < 0) return this.reload();
+    if (this.eventWait || this.loading) return;
+    this.eventWait = setTimeout(() => {
+      this.eventWait = null;
+      if (this.announced > this.revision) this.reload();
+    }, EVENT_WAIT_MS);
   }
 
   private reload(): void {
@@ -246,12 +276,14 @@ export class RegistryCache {
     const losses = this.bus.connectionLosses();
     this.loading = ask(this.bus, registry.snapshot, {}, { timeoutMs: this.options.snapshotTimeoutMs ?? 1_000 })
       .then((snap) => {
-        this.load(snap);
-        // Asked after the last loss: the answer holds every change made before it.
+        // Events applied while it was on its way may have passed it: an older snapshot takes nothing back.
+        if (snap.revision > this.revision) this.load(snap);
+        else this.lastHeard = this.now();
+        // Asked after the last loss: the answer holds every change made before it (and this cache has them all).
         this.wholeAfterLosses = Math.max(this.wholeAfterLosses, losses);
-        const pending = this.buffered.sort((a, b) => a.revision - b.revision);
+        this.applyBuffered();
+        // What is still past a gap waits for the next heartbeat or event to ask again.
         this.buffered = [];
-        for (const ev of pending) if (ev.revision === this.revision + 1) this.apply(ev);
       })
       .catch((err: unknown) => {
         this.options.log.warn({ err: (err as Error).message }, 'registry snapshot not loaded; retrying');

@@ -193,3 +193,73 @@ test('a cache whose bus connection was lost refuses (503) until a heartbeat hear
   losses = 2;
   t.false(cache.isFresh());
 });
+
+test('a change event that fills the gap a heartbeat or a later event showed is applied at once: the cache does not wait (503) for the snapshot it asked meanwhile', async (t) => {
+  const bus = new MemoryBus();
+  let clock = 1_000_000;
+  const snapshot = (revision: number) => ({ revision, users: [], tokens: [], apps: [], providers: [] });
+  // A registry replica that answers the first snapshot at once and the later ones only when the test
+  // says (a replica slow to answer, or an event loop busy for longer than BEHIND_MS on a loaded host).
+  const held: string[] = [];
+  let first = true;
+  bus.subscribe(registry.snapshot.subject, (m) => {
+    if (!m.reply) return;
+    if (first) bus.publish(m.reply, encode({ ok: true, data: snapshot(1) }));
+    else held.push(m.reply);
+    first = false;
+  });
+  const cache = new RegistryCache(bus, { maxStalenessMs: 5_000, log: silent, metrics: new Metrics('test'), now: () => clock, snapshotTimeoutMs: 5_000 });
+  cache.start();
+  t.teardown(async () => {
+    cache.stop();
+    await bus.close();
+  });
+  await cache.ready();
+  const token = (digest: string) => ({ kind: 'token', op: 'put', value: { digest, user: 'u' } }) as const;
+  // One registry replica's heartbeat names revision 2 before the other's change event 2 arrives.
+  tell(bus, registryEvents.heartbeat, { revision: 2, instance: 'r1', seq: 1 });
+  await bus.flush();
+  tell(bus, registryEvents.changes, { revision: 2, changes: [token('d2')] });
+  await bus.flush();
+  // Two replicas' change events in the wrong order: 4 before 3 (the gap asks for a snapshot).
+  tell(bus, registryEvents.changes, { revision: 4, changes: [token('d4')] });
+  await bus.flush();
+  t.is(held.length, 1, 'the cache asked for a snapshot');
+  tell(bus, registryEvents.changes, { revision: 3, changes: [token('d3')] });
+  await bus.flush();
+  clock += 600;
+  t.is(cache.currentRevision(), 4, 'every change up to 4 applied, in order, without the snapshot');
+  t.true(cache.isFresh(), 'nothing missing: no 503 while the snapshot is on its way');
+  t.false(cache.tokenRevoked('d3'));
+  // The snapshot answers late, at an older revision: it takes nothing back.
+  for (const reply of held.splice(0)) bus.publish(reply, encode({ ok: true, data: snapshot(2) }));
+  await bus.flush();
+  await new Promise((r) => setTimeout(r, 10));
+  t.is(cache.currentRevision(), 4);
+  t.false(cache.tokenRevoked('d4'));
+  t.true(cache.isFresh());
+});
+
+test('a heartbeat a moment ahead of its change event asks no snapshot: the event comes first; one still behind after the wait asks', async (t) => {
+  const bus = new MemoryBus();
+  let asked = 0;
+  let revision = 1;
+  bus.subscribe(registry.snapshot.subject, (m) => {
+    asked++;
+    if (m.reply) bus.publish(m.reply, encode({ ok: true, data: { revision, users: [], tokens: [], apps: [], providers: [] } }));
+  });
+  const cache = await startedCache(t, bus, Date.now);
+  t.is(asked, 1);
+  tell(bus, registryEvents.heartbeat, { revision: 2, instance: 'r1', seq: 1 });
+  tell(bus, registryEvents.changes, { revision: 2, changes: [] });
+  await bus.flush();
+  await new Promise((r) => setTimeout(r, 200));
+  t.is(cache.currentRevision(), 2);
+  t.is(asked, 1, 'no snapshot for a change whose event came');
+  // A change whose event is lost: the heartbeat's snapshot repairs it.
+  revision = 3;
+  tell(bus, registryEvents.heartbeat, { revision: 3, instance: 'r1', seq: 2 });
+  await until('the cache to load revision 3', () => cache.currentRevision() === 3);
+  t.is(asked, 2);
+  t.true(cache.isFresh());
+});
