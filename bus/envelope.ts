@@ -17,9 +17,11 @@ import type { Checker } from './validation.js';
  *   not speak, counted, and answers it `unsupported_version`, by name (docs/operations.md,
  *   "Upgrading").
  *
- * Formats: 1, the first; 2 adds the vault operator's operations on versions (`pier.vault.versions`).
+ * Formats: 1, the first; 2 adds the vault operator's operations on versions (`pier.vault.versions`);
+ * 3 adds `pier vault rekey` (`pier.vault.rekey`), and says a vault replica seals new values under
+ * value keys once every vault replica speaks it (docs/vault.md "Versions", value keys).
  */
-export const WIRE_VERSION: number = 2;
+export const WIRE_VERSION: number = 3;
 /** The oldest wire format this process reads. */
 export const OLDEST_WIRE_VERSION = 1;
 export const VERSION_HEADER = 'pier-v';

@@ -33,6 +33,11 @@ export class DataKeys {
     return key;
   }
 
+  /** The scope's key as the write `w` sees it, or undefined (never created here). */
+  inWrite(scope: string, w: VaultWriter): Buffer | undefined {
+    return this.unwrap(scope, w.dataKey(scope));
+  }
+
   /** The scope's key, created if missing, inside the write `w`. */
   getOrCreate(scope: string, w: VaultWriter): Buffer {
     const existing = this.unwrap(scope, w.dataKey(scope));

@@ -9,9 +9,10 @@ import { seriesCounter } from '../../lib/runtime/metrics.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { AuditBatch } from './audit-batch.js';
 import { DataKeys } from './data-keys.js';
-import { Values } from './values.js';
+import { Values, VALUE_KEYS_WIRE } from './values.js';
 import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
 import { operatorOp } from './operator.js';
+import { rekey } from './rekey.js';
 import { finishPurges, purgeWorkspaces } from './purge.js';
 import { destroyGeneration, expiredDeleted, isOrphan, orphanVersions } from './versions.js';
 import { vaultExportPage, vaultImportBatch } from './state-io.js';
@@ -72,9 +73,7 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
   const deps: VaultDeps = {
     store,
     keys,
-    // This release reads values sealed under value keys, and erases those keys; it never seals
-    // under one, so the release before it can still read all it writes (docs/vault.md "Destroyed").
-    values: new Values(store, keys, () => false),
+    values: new Values(store, keys, sealingGate(ctx)),
     cache: ctx.cache,
     tokens: new AccessTokens(ctx.config.keyring),
     vaultGroup: `secret.${ctx.config.vaultName}`,
@@ -102,6 +101,25 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
   const timings = store instanceof JetStreamVaultStore ? store.openTimings : null;
   ctx.log.info({ group: deps.vaultGroup, openMs, ...(timings ?? {}), pruneMs }, 'vault actor started');
   return actor;
+}
+
+/**
+ * Whether new values are sealed under value keys of their own (docs/vault.md "Versions", value
+ * keys): only once every vault replica speaks wire format 3 (the first whose replicas all write
+ * them), as the operator's version operations waited for format 2, so that while a replica of the
+ * release before runs, nothing is written it would not have written itself. Said once per change.
+ */
+function sealingGate(ctx: RoleContext): () => boolean {
+  let said: boolean | undefined;
+  return () => {
+    const open = ctx.peers.allSpeak('vault', VALUE_KEYS_WIRE);
+    if (open !== said) {
+      said = open;
+      if (open) ctx.log.info('vault: new values are sealed under value keys of their own (every vault replica speaks wire format 3)');
+      else ctx.log.warn('vault: new values are sealed with their data keys: a vault replica of an earlier release runs (docs/vault.md "Versions", value keys)');
+    }
+    return open;
+  };
 }
 
 /** Audit retention: replicas on one environment may prune together, harmlessly. */
@@ -206,6 +224,8 @@ export const vaultActor = defineActor<VaultActor>({
       await a.batch.flush(); // what this replica has batched is part of the answer
       return a.store.readAudit(req);
     }),
+    // Wire format 3's operation, on its own subject (only replicas of this release subscribe).
+    rekey: serves(vault.rekey, (a: VaultActor, req) => rekey(a.deps, req)),
     rotate: serves(vault.rotate, async (a: VaultActor) => ({ rewrapped: await a.keys.rewrapAll() })),
     export: serves(stateEndpoints.vaultExport, (a: VaultActor, r) => current(a, () => vaultExportPage(a.store, r.offset, r.limit))),
     import: serves(stateEndpoints.vaultImport, (a: VaultActor, r) => vaultImportBatch(a.store, r.records, a.ctx.config.keyring)),

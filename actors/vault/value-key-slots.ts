@@ -1,4 +1,6 @@
 import { closeSync, constants, fdatasyncSync, openSync, readSync, writeSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fsyncDir } from '../../lib/state/durable-files.js';
 import type { Database, RootDatabase } from 'lmdb';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import type { ValueKeyRecord } from './store.js';
@@ -9,6 +11,8 @@ const MAGIC = Buffer.from('PVK1');
 const ID_BYTES = 16;
 const HEADER = MAGIC.length + ID_BYTES + 1;
 const ZEROS = Buffer.alloc(SLOT_BYTES);
+/** Slots remembered by `get` (a wrapped key each: under 100 bytes). */
+const HELD_MAX = 4_096;
 
 /**
  * Value keys on LMDB (docs/vault.md "Destroyed"), in a file of fixed-size slots beside the
@@ -30,6 +34,12 @@ export class ValueKeySlots {
   private readonly fd: number;
   /** Slots written in the write transaction running now: synced before it commits. */
   private written = false;
+  /**
+   * What slots hold, by key id, as last read: a read checks the index (a memory-mapped LMDB read)
+   * and reads the file only when the key's slot is not the one remembered. An erased key leaves the
+   * index in the erasure's commit, so it is never answered from here afterwards.
+   */
+  private readonly held = new Map<string, { slot: number; record: ValueKeyRecord }>();
 
   constructor(
     private readonly root: RootDatabase,
@@ -40,12 +50,25 @@ export class ValueKeySlots {
     this.erasing = root.openDB<string, number>({ name: 'value-key-erasing' });
     this.meta = root.openDB<number, string>({ name: 'value-key-meta' });
     this.fd = openSync(file, constants.O_RDWR | constants.O_CREAT, 0o600);
+    // Its name is on disk before a key is written to it (a power cut must not lose the file whole).
+    fsyncDir(dirname(file));
   }
 
   /** The key with this id, read from its slot; undefined once erased. */
   get(id: string): ValueKeyRecord | undefined {
     const slot = this.index.get(id);
-    return slot === undefined ? undefined : this.read(slot, id);
+    if (slot === undefined) {
+      this.held.delete(id);
+      return undefined;
+    }
+    const known = this.held.get(id);
+    if (known?.slot === slot) return known.record;
+    const record = this.read(slot, id);
+    if (record) {
+      this.held.set(id, { slot, record });
+      if (this.held.size > HELD_MAX) this.held.delete(this.held.keys().next().value!);
+    }
+    return record;
   }
 
   private read(slot: number, id: string): ValueKeyRecord | undefined {
@@ -70,6 +93,7 @@ export class ValueKeySlots {
     if (record.wrapped.byteLength > SLOT_BYTES - HEADER) throw new TypeError(`a wrapped value key is at most ${SLOT_BYTES - HEADER} bytes`);
     const existing = this.index.get(id);
     const slot = existing ?? this.take();
+    this.held.delete(id);
     const bytes = Buffer.alloc(SLOT_BYTES);
     MAGIC.copy(bytes);
     bytes.write(id, MAGIC.length, 'hex');
@@ -95,6 +119,7 @@ export class ValueKeySlots {
   remove(id: string): void {
     const slot = this.index.get(id);
     if (slot === undefined) return;
+    this.held.delete(id);
     this.index.remove(id);
     this.erasing.put(slot, id);
   }

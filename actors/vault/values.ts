@@ -9,6 +9,9 @@ export const valueContext = (key: string) => `pier/vault/secret/${key}`;
 /** Associated data of a wrapped value key: its scope and id, so a key moved to another scope or id fails. */
 const valueKeyContext = (scope: string, id: string) => `pier/vault/value-key/${scope}/${id}`;
 
+/** The wire format whose vault replicas seal new values under value keys (bus/envelope.ts). */
+export const VALUE_KEYS_WIRE = 3;
+
 /** Unwrapped value keys kept in memory (32 bytes each, and their wrapped form). */
 const CACHED_KEYS = 4_096;
 
@@ -17,7 +20,7 @@ const CACHED_KEYS = 4_096;
  * scope's data key (the format every release reads), or under a value key of its own, wrapped by
  * the data key and named in the box: erasing that key (value-key-erasure.ts) makes every copy of
  * the value unreadable, the master key in hand. This release reads both; it seals under value keys
- * only when `sealsUnderValueKeys` says every vault replica reads them.
+ * only when `sealsUnderValueKeys` says every vault replica writes them too (index.ts sealingGate).
  *
  * Unwrapped value keys are cached by id, each beside the wrapped bytes it came from, as data keys
  * are: the stored key is read on every use, so a key erased anywhere is never used from memory.
@@ -33,7 +36,7 @@ export class Values {
 
   /** The key that opens `sealed` (a value of `scope`): its value key, or the scope's data key. Throws when it is gone. */
   keyFor(scope: string, sealed: Uint8Array, w?: VaultWriter): Buffer {
-    const dataKey = w ? this.dataKeys.getOrCreate(scope, w) : this.dataKeys.get(scope);
+    const dataKey = w ? this.dataKeys.inWrite(scope, w) : this.dataKeys.get(scope);
     if (!dataKey) throw new Error('no data key for the scope');
     const id = keyIdOf(sealed);
     if (id === undefined) return dataKey;
@@ -58,6 +61,11 @@ export class Values {
     }
   }
 
+  /** Whether a value sealed now goes under a value key of its own. */
+  sealing(): boolean {
+    return this.sealsUnderValueKeys();
+  }
+
   /** `sealed`, a value of the secret at `key` in `scope`, opened. */
   open(scope: string, key: string, sealed: Uint8Array, w?: VaultWriter): Buffer {
     try {
@@ -68,9 +76,9 @@ export class Values {
   }
 
   /** A new value of the secret at `key` sealed, inside the write `w` that keeps it (with its value key, when it has one). */
-  seal(scope: string, key: string, plaintext: Buffer, w: VaultWriter): Uint8Array {
+  seal(scope: string, key: string, plaintext: Buffer, w: VaultWriter, underValueKey = this.sealsUnderValueKeys()): Uint8Array {
     const dataKey = this.dataKeys.getOrCreate(scope, w);
-    if (!this.sealsUnderValueKeys()) return seal(dataKey, plaintext, valueContext(key));
+    if (!underValueKey) return seal(dataKey, plaintext, valueContext(key));
     const idBytes = randomBytes(KEY_ID_BYTES);
     const id = idBytes.toString('hex');
     const valueKey = randomBytes(32);

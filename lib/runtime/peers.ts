@@ -104,7 +104,11 @@ export class Peers {
     return Math.min(3 * this.options.intervalMs, this.options.deadAfterMs / 2);
   }
 
+  /** When `start` began listening to heartbeats (undefined before). */
+  private listeningSince: number | undefined;
+
   start(): void {
+    this.listeningSince = this.now();
     this.sub = hear(this.bus, at(processChannels.heartbeat, processSubjects.heartbeats), (beat, subject) => this.heard(subject.slice(subject.lastIndexOf('.') + 1), beat));
     const beat = () => {
       this.seq++;
@@ -184,6 +188,26 @@ export class Peers {
   /** Live processes with `role` (this one included), as far as their role's own heartbeats tell. */
   alive(role: string): ProcessInfo[] {
     return this.aliveBeats(role).map(({ key: _k, roleKeys: _r, roleSig: _p, ...info }) => info);
+  }
+
+  /**
+   * Whether every live `role` process (this one included) speaks wire format `wire` or later, as
+   * their believed heartbeats say: what a writer of a record format only such a release reads waits
+   * for (the vault's value keys, docs/vault.md "Versions"). A heartbeat not believed counts for
+   * nothing either way: a thief of the role's identity neither holds the writer back nor lets it on.
+   */
+  allSpeak(role: string, wire: number): boolean {
+    if (this.self.roles.includes(role) && (this.self.wire ?? FIRST_WIRE).speaks < wire) return false;
+    const now = this.now();
+    // Not before every live process had two beats to be heard, nor while this one hears nobody
+    // (its silence would look like theirs).
+    if (this.listeningSince === undefined || now - this.listeningSince < 2 * this.options.intervalMs) return false;
+    if (this.self.roles.length > 0 && now - this.lastOwnHeard > this.blindAfterMs) return false;
+    for (const e of this.seen.values()) {
+      if (e.role !== role || e.dead || now - e.at > this.options.deadAfterMs || !this.speaksWith(e.beat) || !this.believed(e)) continue;
+      if ((e.beat.wire ?? FIRST_WIRE).speaks < wire) return false;
+    }
+    return true;
   }
 
   onDeath(listener: (peer: ProcessInfo) => void): () => void {

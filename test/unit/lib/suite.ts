@@ -12,6 +12,7 @@ import './lmdb-durable.test.js';
 import './master-key-check.test.js';
 import './nats-durability.test.js';
 import './peers.test.js';
+import './peers-all-speak.test.js';
 import './peers-goodbye.test.js';
 import './peers-proof.test.js';
 import './presence.test.js';
