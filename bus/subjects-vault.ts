@@ -70,6 +70,31 @@ export interface OperatorVaultRequest {
   deleted?: boolean;
 }
 
+/** The wire format of `pier vault rekey`: what its subject's servers speak (actors/vault/values.ts VALUE_KEYS_WIRE). */
+export const REKEY_WIRE = 3;
+
+export interface RekeyRequest {
+  /** Count only: nothing is sealed anew. */
+  status?: boolean;
+  /** Values sealed anew by this call at most (default 10,000): a call ends, and the next goes on. */
+  limit?: number;
+}
+
+/** How many values (live secrets and kept versions) are under value keys and how many are not yet. */
+export interface ValueFormats {
+  secrets: { valueKeys: number; dataKeys: number };
+  versions: { valueKeys: number; dataKeys: number };
+}
+
+export interface RekeyAnswer extends ValueFormats {
+  /** Sealed anew by this call. */
+  rekeyed: number;
+  /** Values that could not be opened (a scope whose data key a purge cut short removed): left as they are. */
+  unreadable: number;
+  /** Whether new values are sealed under value keys now (every vault replica speaks wire format 3). */
+  sealingUnderValueKeys: boolean;
+}
+
 /** Who the audit log names for what the operator did (never an app's name: no app has parentheses in its name). */
 export const OPERATOR_IN_AUDIT = '(operator)';
 
@@ -173,6 +198,15 @@ export const vault = {
     undefined,
     { request: 'vault', from: 'admin', reply: true, grant: 'vault' },
   ),
+  /**
+   * `pier vault rekey` (wire format 3, on a subject only vault replicas of that format serve):
+   * values still sealed with their scope's data key are sealed anew under value keys of their own,
+   * `limit` at most per call (resumable: each call takes what is left); with `status`, only counted.
+   */
+  rekey: endpoint<RekeyRequest, RekeyAnswer>('pier.vault.rekey', 'vault', {
+    status: { type: 'boolean', optional: true },
+    limit: { type: 'number', integer: true, min: 1, max: 1_000_000, optional: true },
+  }, 120_000, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
   /** Re-wraps every data key not wrapped under the current master key. */
   rotate: endpoint<Record<string, never>, { rewrapped: number }>('pier.vault.rotate', 'vault', {}, 60_000, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
 };

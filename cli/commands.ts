@@ -284,6 +284,18 @@ export const COMMANDS = {
     run: (inv) => call(inv, API.vaultPurge, { query: { user: flag(inv, 'user'), workspace: flag(inv, 'workspace') } }),
     text: (d) => `purged ${d.purged} secret(s)`,
   }),
+  'vault rekey': command({
+    usage: 'pier vault rekey [--status] [--limit N]   (values still sealed with their data keys sealed anew under value keys of their own; --status counts only)',
+    run: (inv) => (inv.values.status ? call(inv, API.vaultFormats) : call(inv, API.vaultRekey, { body: inv.values.limit === undefined ? {} : { limit: Number(flag(inv, 'limit')) } })),
+    text: (d) =>
+      [
+        ...(d.rekeyed > 0 ? [`sealed ${d.rekeyed} value(s) anew under value keys`] : []),
+        `secrets: ${d.secrets.valueKeys} under value keys, ${d.secrets.dataKeys} under their data keys`,
+        `versions: ${d.versions.valueKeys} under value keys, ${d.versions.dataKeys} under their data keys`,
+        ...(d.unreadable > 0 ? [`${d.unreadable} value(s) could not be opened and were left as they are`] : []),
+        d.sealingUnderValueKeys ? 'new values: sealed under value keys' : 'new values: sealed with their data keys (a vault replica of an earlier release runs)',
+      ].join('\n'),
+  }),
   'vault rotate-master-key': command({
     usage: 'pier vault rotate-master-key   (after restarting with the new PIER_MASTER_KEY and PIER_MASTER_KEY_PREVIOUS)',
     run: (inv) => call(inv, API.rotateMasterKey),

@@ -23,6 +23,7 @@ export const OPTIONS = {
   'value-file': { type: 'string' },
   version: { type: 'string' },
   deleted: { type: 'boolean' },
+  status: { type: 'boolean' },
   op: { type: 'string' },
   wait: { type: 'string' },
 } as const;

@@ -32,7 +32,7 @@
 /** @typedef {'GET' | 'POST' | 'PUT' | 'DELETE'} HttpMethod */
 /**
  * The routes the console calls.
- * @typedef {'status' | 'userList' | 'userAdd' | 'userToken' | 'userRevoke' | 'appList' | 'appInstall' | 'appUninstall' | 'providerList' | 'providerSuspend' | 'providerResume' | 'vaultAudit' | 'vaultList' | 'vaultVersions' | 'vaultDeleted' | 'vaultRestore' | 'vaultUndelete' | 'connections' | 'connectionsClose' | 'uploads' | 'metricsHistory'} RouteName
+ * @typedef {'status' | 'userList' | 'userAdd' | 'userToken' | 'userRevoke' | 'appList' | 'appInstall' | 'appUninstall' | 'providerList' | 'providerSuspend' | 'providerResume' | 'vaultAudit' | 'vaultList' | 'vaultVersions' | 'vaultDeleted' | 'vaultRestore' | 'vaultUndelete' | 'vaultFormats' | 'connections' | 'connectionsClose' | 'uploads' | 'metricsHistory'} RouteName
  */
 
 /**
@@ -58,6 +58,7 @@ const ROUTES = {
   vaultDeleted: ['GET', '/admin/v1/vault/deleted'],
   vaultRestore: ['POST', '/admin/v1/vault/secret/restore'],
   vaultUndelete: ['POST', '/admin/v1/vault/secret/undelete'],
+  vaultFormats: ['GET', '/admin/v1/vault/rekey'],
   connections: ['GET', '/admin/v1/connections'],
   connectionsClose: ['POST', '/admin/v1/connections/close'],
   uploads: ['GET', '/admin/v1/uploads'],

@@ -209,9 +209,26 @@ function Workspace({ target }) {
     ${opened && html`<${Versions} key=${opened.name} target=${target} opened=${opened} changed=${changed} onChange=${() => refresh()} onClose=${() => setOpened(null)} />`}`;
 }
 
+/**
+ * How many values are still sealed with their data keys (every user's): a destroy erases those
+ * only from the store, not from every copy, until `pier vault rekey` seals them anew under value
+ * keys of their own (docs/vault.md "Versions", value keys).
+ * @param {{ formats: import('../edge/admin/api.js').Rekeyed | undefined }} props
+ */
+function ValueFormats({ formats }) {
+  if (!formats) return null;
+  const old = formats.secrets.dataKeys + formats.versions.dataKeys;
+  const keyed = formats.secrets.valueKeys + formats.versions.valueKeys;
+  return html`<p class=${old > 0 ? 'warn' : 'help'} id="value-formats">
+    ${keyed} value(s) under value keys of their own; ${formats.secrets.dataKeys} secret(s) and ${formats.versions.dataKeys} version(s) still under their data keys${old > 0 ? html` (<code>pier vault rekey</code> seals them anew)` : ''}.
+    ${formats.sealingUnderValueKeys ? 'New values are sealed under value keys.' : 'New values are sealed with their data keys while a vault replica of an earlier release runs.'}
+  </p>`;
+}
+
 /** Secrets: pick a user, a workspace and an env; its secrets, deleted ones and versions. */
 export function Secrets() {
   const users = usePoll((signal) => get('userList', { signal }), 10_000);
+  const formats = usePoll((signal) => get('vaultFormats', { signal }), 30_000);
   const [target, setTarget] = useState(/** @type {Target | null} */ (null));
   const [invalid, setInvalid] = useState('');
   /** @param {import('./html.js').FormSubmit} e */
@@ -238,6 +255,7 @@ export function Secrets() {
     </form>
     <${ErrorText} text=${invalid || users.error} />
     <p class="help">Names, versions, who wrote them and when. Values never appear here (<code>pier vault get</code> reads one, audited).</p>
+    <${ValueFormats} formats=${formats.data} />
     ${target
       ? html`<p id="secrets-where">Workspace <strong>${target.workspace}</strong> of <strong>${target.user}</strong>, ${target.env}</p>
           <${Workspace} key=${`${target.user}/${target.workspace}/${target.env}`} target=${target} />`

@@ -63,6 +63,7 @@ export const adminRole: Declaration = {
     vault.rotate,
     vault.operator,
     vault.versions,
+    vault.rekey,
     processSubjects.describe,
     ...Object.values(stateEndpoints),
   ],

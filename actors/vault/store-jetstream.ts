@@ -246,6 +246,8 @@ export class JetStreamVaultStore implements VaultStore {
           mark[k] = Math.max(mark[k], seq);
           // (A secret's own earlier records go with `scrub`'s margin, or at once under a purge: eraseRemoved.)
           if (value === undefined && seq > 0 && view !== this.viewOf('secrets')) erase.push({ view, key, seq });
+          // A kept version written again (sealed anew by a rekey, or imported over): its earlier value leaves the stream.
+          else if (value !== undefined && expected > 0 && view === this.viewOf('versions')) erase.push({ view, key, seq });
         }
       } catch (err) {
         // The stream out of reach (a node lost, a leader being elected): the write may or may not

@@ -2,7 +2,7 @@ import { ask } from '../../bus/verbs.js';
 import { OLDEST_WIRE_VERSION, WIRE_VERSION } from '../../bus/envelope.js';
 import type { Bus } from '../../bus/bus.js';
 import { ErrorReasons, PierError } from '../../bus/errors.js';
-import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, FIRST_WIRE, OPERATOR_IN_AUDIT, OPERATOR_VERSIONS_WIRE, isOperatorVersionOp, type AuditQuery, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
+import { APP_NAME_RULE, USER_NAME_RULE, credentialsSchema, registry, stateEndpoints, upload, vault, USER_NAME, APP_NAME, type EndpointStats, FIRST_WIRE, OPERATOR_IN_AUDIT, OPERATOR_VERSIONS_WIRE, REKEY_WIRE, isOperatorVersionOp, type RekeyAnswer, type RekeyRequest, type AuditQuery, type ImportedCredentials, type OperatorVaultAnswers, type OperatorVaultRequest, type ProcessInfo, type ProviderState, type ProviderView } from '../../bus/subjects.js';
 import type { AdminApi, AdminRouteName, AnswerOf, AppRow, AuditRow, ProviderRow, ReplicaRow } from './api.js';
 import type { LiveRouteName } from './live-api.js';
 import { AggregatorRegistry } from 'prom-client';
@@ -94,6 +94,17 @@ async function askVersions(deps: AdminDeps, request: OperatorVaultRequest) {
     const heard = deps.peers.alive('vault').length;
     if (heard === 0) throw err;
     const message = `vault ${request.op} needs a vault replica of this release (wire format ${OPERATOR_VERSIONS_WIRE}), and none is running: the vault replicas running are of an earlier release; finish the upgrade (docs/operations.md "Upgrading")`;
+    throw new PierError('UNAVAILABLE', message, { cause: err, reason: ErrorReasons.UNSUPPORTED_VERSION });
+  }
+}
+
+/** `pier vault rekey` goes on its own subject, served by vault replicas of wire format 3 only: as `askVersions`. */
+async function askRekey(deps: AdminDeps, request: RekeyRequest): Promise<RekeyAnswer> {
+  try {
+    return await ask(deps.bus, vault.rekey, request, { wire: REKEY_WIRE });
+  } catch (err) {
+    if (!(err instanceof PierError && err.is(ErrorReasons.NO_RESPONDERS)) || deps.peers.alive('vault').length === 0) throw err;
+    const message = `vault rekey needs a vault replica of this release (wire format ${REKEY_WIRE}), and none is running: the vault replicas running are of an earlier release; finish the upgrade (docs/operations.md "Upgrading")`;
     throw new PierError('UNAVAILABLE', message, { cause: err, reason: ErrorReasons.UNSUPPORTED_VERSION });
   }
 }
@@ -244,6 +255,14 @@ export function adminAnswers(deps: AdminDeps): AnswerHandlers<Exclude<AdminRoute
     vaultRestore: (req) => vaultOp('restore', req),
     vaultUndelete: (req) => vaultOp('undelete', req),
     vaultDestroy: (req) => vaultOp('destroy', req),
+    vaultFormats: () => askRekey(deps, { status: true }),
+    vaultRekey: (req) => {
+      const body = req.body.length > 0 ? (parseJsonBody(req) as { limit?: unknown }) : {};
+      if (body.limit !== undefined && !(typeof body.limit === 'number' && Number.isSafeInteger(body.limit) && body.limit >= 1 && body.limit <= 1_000_000)) {
+        throw new PierError('BAD_REQUEST', 'limit: must be a whole number from 1 to 1000000');
+      }
+      return askRekey(deps, body.limit === undefined ? {} : { limit: body.limit });
+    },
 
     /** `pier state export`: every record of the registry and the vault, as NDJSON, streamed page by page. */
     stateExport: async () => {

@@ -188,6 +188,20 @@ export interface Purged {
   purged: number;
 }
 
+/**
+ * `pier vault rekey [--status]` (docs/vault.md "Versions", value keys): live secrets and kept
+ * versions under value keys of their own (`valueKeys`) and still under their scope's data key
+ * (`dataKeys`); what this call sealed anew, what it could not open, and whether new values are
+ * sealed under value keys now (every vault replica speaks wire format 3).
+ */
+export interface Rekeyed {
+  secrets: { valueKeys: number; dataKeys: number };
+  versions: { valueKeys: number; dataKeys: number };
+  rekeyed: number;
+  unreadable: number;
+  sealingUnderValueKeys: boolean;
+}
+
 export interface Rotated {
   rewrappedDataKeys: number;
   resealedAppSecrets: number;
@@ -421,6 +435,8 @@ export const ADMIN_API = {
   vaultSet: route<SecretSet, { value: string }, VaultTarget & { name: string }>()('put', '/admin/v1/vault/secret'),
   vaultDelete: route<SecretDeleted, undefined, VaultTarget & { name: string }>()('del', '/admin/v1/vault/secret'),
   rotateMasterKey: route<Rotated>()('post', '/admin/v1/vault/rotate-master-key'),
+  vaultFormats: route<Rekeyed>()('get', '/admin/v1/vault/rekey'),
+  vaultRekey: route<Rekeyed, { limit?: number }>()('post', '/admin/v1/vault/rekey'),
   stateExport: route<NdjsonStream>()('get', '/admin/v1/state'),
   stateImport: route<Imported, string, { first?: 'true' | 'false'; line?: string }>()('post', '/admin/v1/state'),
   connections: route<AppConnections[], undefined, { user?: string; app?: string }>()('get', '/admin/v1/connections'),

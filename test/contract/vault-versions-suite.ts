@@ -4,7 +4,8 @@ import { DataKeys } from '../../actors/vault/data-keys.js';
 import { Values } from '../../actors/vault/values.js';
 import { vaultOp, type VaultDeps } from '../../actors/vault/handler.js';
 import { operatorOp } from '../../actors/vault/operator.js';
-import { vaultRecords } from '../../actors/vault/state-io.js';
+import { vaultImportBatch, vaultRecords } from '../../actors/vault/state-io.js';
+import { rekey } from '../../actors/vault/rekey.js';
 import { appAccount, genOf, payerOf, scopeAccount, scopeKey, secretKey, versionKey, type VaultStore } from '../../actors/vault/store.js';
 import { destroyGeneration, expiredDeleted, isOrphan, orphanVersions, type VersionBounds } from '../../actors/vault/versions.js';
 import type { AppView, AuditEntry, OperatorVaultRequest } from '../../bus/subjects.js';
@@ -37,8 +38,9 @@ const appOf = (user: string, name: string): AppView => ({ id: `${user}/${name}`,
  * The vault's handler and operator over `store`, with apps alice/chat, alice/plain (the five ops
  * only) and bob/chat; sealing new values under value keys of their own when `keyed`.
  */
-function vaultOn(store: VaultStore, bounds: VersionBounds, clock: { now: number }, keyed: boolean) {
-  const keyring = new Keyring(randomBytes(32));
+function vaultOn(store: VaultStore, bounds: VersionBounds, clock: { now: number }, keyed: boolean, keyring = new Keyring(randomBytes(32))) {
+  /** Whether new values are sealed under value keys (a test may turn it on midway, as the last old replica's stop does). */
+  const gate = { keyed };
   const tokens = new AccessTokens(keyring);
   const audited: AuditEntry[] = [];
   const apps = [appOf('alice', 'chat'), appOf('alice', 'plain'), appOf('bob', 'chat')];
@@ -46,7 +48,7 @@ function vaultOn(store: VaultStore, bounds: VersionBounds, clock: { now: number 
   const deps: VaultDeps = {
     store,
     keys,
-    values: new Values(store, keys, () => keyed),
+    values: new Values(store, keys, () => gate.keyed),
     cache: {
       app: (u: string, a: string) => apps.find((x) => x.user === u && x.name === a),
       userExists: (u: string) => u === 'alice' || u === 'bob',
@@ -74,7 +76,7 @@ function vaultOn(store: VaultStore, bounds: VersionBounds, clock: { now: number 
       (a) => a.data as never,
       (e: { code: string; message: string }) => `${e.code}: ${e.message}` as never,
     );
-  return { deps, op, operator, audited };
+  return { deps, op, operator, audited, gate, keyring };
 }
 
 // Earlier records erased whatever their age (the configuration waits 60 s; the suite's clock is not the server's).
@@ -374,5 +376,67 @@ export function vaultVersionsSuite(test: TestFn, open: () => Promise<VersionsSto
       return fresh.secret(alice('k'))?.version;
     })();
     t.is(seen, 3, "the fresh replica follows the first one's write after the erased history");
+  });
+
+  if (!keyed) return;
+
+  test('rekey: values written before every replica sealed under value keys are sealed anew, resumably, audited; destroyed afterwards they are gone from every file', async (t) => {
+    const { op, operator, store, deps, gate, audited, files, erases } = await setup(t);
+    gate.keyed = false;
+    const marker = (s: string) => `${s}-${randomBytes(8).toString('hex')}`;
+    const values = { a1: marker('a1'), a2: marker('a2'), b: marker('b') };
+    await op('alice', 'CreateSecret', { name: 'a', value: values.a1 });
+    await op('alice', 'UpdateSecret', { name: 'a', value: values.a2 });
+    await op('alice', 'CreateSecret', { name: 'b', value: values.b });
+    await store.sync();
+    // Refused while a replica of an earlier release runs (the gate closed): nothing sealed anew.
+    t.regex(String(await rekey(deps, {}).catch((e: Error) => e.message)), /an earlier release is running/);
+    t.like(await rekey(deps, { status: true }), { secrets: { valueKeys: 0, dataKeys: 2 }, versions: { valueKeys: 0, dataKeys: 1 }, sealingUnderValueKeys: false });
+    const oldA1 = Buffer.from(store.version(versionKey(alice('a'), genOf(store.secret(alice('a'))!), 1))!.sealed);
+    gate.keyed = true;
+    // Resumable: a call with a limit takes that many; the next takes the rest.
+    t.like(await rekey(deps, { limit: 2 }), { rekeyed: 2, sealingUnderValueKeys: true });
+    t.like(await rekey(deps, {}), { rekeyed: 1, unreadable: 0, secrets: { valueKeys: 2, dataKeys: 0 }, versions: { valueKeys: 1, dataKeys: 0 } });
+    t.like(await rekey(deps, {}), { rekeyed: 0 }, 'nothing left');
+    t.true(audited.some((e) => e.op === 'Rekey' && e.app === '(operator)' && e.workspace === 'w' && e.env === 'prod'), 'audited per scope');
+    // Every value reads as before, versions included, and check-and-set still holds at the same version.
+    t.like(await op('alice', 'RetrieveSecret', { name: 'a' }), { data: { value: values.a2 }, version: 2 });
+    t.like(await op('alice', 'RetrieveSecretVersion', { name: 'a', version: 1 }), { data: { value: values.a1 } });
+    t.like(await op('alice', 'RetrieveSecret', { name: 'b' }), { data: { value: values.b }, version: 1 });
+    t.regex(String(await op('alice', 'UpdateSecret', { name: 'b', value: 'x', version: 2 })), /^CONFLICT/);
+    await store.sync();
+    const v1 = store.version(versionKey(alice('a'), genOf(store.secret(alice('a'))!), 1))!;
+    const v1Key = keyIdOf(v1.sealed)!;
+    t.truthy(v1Key, 'version 1 is under a value key now');
+    const { readFileSync } = await import('node:fs');
+    if (erases) t.deepEqual(files().filter((f) => readFileSync(f).includes(oldA1)), [], "JetStream: the version's earlier value left the stream when it was sealed anew");
+    const wrapped = Buffer.from(store.valueKey(v1Key)!.wrapped);
+    t.deepEqual(await operator({ op: 'destroy', name: 'a', version: 1 }), { name: 'a', env: 'prod', destroyed: [1] });
+    t.deepEqual(files().filter((f) => readFileSync(f).includes(wrapped)), [], 'its value key is in no file of the store at the answer');
+    t.like(await op('alice', 'RetrieveSecret', { name: 'a' }), { data: { value: values.a2 } }, 'the current value is whole');
+  });
+
+  test('value keys travel: an export imported into an empty store reads every value; a master key rotation leaves them whole', async (t) => {
+    const { op, store, keyring, clock } = await setup(t);
+    const [a1, a2] = [`a1-${randomBytes(6).toString('hex')}`, `a2-${randomBytes(6).toString('hex')}`];
+    await op('alice', 'CreateSecret', { name: 'a', value: a1 });
+    await op('alice', 'UpdateSecret', { name: 'a', value: a2 });
+    await store.sync();
+    const records = await vaultRecords(store);
+    t.is(records.filter((r) => r.kind === 'valueKey').length, 2, 'both values\' keys are exported');
+    // Into another store (the restore of an export on a new host), under the same master key.
+    const other = await open();
+    t.teardown(() => other.close());
+    await vaultImportBatch(other.store, records, keyring);
+    await other.store.sync();
+    const there = vaultOn(other.store, BOUNDS, clock, true, keyring);
+    t.like(await there.op('alice', 'RetrieveSecret', { name: 'a' }), { data: { value: a2 } });
+    t.like(await there.op('alice', 'RetrieveSecretVersion', { name: 'a', version: 1 }), { data: { value: a1 } });
+    // Rotation: the data keys re-wrapped under a new master key; value keys, wrapped by the data keys, are untouched.
+    const next = new Keyring(randomBytes(32), keyring.current);
+    t.is(await new DataKeys(other.store, next, () => new Date(clock.now)).rewrapAll(), 1);
+    const rotated = vaultOn(other.store, BOUNDS, clock, true, new Keyring(next.current));
+    t.like(await rotated.op('alice', 'RetrieveSecret', { name: 'a' }), { data: { value: a2 } });
+    t.like(await rotated.op('alice', 'RetrieveSecretVersion', { name: 'a', version: 1 }), { data: { value: a1 } });
   });
 }
