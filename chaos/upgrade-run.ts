@@ -9,6 +9,8 @@ import { roll, type Step } from './rolling.js';
 import type { Checker, Verdict, Workload, WorkloadContext } from './workload.js';
 import { checkProcesses } from './checks/processes.js';
 import { checkUpgrade } from './checks/upgrade.js';
+import { checkValueKeys } from './checks/value-keys.js';
+import { sampleValueKeys } from './value-keys-sampler.js';
 
 export interface UpgradeRunOptions {
   seed: number;
@@ -73,6 +75,7 @@ export async function upgradeRun(o: UpgradeRunOptions): Promise<UpgradeRunResult
   });
   const steps: Step[] = [];
   let stopSampling = () => undefined as void;
+  let stopValueKeys = async () => undefined as void;
   try {
     const contexts = o.workloads.map(({ workload }): [Workload, WorkloadContext] => {
       const dir = join(o.dir, 'work', workload.name);
@@ -84,6 +87,7 @@ export async function upgradeRun(o: UpgradeRunOptions): Promise<UpgradeRunResult
       await w.setup(ctx);
     }
     stopSampling = sampleMemory(cluster, history, 5_000);
+    stopValueKeys = await sampleValueKeys(cluster, history, 2_000);
     for (const [, ctx] of contexts) ctx.deadline = Date.now() + RUN_BOUND_MS;
     const drive = async () => {
       try {
@@ -111,11 +115,12 @@ export async function upgradeRun(o: UpgradeRunOptions): Promise<UpgradeRunResult
     history.info('run', 'end', {});
   } finally {
     stopSampling();
+    await stopValueKeys();
     await cluster.stop();
     await history.close();
   }
   const context = { uploadRoot: cluster.uploadRoot };
-  const verdicts: Verdict[] = [...checkProcesses(history.lines), ...checkUpgrade(history.lines)];
+  const verdicts: Verdict[] = [...checkProcesses(history.lines), ...checkUpgrade(history.lines), ...checkValueKeys(history.lines)];
   for (const { check } of o.workloads) verdicts.push(...(await check(history.lines, context)));
   return { verdicts, historyPath, lines: history.lines, steps, passed: verdicts.every((v) => v.anomalies.length === 0) };
 }

@@ -248,6 +248,23 @@ export function checkVault(lines: readonly HistoryLine[]): Verdict[] {
     ...verdicts,
     { check: 'vault: no destroyed version is read back', checked: destroyedVersions.checked, anomalies: destroyedVersions.anomalies },
     { check: 'vault: no undelete of a deleted secret destroyed whole', checked: undeletes.checked, anomalies: undeletes.anomalies },
+    ...checkShredded(lines),
+  ];
+}
+
+/**
+ * The settle's reading of the streams with the master key (chaos/vault-shred.ts): no destroyed
+ * value sealed under a value key opens, and the final values do (else the reading proves nothing).
+ */
+function checkShredded(lines: readonly HistoryLine[]): Verdict[] {
+  const l = [...lines].reverse().find((x) => x.kind === KIND && x.op === 'shred');
+  if (!l) return [];
+  if (typeof l.error === 'string') return [{ check: 'vault: no destroyed value under a value key opens from the streams', checked: 0, anomalies: [`the streams could not be read: ${l.error}`] }];
+  const opened = (l.underValueKeys as string[]).map((v) => `destroyed value ${JSON.stringify(v)} opens from the streams with the master key: its value key was not erased`);
+  const unopened = (l.liveUnopened as string[]).map((v) => `final value ${JSON.stringify(v)} does not open from the streams: the reading proves nothing`);
+  return [
+    { check: 'vault: no destroyed value under a value key opens from the streams (the master key in hand)', checked: Number(l.destroyed), anomalies: [...opened, ...unopened] },
+    { check: `vault: (info) destroyed values under their data keys still in the secrets bucket's history (until the hourly sweep): ${Number(l.underDataKeys)}; stream messages read: ${Number(l.messages)}`, checked: Number(l.destroyed), anomalies: [] },
   ];
 }
 

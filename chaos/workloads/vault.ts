@@ -4,6 +4,7 @@ import type { Rng } from '../random.js';
 import { AccessCache, admin, adminSettled, errorText, jsonFetch, sleep, type Answer } from '../vault-http.js';
 import type { Workload, WorkloadContext } from '../workload.js';
 import { checkVault } from '../checks/vault.js';
+import { judgeShredding } from '../vault-shred.js';
 
 /**
  * The vault as an app uses it, under faults: one user, one app granted every op on one workspace,
@@ -345,6 +346,8 @@ export const workload: Workload = {
         await sleep(500);
       }
     }
+    // What the streams still hold of destroyed values (vault-shred.ts): judged by checks/vault.ts.
+    await judgeShredding(ctx, USER, WORKSPACE, VAULT_KEYS).catch((err: unknown) => ctx.history.info(KIND, 'shred', { error: errorText(err) }));
   },
 };
 

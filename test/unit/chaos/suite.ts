@@ -1,6 +1,8 @@
 // Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
 import './processes-check.test.js';
 import './upgrade-history.test.js';
+import './value-keys-check.test.js';
+import './vault-shred-check.test.js';
 import './worktree.test.js';
 import './upload-check.test.js';
 import './users-check.test.js';
