@@ -1,25 +1,14 @@
 import test from 'ava';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { open } from 'lmdb';
 import { appAccount, LmdbVaultStore, scopeAccount, scopeKey, secretKey, versionKey } from '../../actors/vault/store.js';
 import { vaultVersionsSuite } from './vault-versions-suite.js';
+import { lmdbVersionsStore } from '../helpers/vault-versions-stores.js';
 
 // Versions and soft delete on the embedded default (one LMDB environment).
-vaultVersionsSuite(test, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'pier-vault-versions-'));
-  const store = LmdbVaultStore.open(dir, 'r1');
-  return {
-    store,
-    erases: false,
-    files: () => readdirSync(dir).map((f) => join(dir, f)),
-    close: async () => {
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-});
+vaultVersionsSuite(test, lmdbVersionsStore);
 
 test('versions an earlier build kept without counting them per app are counted at the next open', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'pier-vault-accounts-'));
