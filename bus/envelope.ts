@@ -19,7 +19,7 @@ import type { Checker } from './validation.js';
  *
  * Formats: 1, the first; 2 adds the vault operator's operations on versions (`pier.vault.versions`);
  * 3 adds `pier vault rekey` (`pier.vault.rekey`), and says a vault replica seals new values under
- * value keys once every vault replica speaks it (docs/vault.md "Versions", value keys).
+ * value keys once every vault replica speaks it (docs/vault.md "Destroyed").
  */
 export const WIRE_VERSION: number = 3;
 /** The oldest wire format this process reads. */

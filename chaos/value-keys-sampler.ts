@@ -6,7 +6,7 @@ import type { ChaosCluster } from './cluster.js';
 import type { History } from './history.js';
 
 /**
- * How many value keys the vault has written so far (docs/vault.md "Versions", value keys), read
+ * How many value keys the vault has written so far (docs/vault.md "Destroyed"), read
  * every `everyMs` from the end of their bucket's stream with the vault's own state login, and
  * written to the history (`vault` `value keys`, `written`: the stream's last sequence, which only
  * grows): what the upgrade checker judges a writer's gate by (checks/value-keys.ts). A build

@@ -8,7 +8,7 @@ import type { HistoryLine } from './history.js';
 import type { WorkloadContext } from './workload.js';
 
 /**
- * Destroyed means gone (docs/vault.md "Versions", value keys), judged at the end of a run: every
+ * Destroyed means gone (docs/vault.md "Destroyed"), judged at the end of a run: every
  * message the vault's buckets still hold, read with its own state login, opened with the master
  * key and every key those messages yield. A value whose version was destroyed (answered ok) and
  * that nothing can have copied since (no restore of that version, no undelete of its secret, no

@@ -212,7 +212,7 @@ function Workspace({ target }) {
 /**
  * How many values are still sealed with their data keys (every user's): a destroy erases those
  * only from the store, not from every copy, until `pier vault rekey` seals them anew under value
- * keys of their own (docs/vault.md "Versions", value keys).
+ * keys of their own (docs/vault.md "Destroyed").
  * @param {{ formats: import('../edge/admin/api.js').Rekeyed | undefined }} props
  */
 function ValueFormats({ formats }) {

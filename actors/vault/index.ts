@@ -104,8 +104,7 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
 }
 
 /**
- * Whether new values are sealed under value keys of their own (docs/vault.md "Versions", value
- * keys): only once every vault replica speaks wire format 3 (the first whose replicas all write
+ * Whether new values are sealed under value keys of their own (docs/vault.md "Destroyed"): only once every vault replica speaks wire format 3 (the first whose replicas all write
  * them), as the operator's version operations waited for format 2, so that while a replica of the
  * release before runs, nothing is written it would not have written itself. Said once per change.
  */
@@ -115,8 +114,8 @@ function sealingGate(ctx: RoleContext): () => boolean {
     const open = ctx.peers.allSpeak('vault', VALUE_KEYS_WIRE);
     if (open !== said) {
       said = open;
-      if (open) ctx.log.info('vault: new values are sealed under value keys of their own (every vault replica speaks wire format 3)');
-      else ctx.log.warn('vault: new values are sealed with their data keys: a vault replica of an earlier release runs (docs/vault.md "Versions", value keys)');
+      if (open) ctx.log.info('vault: new values are sealed under value keys of their own (every vault replica speaks wire format 3; docs/vault.md "Destroyed")');
+      else ctx.log.info('vault: new values are sealed with their data keys until every vault replica is heard speaking wire format 3 (docs/vault.md "Destroyed"; a replica of an earlier release, or this one just started)');
     }
     return open;
   };

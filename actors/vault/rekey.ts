@@ -4,7 +4,7 @@ import { keyIdOf } from '../../lib/crypto/secret-box.js';
 import type { VaultDeps } from './handler.js';
 import { scopeOf, secretFormatOf, secretOfVersion, versionFormatOf, type VaultStore, type VaultWriter } from './store.js';
 
-// `pier vault rekey` (docs/vault.md "Versions", value keys): values written before every vault
+// `pier vault rekey` (docs/vault.md "Destroyed"): values written before every vault
 // replica sealed under value keys are sealed anew under keys of their own, a batch per write, so a
 // call cut short (a replica stopped, a timeout) leaves every batch before it done and the next call
 // goes on from what is left. Each batch is audited per scope as `Rekey` by the operator.

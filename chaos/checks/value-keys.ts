@@ -3,7 +3,7 @@ import type { Verdict } from '../workload.js';
 import { readSteps } from './upgrade-history.js';
 
 /**
- * The vault's writer of values under value keys (docs/vault.md "Versions", value keys) judged from
+ * The vault's writer of values under value keys (docs/vault.md "Destroyed") judged from
  * a rolling upgrade's samples (chaos/value-keys-sampler.ts): where the old build writes none (no
  * key appeared in the phase on it alone), none may appear while a vault replica of the old build
  * lives, past the moment the others can have heard it (SLACK_MS after its start); and some must

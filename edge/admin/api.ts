@@ -189,7 +189,7 @@ export interface Purged {
 }
 
 /**
- * `pier vault rekey [--status]` (docs/vault.md "Versions", value keys): live secrets and kept
+ * `pier vault rekey [--status]` (docs/vault.md "Destroyed"): live secrets and kept
  * versions under value keys of their own (`valueKeys`) and still under their scope's data key
  * (`dataKeys`); what this call sealed anew, what it could not open, and whether new values are
  * sealed under value keys now (every vault replica speaks wire format 3).

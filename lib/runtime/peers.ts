@@ -193,7 +193,7 @@ export class Peers {
   /**
    * Whether every live `role` process (this one included) speaks wire format `wire` or later, as
    * their believed heartbeats say: what a writer of a record format only such a release reads waits
-   * for (the vault's value keys, docs/vault.md "Versions"). A heartbeat not believed counts for
+   * for (the vault's value keys, docs/vault.md "Destroyed"). A heartbeat not believed counts for
    * nothing either way: a thief of the role's identity neither holds the writer back nor lets it on.
    */
   allSpeak(role: string, wire: number): boolean {

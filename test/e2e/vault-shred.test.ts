@@ -14,7 +14,7 @@ import { filesUnder, shredScan } from '../helpers/shred-scan.js';
 import { patience } from '../helpers/time.js';
 import { until } from '../helpers/wait.js';
 
-// Destroyed means gone for good (docs/vault.md "Versions", value keys): the raw files of the store
+// Destroyed means gone for good (docs/vault.md "Destroyed"): the raw files of the store
 // (LMDB's every page, free ones too; every JetStream node's store folder, raft logs included), read
 // with the master key in hand and every key the same bytes yield, open no destroyed value — a
 // destroyed version, a deleted secret destroyed whole, versions trimmed past the bound, a purged

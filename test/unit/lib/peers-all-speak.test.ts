@@ -10,7 +10,7 @@ import { Peers } from '../../../lib/runtime/peers.js';
 import { until } from '../../helpers/wait.js';
 
 // Peers.allSpeak: what the vault's writer of values under value keys waits for (docs/vault.md
-// "Versions", value keys): every live vault replica of wire format 3, as its proven heartbeats say.
+// "Destroyed"): every live vault replica of wire format 3, as its proven heartbeats say.
 
 const MASTER = randomBytes(32);
 const anchors = anchorsFromMasterKeys([MASTER]);
