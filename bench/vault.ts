@@ -29,6 +29,20 @@ async function vaultFloor(dir: string, like: Target, mode: 'plain' | 'cached' = 
   }
 }
 
+/**
+ * Whether the values measured are sealed under value keys of their own (docs/vault.md "Destroyed"):
+ * waited for (10 s at most: the vault's gate opens two heartbeats after its start), so every value
+ * written below is; false on a release without them (no such route) or when the gate stays shut.
+ */
+async function sealingUnderValueKeys(env: Record<string, string>): Promise<boolean> {
+  for (const end = Date.now() + 10_000; Date.now() < end; await new Promise((r) => setTimeout(r, 250))) {
+    const status = await cli(['vault', 'rekey', '--status', '--json'], env);
+    if (status.code !== 0) return false;
+    if (status.json.sealingUnderValueKeys === true) return true;
+  }
+  return false;
+}
+
 /** Secrets the update measurement spreads over: 32 clients seldom update the same one at once. */
 const UPDATED_SECRETS = 256;
 
@@ -41,11 +55,12 @@ async function measure(
   pier: PierProcess,
   dir: string,
   measured: PierProcess[] = [pier],
-): Promise<{ reads: Awaited<ReturnType<typeof maxRate>> & { cpu_us_per_op: number }; writes: Awaited<ReturnType<typeof maxRate>>; updates: Awaited<ReturnType<typeof maxRate>>; retrieve: Target }> {
+): Promise<{ reads: Awaited<ReturnType<typeof maxRate>> & { cpu_us_per_op: number }; writes: Awaited<ReturnType<typeof maxRate>>; updates: Awaited<ReturnType<typeof maxRate>>; retrieve: Target; valueKeys: boolean }> {
   const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   const user = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=chat, CreateSecret?workspace=chat, UpdateSecret?workspace=chat] }\n');
   const app = (await cli(['app', 'install', '--user', 'alice', '--manifest', join(dir, 'chat.yaml'), '--json'], env)).json.env;
+  const valueKeys = await sealingUnderValueKeys(env);
   const ts = Math.floor(Date.now() / 1000);
   const access = await (
     await fetch(`http://${app.OS_SYSTEM_SERVER}/permission/v1alpha1/access`, {
@@ -67,7 +82,7 @@ async function measure(
   // Updates of secrets that exist (the creates above made w-0..): each keeps the value it replaces.
   const update: Target = { ...retrieve, path: path('UpdateSecret') };
   const updates = await maxRate(update, 32, 5, (i) => Buffer.from(JSON.stringify({ name: `w-${i % UPDATED_SECRETS}`, value })));
-  return { reads, writes, updates, retrieve };
+  return { reads, writes, updates, retrieve, valueKeys };
 }
 
 /**
@@ -130,7 +145,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
   const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_NODE_FLAGS: SERVER_NODE_FLAGS.join(' ') }));
   pinServer(pier.proc.pid);
   try {
-    const { reads, writes, updates, retrieve } = await measure(pier, dir);
+    const { reads, writes, updates, retrieve, valueKeys } = await measure(pier, dir);
     const ceiling: Target = { origin: `http://127.0.0.1:${bare.port}`, path: '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: retrieve.body };
     await maxRate(ceiling, 32, 2);
     const bareRun = await maxRate(ceiling, 32, 5);
@@ -174,6 +189,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     return {
       shape: 'npm start (one process, in-process bus); 32 clients back to back from this process; 1 KiB values',
       server_node_flags: SERVER_NODE_FLAGS,
+      values_under_value_keys: { lmdb: valueKeys, jetstream_r3: r3.valueKeys, note: 'whether the values measured were sealed under value keys of their own (docs/vault.md "Destroyed"), each wrapped by its scope\'s data key; false: under the data key, as 0.3.0 seals them' },
       bare_uws_constant: { rps: bareRun.rps, p50_ms: bareRun.p50_ms, p99_ms: bareRun.p99_ms },
       retrieve: { rps: reads.rps, p50_ms: reads.p50_ms, p99_ms: reads.p99_ms, errors: reads.errors, ratio_to_bare: round(reads.rps / bareRun.rps, 2), goal: 'ratio >= 0.3, p99 <= 5 ms' },
       floor_uws_lmdb_gcm: { ...floor.run, cpu_us_per_read: floor.cpu_us_per_op, note: 'uWS in, both tokens checked, LMDB get, AES-256-GCM open, JSON out: no bus, no actors' },
