@@ -10,6 +10,7 @@ import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { AuditBatch } from './audit-batch.js';
 import { DataKeys } from './data-keys.js';
 import { Values, VALUE_KEYS_WIRE } from './values.js';
+import { strayValueKeys } from './value-key-erasure.js';
 import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
 import { operatorOp } from './operator.js';
 import { rekey } from './rekey.js';
@@ -188,6 +189,14 @@ async function finishCutShort(a: VaultActor): Promise<void> {
     if (scopes > 0) a.ctx.log.info({ scopes }, 'vault: purges cut short finished');
     const erased = a.stopped ? 0 : ((await a.store.eraseRemoved?.()) ?? 0);
     if (erased > 0) a.ctx.log.info({ erased }, 'vault: removed records left in the streams erased');
+    // Value keys no record names (a write cut short between its commits: value-key-erasure.ts).
+    await a.store.syncWithStreams?.();
+    const stray = strayValueKeys(a.store, a.ctx.now(), 10_000);
+    for (let i = 0; i < stray.length && !a.stopped; i += EXPIRY_BATCH) {
+      const batch = stray.slice(i, i + EXPIRY_BATCH);
+      await a.store.write((w) => batch.forEach((id) => w.valueKey(id) && w.removeValueKey(id)));
+    }
+    if (stray.length > 0) a.ctx.log.info({ erased: stray.length }, 'vault: value keys no record names erased');
   } catch (err) {
     if (!a.stopped) a.ctx.log.error({ err }, 'vault: finishing purges and erasures cut short failed');
   }

@@ -50,9 +50,11 @@ export async function rekey(deps: VaultDeps, req: RekeyRequest): Promise<RekeyAn
   /** Secrets sealed anew: their earlier records (JetStream: the secrets bucket's history) are erased after. */
   const touched = new Set<string>();
   let rekeyed = 0;
-  while (rekeyed < limit) {
-    const batch = stillOld(store, Math.min(BATCH, limit - rekeyed), unreadable);
-    if (batch.length === 0) break;
+  // Found once per call (a scan of every record), then sealed anew a batch per write, each record
+  // read again inside its write (another write may have got there first).
+  const pending = stillOld(store, limit, unreadable);
+  for (let i = 0; i < pending.length; i += BATCH) {
+    const batch = pending.slice(i, i + BATCH);
     rekeyed += await store.write((w) => {
       let n = 0;
       const scopes = new Set<string>();
@@ -73,8 +75,8 @@ export async function rekey(deps: VaultDeps, req: RekeyRequest): Promise<RekeyAn
       }
       return n;
     });
-    await store.sync();
   }
+  await store.sync();
   // The values' earlier copies under their data keys leave the streams too (those younger than the
   // margin at the hourly sweep: docs/vault.md "Versions"); LMDB's freed pages keep them until reused.
   await store.scrub?.(deps.now() - deps.bounds.scrubAfterMs, [...touched]).catch(() => undefined);

@@ -44,7 +44,11 @@ export async function vaultImportBatch(store: VaultStore, records: StateRecord[]
         const v = r.value as unknown as ValueKeyRecord;
         if (typeof r.key !== 'string' || !/^[0-9a-f]{32}$/.test(r.key)) throw new PierError('BAD_REQUEST', `valueKey ${JSON.stringify(r.key)}: the key must be 32 hex digits`);
         if (!(v.wrapped instanceof Uint8Array) || v.wrapped.byteLength > 96) throw new PierError('BAD_REQUEST', `valueKey ${r.key}: wrapped must be bytes (at most 96)`);
-        w.putValueKey(r.key, { format: 1, wrapped: v.wrapped });
+        // A key already held is never replaced (its values would open no more): the same bytes again are a no-op.
+        const held = w.valueKey(r.key);
+        if (held && !Buffer.from(held.wrapped).equals(Buffer.from(v.wrapped))) throw new PierError('CONFLICT', `valueKey ${r.key}: a different key is held under this id`);
+        // Written now: the sweep of keys no record names leaves it alone while the records sealed under it come in later batches.
+        if (!held) w.putValueKey(r.key, { format: 1, wrapped: v.wrapped, at: Date.now() });
       } else if (r.kind === 'secret') {
         const v = r.value as unknown as SecretRecord;
         if (!(v.sealed instanceof Uint8Array) || typeof v.version !== 'number') throw new PierError('BAD_REQUEST', `secret ${JSON.stringify(r.key)}: sealed and version are required`);

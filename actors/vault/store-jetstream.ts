@@ -7,7 +7,7 @@ import { JetStreamAudit } from './audit-jetstream.js';
 import { BucketView, Conflict, HISTORY } from './bucket-view.js';
 import { bufferedWriter, type Op, type VaultViews } from './buffered-writer.js';
 import type { DataKeyRecord, DeletedRecord, SecretRecord, ValueKeyRecord, VaultStore, VaultWriter, VersionRecord } from './store.js';
-import { erasingUnusedValueKeys } from './value-key-erasure.js';
+import { dropStrayValueKeys, erasingUnusedValueKeys, secretSealedUnder, type StrayValueKey } from './value-key-erasure.js';
 import { VersionUsage } from './version-usage.js';
 
 const SEP = '\u0000';
@@ -230,7 +230,23 @@ export class JetStreamVaultStore implements VaultStore {
     return traced('jetstream publish', 'internal', () => this.publish(fn), { 'db.system': 'nats-jetstream' });
   }
 
+  /**
+   * `attempt`, and afterwards (whatever it answered) the value keys committed by attempts that did
+   * not land: a write commits change by change, so an attempt that lost to another replica's may
+   * have committed a new value's key, and its sealed record was written to the stream and refused
+   * there. That key names nothing accepted: it is erased (value-key-erasure.ts dropStrayValueKeys),
+   * or the refused copy would stay readable after its value (sealed anew by the retry) is destroyed.
+   */
   private async publish<T>(fn: (w: VaultWriter) => T): Promise<T> {
+    const stray: StrayValueKey[] = [];
+    try {
+      return await this.attempts(fn, stray);
+    } finally {
+      if (stray.length > 0) await dropStrayValueKeys(this, stray).catch((err: unknown) => this.onEraseFailed(err));
+    }
+  }
+
+  private async attempts<T>(fn: (w: VaultWriter) => T, stray: StrayValueKey[]): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const ops: Op[] = [];
       const audit: AuditEntry[] = [];
@@ -238,10 +254,13 @@ export class JetStreamVaultStore implements VaultStore {
       const mark: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0, valueKeys: 0 };
       /** Data keys, versions and deleted secrets removed by this write: their earlier entries are erased once it is durable. */
       const erase: Array<{ view: BucketView<unknown>; key: string; seq: number }> = [];
+      /** Value keys this attempt committed: stray if it does not land. */
+      const keysPut: StrayValueKey[] = [];
       try {
         // Committed in the order `fn` made them: a version is kept before the secret moves past it.
         for (const { view, key, value, expected } of ops) {
           const seq = await view.commit(key, value, expected);
+          if (view === this.viewOf('valueKeys') && value !== undefined) keysPut.push({ id: key, secret: secretSealedUnder(ops, key) });
           const k = MARKED.find((name) => this.viewOf(name) === view)!;
           mark[k] = Math.max(mark[k], seq);
           // (A secret's own earlier records go with `scrub`'s margin, or at once under a purge: eraseRemoved.)
@@ -250,6 +269,7 @@ export class JetStreamVaultStore implements VaultStore {
           else if (value !== undefined && expected > 0 && view === this.viewOf('versions')) erase.push({ view, key, seq });
         }
       } catch (err) {
+        stray.push(...keysPut);
         // The stream out of reach (a node lost, a leader being elected): the write may or may not
         // have landed; the caller is told to try again (503), not that Pier broke (500).
         if (!(err instanceof Conflict)) throw err instanceof PierError ? err : new PierError('UNAVAILABLE', 'the vault store did not answer in time; try again', { cause: err });

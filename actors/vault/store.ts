@@ -80,6 +80,8 @@ export const versionFormatOf = (sealed: Uint8Array) => (keyIdOf(sealed) === unde
  */
 export interface ValueKeyRecord extends FormatSlot {
   wrapped: Uint8Array;
+  /** When it was written (ms; JetStream: the sweep of keys no record names waits a margin past it). */
+  at?: number;
 }
 
 /** A secret: its value sealed with its data key, and who wrote which version when (never a value). */

@@ -5,8 +5,9 @@ import type { Database, RootDatabase } from 'lmdb';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import type { ValueKeyRecord } from './store.js';
 
-/** One slot: magic | key id (16) | length (1) | wrapped key | zeros. Fixed, so a slot is overwritten in place. */
+/** One slot: magic | key id (16) | length (1) | wrapped key | zeros | written at (ms, 8). Fixed, so a slot is overwritten in place. */
 export const SLOT_BYTES = 128;
+const AT = SLOT_BYTES - 8;
 const MAGIC = Buffer.from('PVK1');
 const ID_BYTES = 16;
 const HEADER = MAGIC.length + ID_BYTES + 1;
@@ -76,7 +77,8 @@ export class ValueKeySlots {
     if (readSync(this.fd, bytes, 0, SLOT_BYTES, slot * SLOT_BYTES) < SLOT_BYTES) return undefined;
     if (!bytes.subarray(0, MAGIC.length).equals(MAGIC) || bytes.toString('hex', MAGIC.length, MAGIC.length + ID_BYTES) !== id) return undefined;
     const length = bytes[MAGIC.length + ID_BYTES];
-    return { wrapped: Uint8Array.prototype.slice.call(bytes, HEADER, HEADER + length) };
+    const at = bytes.readDoubleBE(AT);
+    return { wrapped: Uint8Array.prototype.slice.call(bytes, HEADER, HEADER + length), ...(at > 0 ? { at } : {}) };
   }
 
   /** Every live key (state export). */
@@ -90,15 +92,17 @@ export class ValueKeySlots {
   /** Keeps a key in a free slot (inside a write transaction; the file is synced before it commits: `beforeCommit`). */
   put(id: string, record: ValueKeyRecord): void {
     if (!/^[0-9a-f]{32}$/.test(id)) throw new TypeError('a value key id is 16 bytes of hex');
-    if (record.wrapped.byteLength > SLOT_BYTES - HEADER) throw new TypeError(`a wrapped value key is at most ${SLOT_BYTES - HEADER} bytes`);
-    const existing = this.index.get(id);
-    const slot = existing ?? this.take();
+    if (record.wrapped.byteLength > AT - HEADER) throw new TypeError(`a wrapped value key is at most ${AT - HEADER} bytes`);
+    // Never in place: a transaction that wrote a held key's slot and then aborted would leave its values unopenable.
+    if (this.index.get(id) !== undefined) throw new Error(`value key ${id} is held already`);
+    const slot = this.take();
     this.held.delete(id);
     const bytes = Buffer.alloc(SLOT_BYTES);
     MAGIC.copy(bytes);
     bytes.write(id, MAGIC.length, 'hex');
     bytes[MAGIC.length + ID_BYTES] = record.wrapped.byteLength;
     bytes.set(record.wrapped, HEADER);
+    bytes.writeDoubleBE(record.at ?? Date.now(), AT);
     writeSync(this.fd, bytes, 0, SLOT_BYTES, slot * SLOT_BYTES);
     this.written = true;
     this.index.put(id, slot);

@@ -84,7 +84,7 @@ export class Values {
     const valueKey = randomBytes(32);
     const wrapped = seal(dataKey, valueKey, valueKeyContext(scope, id));
     // Kept before the record sealed under it (JetStream commits a write's changes in order).
-    w.putValueKey(id, { format: 1, wrapped });
+    w.putValueKey(id, { format: 1, wrapped, at: Date.now() });
     this.remember(id, wrapped, valueKey);
     return sealKeyed(valueKey, idBytes, plaintext, valueContext(key));
   }

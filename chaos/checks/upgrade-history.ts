@@ -118,6 +118,8 @@ export function rolesOf(r: Request): string[] {
   // Every edge request also needs the edge's view of the registry to be fresh (docs/operations.md):
   // with one registry replica, its replacement outlasting PIER_REGISTRY_MAX_STALENESS_MS on a loaded
   // host refuses them (503), as a CI run showed for vault requests.
+  // The operator's undelete and destroy go through the admin API, not an edge.
+  if (r.kind === 'vault' && (r.op === 'undelete' || r.op === 'destroy')) return ['admin', 'vault', 'registry'];
   if (r.kind === 'vault' || r.kind === 'carry') return ['edge', 'vault', 'registry'];
   if (r.kind === 'upload') return ['edge', 'upload', 'registry'];
   // An app's send is checked against its key and secret by the registry (pier.registry.app.verify)

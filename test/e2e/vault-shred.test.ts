@@ -30,10 +30,19 @@ interface Played {
   destroyed: string[];
   paths: string[];
   scopes: string[];
+  /** The value keys of the values about to be destroyed, as a reading of the files recovered them just before. */
+  doomedKeys: string[];
 }
 
-/** The scenario, through an app (HTTP) and the operator (CLI), on a Pier sealing under value keys. */
-async function play(t: ExecutionContext, pier: PierProcess, dir: string): Promise<Played> {
+const scopes = [scopeKey('alice', 'w', 'prod'), scopeKey('alice', 'gone', 'prod')];
+const paths = [secretKey(scopes[0], 'a'), secretKey(scopes[0], 'd'), secretKey(scopes[0], 't'), secretKey(scopes[1], 'p')];
+
+/**
+ * The scenario, through an app (HTTP) and the operator (CLI), on a Pier sealing under value keys.
+ * Just before the destroys, `files` are read: each value about to be destroyed opens, under a value
+ * key recovered from the files (what the reading after must no longer recover).
+ */
+async function play(t: ExecutionContext, pier: PierProcess, dir: string, files: () => string[], masterKey: Buffer): Promise<Played> {
   const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   const run = async (args: string[]) => {
     const r = await cli(args, env);
@@ -61,26 +70,35 @@ async function play(t: ExecutionContext, pier: PierProcess, dir: string): Promis
   for (const value of v.t.slice(1)) await call('UpdateSecret', 'w', { name: 't', value });
   await call('CreateSecret', 'gone', { name: 'p', value: v.p });
   await call('UpdateSecret', 'gone', { name: 'p', value: v.p2 });
+  const doomed = [v.a1, v.d, v.p, v.p2];
+  const before = shredScan(files(), [masterKey], scopes, paths, doomed);
+  const doomedKeys = doomed.map((value) => before.found.find((f) => f.value === value && f.format === 'value key')?.keyId);
+  t.deepEqual(doomed.filter((_, i) => doomedKeys[i] === undefined), [], 'before the destroys, each value about to go opens from the files under its own value key');
   t.deepEqual((await run(['vault', 'destroy', '--user', 'alice', '--workspace', 'w', 'a', '--version', '1', '--json'])).destroyed, [1]);
   t.deepEqual((await run(['vault', 'destroy', '--user', 'alice', '--workspace', 'w', 'd', '--json'])).destroyed, [1]);
   t.is((await run(['vault', 'purge', '--user', 'alice', '--workspace', 'gone', '--json'])).purged, 1);
   const formats = await run(['vault', 'rekey', '--status', '--json']);
   t.like(formats, { secrets: { dataKeys: 0 }, versions: { dataKeys: 0 } }, 'every value written here is under a value key');
-  const scopes = [scopeKey('alice', 'w', 'prod'), scopeKey('alice', 'gone', 'prod')];
   return {
     live: [v.a2, v.a3, v.t[2], v.t[3], v.t[4]],
     destroyed: [v.a1, v.d, v.t[0], v.t[1], v.p, v.p2],
-    paths: [secretKey(scopes[0], 'a'), secretKey(scopes[0], 'd'), secretKey(scopes[0], 't'), secretKey(scopes[1], 'p')],
+    paths,
     scopes,
+    doomedKeys: doomedKeys as string[],
   };
 }
 
-/** Asserts what a reading of `files` opens: every live value, no destroyed one. */
+/**
+ * Asserts what a reading of `files` opens: every live value, no destroyed one; and that no value key
+ * of a destroyed value is recovered from any byte (whether or not a copy of its box survived).
+ */
 function judge(t: ExecutionContext, files: string[], masterKey: Buffer, played: Played): void {
-  const scan = shredScan(files, [masterKey], played.scopes, played.paths, [...played.live, ...played.destroyed]);
+  const scan = shredScan(files, [masterKey], played.scopes, played.paths, [...played.live, ...played.destroyed], played.doomedKeys);
   const opened = new Set(scan.found.map((f) => f.value));
   t.deepEqual(played.live.filter((v) => !opened.has(v)), [], 'the reading opens every live value (it would find a destroyed one)');
   t.deepEqual(scan.found.filter((f) => played.destroyed.includes(f.value)), [], 'it opens no destroyed value');
+  t.deepEqual(played.doomedKeys.filter((id) => scan.valueKeyIds.includes(id)), [], 'and recovers none of their value keys');
+  t.true(scan.valueKeyIds.length >= played.live.length, "the live values' keys are recovered (the reading finds keys where they are)");
 }
 
 test('LMDB (the embedded default): at the destroy\'s answer, no page of the environment, free ones included, opens a destroyed value', async (t) => {
@@ -90,8 +108,9 @@ test('LMDB (the embedded default): at the destroy\'s answer, no page of the envi
   const masterKey = randomBytes(32);
   const pier = await PierProcess.start(pierEnv(join(dir, 'data'), { PIER_MASTER_KEY: masterKey.toString('hex'), PIER_VAULT_VERSIONS: '2' }));
   t.teardown(() => pier.stop());
-  const played = await play(t, pier, dir);
-  judge(t, filesUnder(join(dir, 'data', 'vault')), masterKey, played);
+  const files = () => filesUnder(join(dir, 'data', 'vault'));
+  const played = await play(t, pier, dir, files, masterKey);
+  judge(t, files(), masterKey, played);
 });
 
 test('the same reading finds a destroyed value sealed with its data key (what 0.3.0 writes): LMDB keeps it in a freed page', async (t) => {
@@ -135,12 +154,15 @@ test('JetStream R3: once every node compacted its raft logs, no file of any node
     patience(60_000),
   );
   t.teardown(() => pier.stop());
-  const played = await play(t, pier, dir);
   const stores = nodes.map((_, i) => join(dir, 'js', `js-${i + 1}`));
-  const destroyedLeft = () => shredScan(filesUnder(...stores), [masterKey], played.scopes, played.paths, played.destroyed).found;
+  const played = await play(t, pier, dir, () => filesUnder(...stores), masterKey);
+  const destroyedLeft = () => {
+    const scan = shredScan(filesUnder(...stores), [masterKey], played.scopes, played.paths, played.destroyed, played.doomedKeys);
+    return scan.found.length > 0 || played.doomedKeys.some((id) => scan.valueKeyIds.includes(id));
+  };
   const began = Date.now();
   // nats-server compacts a stream's raft log at a snapshot, on its own timers (about 2 minutes).
-  await until('every node to have compacted the raft logs that held a destroyed value\'s key', () => destroyedLeft().length === 0, 300_000, 5_000);
+  await until("every node to have compacted the raft logs that held a destroyed value's key", () => !destroyedLeft(), 300_000, 5_000);
   t.log(`gone on every node ${Math.round((Date.now() - began) / 1000)} s after the last destroy answered`);
   judge(t, filesUnder(...stores), masterKey, played);
 });

@@ -16,7 +16,9 @@ import { keyIdOf, open } from '../../lib/crypto/secret-box.js';
  */
 export interface ShredScan {
   /** Plaintexts of `wanted` found, with the file each was read from and the box's format. */
-  found: Array<{ value: string; file: string; format: 'data key' | 'value key' }>;
+  found: Array<{ value: string; file: string; format: 'data key' | 'value key'; keyId?: string }>;
+  /** The ids of the value keys recovered (from a slot, a message, a freed page): a destroyed value's must not be among them. */
+  valueKeyIds: string[];
   /** Boxes seen in all (a scan that saw none read nothing: the caller checks it saw the live values). */
   boxes: number;
   dataKeys: number;
@@ -68,7 +70,7 @@ const attempt = <T>(fn: () => T): T | undefined => {
   }
 };
 
-export function shredScan(files: readonly string[], masterKeys: readonly Buffer[], scopes: readonly string[], secretPaths: readonly string[], wanted: readonly string[]): ShredScan {
+export function shredScan(files: readonly string[], masterKeys: readonly Buffer[], scopes: readonly string[], secretPaths: readonly string[], wanted: readonly string[], keyIds: readonly string[] = []): ShredScan {
   const blobs: Array<{ file: string; blob: Buffer }> = [];
   for (const file of files) {
     let bytes: Buffer;
@@ -79,11 +81,11 @@ export function shredScan(files: readonly string[], masterKeys: readonly Buffer[
     }
     for (const blob of [...binaries(bytes, 29), ...slotRecords(bytes)]) blobs.push({ file, blob });
   }
-  return shredScanBlobs(blobs, masterKeys, scopes, secretPaths, wanted);
+  return shredScanBlobs(blobs, masterKeys, scopes, secretPaths, wanted, keyIds);
 }
 
 /** `shredScan` over blobs already cut out (`file` names where each came from): the messages a stream still holds, say. */
-export function shredScanBlobs(blobs: ReadonlyArray<{ file: string; blob: Buffer }>, masterKeys: readonly Buffer[], scopes: readonly string[], secretPaths: readonly string[], wanted: readonly string[]): ShredScan {
+export function shredScanBlobs(blobs: ReadonlyArray<{ file: string; blob: Buffer }>, masterKeys: readonly Buffer[], scopes: readonly string[], secretPaths: readonly string[], wanted: readonly string[], keyIds: readonly string[] = []): ShredScan {
   const keyring = new Keyring(masterKeys[0], masterKeys[1]);
   // Data keys: any blob the master key opens as a scope's data key (8 bytes of key id, then a box of 32 bytes).
   const dataKeys = new Map<string, { scope: string; key: Buffer }>();
@@ -95,7 +97,8 @@ export function shredScanBlobs(blobs: ReadonlyArray<{ file: string; blob: Buffer
     }
   }
   // Value keys: for every key id a box names, any blob a data key opens as that id's key.
-  const ids = new Set(blobs.flatMap(({ blob }) => keyIdOf(blob) ?? []));
+  // (`keyIds`: ids to look for whether or not a box naming them survived: a destroyed value's.)
+  const ids = new Set([...keyIds, ...blobs.flatMap(({ blob }) => keyIdOf(blob) ?? [])]);
   const valueKeys = new Map<string, Buffer>();
   const wrappedCandidates = blobs.filter(({ blob }) => blob.length === 61 && blob[0] === 1);
   for (const id of ids) {
@@ -121,9 +124,9 @@ export function shredScanBlobs(blobs: ReadonlyArray<{ file: string; blob: Buffer
     for (const key of keys) {
       for (const path of secretPaths) {
         const value = attempt(() => open(key, blob, `pier/vault/secret/${path}`).toString('utf8'));
-        if (value !== undefined && wantedSet.has(value)) found.push({ value, file, format: id === undefined ? 'data key' : 'value key' });
+        if (value !== undefined && wantedSet.has(value)) found.push({ value, file, format: id === undefined ? 'data key' : 'value key', ...(id === undefined ? {} : { keyId: id }) });
       }
     }
   }
-  return { found, boxes, dataKeys: dataKeys.size, valueKeys: valueKeys.size };
+  return { found, boxes, dataKeys: dataKeys.size, valueKeys: valueKeys.size, valueKeyIds: [...valueKeys.keys()] };
 }

@@ -4,6 +4,7 @@ import './audit-retention.test.js';
 import './decoded-cache.test.js';
 import './handler.test.js';
 import './value-keys.test.js';
+import './value-keys-hostile.test.js';
 import { everyFileGathered } from '../../helpers/unit-suite.js';
 
 everyFileGathered(import.meta.url);
