@@ -11,9 +11,9 @@ import type { WorkloadContext } from './workload.js';
  * Destroyed means gone (docs/vault.md "Destroyed"), judged at the end of a run: every
  * message the vault's buckets still hold, read with its own state login, opened with the master
  * key and every key those messages yield. A value whose version was destroyed (answered ok) and
- * that nothing can have copied since (no restore of that version, no undelete of its secret, no
- * write of unknown outcome between it and the destroy) must not open from a box sealed under a
- * value key: its key went with it. One sealed with its data key (written before every replica
+ * that nothing can have copied since (no restore of that version; no create, nor a write of
+ * unknown outcome, between it and the destroy) must not open from a box sealed under a value key:
+ * its key went with it. One sealed with its data key (written before every replica
  * sealed under value keys) may still open from the secrets bucket's history until the hourly
  * sweep: counted, not an anomaly. The final reads' values must open (the reading works).
  * Recorded as one history line (`vault` `shred`), which checks/vault.ts judges.
@@ -61,8 +61,12 @@ export function destroyedValues(lines: readonly HistoryLine[]): { destroyed: str
     const writes = sameKey.filter((x) => (x.i.op === 'create' || x.i.op === 'update') && x.o?.phase === 'ok' && x.o.version === i.version && x.o.n < i.n);
     const w = writes.at(-1);
     if (!w || typeof w.i.value !== 'string') continue;
-    const copied = sameKey.some((x) => x.o?.phase !== 'fail' && ((x.i.op === 'restore' && x.i.version === i.version) || x.i.op === 'undelete'));
-    const blurred = sameKey.some((x) => (x.i.op === 'create' || x.i.op === 'update') && x.o?.phase !== 'ok' && x.o?.phase !== 'fail' && x.i.n > w.i.n && x.i.n < i.n);
+    // A restore of that version copies the value (sealed anew, under a key of its own: it stays
+    // readable there, rightly); an undelete moves it, it does not copy it.
+    const copied = sameKey.some((x) => x.o?.phase !== 'fail' && x.i.op === 'restore' && x.i.version === i.version);
+    // A write of unknown outcome, or a create (a new generation numbers its versions from 1 again),
+    // between the write and the destroy: which value the destroyed version held is not known.
+    const blurred = sameKey.some((x) => x.i.n > w.i.n && x.i.n < i.n && ((x.i.op === 'create' && x.o?.phase !== 'fail') || ((x.i.op === 'create' || x.i.op === 'update') && x.o?.phase !== 'ok' && x.o?.phase !== 'fail')));
     if (!copied && !blurred) destroyed.push(w.i.value);
   }
   const live = ops.filter(({ i, o }) => i.op === 'read' && i.final === true && o?.phase === 'ok' && typeof o.value === 'string').map(({ o }) => String(o!.value));

@@ -10,10 +10,12 @@ let n = 0;
 const at = (phase: string, op: string, id: string, fields: Record<string, unknown> = {}): HistoryLine => ({ t: n, n: n++, kind: 'vault', phase, op, id, ...fields }) as HistoryLine;
 const write = (id: string, op: string, key: string, value: string, version: number, outcome = 'ok') => [at('invoke', op, id, { key, value }), at(outcome, op, id, outcome === 'ok' ? { version } : {})];
 
-test('a destroyed version\'s value counts; one a restore may have copied, or an unknown write blurs, does not', (t) => {
+test('a destroyed version\'s value counts (an undelete moves a value, it does not copy it); one a restore may have copied, or an unknown write blurs, does not', (t) => {
   const lines = [
     ...write('w1', 'create', 'k1', 'k1=1', 1),
     ...write('w2', 'update', 'k1', 'k1=2', 2),
+    at('invoke', 'undelete', 'u1', { key: 'k1' }),
+    at('ok', 'undelete', 'u1', { version: 2 }),
     at('invoke', 'destroy', 'd1', { key: 'k1', version: 1 }),
     at('ok', 'destroy', 'd1', { destroyed: [1] }),
     ...write('w3', 'create', 'k2', 'k2=1', 1),
