@@ -203,11 +203,16 @@ export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who:
   // Writes: the check, the write and its audit entry commit together, or not at all.
   const key = secretKey(scope, body.name as string);
   if (op === 'CreateSecret' || op === 'UpdateSecret') checkValueSize(body.value as string);
+  // The new value's key kept on disk first (values.ts prepare), only for a write likely to land:
+  // one refused on what is read now would leave a key for the sweep at every refusal.
+  const current = store.secret(key);
+  const likely = op === 'CreateSecret' ? !current : op === 'UpdateSecret' && current !== undefined && (body.version === undefined || body.version === current.version);
+  const prepared = likely ? await deps.values.prepare(scope) : undefined;
   return store.write((w) => {
     const existing = w.secret(key);
     if (op === 'CreateSecret') {
       if (existing) throw new PierError('CONFLICT', `secret "${body.name}" already exists in ${env}`);
-      const sealed = deps.values.seal(scope, key, Buffer.from(body.value as string, 'utf8'), w);
+      const sealed = deps.values.seal(scope, key, Buffer.from(body.value as string, 'utf8'), w, undefined, prepared);
       const at = now();
       const bytes = Buffer.byteLength(body.value as string, 'utf8');
       // A new generation: a deleted secret of the same name stays apart (undelete then answers 409 naming this one).
@@ -232,7 +237,7 @@ export async function perform(deps: VaultDeps, op: SecretOp, scope: string, who:
     if (body.version !== undefined && body.version !== existing.version) {
       throw new PierError('CONFLICT', `secret "${body.name}" is at version ${existing.version}, not ${body.version}`, { data: { version: existing.version } });
     }
-    const sealed = deps.values.seal(scope, key, Buffer.from(body.value as string, 'utf8'), w);
+    const sealed = deps.values.seal(scope, key, Buffer.from(body.value as string, 'utf8'), w, undefined, prepared);
     // The value it replaces is kept as a version first (committed before the record moves past it).
     keepVersion(w, deps.bounds, key, existing, who.app);
     const next = nextRecord(existing, sealed, who.app, now());

@@ -177,6 +177,12 @@ export interface VaultStore {
   listDeleted(scope?: string): Array<{ key: string; value: DeletedRecord }>;
   /** A value key (wrapped), by its id (lib/crypto/secret-box.ts keyIdOf); undefined once erased. */
   valueKey(id: string): ValueKeyRecord | undefined;
+  /**
+   * Keeps a value key, on disk, before the write that will seal a value under it (LMDB: its slot,
+   * synced together with those of other writes under way; value-key-slots.ts `reserve`). Absent where
+   * a write keeps its keys itself at no extra cost (JetStream).
+   */
+  reserveValueKey?(id: string, record: ValueKeyRecord): Promise<void>;
   /** Every data key, secret, kept version, deleted secret and value key, for `pier state export` (sealed as they are). */
   everything(): {
     dataKeys: Array<{ scope: string; record: DataKeyRecord }>;
@@ -349,6 +355,10 @@ export class LmdbVaultStore implements VaultStore {
 
   valueKey(id: string): ValueKeyRecord | undefined {
     return this.slots.get(id);
+  }
+
+  reserveValueKey(id: string, record: ValueKeyRecord): Promise<void> {
+    return this.slots.reserve(id, record);
   }
 
   everything() {

@@ -1,4 +1,4 @@
-import { closeSync, constants, fdatasyncSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, constants, fdatasync, fdatasyncSync, openSync, readSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fsyncDir } from '../../lib/state/durable-files.js';
 import type { Database, RootDatabase } from 'lmdb';
@@ -12,6 +12,8 @@ const MAGIC = Buffer.from('PVK1');
 const ID_BYTES = 16;
 const HEADER = MAGIC.length + ID_BYTES + 1;
 const ZEROS = Buffer.alloc(SLOT_BYTES);
+/** Keys reserved and not yet used remembered (a write uses its own within milliseconds). */
+const RESERVED_MAX = 4_096;
 /** Slots remembered by `get` (a wrapped key each: under 100 bytes). */
 const HELD_MAX = 4_096;
 
@@ -93,6 +95,8 @@ export class ValueKeySlots {
   put(id: string, record: ValueKeyRecord): void {
     if (!/^[0-9a-f]{32}$/.test(id)) throw new TypeError('a value key id is 16 bytes of hex');
     if (record.wrapped.byteLength > AT - HEADER) throw new TypeError(`a wrapped value key is at most ${AT - HEADER} bytes`);
+    // Reserved before the write (`reserve`): in its slot and synced already.
+    if (this.reserved.delete(id) && this.index.get(id) !== undefined) return;
     // Never in place: a transaction that wrote a held key's slot and then aborted would leave its values unopenable.
     if (this.index.get(id) !== undefined) throw new Error(`value key ${id} is held already`);
     const slot = this.take();
@@ -106,6 +110,46 @@ export class ValueKeySlots {
     writeSync(this.fd, bytes, 0, SLOT_BYTES, slot * SLOT_BYTES);
     this.written = true;
     this.index.put(id, slot);
+  }
+
+  /** Keys `reserve` put in their slots for a write about to use them (the write's `put` of one is then a no-op). */
+  private readonly reserved = new Set<string>();
+
+  /**
+   * A key written to a slot of its own and synced before the write that uses it runs, so that
+   * write's transaction holds no sync of its own: the syncs of writes under way at once are shared
+   * (`syncShared`), as LMDB shares its own. The key is held from here on: if the write never uses it,
+   * no record names it and the sweep erases it (value-key-erasure.ts strayValueKeys). Answers once
+   * the slot is on disk.
+   */
+  async reserve(id: string, record: ValueKeyRecord): Promise<void> {
+    await this.root.transaction(() => {
+      this.put(id, record);
+      this.written = false; // synced below, with the others under way
+    });
+    this.reserved.add(id);
+    if (this.reserved.size > RESERVED_MAX) this.reserved.delete(this.reserved.values().next().value!);
+    await this.syncShared();
+  }
+
+  private syncing: Promise<void> | null = null;
+  private queued: Promise<void> | null = null;
+
+  /** An fdatasync of the file that begins after this call: one for every caller waiting meanwhile. */
+  private syncShared(): Promise<void> {
+    if (this.queued) return this.queued;
+    const run = () =>
+      new Promise<void>((resolve, reject) => fdatasync(this.fd, (err) => (err ? reject(err) : resolve())));
+    if (!this.syncing) {
+      this.syncing = run().finally(() => (this.syncing = null));
+      return this.syncing;
+    }
+    this.queued = this.syncing.catch(() => undefined).then(() => {
+      this.queued = null;
+      this.syncing = run().finally(() => (this.syncing = null));
+      return this.syncing;
+    });
+    return this.queued;
   }
 
   /** A zeroed slot, or a new one at the end of the file. */

@@ -2,12 +2,23 @@ import { randomBytes } from 'node:crypto';
 import { PierError } from '../../bus/errors.js';
 import { KEY_ID_BYTES, keyIdOf, open, seal, sealKeyed } from '../../lib/crypto/secret-box.js';
 import type { DataKeys } from './data-keys.js';
-import type { VaultStore, VaultWriter } from './store.js';
+import type { ValueKeyRecord, VaultStore, VaultWriter } from './store.js';
 
 /** Associated data of a sealed value: the record's full path, so a ciphertext moved elsewhere fails. */
 export const valueContext = (key: string) => `pier/vault/secret/${key}`;
 /** Associated data of a wrapped value key: its scope and id, so a key moved to another scope or id fails. */
 const valueKeyContext = (scope: string, id: string) => `pier/vault/value-key/${scope}/${id}`;
+
+/** A value key made, and kept on disk, before the write that seals under it (Values.prepare). */
+export interface PreparedKey {
+  scope: string;
+  /** The data key it is wrapped by. */
+  dataKey: Buffer;
+  idBytes: Buffer;
+  id: string;
+  valueKey: Buffer;
+  record: ValueKeyRecord;
+}
 
 /** The wire format whose vault replicas seal new values under value keys (bus/envelope.ts). */
 export const VALUE_KEYS_WIRE = 3;
@@ -75,18 +86,43 @@ export class Values {
     }
   }
 
-  /** A new value of the secret at `key` sealed, inside the write `w` that keeps it (with its value key, when it has one). */
-  seal(scope: string, key: string, plaintext: Buffer, w: VaultWriter, underValueKey = this.sealsUnderValueKeys()): Uint8Array {
-    const dataKey = this.dataKeys.getOrCreate(scope, w);
-    if (!underValueKey) return seal(dataKey, plaintext, valueContext(key));
+  /**
+   * A value key for a write about to seal a value of `scope`, kept on disk before the write runs
+   * (VaultStore.reserveValueKey: on LMDB the syncs of writes under way at once are shared, instead
+   * of one inside each write's transaction); undefined where there is nothing to gain (JetStream),
+   * the scope has no data key yet, or values are sealed with their data keys. A key a write does not
+   * use is one no record names: the sweep erases it.
+   */
+  async prepare(scope: string): Promise<PreparedKey | undefined> {
+    if (!this.store.reserveValueKey || !this.sealsUnderValueKeys()) return undefined;
+    const dataKey = this.dataKeys.get(scope);
+    if (!dataKey) return undefined;
+    const prepared = this.newKey(scope, dataKey);
+    await this.store.reserveValueKey(prepared.id, prepared.record);
+    return prepared;
+  }
+
+  private newKey(scope: string, dataKey: Buffer): PreparedKey {
     const idBytes = randomBytes(KEY_ID_BYTES);
     const id = idBytes.toString('hex');
     const valueKey = randomBytes(32);
     const wrapped = seal(dataKey, valueKey, valueKeyContext(scope, id));
-    // Kept before the record sealed under it (JetStream commits a write's changes in order).
-    w.putValueKey(id, { format: 1, wrapped, at: Date.now() });
-    this.remember(id, wrapped, valueKey);
-    return sealKeyed(valueKey, idBytes, plaintext, valueContext(key));
+    return { scope, dataKey, idBytes, id, valueKey, record: { format: 1, wrapped, at: Date.now() } };
+  }
+
+  /**
+   * A new value of the secret at `key` sealed, inside the write `w` that keeps it (with its value
+   * key, when it has one: `prepared`'s when the scope's data key is still the one it is wrapped by,
+   * else a new one).
+   */
+  seal(scope: string, key: string, plaintext: Buffer, w: VaultWriter, underValueKey = this.sealsUnderValueKeys(), prepared?: PreparedKey): Uint8Array {
+    const dataKey = this.dataKeys.getOrCreate(scope, w);
+    if (!underValueKey) return seal(dataKey, plaintext, valueContext(key));
+    const k = prepared && prepared.scope === scope && prepared.dataKey.equals(dataKey) ? prepared : this.newKey(scope, dataKey);
+    // Kept before the record sealed under it (JetStream commits a write's changes in order; on LMDB a prepared key is in its slot already).
+    w.putValueKey(k.id, k.record);
+    this.remember(k.id, k.record.wrapped, k.valueKey);
+    return sealKeyed(k.valueKey, k.idBytes, plaintext, valueContext(key));
   }
 
   /**

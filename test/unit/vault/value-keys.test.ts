@@ -172,3 +172,24 @@ test('unwrapped value keys are cached: a read unwraps once per key, not once per
   t.is(reader.keyFor(scope, sealed), first, 'the same unwrapped key, from the cache');
   t.is(reader.open(scope, key, sealed).toString(), 'v');
 });
+
+test('LMDB: a key prepared before its write is on disk first, used by the write, and one no write used is left for the sweep', async (t) => {
+  const dir = lmdb(t);
+  const store = LmdbVaultStore.open(dir, 'r1');
+  t.teardown(() => store.close());
+  const values = keyed(store, new Keyring(randomBytes(32)));
+  t.is(await values.prepare(scope), undefined, 'no data key yet: nothing to prepare (the write makes its key itself)');
+  await store.write((w) => w.putSecret(key, record(values.seal(scope, key, Buffer.from('first'), w))));
+  const prepared = (await values.prepare(scope))!;
+  t.true(readFileSync(join(dir, 'value-keys.slots')).includes(Buffer.from(prepared.record.wrapped)), 'in its slot before the write runs');
+  const sealed = await store.write((w) => {
+    const s = values.seal(scope, key, Buffer.from('second'), w, undefined, prepared);
+    w.putSecret(key, record(s, 2));
+    return s;
+  });
+  t.is(keyIdOf(sealed), prepared.id, 'the write sealed under the prepared key');
+  t.is(values.open(scope, key, store.secret(key)!.sealed).toString(), 'second');
+  const unused = (await values.prepare(scope))!;
+  const { strayValueKeys, STRAY_MARGIN_MS } = await import('../../../actors/vault/value-key-erasure.js');
+  t.deepEqual(strayValueKeys(store, Date.now() + STRAY_MARGIN_MS + 1, 10), [unused.id], 'a prepared key no write used is the sweep\'s');
+});
