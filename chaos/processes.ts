@@ -27,6 +27,8 @@ export class ChaosProcess {
   private expectingExit = false;
   paused = false;
   ports: Record<string, number> | null = null;
+  /** Every bus id its starts said (their "pier ready" lines; a process of a release before it says none): a connection id begins with its edge's. */
+  readonly busIds = new Set<string>();
   /** What the next start runs; switched between a stop and a start (a rolling upgrade). */
   build: Build = THIS_BUILD;
 
@@ -88,7 +90,9 @@ export class ChaosProcess {
         ready = true;
         pending = '';
         clearTimeout(timer);
-        this.ports = (JSON.parse(line) as { ports: Record<string, number> | null }).ports;
+        const said = JSON.parse(line) as { ports: Record<string, number> | null; busId?: unknown };
+        this.ports = said.ports;
+        if (typeof said.busId === 'string') this.busIds.add(said.busId);
         resolve();
       });
       proc.on('exit', (code, signal) => {

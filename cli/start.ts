@@ -224,7 +224,7 @@ export async function startProcess(config: Config, options: { logDestination?: N
   // The operator console (docs/operations.md "Console") is on the admin listener, loopback only.
   const consoleUrl = ports?.admin ? `http://127.0.0.1:${ports.admin}/console/` : undefined;
   watch.done();
-  log.info({ roles: config.roles, bus: bus.kind, dataDir: config.dataDir, ports, ...(consoleUrl ? { console: consoleUrl } : {}), ...(probePort !== null ? { probePort } : {}), instance: config.instanceId, startMs: Math.round(process.uptime() * 1_000) }, 'pier ready');
+  log.info({ roles: config.roles, bus: bus.kind, busId: self.busId, dataDir: config.dataDir, ports, ...(consoleUrl ? { console: consoleUrl } : {}), ...(probePort !== null ? { probePort } : {}), instance: config.instanceId, startMs: Math.round(process.uptime() * 1_000) }, 'pier ready');
   if (consoleUrl) log.info({ console: consoleUrl }, `operator console: ${consoleUrl} (sign in with the admin token)`);
   const gcHint = gcThreadsHint(config.roles);
   if (gcHint) log.warn({ cpus: 1 }, gcHint);

@@ -181,6 +181,14 @@ function record(ctx: WorkloadContext, s: State): void {
 async function nameEdge(ctx: WorkloadContext, s: State, bus: string): Promise<void> {
   s.naming.add(bus);
   try {
+    // Said by the edge's own start (an edge killed before the admin's status is asked, a power
+    // cut's say, is named all the same); a release before it says nothing: then the admin is asked.
+    const started = ctx.cluster.edges().find((e) => e.busIds.has(bus));
+    if (started) {
+      ctx.history.info('ws', 'edge', { bus_id: bus, target: started.name, pid: started.pid });
+      s.named.add(bus);
+      return;
+    }
     for (let attempt = 1; attempt <= 5; attempt++) {
       try {
         const status = await admin(ctx, 'GET', '/admin/v1/status');
