@@ -294,10 +294,12 @@ maybe('undelete: confirmed, api.key is live again at its version (in the view an
 maybe('the page never asked for a value and was never sent one', async (t) => {
   t.timeout(60_000);
   explain(t);
-  // Only the routes that answer no value: never GET /admin/v1/vault/secret or /vault/secrets/:name.
+  // Only the routes that answer no value: never GET /admin/v1/vault/secret or /vault/secrets/:name
+  // (`rekey`: how many values are under value keys, counts only).
   const asked = vaultRequests.sent.map((s) => `${s.method} ${new URL(s.url).pathname}`);
   t.deepEqual([...new Set(asked)].sort(), [
     'GET /admin/v1/vault/deleted',
+    'GET /admin/v1/vault/rekey',
     'GET /admin/v1/vault/secrets',
     'GET /admin/v1/vault/versions',
     'POST /admin/v1/vault/secret/restore',
