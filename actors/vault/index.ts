@@ -105,9 +105,10 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
 }
 
 /**
- * Whether new values are sealed under value keys of their own (docs/vault.md "Destroyed"): only once every vault replica speaks wire format 3 (the first whose replicas all write
- * them), as the operator's version operations waited for format 2, so that while a replica of the
- * release before runs, nothing is written it would not have written itself. Said once per change.
+ * Whether new values are sealed under value keys of their own (docs/vault.md "Destroyed"): only
+ * once every vault replica speaks wire format 3 (the first whose replicas all write them), as the
+ * operator's version operations waited for format 2, so that while a replica of the release before
+ * runs, nothing is written it would not have written itself. Said once per change.
  */
 function sealingGate(ctx: RoleContext): () => boolean {
   let said: boolean | undefined;
