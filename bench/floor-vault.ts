@@ -15,7 +15,7 @@ import { readBody } from './uws-body.js';
  *
  * `cached`: the two caches Pier's read has and the issue's floor has not, so the like-for-like
  * figure is measured too: the token's digest remembered, and the value opened once while the
- * stored bytes stay the same (Pier's registry cache and actors/vault/handler.ts).
+ * stored bytes stay the same (Pier's registry cache and actors/vault/ops.ts).
  */
 const [dir, userToken, macKeyHex, mode] = process.argv.slice(2) as [string, string, string, string | undefined];
 const cached = mode === 'cached';

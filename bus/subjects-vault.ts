@@ -25,6 +25,23 @@ export interface VaultRequest {
   body: Record<string, unknown>;
 }
 
+/**
+ * The body of each operation once the vault actor has checked it against the op's schema
+ * (actors/vault/handler.ts; docs/protocol.md "Vault"): fields an op does not name are ignored,
+ * and `env` is `prod` when left out.
+ */
+export interface SecretBodies {
+  RetrieveSecret: { name: string; env?: SecretEnv };
+  CreateSecret: { name: string; value: string; env?: SecretEnv };
+  /** `version`: check-and-set, the version the caller last read. */
+  UpdateSecret: { name: string; value: string; env?: SecretEnv; version?: number };
+  DeleteSecret: { name: string; env?: SecretEnv };
+  ListSecret: { env?: SecretEnv };
+  ListSecretVersions: { name: string; env?: SecretEnv };
+  RetrieveSecretVersion: { name: string; env?: SecretEnv; version: number };
+  RestoreSecretVersion: { name: string; env?: SecretEnv; version: number };
+}
+
 /** `data` of the answer, exactly as the contract shows it; `version` travels beside it (a header). */
 export interface VaultAnswer {
   data: unknown;

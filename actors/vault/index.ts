@@ -15,9 +15,11 @@ import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
 import { operatorOp } from './operator.js';
 import { rekey } from './rekey.js';
 import { finishPurges, purgeWorkspaces } from './purge.js';
-import { destroyGeneration, expiredDeleted, isOrphan, orphanVersions } from './versions.js';
+import { destroyGeneration } from './versions-deleted.js';
+import { expiredDeleted, isOrphan, orphanVersions } from './versions-read.js';
 import { vaultExportPage, vaultImportBatch } from './state-io.js';
-import { LmdbVaultStore, type VaultStore } from './store.js';
+import type { VaultStore } from './store.js';
+import { LmdbVaultStore } from './store-lmdb.js';
 import { JetStreamVaultStore } from './store-jetstream.js';
 
 /** LMDB under the data dir (replicas on one host share it), or JetStream (replicas anywhere). */

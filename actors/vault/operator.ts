@@ -1,9 +1,12 @@
 import { PierError } from '../../bus/errors.js';
-import { OPERATOR_IN_AUDIT, type AuditEntry, type OperatorVaultAnswers, type OperatorVaultRequest, type SecretOp } from '../../bus/subjects.js';
-import { perform, type VaultDeps } from './handler.js';
+import { OPERATOR_IN_AUDIT, type AuditEntry, type OperatorVaultAnswers, type OperatorVaultRequest, type SecretBodies, type SecretEnv, type SecretOp, type VaultAnswer } from '../../bus/subjects.js';
+import type { VaultDeps } from './handler.js';
+import { perform } from './ops.js';
 import { nameOf, scopeKey, secretKey } from './store.js';
 import { purge } from './purge.js';
-import { destroy, listDeleted, listVersions, restore, undelete } from './versions.js';
+import { restore } from './versions.js';
+import { destroy, undelete } from './versions-deleted.js';
+import { listDeleted, listVersions } from './versions-read.js';
 
 /** Erases what can be erased now; what is younger than `scrubAfterMs` goes at the hourly sweep (index.ts). */
 async function scrubAfterDestroy(deps: VaultDeps, key: string): Promise<void> {
@@ -79,17 +82,30 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
       throw err;
     }
   }
-  const op: SecretOp = req.op === 'get' ? 'RetrieveSecret' : req.op === 'delete' ? 'DeleteSecret' : deps.store.secret(secretKey(scope, req.name)) ? 'UpdateSecret' : 'CreateSecret';
-  if (req.op === 'set' && req.value === undefined) throw new PierError('BAD_REQUEST', 'value: is required');
-  const body: Record<string, unknown> = { name: req.name, env, ...(req.value !== undefined ? { value: req.value } : {}) };
-  const answer = await perform(deps, op, scope, who, body, entry(op)).catch((err: unknown) => {
-    if (err instanceof PierError) deps.audit(entry(op)(err.code));
-    throw err;
-  });
-  if (op === 'DeleteSecret') return { data: { deleted: req.name, env } };
-  // A read, a create and an update always carry the record's version (handler.ts).
-  const version = answer.version;
-  if (version === undefined) throw new Error(`the vault's ${op} answered no version`);
-  if (op === 'RetrieveSecret') return { data: { ...(answer.data as { name: string; env: string; value: string }), version } };
-  return { data: { name: req.name, env, version } };
+  // The exchange's schema admits SECRET_ENVS alone (bus/subjects-vault.ts operatorRequest).
+  const secretEnv = env as SecretEnv;
+  const call = <O extends SecretOp>(op: O, body: SecretBodies[O]) =>
+    perform(deps, op, scope, who, body, entry(op)).catch((err: unknown) => {
+      if (err instanceof PierError) deps.audit(entry(op)(err.code));
+      throw err;
+    });
+  if (req.op === 'get') {
+    const answer = await call('RetrieveSecret', { name, env: secretEnv });
+    return { data: { ...(answer.data as { name: string; env: string; value: string }), version: versionOf(answer, 'RetrieveSecret') } };
+  }
+  if (req.op === 'delete') {
+    await call('DeleteSecret', { name, env: secretEnv });
+    return { data: { deleted: name, env } };
+  }
+  // `set` creates or updates.
+  const op = deps.store.secret(key) ? 'UpdateSecret' : 'CreateSecret';
+  if (req.value === undefined) throw new PierError('BAD_REQUEST', 'value: is required');
+  const answer = await call(op, { name, env: secretEnv, value: req.value });
+  return { data: { name, env, version: versionOf(answer, op) } };
+}
+
+/** A read, a create and an update always carry the record's version (ops.ts). */
+function versionOf(answer: VaultAnswer, op: SecretOp): number {
+  if (answer.version === undefined) throw new Error(`the vault's ${op} answered no version`);
+  return answer.version;
 }

@@ -2,7 +2,7 @@ import { PierError } from '../../bus/errors.js';
 import type { AppView } from '../../bus/subjects.js';
 import type { VaultDeps } from './handler.js';
 import { scopeOf, type VaultWriter } from './store.js';
-import { destroyScope } from './versions.js';
+import { destroyScope } from './versions-deleted.js';
 
 // Purge (docs/vault.md "Purge"): a workspace destroyed at once, every env, everything kept of it.
 // On JetStream a write's changes commit one by one, in the order it made them, so a purge removes

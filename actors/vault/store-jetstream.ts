@@ -1,13 +1,14 @@
 import { traced } from '../../bus/trace.js';
 import { StorageType, type JetStreamClient, type JetStreamManager } from 'nats';
-import { PierError } from '../../bus/errors.js';
-import { catchUpOrRefuse, retryWhileStarting, SharedCatchUp, withinBudget } from '../../lib/state/jetstream.js';
+import { retryWhileStarting } from '../../lib/state/jetstream.js';
 import { AUDIT_SCAN_MAX, vaultState, type AuditEntry, type AuditPage, type AuditQuery, type WrittenMark } from '../../bus/subjects.js';
 import { JetStreamAudit } from './audit-jetstream.js';
-import { BucketView, Conflict, HISTORY } from './bucket-view.js';
-import { bufferedWriter, type Op, type VaultViews } from './buffered-writer.js';
+import { BucketView, HISTORY } from './bucket-view.js';
+import type { VaultViews } from './buffered-writer.js';
 import type { DataKeyRecord, DeletedRecord, SecretRecord, ValueKeyRecord, VaultStore, VaultWriter, VersionRecord } from './store.js';
-import { dropStrayValueKeys, erasingUnusedValueKeys, secretSealedUnder, type StrayValueKey } from './value-key-erasure.js';
+import { eraseRemoved, scrubSecrets } from './store-jetstream-erase.js';
+import { MARKED, WrittenMarks } from './store-jetstream-sync.js';
+import { publish, type JetStreamWriteParts } from './store-jetstream-write.js';
 import { VersionUsage } from './version-usage.js';
 
 const SEP = '\u0000';
@@ -29,9 +30,6 @@ export interface JetStreamVaultOptions {
   onEraseFailed?: (err: unknown) => void;
 }
 
-/** The longest a read waits for this replica's views to show the writes it heard of, before a 503. */
-const READ_BUDGET_MS = 1_000;
-
 /**
  * The vault on JetStream (docs/operations.md "How writes stay correct"): data keys and sealed secrets in key-value
  * buckets with `replicas` copies, audit entries in a stream with retention. Reads come from local
@@ -40,7 +38,9 @@ const READ_BUDGET_MS = 1_000;
  * it; a conflict (another replica wrote first) runs `fn` again on the view that now shows the
  * winner, so create-if-absent and check-and-set give exactly one winner across hosts.
  * Changes of one write are committed in order (data key, secret, audit entry): a crash between two
- * leaves at most an unused data key, never a secret without its key.
+ * leaves at most an unused data key, never a secret without its key (store-jetstream-write.ts).
+ * Reads wait for the views to show every write answered so far (store-jetstream-sync.ts); what is
+ * erased apart from a write is store-jetstream-erase.ts's.
  */
 export class JetStreamVaultStore implements VaultStore {
   private readonly keysView: BucketView<DataKeyRecord>;
@@ -48,41 +48,35 @@ export class JetStreamVaultStore implements VaultStore {
   private readonly versionsView: BucketView<VersionRecord>;
   private readonly deletedView: BucketView<DeletedRecord>;
   private readonly valueKeysView: BucketView<ValueKeyRecord>;
+  /** Where the views must be before a read. */
+  private readonly marks: WrittenMarks;
+  private readonly writeParts: JetStreamWriteParts;
 
   private constructor(
-    private readonly manager: JetStreamManager,
+    manager: JetStreamManager,
     private readonly views: VaultViews,
     private readonly audit: JetStreamAudit,
     /** Audit entries of a durable change that could not be appended within the retry period. */
-    private readonly onAuditLost: (count: number) => void,
-    private readonly announce: ((mark: WrittenMark) => void) | undefined,
-    private readonly connectionLosses: () => number,
-    private readonly onEraseFailed: (err: unknown) => void,
+    onAuditLost: (count: number) => void,
+    announce: ((mark: WrittenMark) => void) | undefined,
+    connectionLosses: () => number,
+    onEraseFailed: (err: unknown) => void,
   ) {
     this.keysView = views.keys;
     this.secretsView = views.secrets;
     this.versionsView = views.versions;
     this.deletedView = views.deleted;
     this.valueKeysView = views.valueKeys;
+    this.marks = new WrittenMarks(manager, views, announce !== undefined, connectionLosses);
+    this.writeParts = { views, marks: this.marks, announce, appendAudit: (entries) => this.appendAudit(entries), onAuditLost, onEraseFailed, store: this };
   }
 
   /** Where opening the store spent its time (the last attempt): said in the vault's start line. */
   openTimings: { bucketsMs: number; auditMs: number; viewsMs: number } | null = null;
 
-  /** The connection losses a catch-up with the streams has covered (reads after a newer one catch up first). */
-  private caughtUpAfterLosses = 0;
-
-  /** The highest marks heard from writers (this replica's own included): reads wait for the views to reach them. */
-  private readonly wanted: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0, valueKeys: 0 };
-
   /** A write made durable by another replica: reads from now on show it (a 0.2 replica's mark names the first two buckets only). */
   heard(mark: WrittenMark): void {
-    for (const k of MARKED) this.wanted[k] = Math.max(this.wanted[k], mark[k] ?? 0);
-  }
-
-  /** Each bucket's view, by the name its mark goes by. */
-  private viewOf(k: (typeof MARKED)[number]): BucketView<unknown> {
-    return { keys: this.keysView, secrets: this.secretsView, versions: this.versionsView, deleted: this.deletedView, valueKeys: this.valueKeysView }[k] as BucketView<unknown>;
+    this.marks.heard(mark);
   }
 
   static async open(js: JetStreamClient, manager: () => Promise<JetStreamManager>, options: JetStreamVaultOptions): Promise<JetStreamVaultStore> {
@@ -115,9 +109,8 @@ export class JetStreamVaultStore implements VaultStore {
     };
     const losses = options.connectionLosses ?? (() => 0);
     const store = new JetStreamVaultStore(manager, views, audit, options.onAuditLost ?? (() => undefined), options.announce, losses, options.onEraseFailed ?? (() => undefined));
-    store.caughtUpAfterLosses = losses();
     // All settled before giving up: a view still starting when another failed would follow on, unowned.
-    const failed = (await Promise.allSettled(MARKED.map((k) => store.viewOf(k).start(js)))).find((r) => r.status === 'rejected');
+    const failed = (await Promise.allSettled(MARKED.map((k) => store.marks.viewOf(k).start(js)))).find((r) => r.status === 'rejected');
     if (failed) {
       await store.close(); // tried again from scratch: this one stops following
       throw failed.reason;
@@ -126,60 +119,9 @@ export class JetStreamVaultStore implements VaultStore {
     return store;
   }
 
-  /**
-   * The views brought to the streams' ends as they are now, or the read refused (503): what reads
-   * do without announcements, and after a lost connection (announcements may have been missed).
-   */
-  private readonly catchUp = new SharedCatchUp(() =>
-    catchUpOrRefuse(
-      async () => (await Promise.all(MARKED.map((k) => this.manager.streams.info(`KV_${vaultState[k]}`)))).map((i) => i.state.last_seq),
-      MARKED.map((k) => this.viewOf(k).applied),
-      'the vault streams',
-    ),
-  );
-
-  /**
-   * Makes the views show every write answered so far, wherever it was made. With announcements
-   * (`announce`/`heard`: each writer tells every replica its marks before it answers), that is a
-   * local check, waiting only when a view is behind a heard mark (at most 1 s, e.g. while its follow
-   * re-attaches after a node loss). Without them, one stream-info round trip (concurrent callers share it).
-   */
+  /** Makes the views show every write answered so far, wherever it was made (store-jetstream-sync.ts). */
   sync(): Promise<void> {
-    if (!this.announce) return this.catchUp.run();
-    const losses = this.connectionLosses();
-    if (losses !== this.caughtUpAfterLosses) {
-      // Away from the bus since the last catch-up: announcements may be lost. The streams say where
-      // the views must be (refused, 503, if they cannot get there within the budget).
-      return this.catchUp
-        .run()
-        .then(() => {
-          this.caughtUpAfterLosses = Math.max(this.caughtUpAfterLosses, losses);
-          return this.sync();
-        });
-    }
-    const lagging = () => MARKED.filter((k) => this.viewOf(k).applied.value < this.wanted[k]);
-    if (lagging().length === 0) return Promise.resolve();
-    // Waited for within one budget, the marks read again each time the view reaches them: under a
-    // stream of writes a newer mark is heard while the view catches up with the last, and refusing
-    // then (it did, in an upgrade run) answers 503 to a read the view would serve a moment later.
-    const deadline = Date.now() + READ_BUDGET_MS;
-    const caughtUp = async (): Promise<void> => {
-      for (let behind = lagging(); behind.length > 0 && Date.now() < deadline; behind = lagging()) {
-        await withinBudget(Promise.all(behind.map((k) => this.viewOf(k).applied.reached(this.wanted[k]))), deadline - Date.now());
-      }
-    };
-    return caughtUp().then(async () => {
-      if (lagging().length === 0) return;
-      // Still behind after the budget (its follow re-attaching after a node loss). A mark past the
-      // end of its stream was never written (a forged one, or a stream reset): it is forgotten, so
-      // it costs one wait, not one per read. A real one is kept, and the read is refused (503)
-      // rather than answered from a view that may be missing an acknowledged write.
-      for (const k of lagging()) {
-        const end = await this.viewOf(k).streamEnd();
-        if (end !== null && this.wanted[k] > end) this.wanted[k] = this.viewOf(k).applied.value;
-      }
-      if (lagging().length > 0) throw new PierError('UNAVAILABLE', 'this vault replica is catching up with a recent change; try again');
-    });
+    return this.marks.sync();
   }
 
   dataKey(scope: string): DataKeyRecord | undefined {
@@ -227,71 +169,7 @@ export class JetStreamVaultStore implements VaultStore {
 
   write<T>(fn: (w: VaultWriter) => T): Promise<T> {
     // A span of the request's trace while it is durable on a quorum (docs/operations.md "Tracing").
-    return traced('jetstream publish', 'internal', () => this.publish(fn), { 'db.system': 'nats-jetstream' });
-  }
-
-  /**
-   * `attempt`, and afterwards (whatever it answered) the value keys committed by attempts that did
-   * not land: a write commits change by change, so an attempt that lost to another replica's may
-   * have committed a new value's key, and its sealed record was written to the stream and refused
-   * there. That key names nothing accepted: it is erased (value-key-erasure.ts dropStrayValueKeys),
-   * or the refused copy would stay readable after its value (sealed anew by the retry) is destroyed.
-   */
-  private async publish<T>(fn: (w: VaultWriter) => T): Promise<T> {
-    const stray: StrayValueKey[] = [];
-    try {
-      return await this.attempts(fn, stray);
-    } finally {
-      if (stray.length > 0) await dropStrayValueKeys(this, stray).catch((err: unknown) => this.onEraseFailed(err));
-    }
-  }
-
-  private async attempts<T>(fn: (w: VaultWriter) => T, stray: StrayValueKey[]): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
-      const ops: Op[] = [];
-      const audit: AuditEntry[] = [];
-      const result = erasingUnusedValueKeys(fn)(bufferedWriter(this.views, ops, audit));
-      const mark: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0, valueKeys: 0 };
-      /** Data keys, versions and deleted secrets removed by this write: their earlier entries are erased once it is durable. */
-      const erase: Array<{ view: BucketView<unknown>; key: string; seq: number }> = [];
-      /** Value keys this attempt committed: stray if it does not land. */
-      const keysPut: StrayValueKey[] = [];
-      try {
-        // Committed in the order `fn` made them: a version is kept before the secret moves past it.
-        for (const { view, key, value, expected } of ops) {
-          const seq = await view.commit(key, value, expected);
-          if (view === this.viewOf('valueKeys') && value !== undefined) keysPut.push({ id: key, secret: secretSealedUnder(ops, key) });
-          const k = MARKED.find((name) => this.viewOf(name) === view)!;
-          mark[k] = Math.max(mark[k], seq);
-          // (A secret's own earlier records go with `scrub`'s margin, or at once under a purge: eraseRemoved.)
-          if (value === undefined && seq > 0 && view !== this.viewOf('secrets')) erase.push({ view, key, seq });
-          // A kept version written again (sealed anew by a rekey, or imported over): its earlier value leaves the stream.
-          else if (value !== undefined && expected > 0 && view === this.viewOf('versions')) erase.push({ view, key, seq });
-        }
-      } catch (err) {
-        stray.push(...keysPut);
-        // The stream out of reach (a node lost, a leader being elected): the write may or may not
-        // have landed; the caller is told to try again (503), not that Pier broke (500).
-        if (!(err instanceof Conflict)) throw err instanceof PierError ? err : new PierError('UNAVAILABLE', 'the vault store did not answer in time; try again', { cause: err });
-        if (attempt >= 20) throw new PierError('CONFLICT', 'too many concurrent writes of the same secret; retry');
-        // Another replica wrote first: see what it wrote, then decide again.
-        continue;
-      }
-      // The change is durable now: the other replicas hear where to read it from before the client
-      // is answered. Its audit entries are durable before the answer too (docs/vault.md "Audit": a
-      // change's entry is never lost to a power cut), retried across a leader election of the audit
-      // stream; one that still cannot be written is counted and logged, and the write, which
-      // happened, is answered as done rather than failed.
-      if (ops.length > 0 && this.announce) {
-        this.heard(mark);
-        this.announce(mark);
-      }
-      if (audit.length > 0) await this.appendAudit(audit).catch(() => this.onAuditLost(audit.length));
-      // Destroyed means unreadable with the master key in hand: the removed entries' bytes leave the stream too
-      // (data keys first: a write's changes are in the order it made them, and a purge removes its keys first).
-      for (const e of erase) await e.view.eraseBefore(e.key, e.seq).catch((err: unknown) => this.onEraseFailed(err));
-      return result;
-    }
+    return traced('jetstream publish', 'internal', () => publish(this.writeParts, fn), { 'db.system': 'nats-jetstream' });
   }
 
   appendAudit(entries: AuditEntry[]): Promise<void> {
@@ -307,42 +185,23 @@ export class JetStreamVaultStore implements VaultStore {
     return 0;
   }
 
-  async scrub(writtenBefore: number, keys?: readonly string[]): Promise<number> {
-    const view = this.secretsView;
-    let erased = 0;
-    for (const key of keys ?? view.keysEverWritten()) {
-      const revision = view.revisionOf(key);
-      if (revision > 0) erased += await view.eraseBefore(key, revision, writtenBefore);
-    }
-    return erased;
+  scrub(writtenBefore: number, keys?: readonly string[]): Promise<number> {
+    return scrubSecrets(this.secretsView, writtenBefore, keys);
   }
 
   /** VaultStore.syncWithStreams: the catch-up reads do without announcements. */
   syncWithStreams(): Promise<void> {
-    return this.catchUp.run();
+    return this.marks.catchUp.run();
   }
 
-  /**
-   * VaultStore.eraseRemoved: the earlier entries of removed keys the views have not seen erased.
-   * Under a purged workspace, a secret's too, at once; elsewhere those are `scrub`'s, with its margin.
-   */
-  async eraseRemoved(under?: string): Promise<number> {
-    const buckets = under === undefined ? (['keys', 'versions', 'deleted', 'valueKeys'] as const) : MARKED;
-    let erased = 0;
-    for (const k of buckets) {
-      const view = this.viewOf(k);
-      for (const [key, seq] of view.removedUnerased(under)) erased += await view.eraseBefore(key, seq);
-    }
-    return erased;
+  eraseRemoved(under?: string): Promise<number> {
+    return eraseRemoved(this.views, under);
   }
 
   async close(): Promise<void> {
-    await Promise.all(MARKED.map((k) => this.viewOf(k).close()));
+    await Promise.all(MARKED.map((k) => this.marks.viewOf(k).close()));
   }
 }
-
-/** The buckets a writer's mark names, in the order they are caught up with. */
-const MARKED = ['keys', 'secrets', 'versions', 'deleted', 'valueKeys'] as const;
 
 /** A view's entries under `prefix`, sorted by key. */
 function sortedEntries<T>(view: BucketView<T>, prefix: string): Array<{ key: string; value: T }> {

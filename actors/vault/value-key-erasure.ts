@@ -50,7 +50,7 @@ export function secretSealedUnder(ops: ReadonlyArray<{ key: string; value: unkno
 }
 
 /**
- * Erases value keys written by attempts that did not land (store-jetstream.ts publish), unless a
+ * Erases value keys written by attempts that did not land (store-jetstream-write.ts publish), unless a
  * record that did land holds a box naming one. A key whose secret is unknown is left to the sweep
  * (`strayValueKeys`), which looks at every record.
  */

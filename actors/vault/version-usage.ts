@@ -3,7 +3,7 @@ import { accountsOf, versionBytes, type VersionRecord } from './store.js';
 /**
  * Bytes of kept versions per account (store.ts accountsOf: one app's in a scope, one app's for a
  * user), as a view of the versions bucket shows them (JetStream: derived as the view applies each
- * entry, never written; LMDB keeps its own in the same transactions as the versions, store.ts).
+ * entry, never written; LMDB keeps its own in the same transactions as the versions, store-lmdb-write.ts).
  * What the bounds of docs/vault.md "Versions" count.
  */
 export class VersionUsage {

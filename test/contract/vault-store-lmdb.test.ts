@@ -2,7 +2,7 @@ import test from 'ava';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LmdbVaultStore } from '../../actors/vault/store.js';
+import { LmdbVaultStore } from '../../actors/vault/store-lmdb.js';
 import { vaultStoreSuite } from './vault-store-suite.js';
 
 // The embedded default: two replicas on one host share one LMDB environment.

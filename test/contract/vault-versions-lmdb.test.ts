@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { open } from 'lmdb';
-import { appAccount, LmdbVaultStore, scopeAccount, scopeKey, secretKey, versionKey } from '../../actors/vault/store.js';
+import { appAccount, scopeAccount, scopeKey, secretKey, versionKey } from '../../actors/vault/store.js';
+import { LmdbVaultStore } from '../../actors/vault/store-lmdb.js';
 import { vaultVersionsSuite } from './vault-versions-suite.js';
 import { lmdbVersionsStore } from '../helpers/vault-versions-stores.js';
 

@@ -1,7 +1,7 @@
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LmdbVaultStore } from '../../actors/vault/store.js';
+import { LmdbVaultStore } from '../../actors/vault/store-lmdb.js';
 import { JetStreamVaultStore } from '../../actors/vault/store-jetstream.js';
 import type { VersionsStore } from '../contract/vault-versions-suite.js';
 import { jetStreamReplicas } from './jetstream-replicas.js';

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { open } from 'lmdb';
-import { LmdbVaultStore, scopeKey, secretKey, sizeOf } from '../../../actors/vault/store.js';
+import { scopeKey, secretKey, sizeOf } from '../../../actors/vault/store.js';
+import { LmdbVaultStore } from '../../../actors/vault/store-lmdb.js';
 import { ErrorReasons } from '../../../bus/errors.js';
 import { AppliedSequence } from '../../../lib/state/applied-sequence.js';
 import { neededReader, readable, RecordFormatError, RECORD_FORMATS } from '../../../lib/state/record-format.js';

@@ -2,7 +2,7 @@ import test from 'ava';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LmdbVaultStore } from '../../../actors/vault/store.js';
+import { LmdbVaultStore } from '../../../actors/vault/store-lmdb.js';
 
 const entry = (at: number, name: string) => ({ at: new Date(at).toISOString(), user: 'alice', app: 'chat', op: 'RetrieveSecret', workspace: 'w', env: 'prod', name, outcome: 'ok' });
 

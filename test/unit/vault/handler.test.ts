@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { DataKeys } from '../../../actors/vault/data-keys.js';
 import { Values } from '../../../actors/vault/values.js';
 import { vaultGate, vaultOp, type VaultDeps } from '../../../actors/vault/handler.js';
-import { LmdbVaultStore } from '../../../actors/vault/store.js';
+import { LmdbVaultStore } from '../../../actors/vault/store-lmdb.js';
 import type { AppView, AuditEntry } from '../../../bus/subjects.js';
 import { AccessTokens } from '../../../lib/crypto/access-token.js';
 import { Keyring } from '../../../lib/crypto/keyring.js';

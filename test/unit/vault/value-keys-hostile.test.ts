@@ -6,12 +6,14 @@ import { join } from 'node:path';
 import { Conflict } from '../../../actors/vault/bucket-view.js';
 import { DataKeys } from '../../../actors/vault/data-keys.js';
 import { vaultImportBatch } from '../../../actors/vault/state-io.js';
-import { LmdbVaultStore, scopeKey, secretFormatOf, secretKey, type SecretRecord } from '../../../actors/vault/store.js';
+import { scopeKey, secretFormatOf, secretKey, type SecretRecord } from '../../../actors/vault/store.js';
+import { LmdbVaultStore } from '../../../actors/vault/store-lmdb.js';
 import { JetStreamVaultStore } from '../../../actors/vault/store-jetstream.js';
 import { strayValueKeys, STRAY_MARGIN_MS } from '../../../actors/vault/value-key-erasure.js';
 import { Values } from '../../../actors/vault/values.js';
 import { VersionUsage } from '../../../actors/vault/version-usage.js';
-import { destroy, keepVersion, nextRecord } from '../../../actors/vault/versions.js';
+import { keepVersion, nextRecord } from '../../../actors/vault/versions.js';
+import { destroy } from '../../../actors/vault/versions-deleted.js';
 import { Keyring } from '../../../lib/crypto/keyring.js';
 import { keyIdOf } from '../../../lib/crypto/secret-box.js';
 

@@ -1,0 +1,86 @@
+import { PierError } from '../../bus/errors.js';
+import type { AuditEntry, WrittenMark } from '../../bus/subjects.js';
+import { Conflict, type BucketView } from './bucket-view.js';
+import { bufferedWriter, type Op, type VaultViews } from './buffered-writer.js';
+import type { VaultStore, VaultWriter } from './store.js';
+import { MARKED, type WrittenMarks } from './store-jetstream-sync.js';
+import { dropStrayValueKeys, erasingUnusedValueKeys, secretSealedUnder, type StrayValueKey } from './value-key-erasure.js';
+
+/** What a write on the JetStream store (store-jetstream.ts) uses. */
+export interface JetStreamWriteParts {
+  views: VaultViews;
+  marks: WrittenMarks;
+  /** Tells the other replicas where their views must be to show a change just made durable (before it is answered). */
+  announce: ((mark: WrittenMark) => void) | undefined;
+  appendAudit: (entries: AuditEntry[]) => Promise<void>;
+  /** Audit entries of a durable change that could not be appended within the retry period. */
+  onAuditLost: (count: number) => void;
+  onEraseFailed: (err: unknown) => void;
+  /** The store's own write: the erasure of stray value keys is one. */
+  store: Pick<VaultStore, 'write'>;
+}
+
+/**
+ * `attempts`, and afterwards (whatever it answered) the value keys committed by attempts that did
+ * not land: a write commits change by change, so an attempt that lost to another replica's may
+ * have committed a new value's key, and its sealed record was written to the stream and refused
+ * there. That key names nothing accepted: it is erased (value-key-erasure.ts dropStrayValueKeys),
+ * or the refused copy would stay readable after its value (sealed anew by the retry) is destroyed.
+ */
+export async function publish<T>(p: JetStreamWriteParts, fn: (w: VaultWriter) => T): Promise<T> {
+  const stray: StrayValueKey[] = [];
+  try {
+    return await attempts(p, fn, stray);
+  } finally {
+    if (stray.length > 0) await dropStrayValueKeys(p.store, stray).catch((err: unknown) => p.onEraseFailed(err));
+  }
+}
+
+async function attempts<T>(p: JetStreamWriteParts, fn: (w: VaultWriter) => T, stray: StrayValueKey[]): Promise<T> {
+  const { marks } = p;
+  for (let attempt = 0; ; attempt++) {
+    const ops: Op[] = [];
+    const audit: AuditEntry[] = [];
+    const result = erasingUnusedValueKeys(fn)(bufferedWriter(p.views, ops, audit));
+    const mark: Required<WrittenMark> = { keys: 0, secrets: 0, versions: 0, deleted: 0, valueKeys: 0 };
+    /** Data keys, versions and deleted secrets removed by this write: their earlier entries are erased once it is durable. */
+    const erase: Array<{ view: BucketView<unknown>; key: string; seq: number }> = [];
+    /** Value keys this attempt committed: stray if it does not land. */
+    const keysPut: StrayValueKey[] = [];
+    try {
+      // Committed in the order `fn` made them: a version is kept before the secret moves past it.
+      for (const { view, key, value, expected } of ops) {
+        const seq = await view.commit(key, value, expected);
+        if (view === marks.viewOf('valueKeys') && value !== undefined) keysPut.push({ id: key, secret: secretSealedUnder(ops, key) });
+        const k = MARKED.find((name) => marks.viewOf(name) === view)!;
+        mark[k] = Math.max(mark[k], seq);
+        // (A secret's own earlier records go with `scrub`'s margin, or at once under a purge: eraseRemoved.)
+        if (value === undefined && seq > 0 && view !== marks.viewOf('secrets')) erase.push({ view, key, seq });
+        // A kept version written again (sealed anew by a rekey, or imported over): its earlier value leaves the stream.
+        else if (value !== undefined && expected > 0 && view === marks.viewOf('versions')) erase.push({ view, key, seq });
+      }
+    } catch (err) {
+      stray.push(...keysPut);
+      // The stream out of reach (a node lost, a leader being elected): the write may or may not
+      // have landed; the caller is told to try again (503), not that Pier broke (500).
+      if (!(err instanceof Conflict)) throw err instanceof PierError ? err : new PierError('UNAVAILABLE', 'the vault store did not answer in time; try again', { cause: err });
+      if (attempt >= 20) throw new PierError('CONFLICT', 'too many concurrent writes of the same secret; retry');
+      // Another replica wrote first: see what it wrote, then decide again.
+      continue;
+    }
+    // The change is durable now: the other replicas hear where to read it from before the client
+    // is answered. Its audit entries are durable before the answer too (docs/vault.md "Audit": a
+    // change's entry is never lost to a power cut), retried across a leader election of the audit
+    // stream; one that still cannot be written is counted and logged, and the write, which
+    // happened, is answered as done rather than failed.
+    if (ops.length > 0 && p.announce) {
+      marks.heard(mark);
+      p.announce(mark);
+    }
+    if (audit.length > 0) await p.appendAudit(audit).catch(() => p.onAuditLost(audit.length));
+    // Destroyed means unreadable with the master key in hand: the removed entries' bytes leave the stream too
+    // (data keys first: a write's changes are in the order it made them, and a purge removes its keys first).
+    for (const e of erase) await e.view.eraseBefore(e.key, e.seq).catch((err: unknown) => p.onEraseFailed(err));
+    return result;
+  }
+}
