@@ -7,11 +7,12 @@ import { ApiError, resume, signIn, signOut, whenSignedOut } from './api.js';
 import { messageOf } from './format.js';
 import { field, html } from './html.js';
 import { Apps } from './view-apps.js';
-import { Audit, Secrets } from './view-audit.js';
+import { Audit } from './view-audit.js';
 import { Charts } from './view-charts.js';
 import { Connections } from './view-connections.js';
 import { Processes } from './view-processes.js';
 import { Providers } from './view-providers.js';
+import { Secrets } from './view-secrets.js';
 import { Uploads } from './view-uploads.js';
 import { Users } from './view-users.js';
 

@@ -46,6 +46,7 @@ const CONSOLE_SCRIPTS = [
   'view-connections.js',
   'view-uploads.js',
   'view-audit.js',
+  'view-secrets.js',
   'view-charts.js',
 ];
 const SOURCES: Record<string, [() => string, string]> = {

@@ -1,130 +1,13 @@
 import { backoffDelay } from '../backoff.js';
+import { isObject, isOffset, MESSAGE_EVENT, positionAfter, recoverUrl, recoveryInfo, type FrameMode } from './gateway-frames.js';
+import { GatewayQueueFullError, type GatewayEvents, type GatewayOptions, type GatewayPosition, type GatewayState, type RecoveryInfo, type WebSocketLike } from './gateway-types.js';
 
-/** The part of the WebSocket API used here: the browser's own, or `ws` in Node. */
-export interface WebSocketLike {
-  readonly readyState: number;
-  send(data: string): void;
-  close(code?: number, reason?: string): void;
-  onopen: ((ev: unknown) => void) | null;
-  onmessage: ((ev: { data: unknown }) => void) | null;
-  onclose: ((ev: { code: number; reason: string }) => void) | null;
-  onerror: ((ev: unknown) => void) | null;
-}
-
-export interface GatewayOptions {
-  /** A `{"event":"ping"}` this often (default 30 s, the platform's period; Pier closes after 45 s of silence). */
-  pingIntervalMs?: number;
-  /** How long a ping may go unanswered (any frame counts) before it is a miss (default 10 s). */
-  pongTimeoutMs?: number;
-  /** Misses in a row before the connection is taken for dead and replaced (default 2: one lost pong is not death). */
-  maxMissedPongs?: number;
-  /** Frames kept while (re)connecting, sent in order on open (default 1,000); past it, send() throws. */
-  maxQueued?: number;
-  /** Reconnect attempts in a row before giving up (default 20), and their backoff. */
-  reconnect?: { maxAttempts?: number; baseMs?: number; maxMs?: number };
-  /** Opens the socket (default: the global WebSocket). */
-  socketFactory?: (url: string) => WebSocketLike;
-  /**
-   * Ask Pier for what was missed while disconnected (default true): every connection opts in with
-   * the `recover` query parameter, carrying the position of the last message seen once there is one.
-   * See GatewayEvents.recovery. An edge without history and recovery ignores it; the SDK notices
-   * (no recovery frame first) and delivers that connection's frames as before.
-   */
-  recover?: boolean;
-}
-
-/** Where in the user's history the page stands: the last message seen (docs/protocol.md "History and recovery"). */
-export interface GatewayPosition {
-  epoch: string;
-  offset: number;
-}
-
-/** Pier's recovery frame, as the `recovery` event hands it on. */
-export interface RecoveryInfo {
-  /**
-   * True: every message kept since the position asked for follows (`missed` of them), so the page's
-   * state stays right. **False: the page must reload its state** (from the app), because what it
-   * missed cannot be replayed; `reason` says why.
-   */
-  recovered: boolean;
-  /** The position after the replay; both null when history is off (`reason: 'off'`). */
-  epoch: string | null;
-  offset: number | null;
-  /** How many messages are replayed after this event (delivered as `message`, in order). */
-  missed: number;
-  /** With `recovered: false`: `new` (no position asked: a first connection), `epoch`, `gap`, `off` or `unavailable`. */
-  reason?: string;
-}
-
-export interface CloseInfo {
-  code: number;
-  reason: string;
-  /** True when another attempt follows; false when this connection is over for good. */
-  reconnecting: boolean;
-}
-
-export interface GatewayEvents {
-  open: () => void;
-  /** A frame from the app: its JSON when it parses, its text otherwise. */
-  message: (data: unknown) => void;
-  close: (info: CloseInfo) => void;
-  reconnecting: (info: { attempt: number; delayMs: number }) => void;
-  /**
-   * Once per connection that recovers (option `recover`, on by default), after `open` and before any
-   * `message` of that connection: what Pier could replay. With `recovered: false` **reload your
-   * state** (its `reason` other than `new` means messages were missed); with true, the missed
-   * messages follow as ordinary `message` events.
-   */
-  recovery: (info: RecoveryInfo) => void;
-}
-
-export class GatewayQueueFullError extends Error {
-  override name = 'GatewayQueueFullError';
-}
+export { GatewayQueueFullError, type CloseInfo, type GatewayEvents, type GatewayOptions, type GatewayPosition, type GatewayState, type RecoveryInfo, type WebSocketLike } from './gateway-types.js';
 
 /** Pier's close codes after which a new connection would be refused or unwanted: the app or the operator ended it. */
 const FINAL_CODES = new Set([4001, 4002, 4004]);
 const OPEN = 1;
 const PONG = '{"event":"pong"}';
-const RECOVERY_EVENT = 'pier.recovery';
-const MESSAGE_EVENT = 'pier.message';
-
-/**
- * How the frames of the current socket are read. `deciding`: it opted in to recovery, and its first
- * frame says whether the edge speaks it (a recovery frame) or ignores the parameter (an older edge).
- */
-type FrameMode = 'deciding' | 'wrapped' | 'raw';
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const isOffset = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
-
-/** The recovery frame's data, or null when `frame` is not a well-formed recovery frame. */
-function recoveryInfo(frame: unknown): RecoveryInfo | null {
-  if (!isObject(frame) || frame.event !== RECOVERY_EVENT || !isObject(frame.data) || typeof frame.data.recovered !== 'boolean') return null;
-  const d = frame.data;
-  const info: RecoveryInfo = {
-    recovered: d.recovered as boolean,
-    epoch: typeof d.epoch === 'string' && d.epoch !== '' ? d.epoch : null,
-    offset: isOffset(d.offset) ? d.offset : null,
-    missed: isOffset(d.missed) ? d.missed : 0,
-  };
-  if (typeof d.reason === 'string') info.reason = d.reason;
-  return info;
-}
-
-/**
- * `url` with `recover=` (no position yet) or `recover=<epoch>:<offset>`, its other query parameters
- * kept as written; a `recover` already in it is replaced, since the SDK owns that parameter.
- */
-function recoverUrl(url: string, position: GatewayPosition | null): string {
-  const at = url.indexOf('?');
-  const base = at < 0 ? url : url.slice(0, at);
-  const kept = at < 0 ? [] : url.slice(at + 1).split('&').filter((p) => p !== '' && p.split('=')[0] !== 'recover');
-  const value = position ? `${encodeURIComponent(position.epoch)}:${position.offset}` : '';
-  return `${base}?${[...kept, `recover=${value}`].join('&')}`;
-}
-
-export type GatewayState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
 /**
  * A browser's connection to Pier's gateway (`ws[s]://<app>.<user>.<domain>/ws`, the user's
@@ -276,14 +159,7 @@ export class GatewayConnection {
 
   private recovery(info: RecoveryInfo): void {
     this._recovered = info.recovered;
-    const previous = this._position;
-    if (info.epoch === null || info.offset === null) this._position = null;
-    else if (info.missed === 0) this._position = { epoch: info.epoch, offset: info.offset };
-    // The frame's offset is where the replay ends, not where it starts: the `missed` messages up to it
-    // are still to come. Stand before them — at the last seen when it is in this epoch and not past
-    // the end, else at the epoch's start (real offsets are above 0) — so they are not taken for
-    // duplicates, and a connection lost during the replay asks for the rest.
-    else this._position = { epoch: info.epoch, offset: previous?.epoch === info.epoch && previous.offset <= info.offset ? previous.offset : 0 };
+    this._position = positionAfter(info, this._position);
     this.emit('recovery', { ...info });
   }
 
