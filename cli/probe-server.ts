@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Bus } from '../bus/bus.js';
 import type { Metrics } from '../lib/runtime/metrics.js';
-import { adminHostAllowed } from '../edge/admin/admin-host.js';
+import { adminHostAllowed } from '../edge/identity/host.js';
 import type { RegistryCache } from '../lib/state/registry-cache.js';
 
 /**

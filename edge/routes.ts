@@ -1,7 +1,11 @@
-import { clusterMetrics, adminAnswers, envelopedAll, requireAdmin, type AdminDeps } from './admin/admin-api.js';
+import { adminAnswers } from './admin/admin-api.js';
+import { clusterMetrics } from './admin/admin-status.js';
+import { envelopedAll, requireAdmin, type AdminDeps, type AnswerHandlers } from './admin/answers.js';
 import { ADMIN_API, type AdminRouteName } from './admin/api.js';
 import { liveAnswers } from './admin/live-api.js';
 import { consoleRoutes, type ConsoleOptions } from './admin/console-api.js';
+import { ConsoleSessions } from './admin/console-session.js';
+import { NO_HISTORY, sampledHistory } from './admin/history-sampler.js';
 import { healthz, readyz, type Drain } from './http/health.js';
 import { accessToken, providerCall, providerCallGate, type SystemDeps } from './system/system-api.js';
 import { isVaultCall, vaultCall, vaultCallGate, type VaultApiDeps } from './system/vault-api.js';
@@ -23,9 +27,13 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
     { method: 'get', path: '/healthz', handler: healthz },
     { method: 'get', path: '/readyz', handler: () => readyz(deps.bus, deps.cache, undefined, deps.drain) },
   ];
-  // The console first: it sets the sessions the admin API also accepts, and samples the figures' history.
-  const consoleParts = deps.console ? consoleRoutes(deps, deps.console) : null;
-  const admin = envelopedAll(deps, { ...adminAnswers(deps), ...liveAnswers(deps, consoleParts?.history ?? { everyMs: 0, samples: () => [] }) });
+  // The console's sessions, which the admin API accepts too, and its sampled figures: made here, once,
+  // and passed to what reads them (nothing sets them on `deps` behind the others' backs).
+  const sessions = deps.console ? new ConsoleSessions({ ttlMs: deps.console.sessionMs, max: 100, now: deps.console.now }) : undefined;
+  const history = deps.console ? sampledHistory(deps, deps.console.sampleMs) : NO_HISTORY;
+  const operator: AdminDeps = sessions ? { ...deps, sessions } : deps;
+  const answers: AnswerHandlers = { ...adminAnswers(operator), ...liveAnswers(operator, history) };
+  const admin = envelopedAll(operator, answers);
   const adminBody: Partial<Record<AdminRouteName, number>> = {
     userAdd: deps.adminBodyBytes,
     appInstall: deps.adminBodyBytes,
@@ -47,8 +55,8 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
     deps.log?.info({ admin: `${req.method.toUpperCase()} ${req.path}`, status: reply.status }, 'admin action');
     return reply;
   };
-  const operator = async (req: RequestHead) => {
-    requireAdmin(deps, req);
+  const operatorGate = async (req: RequestHead) => {
+    requireAdmin(operator, req);
     return null;
   };
   const local = localApi(deps);
@@ -108,9 +116,9 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
       ...(Object.keys(ADMIN_API) as AdminRouteName[]).map((name): Route => {
         const r = ADMIN_API[name];
         const limit = adminBody[name];
-        return { method: r.method, path: r.path, handler: r.changes ? audited(admin[name]) : admin[name], gate: operator, gateChecksCaller: true, ...(limit === undefined ? {} : { bodyLimit: limit }) };
+        return { method: r.method, path: r.path, handler: r.changes ? audited(admin[name]) : admin[name], gate: operatorGate, gateChecksCaller: true, ...(limit === undefined ? {} : { bodyLimit: limit }) };
       }),
-      ...(consoleParts?.routes ?? []),
+      ...(deps.console && sessions ? consoleRoutes(deps, deps.console, sessions) : []),
     ],
   };
 }

@@ -4,12 +4,12 @@ import uWS from 'uWebSockets.js';
 import type { RoleContext } from '../lib/runtime/runtime.js';
 import { ConfigError, type Config, type Ports } from '../lib/config/config.js';
 import { mountRoutes } from './http/mount-routes.js';
-import { adminHostAllowed } from './admin/admin-host.js';
+import { adminHostAllowed } from './identity/host.js';
 import { Gateway } from './gateway/gateway.js';
 import { GatewayHistory } from './gateway/history/history.js';
 import { historyOff } from './gateway/history-off.js';
 import { routeTable, type ListenerName } from './routes.js';
-import { PassedGates } from './system/call-gate.js';
+import { PassedGates } from './identity/call-gate.js';
 import { TlsServing } from './http/tls.js';
 import type { Drain } from './http/health.js';
 

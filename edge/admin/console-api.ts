@@ -1,18 +1,16 @@
 import { PierError } from '../../bus/errors.js';
-import { describeProcesses } from '../../lib/runtime/presence.js';
-import type { AdminDeps } from './admin-api.js';
 import type { ConsoleSession } from './api.js';
-import type { SampledHistory } from './live-api.js';
 import { loadConsoleFiles } from './console-assets.js';
-import { ConsoleSessions, sessionCookie, signInOriginOk } from './console-session.js';
+import { sessionCookie, signInOriginOk, type ConsoleSessions } from './console-session.js';
+import { ok } from '../http/envelope.js';
 import type { HttpReply, HttpRequestData, Route } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
-import { MetricsHistory, type MetricJson } from './metrics-history.js';
 
 /**
  * The operator console (docs/operations.md "Console") on the admin listener: its page and files under
- * `/console/`, its sign-in (`/console/session`), and the sampler behind the figures' history
- * (live-api.ts serves it). Everything else it shows comes from the admin API, as the CLI's does.
+ * `/console/`, its sign-in (`/console/session`). The sampler behind the figures' history is
+ * history-sampler.ts (live-api.ts serves it). Everything else it shows comes from the admin API, as
+ * the CLI's does.
  */
 export interface ConsoleOptions {
   sessionMs: number;
@@ -20,14 +18,12 @@ export interface ConsoleOptions {
   now: () => number;
 }
 
-/** The console's state and routes; `sessions` also authorizes the admin API (admin-api.ts `requireAdmin`). */
-export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Route[]; sessions: ConsoleSessions; history: SampledHistory } {
+/**
+ * The console's routes over its sessions, which edge/routes.ts makes (they authorize the admin API
+ * too: answers.ts `requireAdmin`) and passes here.
+ */
+export function consoleRoutes(deps: { adminToken: string }, o: Pick<ConsoleOptions, 'sessionMs'>, sessions: ConsoleSessions): Route[] {
   const files = loadConsoleFiles();
-  const sessions = new ConsoleSessions({ ttlMs: o.sessionMs, max: 100, now: o.now });
-  deps.sessions = sessions;
-  const history = new MetricsHistory(180);
-  // A table built only to be read (the reference's test) has no sampling period: nothing to sample.
-  if (o.sampleMs > 0) historySampler(deps, history, o.sampleMs).start();
   const page = (): HttpReply => ({ status: 200, body: files.index, headers: { ...files.headers, 'content-type': 'text/html; charset=utf-8' } });
 
   const routes: Route[] = [
@@ -50,11 +46,7 @@ export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Rou
         if (!signInOriginOk(req)) throw new PierError('FORBIDDEN', 'Origin: a sign-in must come from the console itself');
         const token = tokenOf(req);
         const opened = sessions.signIn(token, deps.adminToken);
-        return {
-          status: 200,
-          json: { code: 0, message: 'success', data: sessionAnswer(opened) },
-          headers: { 'set-cookie': sessionCookie(opened.id, Math.floor(o.sessionMs / 1000), false), 'cache-control': 'no-store' },
-        };
+        return { ...ok(sessionAnswer(opened)), headers: { 'set-cookie': sessionCookie(opened.id, Math.floor(o.sessionMs / 1000), false), 'cache-control': 'no-store' } };
       },
     },
     {
@@ -63,7 +55,7 @@ export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Rou
       handler: (req) => {
         const s = sessions.sessionOf(req);
         if (!s) throw new PierError('UNAUTHORIZED', 'no console session: sign in');
-        return { status: 200, json: { code: 0, message: 'success', data: sessionAnswer(s) }, headers: { 'cache-control': 'no-store' } };
+        return { ...ok(sessionAnswer(s)), headers: { 'cache-control': 'no-store' } };
       },
     },
     {
@@ -72,11 +64,11 @@ export function consoleRoutes(deps: AdminDeps, o: ConsoleOptions): { routes: Rou
       handler: (req) => {
         sessions.authorize(req);
         sessions.signOut(req);
-        return { status: 200, json: { code: 0, message: 'success' }, headers: { 'set-cookie': sessionCookie('', 0, false) } };
+        return { ...ok(), headers: { 'set-cookie': sessionCookie('', 0, false) } };
       },
     },
   ];
-  return { routes, sessions, history: { everyMs: o.sampleMs, samples: () => history.all() } };
+  return routes;
 }
 
 /** The session as the console reads it (edge/admin/api.ts ConsoleSession), with the 0.1 name for one release. */
@@ -92,34 +84,4 @@ function tokenOf(req: HttpRequestData): string {
   const body = parseJsonBody(req);
   if (typeof body.token !== 'string') throw new PierError('BAD_REQUEST', 'token: must be a string');
   return body.token;
-}
-
-/**
- * Samples every process's figures every `everyMs` from the admin process's start, so the charts
- * hold the last minutes at sign-in (the history keeps a bounded number of samples; one sample is
- * one report of each process, as `pier status` asks).
- */
-function historySampler(deps: AdminDeps, history: MetricsHistory, everyMs: number) {
-  let timer: NodeJS.Timeout | null = null;
-  let busy = false;
-  const tick = async () => {
-    if (busy) return;
-    busy = true;
-    try {
-      const reports = await describeProcesses(deps.bus, 300, deps.peers as Parameters<typeof describeProcesses>[2]);
-      history.add(Date.now(), reports.map((r) => r.metrics as unknown as MetricJson[]));
-    } catch {
-      // A missed sample is a gap in the chart, nothing more.
-    } finally {
-      busy = false;
-    }
-  };
-  return {
-    start() {
-      if (timer) return;
-      timer = setInterval(() => void tick(), everyMs);
-      timer.unref();
-      void tick();
-    },
-  };
 }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { PierError } from '../../bus/errors.js';
 import { safeEqual } from '../../lib/crypto/tokens.js';
 import type { HttpRequestData, RequestHead } from '../http/http.js';
+import { sameOrigin } from '../identity/host.js';
 
 /**
  * The operator console's sign-in (docs/operations.md "Console"): the admin token, typed once into a
@@ -123,14 +124,6 @@ export function signInOriginOk(req: HttpRequestData): boolean {
   const origin = req.headers.origin;
   if (origin !== undefined) return origin !== 'null' && sameOrigin(origin, req.headers.host ?? '');
   return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
-}
-
-function sameOrigin(origin: string, host: string): boolean {
-  try {
-    return new URL(origin).host.toLowerCase() === host.toLowerCase();
-  } catch {
-    return false;
-  }
 }
 
 /** The Set-Cookie value of a session (Secure when the listener is TLS); `maxAgeS` 0 clears it. */

@@ -6,9 +6,9 @@ import { APP_NAME_RULE, USER_NAME_RULE, APP_NAME, gatewayChannels, gatewaySubjec
 import { assertValid, compile } from '../../bus/validation.js';
 import type { HttpRequestData } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
-import { RawReply, type AdminDeps, type AnswerHandlers } from './admin-api.js';
+import { besideData, type AdminDeps, type AnswerHandlers, type RawReply } from './answers.js';
 import type { AppConnections, MetricsHistoryAnswer } from './api.js';
-import type { HistorySample } from './metrics-history.js';
+import type { SampledHistory } from './history-sampler.js';
 
 /**
  * What is live across the cluster (docs/protocol.md "Admin API"): connections on every edge, uploads
@@ -16,12 +16,6 @@ import type { HistorySample } from './metrics-history.js';
  * whatever the console does.
  */
 export type LiveRouteName = 'connections' | 'connectionsClose' | 'uploads' | 'metricsHistory';
-
-/** The figures sampled so far (console-api.ts samples them while someone is signed in). */
-export interface SampledHistory {
-  everyMs: number;
-  samples(): HistorySample[];
-}
 
 const closeSchema = compile({
   $$strict: true,
@@ -104,10 +98,7 @@ async function listConnections(deps: AdminDeps, req: HttpRequestData): Promise<R
     }),
   );
   // `partial` and `truncated` sit beside `data` in the envelope (docs/protocol.md "Admin API").
-  const json: Record<string, unknown> = { code: 0, message: 'success', data };
-  if (partial) json.partial = true;
-  if (apps.length > MAX_APPS) json.truncated = true;
-  return new RawReply({ status: 200, json });
+  return besideData(data, { ...(partial ? { partial: true } : {}), ...(apps.length > MAX_APPS ? { truncated: true } : {}) });
 }
 
 /** `POST /admin/v1/connections/close {user, app, conns}`: each connection closed by its edge (4001), the count answered. */

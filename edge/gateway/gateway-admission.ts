@@ -4,8 +4,8 @@ import { PierError } from '../../bus/errors.js';
 import { callbackTarget } from '../../lib/policy/callback-target.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { sha256Hex } from '../../lib/crypto/tokens.js';
-import { identifyBrowserCaller } from '../system/app-identity.js';
-import { userTokenOf } from '../system/user-token.js';
+import { identifyBrowserCaller } from '../identity/app-identity.js';
+import { userTokenOf } from '../identity/user-token.js';
 import { parsePosition, type Position } from './history/history.js';
 
 /** Per-connection data, set once at upgrade (never properties patched onto `ws`). */

@@ -12,7 +12,7 @@ import { asPierError, PierError } from '../../bus/errors.js';
 import { errorReply } from '../http/envelope.js';
 import { send } from '../http/uws-response.js';
 import { EventForwarder } from './gateway-forwarder.js';
-import { frameToData } from './gateway-host.js';
+import { frameToData } from './client-frame.js';
 import { isolated } from '../http/isolate.js';
 import { decrement, increment } from '../../lib/runtime/counts.js';
 import type { GatewayHistory, Recovery } from './history/history.js';

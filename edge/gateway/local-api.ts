@@ -8,7 +8,7 @@ import type { Peers } from '../../lib/runtime/peers.js';
 import { FailureLimiter } from '../../lib/policy/rate-limit.js';
 import type { RegistryCache } from '../../lib/state/registry-cache.js';
 import { sha256Hex } from '../../lib/crypto/tokens.js';
-import type { PassedGates } from '../system/call-gate.js';
+import type { PassedGates } from '../identity/call-gate.js';
 import { assertValid, compile } from '../../bus/validation.js';
 import { ok } from '../http/envelope.js';
 import type { HttpReply, HttpRequestData, RequestHead } from '../http/http.js';

@@ -66,7 +66,7 @@ export interface HttpDeps {
   listener: string;
   log: Logger;
   metrics: Metrics;
-  /** Whether the listener answers a request with this `Host` (the admin listener's: edge/admin/admin-host.ts); absent: any. */
+  /** Whether the listener answers a request with this `Host` (the admin listener's: edge/identity/host.ts); absent: any. */
   hostAllowed?: (host: string | undefined) => boolean;
   /**
    * The listener's process is stopping (an edge's drain): every answer from now on closes its

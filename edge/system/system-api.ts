@@ -4,7 +4,7 @@ import { PierError } from '../../bus/errors.js';
 import { bufferSource, INLINE_BYTES, offerBytes, takeBytes } from '../../bus/byte-stream.js';
 import { accessRequestSchema, provider, token, type AccessRequest } from '../../bus/subjects.js';
 import { assertValid, compile } from '../../bus/validation.js';
-import { GATE_TIMEOUT_MS, passGate, type PassedGates } from './call-gate.js';
+import { GATE_TIMEOUT_MS, passGate, type PassedGates } from '../identity/call-gate.js';
 import { ok } from '../http/envelope.js';
 import type { HttpReply, HttpRequestData, RequestHead } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';

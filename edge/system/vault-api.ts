@@ -2,11 +2,11 @@ import { ask } from '../../bus/verbs.js';
 import type { Bus } from '../../bus/bus.js';
 import { PierError } from '../../bus/errors.js';
 import { vault } from '../../bus/subjects.js';
-import { GATE_TIMEOUT_MS, passGate, type PassedGates } from './call-gate.js';
+import { GATE_TIMEOUT_MS, passGate, type PassedGates } from '../identity/call-gate.js';
 import { errorReply } from '../http/envelope.js';
 import type { HttpReply, HttpRequestData, RequestHead } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
-import { userTokenOf } from './user-token.js';
+import { userTokenOf } from '../identity/user-token.js';
 
 // The vault at the edge (docs/protocol.md "Vault"). It shares its URL pattern with provider calls,
 // `/system-server/v1alpha1/<dataType>/<group>/<version>/<op>`, because to apps it is one more v1

@@ -3,7 +3,7 @@ import { createHash, type Hash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { asPierError, ErrorReasons, PierError } from '../../bus/errors.js';
 import { CONFLICT_POLICIES, upload, type ConflictPolicy, type TusUploadState, type UploadRecord } from '../../bus/subjects.js';
-import { identifyBrowserCaller, type BrowserCaller } from '../system/app-identity.js';
+import { identifyBrowserCaller, type BrowserCaller } from '../identity/app-identity.js';
 import type { HttpReply, HttpRequestData } from '../http/http.js';
 import { TUS_CHECKSUMS, TUS_EXTENSIONS, TUS_VERSION, TusRefusal, byteCount, metaText, parseChecksum, parseMetadata } from './tus-headers.js';
 import { cors, drain, type UploadApiDeps } from './upload-api.js';

@@ -6,8 +6,8 @@ import type { Bus } from '../../bus/bus.js';
 import { asPierError, ErrorReasons, PierError } from '../../bus/errors.js';
 import { CONFLICT_POLICIES, upload, type ConflictPolicy, type WriteSession } from '../../bus/subjects.js';
 import type { RegistryCache } from '../../lib/state/registry-cache.js';
-import { identifyBrowserCaller } from '../system/app-identity.js';
-import { originAllowed } from '../gateway/gateway-host.js';
+import { identifyBrowserCaller } from '../identity/app-identity.js';
+import { originAllowed } from '../identity/host.js';
 import type { HttpReply, HttpRequestData } from '../http/http.js';
 import { streamToSession } from './upload-stream.js';
 

@@ -1,4 +1,4 @@
-import { ConfigError } from './config-types.js';
+import { ConfigError } from './config-error.js';
 
 /** Every environment variable Pier reads, and nothing else reads the environment. */
 export const ENV = {

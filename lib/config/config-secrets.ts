@@ -1,6 +1,6 @@
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { createDurable, mkdirDurable } from '../state/durable-files.js';
-import { ConfigError } from './config-types.js';
+import { ConfigError } from './config-error.js';
 import { ENV } from './config-env.js';
 
 // The data dir and the secrets kept in it (the admin token, the master key): read from the

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { anchorsOfKeyring, isAnchoredRole, parseAnchors, parseSeeds, roleSeed, RoleKeys, ANCHORED_ROLES, ROLE_KEY_VARIABLES, type AnchoredRole, type Anchors, type KeyFileRole } from '../crypto/bus-anchors.js';
 import { ENV, type Env } from './config-env.js';
-import { ConfigError, type Role } from './config-types.js';
+import { ConfigError } from './config-error.js';
+import type { BusRole } from '../../bus/permissions.js';
 import type { Keyring } from '../crypto/keyring.js';
 
 /** What a process trusts on the bus (docs/security.md, "Keys with an anchor"). */
@@ -32,7 +33,7 @@ const sameAnchors = (a: Anchors, b: Anchors) => ANCHORED_ROLES.every((r) => (a[r
  * callback or admin process without the master key reads its role key (`PIER_CALLBACK_KEY`,
  * `PIER_ADMIN_KEY`) besides.
  */
-export function busTrustFrom(env: Env, roles: readonly Role[], keyring: Keyring, masterKeyGiven: boolean, onNats: boolean): BusTrust {
+export function busTrustFrom(env: Env, roles: readonly BusRole[], keyring: Keyring, masterKeyGiven: boolean, onNats: boolean): BusTrust {
   let pinned: Anchors | null = null;
   if (env[ENV.busAnchors]) {
     try {

@@ -120,10 +120,6 @@ export interface Config {
   sidecarApp: { user: string; app: string } | null;
 }
 
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-}
-
 /** Flags of `pier start`, by name, as given on the command line. */
 export interface StartFlags {
   roles?: string;

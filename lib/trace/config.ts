@@ -1,5 +1,5 @@
 import { ENV, integer, type Env } from '../config/config-env.js';
-import { ConfigError } from '../config/config-types.js';
+import { ConfigError } from '../config/config-error.js';
 
 /** Tracing as configured (docs/operations.md "Tracing"): off unless an OTLP endpoint is given. */
 export type TraceConfig = { export: false } | TraceExport;

@@ -1,7 +1,8 @@
 import test from 'ava';
 import { ErrorReasons, PierError } from '../../../bus/errors.js';
 import { registry, stateEndpoints, upload, vault } from '../../../bus/subjects.js';
-import { adminAnswers, envelopedAll, type AdminDeps } from '../../../edge/admin/admin-api.js';
+import { adminAnswers } from '../../../edge/admin/admin-api.js';
+import { envelopedAll, type AdminDeps } from '../../../edge/admin/answers.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
 // The operator's API (docs/protocol.md "Admin API"): the token first, then the input checked and named,

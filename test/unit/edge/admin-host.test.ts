@@ -1,5 +1,5 @@
 import test from 'ava';
-import { adminHostAllowed } from '../../../edge/admin/admin-host.js';
+import { adminHostAllowed } from '../../../edge/identity/host.js';
 
 test('S-3: the admin listener answers loopback names, IP addresses and configured names; a name re-bound by DNS is refused', (t) => {
   for (const host of ['127.0.0.1:40090', '127.0.0.1', 'localhost:40090', 'LOCALHOST', 'console.localhost:40090', '[::1]:40090', '10.1.2.3:9100', 'pier-admin.internal']) {

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { PassedGates } from '../../../edge/system/call-gate.js';
+import { PassedGates } from '../../../edge/identity/call-gate.js';
 
 test("a pass is remembered until the token's expiry or the memory's end, whichever is first", (t) => {
   const gates = new PassedGates(5_000, 10);

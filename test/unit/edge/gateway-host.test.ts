@@ -1,5 +1,6 @@
 import test from 'ava';
-import { frameToData, originAllowed, parseAppHost } from '../../../edge/gateway/gateway-host.js';
+import { originAllowed, parseAppHost } from '../../../edge/identity/host.js';
+import { frameToData } from '../../../edge/gateway/client-frame.js';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../../edge/http/json-depth.js';
 import { encode } from '../../../bus/codec.js';
 

@@ -3,7 +3,7 @@ import { serve } from '../../../bus/verbs.js';
 import test from 'ava';
 import { PierError } from '../../../bus/errors.js';
 import { gatewayChannels, gatewaySubjects, registry, type AppView, type ConnCommand } from '../../../bus/subjects.js';
-import { PassedGates } from '../../../edge/system/call-gate.js';
+import { PassedGates } from '../../../edge/identity/call-gate.js';
 import { localApi, type LocalDeps } from '../../../edge/gateway/local-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 

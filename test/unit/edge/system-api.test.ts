@@ -1,7 +1,7 @@
 import test from 'ava';
 import { PierError } from '../../../bus/errors.js';
 import { provider, token } from '../../../bus/subjects.js';
-import { PassedGates } from '../../../edge/system/call-gate.js';
+import { PassedGates } from '../../../edge/identity/call-gate.js';
 import { accessToken, providerCall, providerCallGate } from '../../../edge/system/system-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { PierError } from '../../../bus/errors.js';
 import { vault } from '../../../bus/subjects.js';
-import { PassedGates } from '../../../edge/system/call-gate.js';
+import { PassedGates } from '../../../edge/identity/call-gate.js';
 import { isVaultCall, vaultCall, vaultCallGate } from '../../../edge/system/vault-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 

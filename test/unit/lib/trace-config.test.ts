@@ -1,7 +1,7 @@
 import test from 'ava';
 import { Writable } from 'node:stream';
 import { runInTrace } from '../../../bus/trace.js';
-import { ConfigError } from '../../../lib/config/config-types.js';
+import { ConfigError } from '../../../lib/config/config-error.js';
 import { createLogger } from '../../../lib/runtime/log.js';
 import { parseTracing } from '../../../lib/trace/config.js';
 

@@ -2,7 +2,7 @@ import { PierError } from '../../bus/errors.js';
 import type { AppView } from '../../bus/subjects.js';
 import type { RegistryCache } from '../../lib/state/registry-cache.js';
 import { userTokenOf } from './user-token.js';
-import { originAllowed, parseAppHost } from '../gateway/gateway-host.js';
+import { originAllowed, parseAppHost } from './host.js';
 
 export interface BrowserCaller {
   user: string;
