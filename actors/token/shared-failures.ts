@@ -29,15 +29,17 @@ export class SharedFailures {
     private readonly js: JetStreamClient,
     private readonly limiters: Record<SharedFailure['limiter'], FailureLimiter>,
     private readonly onNotShared: () => void,
+    /** Told what the follow meets and goes on past (a failure of a later format, refused by name). */
+    private readonly onError?: (err: unknown, what: string) => void,
   ) {}
 
   static async start(
     js: JetStreamClient,
     manager: () => Promise<JetStreamManager>,
     limiters: Record<SharedFailure['limiter'], FailureLimiter>,
-    options: { replicas: number; windowMs: number; maxMessages?: number; onNotShared?: () => void },
+    options: { replicas: number; windowMs: number; maxMessages?: number; onNotShared?: () => void; onError?: (err: unknown, what: string) => void },
   ): Promise<SharedFailures> {
-    const shared = new SharedFailures(js, limiters, options.onNotShared ?? (() => undefined));
+    const shared = new SharedFailures(js, limiters, options.onNotShared ?? (() => undefined), options.onError);
     await retryWhileStarting(async () => {
       const jsm = await manager();
       const retention = { discard: DiscardPolicy.Old, max_age: options.windowMs * 1_000_000, max_msgs: options.maxMessages ?? 1_000_000 };
@@ -64,6 +66,7 @@ export class SharedFailures {
         if (m.seq >= last) caughtUp();
         this.hear(m.data, m.seq);
       },
+      onError: this.onError,
     });
     // A replica that cannot read the window in time starts counting from nothing rather than not at all.
     let timer: NodeJS.Timeout | undefined;
