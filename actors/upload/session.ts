@@ -16,7 +16,7 @@ import { completes, recordOf, type Upload } from './store.js';
  */
 function pastSizeOf(u: Upload): PierError {
   const data = { bytes: u.fileSize };
-  if (u.lengthDeferred) return new PierError('BAD_REQUEST', `file: the upload would pass the largest size allowed (${u.fileSize} bytes)`, { data, reason: ErrorReasons.PAST_MAX_SIZE });
+  if (u.lengthDeferred) return new PierError('BAD_REQUEST', `file_size: the upload would pass the largest size allowed (${u.fileSize} bytes)`, { data, reason: ErrorReasons.PAST_MAX_SIZE });
   return new PierError('BAD_REQUEST', `file: the chunk goes past file_size (${u.fileSize} bytes)`, { data, reason: ErrorReasons.PAST_LENGTH });
 }
 
