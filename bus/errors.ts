@@ -40,6 +40,18 @@ export const ErrorReasons = {
   OFFSET_MISMATCH: 'offset_mismatch',
   /** A tus chunk did not match its `Upload-Checksum` (460). */
   CHECKSUM_MISMATCH: 'checksum_mismatch',
+  /** An upload's path names a folder where a file is wanted (400). */
+  NOT_A_FILE: 'not_a_file',
+  /** A chunk goes past the upload's length (400; `data.bytes`: the length). */
+  PAST_LENGTH: 'past_length',
+  /** A chunk of an upload whose length is not declared yet would pass the largest size allowed (400; `data.bytes`: that size). */
+  PAST_MAX_SIZE: 'past_max_size',
+  /** A length declared for an upload whose length is known already, and another (400; `data.bytes`: the length). */
+  LENGTH_FIXED: 'length_fixed',
+  /** A length declared below what is written already (400; `data.bytes`: the offset). */
+  LENGTH_BELOW_OFFSET: 'length_below_offset',
+  /** A length declared above the largest size allowed (400; `data.bytes`: that size). */
+  LENGTH_OVER_MAX: 'length_over_max',
   /** No such app installed for that user (404). */
   APP_UNKNOWN: 'app_unknown',
   /** Nothing answers the subject (no replica of the role runs). */

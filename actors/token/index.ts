@@ -36,6 +36,7 @@ async function onStart(ctx: RoleContext): Promise<TokenActor> {
           replicas: config.state.replicas,
           windowMs: config.token.failureWindowMs,
           onNotShared: () => notShared.inc(),
+          onError: (err, what) => ctx.log.error({ err }, `token failures: ${what} failed`),
         })
       : null;
   const secrets = new AppSecrets((appKey) => ask(ctx.bus, registry.appCredentials, { appKey }).then((c) => c.appSecret));

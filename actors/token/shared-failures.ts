@@ -1,9 +1,9 @@
 import { DiscardPolicy, type JetStreamClient, type JetStreamManager } from 'nats';
 import { randomBytes } from 'node:crypto';
-import { decode, encode } from '../../bus/codec.js';
 import { sharedFailureSchema, tokenState, type SharedFailure } from '../../bus/subjects.js';
 import { compile } from '../../bus/validation.js';
 import { ensureStream, retryWhileStarting } from '../../lib/state/jetstream.js';
+import { readRecordIfOurs, recordBytes } from '../../lib/state/record-format.js';
 import type { FailureLimiter } from '../../lib/policy/rate-limit.js';
 import { StreamFollower } from '../../lib/state/stream-follower.js';
 
@@ -29,15 +29,17 @@ export class SharedFailures {
     private readonly js: JetStreamClient,
     private readonly limiters: Record<SharedFailure['limiter'], FailureLimiter>,
     private readonly onNotShared: () => void,
+    /** Told what the follow meets and goes on past (a failure of a later format, refused by name). */
+    private readonly onError?: (err: unknown, what: string) => void,
   ) {}
 
   static async start(
     js: JetStreamClient,
     manager: () => Promise<JetStreamManager>,
     limiters: Record<SharedFailure['limiter'], FailureLimiter>,
-    options: { replicas: number; windowMs: number; maxMessages?: number; onNotShared?: () => void },
+    options: { replicas: number; windowMs: number; maxMessages?: number; onNotShared?: () => void; onError?: (err: unknown, what: string) => void },
   ): Promise<SharedFailures> {
-    const shared = new SharedFailures(js, limiters, options.onNotShared ?? (() => undefined));
+    const shared = new SharedFailures(js, limiters, options.onNotShared ?? (() => undefined), options.onError);
     await retryWhileStarting(async () => {
       const jsm = await manager();
       const retention = { discard: DiscardPolicy.Old, max_age: options.windowMs * 1_000_000, max_msgs: options.maxMessages ?? 1_000_000 };
@@ -61,9 +63,10 @@ export class SharedFailures {
       subject: tokenState.subject,
       from: 1,
       onMessage: (m) => {
-        this.hear(m.data);
         if (m.seq >= last) caughtUp();
+        this.hear(m.data, m.seq);
       },
+      onError: this.onError,
     });
     // A replica that cannot read the window in time starts counting from nothing rather than not at all.
     let timer: NodeJS.Timeout | undefined;
@@ -71,14 +74,10 @@ export class SharedFailures {
     clearTimeout(timer);
   }
 
-  private hear(data: Uint8Array): void {
-    let f: SharedFailure;
-    try {
-      f = decode<SharedFailure>(data);
-    } catch {
-      return;
-    }
-    if (this.check(f).length > 0 || f.origin === this.origin) return;
+  /** One failure another replica counted; one of a later format is refused by name (the follower reports it), never counted half-read. */
+  private hear(data: Uint8Array, seq: number): void {
+    const f = readRecordIfOurs<SharedFailure>('sharedFailure', data, `the ${tokenState.stream} stream at ${seq}`);
+    if (f === undefined || this.check(f).length > 0 || f.origin === this.origin) return;
     this.limiters[f.limiter].record(f.key, f.at);
   }
 
@@ -86,7 +85,7 @@ export class SharedFailures {
     if (this.inFlight >= MAX_IN_FLIGHT) return this.onNotShared();
     this.inFlight++;
     this.js
-      .publish(tokenState.subject, encode(f), { timeout: 2_000 })
+      .publish(tokenState.subject, recordBytes('sharedFailure', f), { timeout: 2_000 })
       .catch(() => this.onNotShared())
       .finally(() => this.inFlight--);
   }

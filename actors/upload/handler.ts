@@ -2,7 +2,7 @@ import { UploadTexts } from '../../bus/upload-texts.js';
 import { randomBytes } from 'node:crypto';
 import { lstat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { ErrorReasons, PierError } from '../../bus/errors.js';
+import { ErrorReasons, PierError, type ErrorReason } from '../../bus/errors.js';
 import type { BeginWrite, CreateUpload, Created, UploadRecord } from '../../bus/subjects.js';
 import { typeRefusal } from './file-types.js';
 import { createPart, partPathFor, removePart } from './files.js';
@@ -212,12 +212,16 @@ export async function lockForWrite(deps: UploadDeps, req: BeginWrite): Promise<L
   return (await deps.locks.takeWhenSettled(req.id, admit, { touch: true, change }))!;
 }
 
-/** A tus PATCH's `Upload-Length`: declares a deferred length once, at least what is written and at most the cap. */
+/**
+ * A length declared on a PATCH (tus `Upload-Length`): declares a deferred length once, at least what
+ * is written and at most the cap. Refused by reason, with the figure: the edge says it in its protocol's words.
+ */
 function checkDeclaredLength(u: Upload, length: number): void {
+  const refused = (message: string, reason: ErrorReason, bytes: number) => new PierError('BAD_REQUEST', `file_size: ${message}`, { data: { bytes }, reason });
   if (!u.lengthDeferred) {
-    if (length !== u.fileSize) throw new PierError('BAD_REQUEST', `Upload-Length: the upload's length is ${u.fileSize} and cannot change`);
+    if (length !== u.fileSize) throw refused(`the upload's length is ${u.fileSize} and cannot change`, ErrorReasons.LENGTH_FIXED, u.fileSize);
     return;
   }
-  if (length < u.offset) throw new PierError('BAD_REQUEST', `Upload-Length: ${u.offset} bytes are already written`);
-  if (length > u.fileSize) throw new PierError('BAD_REQUEST', `Upload-Length: must be at most ${u.fileSize} bytes`);
+  if (length < u.offset) throw refused(`${u.offset} bytes are already written`, ErrorReasons.LENGTH_BELOW_OFFSET, u.offset);
+  if (length > u.fileSize) throw refused(`must be at most ${u.fileSize} bytes`, ErrorReasons.LENGTH_OVER_MAX, u.fileSize);
 }

@@ -1,7 +1,7 @@
 import { traced } from '../../bus/trace.js';
 import type { FileHandle } from 'node:fs/promises';
 import type { Bus, Subscription } from '../../bus/bus.js';
-import { asPierError, PierError } from '../../bus/errors.js';
+import { asPierError, ErrorReasons, PierError } from '../../bus/errors.js';
 import { receiveBytes, type Piece } from '../../bus/byte-stream.js';
 import { uploadStream, uploadSubjects, type PieceAnswer } from '../../bus/subjects.js';
 import { openPart } from './files.js';
@@ -10,10 +10,14 @@ import type { UploadDeps } from './deps.js';
 import { lockLost, type Lease } from './lock.js';
 import { completes, recordOf, type Upload } from './store.js';
 
-/** A chunk past the upload's length: the field each protocol calls it by. */
-function pastSizeMessage(u: Upload): string {
-  if (u.lengthDeferred) return `Upload-Length: the upload would pass the largest size allowed (${u.fileSize} bytes)`;
-  return u.protocol === 'tus' ? `Upload-Length: the chunk goes past the upload's length (${u.fileSize} bytes)` : `file: the chunk goes past file_size (${u.fileSize} bytes)`;
+/**
+ * A chunk past the upload's length, or past the largest size allowed while the length is not
+ * declared yet: said by reason, with the figure (each protocol's edge says it in its own words).
+ */
+function pastSizeOf(u: Upload): PierError {
+  const data = { bytes: u.fileSize };
+  if (u.lengthDeferred) return new PierError('BAD_REQUEST', `file_size: the upload would pass the largest size allowed (${u.fileSize} bytes)`, { data, reason: ErrorReasons.PAST_MAX_SIZE });
+  return new PierError('BAD_REQUEST', `file: the chunk goes past file_size (${u.fileSize} bytes)`, { data, reason: ErrorReasons.PAST_LENGTH });
 }
 
 const MAX_PENDING_WRITES = 8;
@@ -102,7 +106,7 @@ export class WriteSession {
     if (this.written + data.byteLength > this.maxBytes) {
       const pastSize = this.upload.offset + this.written + data.byteLength > this.upload.fileSize;
       await this.close('discard');
-      throw new PierError('BAD_REQUEST', pastSize ? pastSizeMessage(this.upload) : `file: a chunk may carry at most ${this.deps.chunkMaxBytes} bytes`);
+      throw pastSize ? pastSizeOf(this.upload) : new PierError('BAD_REQUEST', `file: a chunk may carry at most ${this.deps.chunkMaxBytes} bytes`);
     }
     if (this.writeError) throw this.writeError;
     const at = this.upload.offset + this.written;

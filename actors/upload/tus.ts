@@ -1,4 +1,4 @@
-import { PierError } from '../../bus/errors.js';
+import { ErrorReasons, PierError } from '../../bus/errors.js';
 import type { CreateUpload, Created, TusUploadState } from '../../bus/subjects.js';
 import type { UploadDeps } from './deps.js';
 import { checkCreation, invalidId, publishCreatedWhole, newUpload, settledUpload, tooManyUnfinished } from './handler.js';
@@ -13,12 +13,15 @@ import { recordOf, type Upload } from './store.js';
  * that the length may come later, and that a client may end an upload (termination).
  */
 
+/** Every creation here makes a file: a path naming a folder is refused (by reason: the edge says it in tus words). */
+const notAFile = () => new PierError('BAD_REQUEST', 'file_relative_path: must name a file, not a folder', { reason: ErrorReasons.NOT_A_FILE });
+
 /** tus `POST /tus/`: checks as section 7 does, then a new upload (a deferred length is the manifest's cap until declared). */
 export async function createTusUpload(deps: UploadDeps, req: CreateUpload, idleMs: number): Promise<Created> {
   if (req.protocol !== 'tus') throw new PierError('BAD_REQUEST', 'protocol: must be tus');
-  if (req.relativePath === '' || req.relativePath.endsWith('/')) throw new PierError('BAD_REQUEST', 'Upload-Metadata filename: must name a file, not a folder');
+  if (req.relativePath === '' || req.relativePath.endsWith('/')) throw notAFile();
   const { options, dest, target } = await checkCreation(deps, { ...req, fileSize: req.lengthDeferred ? 0 : req.fileSize });
-  if (target === null) throw new PierError('BAD_REQUEST', 'Upload-Metadata filename: must name a file, not a folder');
+  if (target === null) throw notAFile();
   const fileSize = req.lengthDeferred ? options.limitedSize : req.fileSize;
   const u = await newUpload(deps, { ...req, fileSize, lengthDeferred: req.lengthDeferred === true }, dest, target);
   const created = await deps.store.write((w) => {

@@ -1,24 +1,20 @@
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from 'nats';
 import { randomBytes } from 'node:crypto';
-import { decode, encode } from '../../bus/codec.js';
 import { auditMatches, vaultState, type AuditEntry, type AuditPage, type AuditQuery } from '../../bus/subjects.js';
-import { readable } from '../../lib/state/record-format.js';
+import { readBatch, recordBytes } from '../../lib/state/record-format.js';
 import { ensureStream, retryWhileStarting } from '../../lib/state/jetstream.js';
 import { ENV } from '../../lib/config/config-env.js';
 
 /** Audit entries per stream message (at most; ~250 bytes each). */
 const AUDIT_BATCH = 256;
 
-/** The entries of one audit message: a batch, or one entry as written before batches. */
+/**
+ * The entries of one audit message: a batch, or one entry as written before batches (none when it
+ * is not ours). An entry of a later format is refused by name (record-format.ts), not left out of a
+ * search in silence.
+ */
 function auditEntriesOf(data: Uint8Array, seq: number): AuditEntry[] {
-  let value: AuditEntry | AuditEntry[];
-  try {
-    value = decode<AuditEntry | AuditEntry[]>(data);
-  } catch {
-    return []; // not ours
-  }
-  // An entry of a later format is refused by name (record-format.ts), not left out of a search in silence.
-  return (Array.isArray(value) ? value : [value]).filter((e) => typeof e === 'object' && e !== null).map((e) => readable('audit', e, `the vault audit stream at ${seq}`));
+  return readBatch<AuditEntry>('audit', data, `the vault audit stream at ${seq}`);
 }
 
 /** The vault's audit on JetStream: a stream with retention (max age, max entries), written in batches. */
@@ -59,7 +55,7 @@ export class JetStreamAudit {
     await Promise.all(
       batches.map((batch) => {
         const msgID = randomBytes(12).toString('base64url');
-        return retryWhileStarting(() => this.js.publish(vaultState.auditSubject, encode(batch), { timeout: 2_000, msgID }));
+        return retryWhileStarting(() => this.js.publish(vaultState.auditSubject, recordBytes('audit', batch), { timeout: 2_000, msgID }));
       }),
     );
   }

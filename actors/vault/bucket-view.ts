@@ -1,9 +1,8 @@
 import type { JetStreamClient, JetStreamManager, JsMsg, KV } from 'nats';
-import { decode, encode } from '../../bus/codec.js';
 import { jsNoMessage } from '../../lib/state/jetstream.js';
 import { AppliedSequence } from '../../lib/state/applied-sequence.js';
 import { StreamFollower } from '../../lib/state/stream-follower.js';
-import { neededReader, RecordFormatError, RECORD_FORMATS, type RecordKind } from '../../lib/state/record-format.js';
+import { neededReader, readRecordIfOurs, RecordFormatError, recordBytes, RECORD_FORMATS, type RecordKind } from '../../lib/state/record-format.js';
 
 /** KV keys are limited to `[-/_=.a-zA-Z0-9]`: a logical key (with its NUL separators) travels as base64url. */
 const kvKey = (key: string) => Buffer.from(key, 'utf8').toString('base64url');
@@ -31,14 +30,8 @@ interface Intent<T> {
   d?: true;
 }
 
-/** An entry's intent; one that is not Pier's is never accepted. */
-function intentOf<T>(data: Uint8Array): Intent<T> {
-  try {
-    return decode<Intent<T>>(data);
-  } catch {
-    return { e: -1 };
-  }
-}
+/** An entry's intent; one that is not Pier's is never accepted; one of a later format (bucketEntry) throws its refusal. */
+const intentOf = <T>(data: Uint8Array, where: string): Intent<T> => readRecordIfOurs<Intent<T> | null>('bucketEntry', data, where) ?? { e: -1 };
 
 /** Another replica wrote the key first: the caller reads the view again and decides again. */
 export class Conflict extends Error {}
@@ -64,6 +57,8 @@ export class BucketView<T> {
   private follower: StreamFollower | null = null;
   /** What the stream held at the start, read whole before any is judged (`start`). */
   private loading: { until: number; held: JsMsg[] } | null = null;
+  /** Why the view stopped (an entry of a later format): it applies nothing after it. */
+  private unreadable: Error | null = null;
   private readonly stream: string;
   private readonly prefix: string;
 
@@ -122,7 +117,7 @@ export class BucketView<T> {
     for (const m of held) {
       if (m.headers?.get('KV-Operation')) continue;
       const key = logicalKey(m.subject.slice(this.prefix.length));
-      const e = intentOf<T>(m.data).e;
+      const e = this.namedBy(m);
       if (!first.has(key)) first.set(key, m.seq);
       if (e >= 0 && e < first.get(key)!) named.set(key, Math.max(named.get(key) ?? 0, e));
     }
@@ -169,12 +164,29 @@ export class BucketView<T> {
     });
   }
 
+  /** The revision an entry names (-1: none; one of a later format names nothing here, `apply` stops the view at it). */
+  private namedBy(m: JsMsg): number {
+    try {
+      return intentOf<T>(m.data, `${this.stream} at ${m.seq}`).e;
+    } catch {
+      return -1;
+    }
+  }
+
   private apply(m: JsMsg): void {
-    if (m.seq <= this.applied.value) return;
+    if (m.seq <= this.applied.value || this.unreadable) return;
     // Server-side DEL and PURGE markers (a KV-Operation header) are never written by Pier: the key's accepted state stays.
     if (!m.headers?.get('KV-Operation')) {
       const key = logicalKey(m.subject.slice(this.prefix.length));
-      const intent = intentOf<T>(m.data);
+      let intent: Intent<T>;
+      try {
+        intent = intentOf<T>(m.data, `${this.stream} at ${m.seq}`);
+      } catch (err) {
+        // Of a later format: judged past, this view could differ from a newer one's. It stops, and
+        // says why to every read and write waiting on it (as a log does: lib/state/replicated-log.ts).
+        this.applied.stop((this.unreadable = err as Error));
+        return;
+      }
       if (intent.e === this.revisionOf(key)) {
         const before = this.entries.get(key);
         if (intent.d) {
@@ -246,7 +258,7 @@ export class BucketView<T> {
   async commit(key: string, value: T | undefined, expected: number): Promise<number> {
     if (value === undefined && expected === 0) return 0; // absent before, absent after
     const intent: Intent<T> = value === undefined ? { e: expected, d: true } : { e: expected, v: value };
-    const seq = await this.kv.put(kvKey(key), encode(intent));
+    const seq = await this.kv.put(kvKey(key), recordBytes('bucketEntry', intent));
     try {
       await this.applied.reached(seq, 2_000);
     } catch {
@@ -269,12 +281,8 @@ export class BucketView<T> {
     for (let from = expected + 1; from <= seq; ) {
       // `next_by_subj` (the next message on the subject from `seq`) is in the server's API since 2.9 but not in nats.js's types.
       const m = await this.manager.streams.getMessage(this.stream, { seq: from, next_by_subj: subject } as unknown as { seq: number });
-      let named: number;
-      try {
-        named = decode<Intent<unknown>>(m.data).e;
-      } catch {
-        named = -1;
-      }
+      // An entry of a later format is refused by name here: whether this write won cannot be told past it.
+      const named = intentOf<unknown>(m.data, `${this.stream} at ${m.seq}`).e;
       if (named === expected) return m.seq === seq;
       // An entry naming a revision after `expected` read one accepted after it, before ours: the
       // key had moved on when ours arrived. (Also what tells it when the first winner's own entry

@@ -5,7 +5,8 @@ import { asPierError, ErrorReasons, PierError } from '../../bus/errors.js';
 import { CONFLICT_POLICIES, upload, type ConflictPolicy, type TusUploadState, type UploadRecord } from '../../bus/subjects.js';
 import { identifyBrowserCaller, type BrowserCaller } from '../identity/app-identity.js';
 import type { HttpReply, HttpRequestData } from '../http/http.js';
-import { TUS_CHECKSUMS, TUS_EXTENSIONS, TUS_VERSION, TusRefusal, byteCount, metaText, parseChecksum, parseMetadata } from './tus-headers.js';
+import { TUS_CHECKSUMS, TUS_EXTENSIONS, TUS_VERSION, byteCount, metaText, parseChecksum, parseMetadata } from './tus-headers.js';
+import { TUS_ERRORS, TusRefusal, tusRefusal, tusRefusalOf, tusRefusalWith } from './tus-errors.js';
 import { cors, drain, type UploadApiDeps } from './upload-api.js';
 import { streamToSession } from './upload-stream.js';
 
@@ -17,7 +18,6 @@ import { streamToSession } from './upload-stream.js';
  */
 
 const OFFSET_STREAM = 'application/offset+octet-stream';
-const CHECKSUM_MISMATCH = 'Upload-Checksum: the chunk does not match its checksum; nothing of it was kept';
 const EXPOSED = 'Upload-Offset, Upload-Length, Upload-Defer-Length, Upload-Metadata, Upload-Expires, Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Location';
 const ALLOWED_HEADERS = 'Tus-Resumable, Upload-Length, Upload-Defer-Length, Upload-Metadata, Upload-Offset, Upload-Checksum, Upload-Concat, Content-Type, X-Authorization, X-HTTP-Method-Override, X-Requested-With';
 
@@ -45,21 +45,16 @@ function tusWords(message: string): string {
 }
 
 function failure(req: HttpRequestData, err: unknown): HttpReply {
-  if (err instanceof TusRefusal) return { status: err.status, text: err.message, headers: headersFor(req, err.headers) };
+  // The tus layer's own refusals, and the engine's by reason (tus-errors.ts); any other with its fields named as tus names them.
+  const refusal = err instanceof TusRefusal ? err : tusRefusalOf(asPierError(err));
+  if (refusal) return { status: refusal.status, text: refusal.message, headers: headersFor(req, refusal.headers) };
   const e = asPierError(err);
-  // Another user's, another app's, the other protocol's, or a finished upload: none is there for tus.
-  if (e.is(ErrorReasons.UPLOAD_UNKNOWN)) return { status: 404, text: 'upload not found', headers: headersFor(req) };
-  if (e.is(ErrorReasons.OFFSET_MISMATCH)) {
-    const current = (e.data as UploadRecord | undefined)?.offset;
-    return { status: 409, text: 'Upload-Offset: does not match the upload\'s offset', headers: headersFor(req, current === undefined ? {} : { 'upload-offset': String(current) }) };
-  }
-  if (e.is(ErrorReasons.CHECKSUM_MISMATCH)) return { status: 460, text: CHECKSUM_MISMATCH, headers: headersFor(req) };
   return { status: e.status, text: tusWords(e.message), headers: headersFor(req) };
 }
 
 /** Every request but OPTIONS says which version it speaks (412 with the one served otherwise). */
 function checkVersion(req: HttpRequestData): void {
-  if (req.headers['tus-resumable'] !== TUS_VERSION) throw new TusRefusal(412, `Tus-Resumable: must be ${TUS_VERSION}`, { 'tus-version': TUS_VERSION });
+  if (req.headers['tus-resumable'] !== TUS_VERSION) throw tusRefusalWith({ 'tus-version': TUS_VERSION }, 'VERSION', TUS_VERSION);
 }
 
 /** The method a client behind a proxy without PATCH or DELETE asked for (tus `X-HTTP-Method-Override`). */
@@ -72,7 +67,7 @@ export function tusApi(deps: UploadApiDeps) {
   /** One PATCH body (or a creation's) into the upload's write session, checksum checked before the bytes count. */
   async function writeBody(req: HttpRequestData, caller: BrowserCaller, id: string, offset: number, stream: Readable) {
     const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-    if (type !== OFFSET_STREAM) throw new TusRefusal(415, `Content-Type: must be ${OFFSET_STREAM}`);
+    if (type !== OFFSET_STREAM) throw tusRefusal('CONTENT_TYPE', OFFSET_STREAM);
     const checksum = parseChecksum(req.headers['upload-checksum']);
     const length = byteCount(req.headers['upload-length'], 'Upload-Length') ?? null;
     const session = await ask(deps.bus, upload.begin, { user: caller.user, app: caller.app.name, id, offset, protocol: 'tus', length, provisional: checksum !== null });
@@ -80,7 +75,7 @@ export function tusApi(deps: UploadApiDeps) {
     if (checksum) hash = createHash(checksum.algorithm);
     const confirm = checksum
       ? async () => {
-          if (!hash!.digest().equals(checksum.digest)) throw new PierError('BAD_REQUEST', CHECKSUM_MISMATCH, { reason: ErrorReasons.CHECKSUM_MISMATCH });
+          if (!hash!.digest().equals(checksum.digest)) throw new PierError('BAD_REQUEST', TUS_ERRORS.CHECKSUM_MISMATCH.text(), { reason: ErrorReasons.CHECKSUM_MISMATCH });
         }
       : undefined;
     return streamToSession(deps.bus, session, stream, 30_000, confirm, hash ? (c) => hash!.update(c) : undefined);
@@ -99,7 +94,7 @@ export function tusApi(deps: UploadApiDeps) {
   async function patch(req: HttpRequestData): Promise<HttpReply> {
     checkVersion(req);
     const offset = byteCount(req.headers['upload-offset'], 'Upload-Offset');
-    if (offset === undefined) throw new TusRefusal(400, 'Upload-Offset: is required');
+    if (offset === undefined) throw tusRefusal('OFFSET_REQUIRED');
     const caller = who(req);
     const id = idOf(req).id;
     const written = await writeBody(req, caller, id, offset, req.stream!);
@@ -116,24 +111,24 @@ export function tusApi(deps: UploadApiDeps) {
 
   async function create(req: HttpRequestData): Promise<HttpReply> {
     checkVersion(req);
-    if (req.headers['upload-concat'] !== undefined) throw new TusRefusal(400, 'Upload-Concat: concatenation is not offered (see Tus-Extension)');
+    if (req.headers['upload-concat'] !== undefined) throw tusRefusal('CONCAT');
     const caller = who(req);
     const options = caller.app.upload;
     if (!options) throw new PierError('BAD_REQUEST', `app "${caller.app.name}" has no upload option in its manifest`);
     const length = byteCount(req.headers['upload-length'], 'Upload-Length');
     const deferred = req.headers['upload-defer-length'];
-    if (deferred !== undefined && deferred !== '1') throw new TusRefusal(400, 'Upload-Defer-Length: must be 1');
-    if ((length === undefined) === (deferred === undefined)) throw new TusRefusal(400, 'Upload-Length: is required (or Upload-Defer-Length: 1), not both');
-    if (length !== undefined && length > options.limitedSize) throw new TusRefusal(413, `Upload-Length: must be at most ${options.limitedSize} bytes (Tus-Max-Size)`);
+    if (deferred !== undefined && deferred !== '1') throw tusRefusal('DEFER_LENGTH');
+    if ((length === undefined) === (deferred === undefined)) throw tusRefusal('LENGTH_REQUIRED');
+    if (length !== undefined && length > options.limitedSize) throw tusRefusal('MAX_SIZE', options.limitedSize);
     const hasBody = Number(req.headers['content-length'] ?? '0') > 0 || req.headers['transfer-encoding'] !== undefined;
     // A first chunk in the wrong format is refused before anything is created.
-    if (hasBody && (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_STREAM) throw new TusRefusal(415, `Content-Type: a creation with a body must send ${OFFSET_STREAM}`);
+    if (hasBody && (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_STREAM) throw tusRefusal('CREATION_CONTENT_TYPE', OFFSET_STREAM);
     const metadataHeader = req.headers['upload-metadata'];
     const meta = parseMetadata(metadataHeader);
     const relativePath = metaText(meta, 'relativePath', 'filename', 'name');
-    if (relativePath === undefined) throw new TusRefusal(400, 'Upload-Metadata filename: is required (filename, name or relativePath)');
+    if (relativePath === undefined) throw tusRefusal('FILENAME_REQUIRED');
     const conflict = (metaText(meta, 'conflict') ?? 'replace') as ConflictPolicy;
-    if (!CONFLICT_POLICIES.includes(conflict)) throw new TusRefusal(400, `Upload-Metadata conflict: must be one of ${CONFLICT_POLICIES.join(', ')}`);
+    if (!CONFLICT_POLICIES.includes(conflict)) throw tusRefusal('CONFLICT_POLICY', CONFLICT_POLICIES);
     const created = await ask(deps.bus, upload.create, {
       user: caller.user,
       app: caller.app.name,
@@ -164,7 +159,7 @@ export function tusApi(deps: UploadApiDeps) {
   function options(req: HttpRequestData): HttpReply {
     if (req.headers['access-control-request-method'] !== undefined) {
       const c = cors(req);
-      if (!c['access-control-allow-origin']) return { status: 403, text: "Origin is not the app's origin" };
+      if (!c['access-control-allow-origin']) return { status: TUS_ERRORS.ORIGIN.status, text: TUS_ERRORS.ORIGIN.text() };
       return {
         status: 204,
         headers: { ...c, 'access-control-allow-methods': 'POST, HEAD, PATCH, DELETE, OPTIONS', 'access-control-allow-headers': ALLOWED_HEADERS, 'access-control-max-age': '600' },
@@ -203,7 +198,7 @@ export function tusApi(deps: UploadApiDeps) {
     /** `POST /tus/<id>` with `X-HTTP-Method-Override: PATCH | DELETE | HEAD`. */
     override: answer(async (req) => {
       const verb = byMethod[methodOf(req)];
-      if (!verb) throw new TusRefusal(405, 'X-HTTP-Method-Override: must be PATCH, DELETE or HEAD', { allow: 'HEAD, PATCH, DELETE, OPTIONS' });
+      if (!verb) throw tusRefusalWith({ allow: 'HEAD, PATCH, DELETE, OPTIONS' }, 'METHOD_OVERRIDE');
       return verb(req);
     }),
   };

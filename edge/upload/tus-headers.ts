@@ -1,4 +1,5 @@
 import { TUS_METADATA_MAX } from '../../bus/subjects.js';
+import { tusRefusal } from './tus-errors.js';
 
 /**
  * Parsing the tus 1.0 request headers (docs/upload.md "tus 1.0 (`/tus/`)"). Each refusal names its header;
@@ -11,23 +12,13 @@ export const TUS_CHECKSUMS = ['sha1', 'md5', 'sha256'] as const;
 export type TusChecksumAlgorithm = (typeof TUS_CHECKSUMS)[number];
 const DIGEST_BYTES: Record<TusChecksumAlgorithm, number> = { sha1: 20, md5: 16, sha256: 32 };
 
-/** A request the tus layer refuses before the engine sees it: its own status (412, 413, 415, 460…). */
-export class TusRefusal extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
-}
-
-const bad = (message: string) => new TusRefusal(400, message);
+/** Keys an `Upload-Metadata` may carry at most. */
+const METADATA_KEYS = 32;
 
 /** A length or offset header: digits only, a safe integer; undefined when absent. */
 export function byteCount(value: string | undefined, header: string): number | undefined {
   if (value === undefined) return undefined;
-  if (!/^\d{1,16}$/.test(value) || !Number.isSafeInteger(Number(value))) throw bad(`${header}: must be a non-negative integer`);
+  if (!/^\d{1,16}$/.test(value) || !Number.isSafeInteger(Number(value))) throw tusRefusal('NOT_A_COUNT', header);
   return Number(value);
 }
 
@@ -41,16 +32,16 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 export function parseMetadata(header: string | undefined): Record<string, string> {
   const meta: Record<string, string> = Object.create(null) as Record<string, string>;
   if (header === undefined || header.trim() === '') return meta;
-  if (Buffer.byteLength(header) > TUS_METADATA_MAX) throw bad(`Upload-Metadata: must be at most ${TUS_METADATA_MAX} bytes`);
+  if (Buffer.byteLength(header) > TUS_METADATA_MAX) throw tusRefusal('METADATA_TOO_LONG', TUS_METADATA_MAX);
   const pairs = header.split(',');
-  if (pairs.length > 32) throw bad('Upload-Metadata: at most 32 keys');
+  if (pairs.length > METADATA_KEYS) throw tusRefusal('METADATA_TOO_MANY', METADATA_KEYS);
   for (const pair of pairs) {
     const [key, value = '', ...rest] = pair.trim().split(' ');
-    if (rest.length > 0 || key === undefined || !METADATA_KEY.test(key)) throw bad('Upload-Metadata: each entry is a key (letters, digits, "_.~-") and an optional base64 value');
-    if (key in meta) throw bad(`Upload-Metadata: key "${key}" appears twice`);
-    if (!BASE64.test(value)) throw bad(`Upload-Metadata: the value of "${key}" is not base64`);
+    if (rest.length > 0 || key === undefined || !METADATA_KEY.test(key)) throw tusRefusal('METADATA_ENTRY');
+    if (key in meta) throw tusRefusal('METADATA_TWICE', key);
+    if (!BASE64.test(value)) throw tusRefusal('METADATA_NOT_BASE64', key);
     const text = Buffer.from(value, 'base64').toString('utf8');
-    if (text.includes('\0') || text.includes('\uFFFD')) throw bad(`Upload-Metadata: the value of "${key}" is not UTF-8 text`);
+    if (text.includes('\0') || text.includes('\uFFFD')) throw tusRefusal('METADATA_NOT_TEXT', key);
     meta[key] = text;
   }
   return meta;
@@ -60,10 +51,10 @@ export function parseMetadata(header: string | undefined): Record<string, string
 export function parseChecksum(header: string | undefined): { algorithm: TusChecksumAlgorithm; digest: Buffer } | null {
   if (header === undefined) return null;
   const [algorithm, value, ...rest] = header.trim().split(' ');
-  if (!(TUS_CHECKSUMS as readonly string[]).includes(algorithm ?? '')) throw bad(`Upload-Checksum: the algorithm must be one of ${TUS_CHECKSUMS.join(', ')}`);
+  if (!(TUS_CHECKSUMS as readonly string[]).includes(algorithm ?? '')) throw tusRefusal('CHECKSUM_ALGORITHM', TUS_CHECKSUMS);
   const alg = algorithm as TusChecksumAlgorithm;
   const digest = value !== undefined && rest.length === 0 && BASE64.test(value) ? Buffer.from(value, 'base64') : null;
-  if (!digest || digest.byteLength !== DIGEST_BYTES[alg]) throw bad(`Upload-Checksum: must be "${alg} <base64 of the ${DIGEST_BYTES[alg]}-byte digest>"`);
+  if (!digest || digest.byteLength !== DIGEST_BYTES[alg]) throw tusRefusal('CHECKSUM_FORM', alg, DIGEST_BYTES[alg]);
   return { algorithm: alg, digest };
 }
 

@@ -6,28 +6,82 @@ import { sayWaiting } from '../runtime/start-watch.js';
 
 /** Helpers for the state kept on JetStream (docs/operations.md "How writes stay correct"). */
 
-/** JetStream's error code for a publish whose expected last sequence is not the stream's or subject's (JSStreamWrongLastSequenceErr). */
-export const JS_WRONG_LAST_SEQUENCE = 10071;
+/**
+ * JetStream's API errors Pier decides on, by err_code (nats-server's server/errors.json), each with
+ * its name there. Code decides on these names, never on an error's text (docs/operations.md "How
+ * writes stay correct"): the server's words change between releases, its codes do not.
+ */
+const JS_ERR_CODES = {
+  /** JSNoMessageFoundErr (404): a get past the end, or of a message gone. */
+  10037: 'no-message',
+  /** JSStreamMsgDeleteFailedF (500): a delete of a message already gone says so ("no message found"). */
+  10057: 'delete-failed',
+  /** JSStreamNotFoundErr (404). */
+  10059: 'stream-not-found',
+  /** JSStreamNameExistErr (400): "stream name already in use with a different configuration". */
+  10058: 'name-in-use',
+  /** JSStreamWrongLastSequenceErrF (400): a publish whose expected last sequence is not the stream's or subject's. */
+  10071: 'wrong-last-sequence',
+  /**
+   * JSStorageResourcesExceededErr (500), "insufficient storage resources available": a stream's
+   * max_bytes is reserved when it is made, and the server's `max_file_store` (or its account's
+   * `max_file`) has not that much left.
+   */
+  10047: 'storage-exceeded',
+  /** JSStreamReplicasNotSupportedErr (500): "replicas > 1 not supported in non-clustered mode". */
+  10074: 'replicas-not-supported',
+  /** JSClusterNoPeersErrF (400): "no suitable peers for placement" (a cluster still forming, or too small). */
+  10005: 'no-peers',
+  /** JSClusterNotAvailErr (503): "JetStream system temporarily unavailable". */
+  10008: 'cluster-unavailable',
+  /** JSInsufficientResourcesErr (503). */
+  10023: 'insufficient-resources',
+} as const;
 
 /**
- * JetStream's "insufficient storage resources available" (JSStorageResourcesExceededErr): a stream's
- * max_bytes is reserved when it is made, and the server's `max_file_store` (or its account's
- * `max_file`) has not that much left.
+ * Where nats.js gives no err_code (no API answer, or one this table does not name), the code it
+ * gives: the status of the answer (`404`, `408`, `409`, `503`: no responders, JetStream not enabled),
+ * or its own for a request that got no answer in time.
  */
-export const JS_STORAGE_EXCEEDED = 10047;
+const NATS_CODES = {
+  '404': 'not-found',
+  '408': 'request-timeout',
+  '409': 'conflict',
+  '503': 'unavailable',
+  TIMEOUT: 'timeout',
+  CONNECTION_TIMEOUT: 'timeout',
+} as const;
 
-/** JetStream's "no message found" (a get past the end, a delete of one already gone), by code, never by text. */
+/** What a JetStream failure was, by name; `other` for anything this module does not name. */
+export type JsErrorReason = (typeof JS_ERR_CODES)[keyof typeof JS_ERR_CODES] | (typeof NATS_CODES)[keyof typeof NATS_CODES] | 'other';
+
+/** The one reading of a nats.js error: its JetStream err_code by name, else its status or client code, else `other`. */
+export function jsError(err: unknown): JsErrorReason {
+  // Pier's own errors have codes of their own (a PierError's TIMEOUT is not nats.js's).
+  if (err instanceof PierError) return 'other';
+  const e = (typeof err === 'object' && err !== null ? err : {}) as { api_error?: { err_code?: unknown }; code?: unknown };
+  const errCode = e.api_error?.err_code;
+  if (typeof errCode === 'number' && Object.hasOwn(JS_ERR_CODES, errCode)) return JS_ERR_CODES[errCode as keyof typeof JS_ERR_CODES];
+  if (typeof e.code === 'string' && Object.hasOwn(NATS_CODES, e.code)) return NATS_CODES[e.code as keyof typeof NATS_CODES];
+  return 'other';
+}
+
+/**
+ * A message that is not there: none at that place (a get past the end), one already gone (a delete
+ * of one erased meanwhile), or nothing at all to find there (any 404: the stream itself not there).
+ */
 export const jsNoMessage = (err: unknown): boolean => {
-  const api = (err as { api_error?: { code?: number; err_code?: number } }).api_error;
-  return api?.code === 404 || api?.err_code === 10037 || api?.err_code === 10057;
+  const reason = jsError(err);
+  return reason === 'no-message' || reason === 'delete-failed' || reason === 'stream-not-found' || reason === 'not-found';
 };
 
 /**
- * JetStream's "stream not found" (JSStreamNotFoundErr). Right after a stream is made (by this
- * replica or one racing it) a server may still answer its info so: a fresh chaos cluster's second
- * token replica stopped at start with `pier: 404: stream not found`.
+ * Failures of a JetStream that is not ready yet: a fresh cluster electing its leaders or placing a
+ * stream, a request with nobody to answer it yet, and a stream just made that a server does not know
+ * yet (right after a stream is made, by this replica or one racing it, a server may still answer its
+ * info so: a fresh chaos cluster's second token replica stopped at start with `pier: 404: stream not found`).
  */
-export const JS_STREAM_NOT_FOUND = 10059;
+const STARTING: ReadonlySet<JsErrorReason> = new Set<JsErrorReason>(['stream-not-found', 'no-peers', 'cluster-unavailable', 'insufficient-resources', 'unavailable', 'request-timeout', 'timeout']);
 
 /**
  * Runs `fn` again while JetStream is not ready yet (a fresh cluster electing its leaders, a stream
@@ -42,11 +96,8 @@ export async function retryWhileStarting<T>(fn: () => Promise<T>, deadlineMs = 3
     } catch (err) {
       // A setting to change (a stream too large, too many copies asked): waiting will not change it.
       if (err instanceof ConfigError) throw err;
-      const text = String((err as Error).message);
-      const notYetKnown = (err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_STREAM_NOT_FOUND;
-      const starting = notYetKnown || /temporarily unavailable|TIMEOUT|no responders|insufficient resources|no suitable peers/i.test(text) || (err as { code?: string }).code === '503';
-      if (!starting || Date.now() > end) throw err;
-      sayWaiting(`JetStream: ${text}`);
+      if (!STARTING.has(jsError(err)) || Date.now() > end) throw err;
+      sayWaiting(`JetStream: ${String((err as Error).message)}`);
       await new Promise((r) => setTimeout(r, 250));
     }
   }
@@ -107,16 +158,16 @@ type StreamSettings = Partial<StreamConfig> & { name: string; num_replicas: numb
 export async function ensureStream(jsm: JetStreamManager, config: StreamSettings, existing: 'keep' | 'update' = 'keep', sizedBy?: string): Promise<void> {
   const full = { storage: StorageType.File, retention: RetentionPolicy.Limits, ...config };
   const roomy = (err: unknown): never => {
-    if ((err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_STORAGE_EXCEEDED) throw noRoomFor(config, sizedBy);
+    if (jsError(err) === 'storage-exceeded') throw noRoomFor(config, sizedBy);
     throw err;
   };
   await jsm.streams.add(full).catch(async (err: unknown) => {
-    const text = String((err as Error).message);
-    if (/replicas > 1 not supported in non-clustered mode/i.test(text)) {
+    const reason = jsError(err);
+    if (reason === 'replicas-not-supported') {
       // Said as the setting to change, not as NATS words.
       throw new ConfigError(`PIER_JS_REPLICAS=${config.num_replicas}: this NATS server is not a cluster (it keeps one copy): set PIER_JS_REPLICAS=1, or run a JetStream cluster of ${config.num_replicas} nodes`);
     }
-    if (!text.includes('already in use')) roomy(err);
+    if (reason !== 'name-in-use') roomy(err);
     // A larger max_bytes than the stream had reserves the difference: refused the same way.
     if (existing === 'update') await jsm.streams.update(config.name, full).catch(roomy);
   });

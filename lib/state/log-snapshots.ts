@@ -1,7 +1,7 @@
 import type { JetStreamClient, JetStreamManager } from 'nats';
-import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
-import { JS_WRONG_LAST_SEQUENCE } from './jetstream.js';
+import { jsError, jsNoMessage } from './jetstream.js';
+import { readRecord, recordBytes, type RecordKind } from './record-format.js';
 
 
 /** Where a log lives: its stream and subject, and the stream of its snapshots. */
@@ -32,8 +32,6 @@ function isSnapshotRecord(r: unknown): r is SnapshotRecord {
   return typeof x === 'object' && x !== null && seq(x.seq) && seq(x.revision) && Array.isArray(x.parts) && x.parts.length > 0 && x.parts.length <= MAX_PARTS && x.parts.every(seq);
 }
 
-const notFound = (err: unknown) => /no message found|not found|404/i.test(String((err as Error)?.message ?? err));
-
 /**
  * A replicated log's snapshots (see ReplicatedLog): the whole state at one log sequence, in parts
  * on a stream of their own, and a record naming the parts. The newest record is the one a replica
@@ -45,7 +43,14 @@ export class LogSnapshots {
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     private readonly names: LogNames,
+    /** What the state in a snapshot is (the log's own kind), for the format check of its dump. */
+    private readonly dumpKind: RecordKind,
   ) {}
+
+  /** Where a snapshot is, in a refusal of one of a later format. */
+  private get where(): string {
+    return `the newest snapshot of ${this.names.stream}`;
+  }
 
   /** The newest snapshot and the state it holds (null: none yet). */
   async newest(): Promise<(SnapshotRecord & { dump: unknown }) | null> {
@@ -57,9 +62,9 @@ export class LogSnapshots {
       if (!isSnapshotRecord(record)) throw new PierError('INTERNAL', `${this.names.snapshotStream}: the newest snapshot record is not one (remove it with nats stream rmm, the one before serves)`);
       try {
         const parts = await Promise.all(record.parts.map((seq) => this.jsm.streams.getMessage(this.names.snapshotStream, { seq }).then((m) => m.data)));
-        return { ...record, dump: decode(Buffer.concat(parts)) };
+        return { ...record, dump: readRecord(this.dumpKind, Buffer.concat(parts), this.where) };
       } catch (err) {
-        if (!notFound(err) || attempt >= 5) throw err;
+        if (!jsNoMessage(err) || attempt >= 5) throw err;
       }
     }
   }
@@ -72,9 +77,9 @@ export class LogSnapshots {
   private async newestDone(): Promise<{ record: SnapshotRecord; streamSeq: number } | null> {
     try {
       const m = await this.jsm.streams.getMessage(this.names.snapshotStream, { last_by_subj: `${this.names.snapshotPrefix}.done` });
-      return { record: decode<SnapshotRecord>(m.data), streamSeq: m.seq };
+      return { record: readRecord<SnapshotRecord>('snapshot', m.data, this.where), streamSeq: m.seq };
     } catch (err) {
-      if (notFound(err)) return null;
+      if (jsNoMessage(err)) return null;
       throw err;
     }
   }
@@ -98,9 +103,9 @@ export class LogSnapshots {
     const latest = await this.newestDone();
     if (latest && latest.record.seq >= at.seq) return false;
     try {
-      await this.js.publish(`${this.names.snapshotPrefix}.done`, encode({ ...at, parts } satisfies SnapshotRecord), { timeout: 5_000, expect: { lastSubjectSequence: latest?.streamSeq ?? 0 } });
+      await this.js.publish(`${this.names.snapshotPrefix}.done`, recordBytes('snapshot', { ...at, parts } satisfies SnapshotRecord), { timeout: 5_000, expect: { lastSubjectSequence: latest?.streamSeq ?? 0 } });
     } catch (err) {
-      if ((err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_WRONG_LAST_SEQUENCE) return false; // another record landed first: it stands
+      if (jsError(err) === 'wrong-last-sequence') return false; // another record landed first: it stands
       throw err;
     }
     if (previous && isSnapshotRecord(previous)) {

@@ -1,4 +1,5 @@
 import type { Database, Key, RootDatabase } from 'lmdb';
+import { decode, encode } from '../../bus/codec.js';
 import { ErrorReasons, PierError } from '../../bus/errors.js';
 
 /**
@@ -35,6 +36,14 @@ export const RECORD_FORMATS = {
   audit: 1,
   /** A replicated log's snapshot (its record and its dump). */
   snapshot: 1,
+  /**
+   * An entry of a vault bucket on JetStream (actors/vault/bucket-view.ts Intent): the revision its
+   * writer read and the value or a tombstone. 1: `{e, v?, d?}`, as written since buckets were; the
+   * value inside keeps its own kind's slot.
+   */
+  bucketEntry: 1,
+  /** A failure the token actor shares with its other replicas (bus/subjects-token.ts SharedFailure). 1: `{limiter, key, at, origin}`. */
+  sharedFailure: 1,
   /** What an app sent to its user's connections, kept for recovery (edge/gateway/history). */
   gatewayHistory: 1,
 } as const satisfies Record<string, number>;
@@ -94,4 +103,49 @@ export function openRecords<V, K extends Key = string>(root: RootDatabase, name:
   const db = root.openDB<V, K>({ name });
   checkRecordsOf(db as unknown as Database, kind, `the ${name} database`);
   return db;
+}
+
+/*
+ * Records kept on JetStream streams are bytes Pier encodes itself: the bus's msgpack (bus/codec.ts),
+ * written and read here alone, so every read checks the format. Writing goes through the same
+ * encoder the bus uses, byte for byte as before these functions existed (release 0.3.0 reads them).
+ */
+
+/** The bytes of a record of `kind` as it is stored (every kind in the one encoding: the kind names what is written). */
+export function recordBytes(_kind: RecordKind, record: unknown): Uint8Array {
+  return encode(record);
+}
+
+/** A stored record from its bytes, format-checked (RecordFormatError naming `where`); bytes that are not msgpack throw as the decoder does. */
+export function readRecord<T>(kind: RecordKind, bytes: Uint8Array, where: string): T {
+  return readable(kind, decode<T>(bytes), where);
+}
+
+/**
+ * A record from a stream others may write to: undefined when the bytes are not a record at all
+ * (not msgpack: not Pier's, never accepted); a record of a later format is still refused by name.
+ */
+export function readRecordIfOurs<T>(kind: RecordKind, bytes: Uint8Array, where: string): T | undefined {
+  let value: T;
+  try {
+    value = decode<T>(bytes);
+  } catch {
+    return undefined;
+  }
+  return readable(kind, value, where);
+}
+
+/**
+ * The records of a message holding a batch of them (or one alone, as written before batches):
+ * each one checked; what is not an object in it is not a record (left out), and bytes that are not
+ * msgpack hold none.
+ */
+export function readBatch<T extends object>(kind: RecordKind, bytes: Uint8Array, where: string): T[] {
+  let value: unknown;
+  try {
+    value = decode(bytes);
+  } catch {
+    return [];
+  }
+  return (Array.isArray(value) ? value : [value]).filter((e): e is T => typeof e === 'object' && e !== null).map((e) => readable(kind, e, where));
 }

@@ -1,12 +1,11 @@
 import type { JetStreamClient, JetStreamManager, JsMsg } from 'nats';
 import { randomBytes } from 'node:crypto';
-import { decode, encode } from '../../bus/codec.js';
 import { PierError } from '../../bus/errors.js';
 import { AppliedSequence } from './applied-sequence.js';
 import { catchUpOrRefuse, ensureStream, retryWhileStarting, SharedCatchUp } from './jetstream.js';
 import { LogSnapshots, type LogNames } from './log-snapshots.js';
 import { StreamFollower } from './stream-follower.js';
-import { neededReader, readable, RecordFormatError, RECORD_FORMATS, type RecordKind } from './record-format.js';
+import { readRecordIfOurs, RecordFormatError, recordBytes, type RecordKind } from './record-format.js';
 
 export type { LogNames } from './log-snapshots.js';
 
@@ -86,7 +85,7 @@ export class ReplicatedLog<C, S extends LogState<C>> {
   ) {
     this.state = options.fresh();
     this.applied = new AppliedSequence(names.stream);
-    this.snapshots = new LogSnapshots(js, jsm, names);
+    this.snapshots = new LogSnapshots(js, jsm, names, options.recordKind);
   }
 
   static async open<C, S extends LogState<C>>(js: JetStreamClient, manager: () => Promise<JetStreamManager>, names: LogNames, options: LogOptions<C, S>): Promise<ReplicatedLog<C, S>> {
@@ -112,13 +111,11 @@ export class ReplicatedLog<C, S extends LogState<C>> {
     const generation = ++this.generation;
     void this.follower?.close();
     this.follower = null;
+    // Its record and its dump read through lib/state/record-format.ts: a later release's is refused by name.
     const snapshot = await this.snapshots.newest();
     if (generation !== this.generation) return;
     const state = this.options.fresh();
-    if (snapshot) {
-      const where = `the newest snapshot of ${this.names.stream}`;
-      state.load(readable(this.options.recordKind, readable('snapshot', snapshot, where).dump, where), snapshot.revision);
-    }
+    if (snapshot) state.load(snapshot.dump, snapshot.revision);
     this.state = state;
     this.applied.set(snapshot?.seq ?? 0);
     const follower = await StreamFollower.start(this.js, {
@@ -184,20 +181,20 @@ export class ReplicatedLog<C, S extends LogState<C>> {
 
   private apply(seq: number, data: Uint8Array): void {
     if (seq <= this.applied.value || this.unreadable) return;
-    let entry: Entry<C>;
+    let entry: Entry<C> | undefined;
     try {
-      entry = decode<Entry<C>>(data);
-    } catch {
-      this.applied.set(seq); // not an entry of ours: never accepted
-      return;
-    }
-    if (neededReader(entry) > RECORD_FORMATS[this.options.recordKind]) {
+      entry = readRecordIfOurs<Entry<C>>(this.options.recordKind, data, `the ${this.names.stream} log at ${seq}`);
+    } catch (err) {
       // Skipping it would make this replica's state differ from a newer one's: it stops here, and
       // says why to every read and write that waits on it (a rollback past a format change, or an
       // old replica beside a new one: docs/operations.md "Upgrading").
-      this.unreadable = new RecordFormatError(this.options.recordKind, neededReader(entry), `the ${this.names.stream} log at ${seq}`);
+      this.unreadable = err as RecordFormatError;
       this.options.onError?.(this.unreadable, 'following the log');
       this.applied.stop(this.unreadable);
+      return;
+    }
+    if (entry === undefined) {
+      this.applied.set(seq); // not an entry of ours: never accepted
       return;
     }
     try {
@@ -215,7 +212,7 @@ export class ReplicatedLog<C, S extends LogState<C>> {
 
   /** Dumps the state now, while it is exactly the one at `seq`; writes it in the background. */
   private snapshot(seq: number): void {
-    const bytes = encode(this.state.dump());
+    const bytes = recordBytes(this.options.recordKind, this.state.dump());
     const at = { seq, revision: this.state.revision };
     // One at a time: a replica's snapshots land in the order they were taken.
     this.snapshotting = this.snapshotting
@@ -266,7 +263,7 @@ export class ReplicatedLog<C, S extends LogState<C>> {
       const expected = this.state.revision;
       const { result, changes } = decide(this.state);
       if (changes.length === 0) return { result, revision: null };
-      const ack = await this.js.publish(this.names.subject, encode({ expected, changes, origin: this.origin } satisfies Entry<C>), { timeout: 2_000 });
+      const ack = await this.js.publish(this.names.subject, recordBytes(this.options.recordKind, { expected, changes, origin: this.origin } satisfies Entry<C>), { timeout: 2_000 });
       await this.reached(ack.seq);
       const revision = this.accepted.get(ack.seq);
       if (revision !== undefined) return { result, revision };

@@ -34,7 +34,7 @@ test('a snapshot record is not published over a newer one that landed after the 
   await ensureStream(jsm, { name: names.snapshotStream, subjects: [`${names.snapshotPrefix}.part`, `${names.snapshotPrefix}.done`], num_replicas: 1 });
   for (let i = 0; i < 40; i++) await js.publish(names.subject, encode(i));
 
-  const fast = new LogSnapshots(js, jsm, names);
+  const fast = new LogSnapshots(js, jsm, names, 'registry');
   t.true(await fast.write({ seq: 10, revision: 10 }, encode('at 10')));
   // The slow writer's record goes out only after the fast writer wrote one covering more.
   let raced = false;
@@ -50,7 +50,7 @@ test('a snapshot record is not published over a newer one that landed after the 
       };
     },
   }) as JetStreamClient;
-  const slow = new LogSnapshots(slowJs, jsm, names);
+  const slow = new LogSnapshots(slowJs, jsm, names, 'registry');
   t.false(await slow.write({ seq: 20, revision: 20 }, encode('at 20')), 'the slower snapshot is not the newest');
   t.true(raced);
   const newest = await fast.newest();

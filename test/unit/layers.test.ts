@@ -181,3 +181,39 @@ test("the edge's folders import edge/identity/, edge/http/ and their own files, 
   }
   t.deepEqual(sideways.sort(), []);
 });
+
+/** Every line of the TypeScript sources under `folders` that `pattern` finds, as `file:line: text`. */
+function linesMatching(folders: string[], pattern: RegExp, allowed: (file: string) => boolean = () => false): string[] {
+  const out: string[] = [];
+  const walk = (dir: string) => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, e.name);
+      if (e.isDirectory()) walk(path);
+      else if (e.name.endsWith('.ts') && !allowed(relative(ROOT, path))) {
+        readFileSync(path, 'utf8')
+          .split('\n')
+          .forEach((line, i) => {
+            if (pattern.test(line)) out.push(`${relative(ROOT, path)}:${i + 1}: ${line.trim()}`);
+          });
+      }
+    }
+  };
+  for (const folder of folders) walk(join(ROOT, folder));
+  return out;
+}
+
+/** Pier's own processes (the SDK speaks the platform's HTTP protocol, which names some outcomes by their text alone). */
+const PROCESSES = ['actors', 'bus', 'lib', 'edge', 'cli'];
+
+// ARCHITECTURE.md "Errors are values with codes": code decides on codes and sub-codes, never on a message's text.
+test('no decision on an error message\'s text: no regex tested on it, no comparison with it', (t) => {
+  t.deepEqual(linesMatching(PROCESSES, /\/[^/\n]+\/[gimsuy]*\.test\([^)\n]*message/), []);
+  t.deepEqual(linesMatching(PROCESSES, /(?<!typeof\s+[\w.()]+)\.message\s*[!=]==|\.message\)?\.(includes|startsWith|endsWith|match)\(/), []);
+});
+
+// "Every message and record says its version": a stored record is read through lib/state/record-format.ts,
+// which checks its format; bytes of the bus are decoded in bus/ alone.
+test('no raw msgpack decode outside bus/ and lib/state/record-format.ts', (t) => {
+  const allowed = (file: string) => file.startsWith('bus/') || file === 'lib/state/record-format.ts';
+  t.deepEqual(linesMatching(PROCESSES, /(^|[^.\w])decode\s*[<(]|\bdecode\b[^;]*from '[^']*codec\.js'/, allowed), []);
+});

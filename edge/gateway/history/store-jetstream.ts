@@ -1,5 +1,5 @@
 import { DiscardPolicy, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type StoredMsg } from 'nats';
-import { JS_WRONG_LAST_SEQUENCE, retryWhileStarting } from '../../../lib/state/jetstream.js';
+import { jsError, jsNoMessage, retryWhileStarting } from '../../../lib/state/jetstream.js';
 import { readable } from '../../../lib/state/record-format.js';
 import { ENV } from '../../../lib/config/config-env.js';
 import { PierError } from '../../../bus/errors.js';
@@ -89,7 +89,7 @@ export class JetStreamHistory implements HistoryStore {
     try {
       return (await this.jsm.streams.getMessage(HISTORY_STREAM, { last_by_subj: subject })).seq;
     } catch (err) {
-      if (/no message found/i.test(String((err as Error).message)) || (err as { code?: string }).code === '404') return 0;
+      if (jsNoMessage(err)) return 0;
       throw unreachable(err);
     }
   }
@@ -138,7 +138,7 @@ export class JetStreamHistory implements HistoryStore {
         return { epoch: epochOf(this.epoch, chain), seq: ack.seq, prev: before };
       } catch (err) {
         this.lastOf.delete(subject);
-        if ((err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_WRONG_LAST_SEQUENCE) continue; // another append came first
+        if (jsError(err) === 'wrong-last-sequence') continue; // another append came first
         throw unreachable(err);
       }
     }
@@ -162,7 +162,7 @@ export class JetStreamHistory implements HistoryStore {
       const m = await this.jsm.streams.getMessage(HISTORY_STREAM, { seq });
       return m.subject === subjectOf(chain) ? { at: m.time.getTime() } : null;
     } catch (err) {
-      if (/no message found/i.test(String((err as Error).message)) || (err as { code?: string }).code === '404') return null;
+      if (jsNoMessage(err)) return null;
       throw unreachable(err);
     }
   }
@@ -183,7 +183,7 @@ export class JetStreamHistory implements HistoryStore {
         // `next_by_subj` (the next message on the subject from `seq`) is in the server's API since 2.9 but not in nats.js's types.
         m = await this.jsm.streams.getMessage(HISTORY_STREAM, { seq: from, next_by_subj: subject } as unknown as { seq: number });
       } catch (err) {
-        if (/no message found/i.test(String((err as Error).message)) || (err as { code?: string }).code === '404') break;
+        if (jsNoMessage(err)) break;
         throw unreachable(err);
       }
       // Past the bytes asked for: not opened (one request more than the bound, no decryption).

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { JetStreamManager, StreamConfig, StreamInfo } from 'nats';
-import { ensureStream, JS_STREAM_NOT_FOUND } from '../../../lib/state/jetstream.js';
+import { ensureStream, jsError } from '../../../lib/state/jetstream.js';
 
 /**
  * The epoch of the gateway history stream (docs/gateway.md "History and recovery"): the name every
@@ -25,7 +25,7 @@ const MAX_TRIES = 50;
 
 const fresh = () => `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 
-const notFound = (err: unknown) => (err as { api_error?: { err_code?: number } }).api_error?.err_code === JS_STREAM_NOT_FOUND;
+const notFound = (err: unknown) => jsError(err) === 'stream-not-found';
 
 type Settings = Partial<StreamConfig> & { name: string; num_replicas: number };
 

@@ -13,6 +13,7 @@ import './metrics-history.test.js';
 import './routes.test.js';
 import './stream-chunks.test.js';
 import './system-api.test.js';
+import './tus-errors.test.js';
 import './tus-headers.test.js';
 import './upload-api.test.js';
 import './vault-api.test.js';

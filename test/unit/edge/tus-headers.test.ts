@@ -1,5 +1,6 @@
 import test from 'ava';
-import { byteCount, metaText, parseChecksum, parseMetadata, TusRefusal } from '../../../edge/upload/tus-headers.js';
+import { byteCount, metaText, parseChecksum, parseMetadata } from '../../../edge/upload/tus-headers.js';
+import { TusRefusal } from '../../../edge/upload/tus-errors.js';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 

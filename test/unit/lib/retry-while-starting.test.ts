@@ -1,6 +1,9 @@
 import test from 'ava';
 import { ConfigError } from '../../../lib/config/config.js';
-import { JS_STREAM_NOT_FOUND, retryWhileStarting } from '../../../lib/state/jetstream.js';
+import { retryWhileStarting } from '../../../lib/state/jetstream.js';
+
+/** nats-server's JSStreamNotFoundErr (server/errors.json). */
+const JS_STREAM_NOT_FOUND = 10059;
 
 // What JetStream's client throws for an API error: the code, the words, and api_error.
 const apiError = (code: number, errCode: number, description: string) => Object.assign(new Error(description), { code: String(code), api_error: { code, err_code: errCode, description } });
