@@ -1,4 +1,4 @@
-import { endpoint, event } from '../../../bus/exchange.js';
+import { exchange } from '../../../bus/exchange.js';
 import { ask, tell } from '../../../bus/verbs.js';
 import test from 'ava';
 import { Writable } from 'node:stream';
@@ -16,11 +16,11 @@ import { until, within } from '../../helpers/wait.js';
 // errors at once, are counted per endpoint, survive their handlers' bugs, and drain on stop.
 
 const LONG = 60_000; // a deadline no test waits out: an answer must come from the handler
-const echo = endpoint<{ n: number }, { n: number }>('t.echo', 't', { n: 'number' }, LONG);
-const fails = endpoint<{ n: number }, { n: number }>('t.fails', 't', { n: 'number' }, LONG);
-const crashes = endpoint<{ n: number }, { n: number }>('t.crashes', 't', { n: 'number' }, LONG);
-const slow = endpoint<{ n: number }, { n: number }>('t.slow', 't', { n: 'number' }, LONG);
-const poked = event<{ n: number }>('t.poked', { n: 'number' });
+const echo = exchange<{ n: number }, { n: number }>({ subject: 't.echo', queue: 't', request: { n: 'number' }, timeoutMs: LONG });
+const fails = exchange<{ n: number }, { n: number }>({ subject: 't.fails', queue: 't', request: { n: 'number' }, timeoutMs: LONG });
+const crashes = exchange<{ n: number }, { n: number }>({ subject: 't.crashes', queue: 't', request: { n: 'number' }, timeoutMs: LONG });
+const slow = exchange<{ n: number }, { n: number }>({ subject: 't.slow', queue: 't', request: { n: 'number' }, timeoutMs: LONG });
+const poked = exchange<{ n: number }>({ subject: 't.poked', request: { n: 'number' }, oneWay: true });
 
 function context(bus: MemoryBus): RoleContext & { changes: Array<(c: Change) => void> } {
   const changes: Array<(c: Change) => void> = [];
@@ -47,7 +47,7 @@ interface State {
 function declaration() {
   return defineActor<State>({
     role: 'upload',
-    endpoints: {
+    serves: {
       echo: serves(echo, (_s: State, req) => ({ n: req.n })),
       fails: serves(fails, () => {
         throw new PierError('CONFLICT', 'upload busy');
