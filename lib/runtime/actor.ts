@@ -59,8 +59,11 @@ export interface ActorTimer<S> {
   readonly run: (state: S) => Promise<unknown> | unknown;
 }
 
-/** Typed entries: the handler's request is the exchange's (the tables above erase it). */
-export function serves<S, Req, Res>(exchange: Located<Req, Res>, handle: (state: S, req: Req) => Res | Promise<Res>): Served<S> {
+/**
+ * Typed entries: the handler's request is the exchange's (the tables above erase it). The answer's
+ * type comes from the exchange alone, so a one-way exchange (whose answer is `never`) cannot be served.
+ */
+export function serves<S, Req, Res>(exchange: Located<Req, Res>, handle: (state: S, req: Req) => NoInfer<Res> | Promise<NoInfer<Res>>): Served<S> {
   return { exchange, handle } as unknown as Served<S>;
 }
 
@@ -124,6 +127,7 @@ const DRAIN_MS = 5_000;
  * the subscriptions go first, then the requests in flight are waited for (bounded), then the state closes.
  */
 export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): Promise<RunningActor> {
+  checkTables(d);
   const state = await d.onStart(ctx);
   const stats: Record<string, EndpointStats> = {};
   const inFlight = new Set<Promise<unknown>>();
@@ -154,7 +158,6 @@ export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): P
   const subs: Subscription[] = [];
   const own = <Req, Res>(ex: Located<Req, Res>): Exchange<Req, Res> => (ex.subject !== undefined ? ex : at(ex, ex.subjectOf(ctx.peers.self.busId)));
   try {
-    checkTables(d);
     for (const [name, e] of Object.entries(d.serves)) {
       if (!e.handle) continue; // opened by the actor's own code (`opens`)
       const handle = e.handle as (state: S, req: unknown) => unknown;
