@@ -17,7 +17,10 @@ import { compile, type Checker } from './validation.js';
  * are not strict (a process of the next release may add a field), except where a comment says why.
  */
 export interface Exchange<Req, Res> {
-  /** Its subject; undefined when built at run time (one edge's, one user's): `at(exchange, subject)` names it. */
+  /**
+   * Its subject; undefined when built at run time (one edge's, one user's): `at(exchange, subject)`
+   * names it, `at(exchange, subjectOf)` declares it from a process's bus id (`ByBusId`).
+   */
   readonly subject: string | undefined;
   /** The queue group its servers share (each request reaches one of them); none: every server hears each. */
   readonly queue: string | undefined;
