@@ -21,6 +21,7 @@ import { ask, serve } from './verbs.js';
  * subject from `begin`), and large bodies between the edge and the provider actor, where the
  * producer *offers* the bytes on a subject of its own and the consumer *takes* them: it asks the
  * offer to push to a subject where it already listens (so no piece is sent before anyone hears it).
+ * Its pieces, subjects and exchanges are declared in `subjects-stream.ts`; its verbs are here.
  */
 export const CHUNK_BYTES = 256 * 1024;
 /** Bodies up to this size travel inside the request or answer itself, with no stream. */

@@ -23,7 +23,7 @@ import type { RoleContext, Running } from './runtime.js';
  */
 export interface ActorDeclaration<S> {
   readonly role: BusRole;
-  /** Request/reply entries, each with its handler. */
+  /** Request/reply entries, each with its handler (or served by the actor's own code: `opens`). */
   readonly serves: Readonly<Record<string, Served<S>>>;
   /** One-way entries: events every replica hears, or what is told to this replica's own subject. */
   readonly hears?: Readonly<Record<string, Heard<S>>>;
@@ -99,7 +99,10 @@ function checkTables(d: AnyActor): void {
   }
 }
 
-/** The role's bus surface, for its permissions: every subject above, one built from a bus id as a pattern over bus ids. */
+/**
+ * The role's bus surface, for its permissions: every subject above, one built from a bus id as a
+ * pattern over bus ids, each once (a stream's take and its pieces share their subjects' pattern).
+ */
 export function busDeclarationOf(d: AnyActor): Declaration {
   checkTables(d);
   const subjects = (xs: readonly AnyLocated[]) => [...new Set(xs.map(subjectPattern))];
