@@ -15,12 +15,12 @@
  *   stall for `stallMs` after the first; nobody subscribed is an empty list, at once.
  * - Headers are string to string, and arrive as sent.
  * - Payloads are opaque bytes: encoding is the caller's business (see codec.ts). The one exception
- *   is `requestLocal`, the in-process bus's way to hand a `shared` endpoint a value (rpc.ts).
+ *   is `requestLocal`, the in-process bus's way to hand a `shared` exchange a value (exchange.ts).
  */
-import type { Reply } from './envelope.js';
+import type { BusMessage, Headers, Reply } from './message.js';
 import type { KeyPair, Sealer } from './seal.js';
 
-export type Headers = Record<string, string>;
+export type { BusMessage, Headers } from './message.js';
 
 /**
  * How a process seals what must not cross the bus in clear (bus/seal.ts). Absent on the in-process
@@ -41,22 +41,14 @@ export interface BusSealing {
   signedAs(role: string, data: Uint8Array, sig: Uint8Array): boolean;
 }
 
-export interface BusMessage {
-  readonly subject: string;
-  readonly data: Uint8Array;
-  readonly headers: Headers | undefined;
-  /** Where a reply goes, when the sender expects one. */
-  readonly reply: string | undefined;
-}
-
 export type MessageHandler = (msg: BusMessage) => void;
 
 /** What an endpoint answered: its value, or its error as it would cross a wire. */
 export type LocalReply = Reply<unknown>;
 
 /**
- * How a subscriber of an endpoint declared `shared` (rpc.ts) takes a request from this same
- * process as a value, without the codec: only the in-process bus uses it (bus-memory.ts).
+ * How a subscriber of an exchange declared `shared` (exchange.ts; served by verbs.ts) takes a request
+ * from this same process as a value, without the codec: only the in-process bus uses it (bus-memory.ts).
  */
 export type LocalServer = (value: unknown) => Promise<LocalReply>;
 
@@ -97,7 +89,7 @@ export interface RequestManyOptions {
 
 export interface Bus {
   readonly kind: 'memory' | 'nats';
-  /** Set on a bus whose messages cross a wire: endpoints declared sealed use it (rpc.ts). */
+  /** Set on a bus whose messages cross a wire: exchanges declared sealed use it (exchange.ts `seal`; verbs.ts seals). */
   readonly sealing?: BusSealing;
   publish(subject: string, data: Uint8Array, options?: PublishOptions): void;
   subscribe(subject: string, handler: MessageHandler, options?: SubscribeOptions): Subscription;

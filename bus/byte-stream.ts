@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import type { ValidationSchema } from 'fastest-validator';
 import type { Bus, Subscription } from './bus.js';
 import { asPierError, PierError } from './errors.js';
-import { at, exchange, type Addressed, type Codec, type Exchange } from './exchange.js';
+import { at, type Addressed, type Exchange } from './exchange.js';
 import { decode, encode } from './codec.js';
 import { wireErrorOf } from './envelope.js';
+import { offeredStream, OFFERED_STREAM, streamSubject, type Piece, type PieceKind, type StreamOwner } from './subjects-stream.js';
 import { ask, serve } from './verbs.js';
 
 /**
@@ -21,42 +21,11 @@ import { ask, serve } from './verbs.js';
  * subject from `begin`), and large bodies between the edge and the provider actor, where the
  * producer *offers* the bytes on a subject of its own and the consumer *takes* them: it asks the
  * offer to push to a subject where it already listens (so no piece is sent before anyone hears it).
+ * Its pieces, subjects and exchanges are declared in `subjects-stream.ts`; its verbs are here.
  */
 export const CHUNK_BYTES = 256 * 1024;
 /** Bodies up to this size travel inside the request or answer itself, with no stream. */
 export const INLINE_BYTES = 512 * 1024;
-
-export type PieceKind = 'data' | 'end' | 'abort' | 'discard';
-const KINDS: readonly PieceKind[] = ['data', 'end', 'abort', 'discard'];
-
-/** One piece. Its bytes travel as the message payload itself (no encoding, no copy), `seq` and `kind` in headers. */
-export interface Piece {
-  seq: number;
-  kind: PieceKind;
-  data: Uint8Array;
-}
-
-export const PIECE_HEADERS = { seq: 'pier-seq', kind: 'pier-kind' } as const;
-
-/** A piece whose headers are not ours is taken as `discard` with seq -1: its receiver refuses it. */
-const pieceCodec: Codec = {
-  encode: (value) => {
-    const p = value as Piece;
-    return { data: p.data, headers: { [PIECE_HEADERS.seq]: String(p.seq), [PIECE_HEADERS.kind]: p.kind } };
-  },
-  decode: (data, headers) => {
-    const kind = headers?.[PIECE_HEADERS.kind] ?? 'data';
-    const seq = Number(headers?.[PIECE_HEADERS.seq] ?? -1);
-    return { seq: Number.isInteger(seq) ? seq : -1, kind: KINDS.includes(kind as PieceKind) ? kind : 'discard', data };
-  },
-};
-
-const PIECE_SCHEMA: ValidationSchema = { seq: { type: 'number', integer: true, min: -1 }, kind: { type: 'enum', values: [...KINDS] }, data: { type: 'any' } };
-
-/** A byte stream's exchange: `Ack` is what its receiver answers each piece with. Subjects are built at run time. */
-export function pieces<Ack>(reply: ValidationSchema, timeoutMs: number): Exchange<Piece, Ack> {
-  return exchange<Piece, Ack>({ request: PIECE_SCHEMA, reply, timeoutMs, codec: pieceCodec });
-}
 
 /** A piece's answer: never a rejection (a piece in flight may fail before it is awaited, and an unawaited rejection would take the process down). */
 export type PieceOutcome<Ack> = { ok: true; data: Ack } | { ok: false; error: PierError };
@@ -152,23 +121,7 @@ export function receiveBytes<Ack>(bus: Bus, ex: Exchange<Piece, Ack>, subject: s
 
 // Offered streams: large bodies between the edge and the provider actor.
 
-/**
- * Who offers or takes a stream names its subject, `pier.stream.<owner>.<random>`: the bus
- * permissions let the edge reach only the provider's and the reverse (bus/permissions.ts).
- */
-export const STREAM_OWNERS = ['edge', 'provider'] as const;
-export type StreamOwner = (typeof STREAM_OWNERS)[number];
-export const streamSubject = (owner: StreamOwner, id: string) => `pier.stream.${owner}.${id}`;
-
-const OFFERED = /^pier\.stream\.(edge|provider)\.[0-9a-f]{24}$/;
-
-/**
- * The taker's request to an offer: push to `to`, where it listens. `to` must be a stream subject of
- * the taker the offer was made for: the offer pushes with its own rights, and a thief of the other
- * role's credentials must not aim those (and a body a client chose) at another subject.
- */
-const take = exchange<{ to: string }, Record<string, never>>({ request: { to: { type: 'string', pattern: OFFERED } }, reply: {}, timeoutMs: 60_000 });
-const offered = pieces<Record<string, never>>({}, 30_000);
+const { take, pieces: offered } = offeredStream;
 /** Pieces unanswered at once on an offered stream (1 MiB). */
 const OFFER_WINDOW = 4;
 
@@ -226,7 +179,7 @@ export function offerBytes(bus: Bus, owner: StreamOwner, taker: StreamOwner, sou
  */
 export async function* takeBytes(bus: Bus, taker: StreamOwner, offer: string, timeoutMs: number): AsyncGenerator<Uint8Array> {
   // Only an offer of the other role: the take goes out with this process's rights.
-  if (!OFFERED.test(offer) || offer.startsWith(streamSubject(taker, ''))) throw new PierError('BAD_GATEWAY', 'the stream offered is not a stream subject');
+  if (!OFFERED_STREAM.test(offer) || offer.startsWith(streamSubject(taker, ''))) throw new PierError('BAD_GATEWAY', 'the stream offered is not a stream subject');
   const to = streamSubject(taker, randomBytes(12).toString('hex'));
   const arrived: Array<{ piece: Piece; used: () => void }> = [];
   let wake: (() => void) | null = null;

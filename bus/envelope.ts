@@ -1,4 +1,4 @@
-import type { BusMessage, Headers } from './bus.js';
+import type { BusMessage, Headers, Reply } from './message.js';
 import { decode, encode } from './codec.js';
 import { ErrorReasons, PierError, type WireError } from './errors.js';
 import type { Checker } from './validation.js';
@@ -48,8 +48,7 @@ export function speaks(headers: Headers | undefined): boolean {
 export const unsupportedVersion = (subject: string, headers: Headers | undefined) =>
   new PierError('BAD_REQUEST', `${subject}: wire format ${headers?.[VERSION_HEADER]} is not spoken here (${OLDEST_WIRE_VERSION} to ${WIRE_VERSION})`, { reason: ErrorReasons.UNSUPPORTED_VERSION });
 
-/** The one answer format (also what the in-process bus hands back: `LocalReply` in bus.ts). */
-export type Reply<Res> = { ok: true; data: Res } | { ok: false; error: WireError };
+export type { Reply } from './message.js';
 
 /** A reply that cannot be encoded (a handler's bug) still answers: a generic INTERNAL error, never a hang. */
 export function encodeReply<Res>(reply: Reply<Res>): Uint8Array {

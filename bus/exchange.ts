@@ -17,7 +17,10 @@ import { compile, type Checker } from './validation.js';
  * are not strict (a process of the next release may add a field), except where a comment says why.
  */
 export interface Exchange<Req, Res> {
-  /** Its subject; undefined when built at run time (one edge's, one user's): `at(exchange, subject)` names it. */
+  /**
+   * Its subject; undefined when built at run time (one edge's, one user's): `at(exchange, subject)`
+   * names it, `at(exchange, subjectOf)` declares it from a process's bus id (`ByBusId`).
+   */
   readonly subject: string | undefined;
   /** The queue group its servers share (each request reaches one of them); none: every server hears each. */
   readonly queue: string | undefined;
@@ -72,6 +75,14 @@ export interface ExchangeSpec {
   codec?: Codec;
 }
 
+/** An exchange whose answer its asker checks (declared with a `reply` schema). */
+export type Answered = { readonly replyCheck: Checker };
+
+/** Declares an exchange; what the spec leaves out takes the defaults below (a 5 s deadline, msgpack, not shared). */
+export function exchange<Req, Res = never>(spec: ExchangeSpec & { subject: string; reply: ValidationSchema }): Addressed<Req, Res> & Answered;
+export function exchange<Req, Res = never>(spec: ExchangeSpec & { subject: string }): Addressed<Req, Res>;
+export function exchange<Req, Res = never>(spec: ExchangeSpec & { reply: ValidationSchema }): Exchange<Req, Res> & Answered;
+export function exchange<Req, Res = never>(spec: ExchangeSpec): Exchange<Req, Res>;
 export function exchange<Req, Res = never>(spec: ExchangeSpec): Exchange<Req, Res> {
   return {
     subject: spec.subject,
@@ -86,38 +97,33 @@ export function exchange<Req, Res = never>(spec: ExchangeSpec): Exchange<Req, Re
   };
 }
 
+/**
+ * An exchange on subjects built at run time from a process's bus id (`at(exchange, subjectOf)`):
+ * in an actor's `serves` and `hears`, this process's own (lib/runtime/actor.ts); in its `calls` and
+ * `emits`, any process's. Its verbs take it once named: `at(exchange, subjectOf(busId))`.
+ */
+export type ByBusId<Req, Res> = Exchange<Req, Res> & { readonly subject: undefined; readonly subjectOf: (busId: string) => string };
+
+/** An exchange as a declaration names it: on its subject, or on one built from a bus id. */
+export type Located<Req, Res> = Addressed<Req, Res> | ByBusId<Req, Res>;
+
 /** The exchange on a subject built at run time. */
-export function at<Req, Res>(ex: Exchange<Req, Res>, subject: string): Addressed<Req, Res> {
-  return { ...ex, subject };
+export function at<Req, Res>(ex: Exchange<Req, Res>, subject: string): Addressed<Req, Res>;
+/** The exchange on the subject `subjectOf` builds from a process's bus id (see `ByBusId`). */
+export function at<Req, Res>(ex: Exchange<Req, Res>, subjectOf: (busId: string) => string): ByBusId<Req, Res>;
+export function at<Req, Res>(ex: Exchange<Req, Res>, where: string | ((busId: string) => string)): Located<Req, Res> {
+  return typeof where === 'string' ? { ...ex, subject: where } : { ...ex, subject: undefined, subjectOf: where };
 }
+
+/** What a role's rights name for a declared exchange: its subject, or its subjects for every bus id (`*`). */
+export const subjectPattern = (ex: AnyLocated): string => (ex.subject !== undefined ? ex.subject : ex.subjectOf('*'));
 
 /** The exchange, its request and answer passed by reference within one process (see `Exchange.shared`). */
 export function shared<Req, Res, E extends Exchange<Req, Res>>(ex: E & Exchange<Req, Res>): E {
   return { ...ex, shared: true };
 }
 
-// Shorthands for the usual shapes, all of them one Exchange.
-
-/** An actor's request/reply endpoint: one subject, served by a queue group. */
-export function endpoint<Req, Res>(subject: string, queue: string, schema: ValidationSchema, timeoutMs = 5_000, seal?: SealSpec): Addressed<Req, Res> {
-  return exchange<Req, Res>({ subject, queue, request: schema, timeoutMs, seal }) as Addressed<Req, Res>;
-}
-
-/** Request/reply on subjects built at run time, the answer checked too. `sealed`: the request is sealed to that role. */
-export function channel<Req, Res>(schema: ValidationSchema, replySchema: ValidationSchema, timeoutMs = 2_000, options: { sealed?: string; shared?: boolean } = {}): Exchange<Req, Res> & { readonly replyCheck: Checker } {
-  return exchange<Req, Res>({ request: schema, reply: replySchema, timeoutMs, shared: options.shared, seal: options.sealed ? { request: options.sealed } : undefined }) as Exchange<Req, Res> & { readonly replyCheck: Checker };
-}
-
-/** A one-way message every subscriber hears. `signedBy`: signed with that role's anchored key (`SealSpec.signedBy`). */
-export function event<T>(subject: string, schema: ValidationSchema, options: { signedBy?: string } = {}): Addressed<T, never> {
-  return exchange<T>({ subject, request: schema, oneWay: true, seal: options.signedBy ? { signedBy: options.signedBy } : undefined }) as Addressed<T, never>;
-}
-
-/** A one-way message on subjects built at run time. */
-export function signal<T>(schema: ValidationSchema): Exchange<T, never> {
-  return exchange({ request: schema, oneWay: true });
-}
-
 /** Any exchange, whatever its types (tables of them erase the types). */
 export type AnyExchange = Exchange<unknown, unknown>;
 export type AnyAddressed = Addressed<unknown, unknown>;
+export type AnyLocated = Located<unknown, unknown>;

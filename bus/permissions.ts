@@ -1,5 +1,6 @@
 import { processSubjects } from './subjects-process.js';
-import { registry, registryEvents, registryState } from './subjects-registry.js';
+import { registry } from './subjects-registry.js';
+import { registryEvents, registryState } from './subjects-registry-events.js';
 import { tokenState } from './subjects-token.js';
 import { uploadEvents, uploadState } from './subjects-upload.js';
 import { vaultState } from './subjects-vault.js';

@@ -1,4 +1,4 @@
-import { channel, signal } from './exchange.js';
+import { exchange } from './exchange.js';
 import type { WireError } from './errors.js';
 
 /**
@@ -181,8 +181,8 @@ const id = { type: 'string', min: 1, max: 128 } as const;
 /** The gateway's traffic on run-time subjects (`gatewaySubjects`), schema-checked on both sides. */
 export const gatewayChannels = {
   /** A send or close, to one edge (by connection) or to the edges holding a user's connections. */
-  command: channel<ConnCommand, ConnCommandResult>(
-    {
+  command: exchange<ConnCommand, ConnCommandResult>({
+    request: {
       op: { type: 'enum', values: ['send', 'close'] },
       appId: { type: 'string', max: 64 },
       connIds: { type: 'array', optional: true, max: 10_000, items: { type: 'string', max: 64 } },
@@ -194,31 +194,36 @@ export const gatewayChannels = {
         props: { epoch: { type: 'string', max: 64 }, seq: { type: 'number', integer: true, min: 1 }, prev: { type: 'number', integer: true, min: 0 } },
       },
     },
-    { count: { type: 'number', integer: true, min: 0 } },
-    undefined,
+    reply: { count: { type: 'number', integer: true, min: 0 } },
+    timeoutMs: 2_000,
     // In one process the command is shared: built per call, only read by the gateway.
-    { shared: true },
-  ),
+    shared: true,
+  }),
   /** Scatter-gather to every edge: one app's connections. */
-  list: channel<{ appId: string }, { conns: ListedConn[] }>(
-    { appId: { type: 'string', max: 64 } },
-    { conns: { type: 'array', max: 1_000_000, items: { type: 'object', props: { user: 'string', id: 'string', userAgent: 'string' } } } },
-  ),
+  list: exchange<{ appId: string }, { conns: ListedConn[] }>({
+    request: { appId: { type: 'string', max: 64 } },
+    reply: { conns: { type: 'array', max: 1_000_000, items: { type: 'object', props: { user: 'string', id: 'string', userAgent: 'string' } } } },
+    timeoutMs: 2_000,
+  }),
   /**
    * The callback replica `busId` is there and answers (the edge uses a replica only once it has).
    * Strict, the one exception to readers tolerating what they do not know: a hello carries
    * nothing, so one with content is not a hello, and is refused (what a later release would add
    * goes in a new exchange, not here).
    */
-  hello: channel<Record<string, never>, { busId: string }>({ $$strict: true }, { busId: id }, 2_000),
+  hello: exchange<Record<string, never>, { busId: string }>({ request: { $$strict: true }, reply: { busId: id }, timeoutMs: 2_000 }),
   /**
    * The edge still runs (asked by a callback replica before it raises the edge's closes): it signs
    * the replica's nonce with its heartbeat key (`aliveSigned`), so nobody else can answer for it.
    */
-  alive: channel<{ nonce: string }, { busId: string; sig: string }>({ $$strict: true, nonce: { type: 'string', min: 16, max: 64 } }, { busId: id, sig: { type: 'string', max: 128 } }, 5_000),
+  alive: exchange<{ nonce: string }, { busId: string; sig: string }>({
+    request: { $$strict: true, nonce: { type: 'string', min: 16, max: 64 } },
+    reply: { busId: id, sig: { type: 'string', max: 128 } },
+    timeoutMs: 5_000,
+  }),
   /** One event, to the callback replica that delivers the connection's events. */
-  deliver: channel<GatewayEvent, EventAck>(
-    {
+  deliver: exchange<GatewayEvent, EventAck>({
+    request: {
       eventId: id,
       connId: id,
       edge: id,
@@ -231,7 +236,7 @@ export const gatewayChannels = {
       cookie: { type: 'string', nullable: true, optional: true, max: 64 * 1024 },
       trace: { type: 'string', optional: true, max: 256 },
     },
-    {
+    reply: {
       // Either shape of EventAck, each whole.
       $$root: true,
       type: 'multi',
@@ -240,19 +245,20 @@ export const gatewayChannels = {
         { type: 'object', props: { ok: { type: 'equal', value: false }, error: { type: 'object', props: { code: { type: 'string', max: 64 }, message: { type: 'string', max: 1024 } } } } },
       ],
     },
-    5_000,
+    timeoutMs: 5_000,
     // The browser's cookie (the platform's session among them) is sealed to the callback role's
     // anchored key: only a real callback replica opens it, not one a stolen identity started.
+    seal: { request: 'callback' },
     // In one process the event is shared: the edge keeps it unchanged until settled, the replica queues it unchanged.
-    { sealed: 'callback', shared: true },
-  ),
+    shared: true,
+  }),
   /**
    * From the edge to the callback replica it stopped sending a connection's events to (it was
    * paused, cut off, or left): sent on that replica's own subject after the events it had, so the
    * replica reads it before anything of the connection that may come back to it later.
    */
-  moved: signal<MovedNotice>({ connId: id, edge: id, at: { type: 'number', integer: true, min: 0 }, sig: { type: 'string', max: 128 } }),
+  moved: exchange<MovedNotice>({ request: { connId: id, edge: id, at: { type: 'number', integer: true, min: 0 }, sig: { type: 'string', max: 128 } }, oneWay: true }),
   /** From a callback replica to the edge holding a connection: its events up to `seq` are done with. */
-  settled: signal<{ connId: string; seq: number }>({ connId: id, seq: { type: 'number', integer: true, min: 0 } }),
+  settled: exchange<{ connId: string; seq: number }>({ request: { connId: id, seq: { type: 'number', integer: true, min: 0 } }, oneWay: true }),
 };
 

@@ -1,3 +1,4 @@
+import { exchange } from './exchange.js';
 
 /** What every Pier process (whatever its roles) says about itself. */
 export interface ProcessInfo {
@@ -83,8 +84,8 @@ export const processChannels = {
    * Scatter-gather: every process answers (no queue group) with its report. The admin listener sums
    * them into one /metrics and one `pier status`.
    */
-  describe: channel<Record<string, never>, ProcessReport>({}, { info: 'object', counters: 'object', metrics: 'array' }),
-  heartbeat: signal<Heartbeat>({
+  describe: exchange<Record<string, never>, ProcessReport>({ request: {}, reply: { info: 'object', counters: 'object', metrics: 'array' }, timeoutMs: 2_000 }),
+  heartbeat: exchange<Heartbeat>({ request: {
     id: { type: 'string', max: 256 },
     busId: { type: 'string', pattern: /^[0-9a-f]{12}$/ },
     roles: { type: 'array', max: 16, items: { type: 'string', max: 32 } },
@@ -101,7 +102,7 @@ export const processChannels = {
     leaving: { type: 'equal', value: true, strict: true, optional: true },
     // Added in 0.3; 0.2's schema is not strict, so it takes a heartbeat with it (and ignores it).
     roleSig: { type: 'string', pattern: /^[A-Za-z0-9_-]{86}$/, optional: true },
-  }),
+  }, oneWay: true }),
 };
 
 export const processSubjects = {
@@ -113,5 +114,5 @@ export const processSubjects = {
    */
   heartbeat: (role: string) => `pier.process.heartbeat.${role}`,
   heartbeats: 'pier.process.heartbeat.*',
-};import { channel, signal } from './exchange.js';
+};
 

@@ -1,3 +1,4 @@
+import { exchange, shared } from './exchange.js';
 
 /** A call to `/system-server/v1alpha1/<dataType>/<group>/<version>/<op>`, as the edge received it. */
 export interface ProviderCall {
@@ -44,7 +45,7 @@ export const provider = {
    * envelope). Shared within one process: the request (its headers and body the edge's own copies)
    * is only read, the answer is built afresh.
    */
-  call: shared(endpoint<ProviderCall, ProviderAnswer>('pier.provider.call', 'provider', {
+  call: shared(exchange<ProviderCall, ProviderAnswer>({ subject: 'pier.provider.call', queue: 'provider', request: {
     dataType: segment,
     group: segment,
     version: segment,
@@ -56,14 +57,14 @@ export const provider = {
     client: { type: 'string', max: 64 },
     body: { type: 'any', nullable: true },
     bodyStream: { type: 'string', nullable: true, pattern: /^pier\.stream\.edge\.[0-9a-f]{24}$/ },
-  }, undefined, { request: 'provider' })),
+  }, seal: { request: 'provider' } })),
   /** The checks of `call` (401, 403, 404) alone, asked by the edge before it reads the body. */
-  authorize: shared(endpoint<ProviderAuthorize, CallGate>('pier.provider.authorize', 'provider', {
+  authorize: shared(exchange<ProviderAuthorize, CallGate>({ subject: 'pier.provider.authorize', queue: 'provider', request: {
     dataType: segment,
     group: segment,
     version: segment,
     op: segment,
     accessToken: { type: 'string', max: 64 * 1024 },
-  }, undefined, { request: 'provider', grant: 'provider' })),
-};import { endpoint, shared } from './exchange.js';
+  }, seal: { request: 'provider', grant: 'provider' } })),
+};
 

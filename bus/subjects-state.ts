@@ -1,6 +1,6 @@
-import { endpoint } from './exchange.js';
+import { exchange } from './exchange.js';
 import type { AuditEntry } from './subjects-vault.js';
-import type { ProviderView, TokenView, UserView } from './subjects-registry.js';
+import type { ProviderView, TokenView, UserView } from './subjects-registry-events.js';
 
 /**
  * One record of `pier state export` (docs/operations.md "How writes stay correct"): everything the registry and the vault
@@ -34,11 +34,11 @@ const batch = { records: { type: 'array', max: 5_000, items: { type: 'object', p
 
 /** Export in pages (a bus message stays far below NATS's max payload), import in batches. */
 export const stateEndpoints = {
-  registryExport: endpoint<{ offset: number; limit: number }, StatePage>('pier.registry.state.export', 'registry', page, 30_000, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
-  registryImport: endpoint<{ records: StateRecord[] }, { imported: number }>('pier.registry.state.import', 'registry', batch, 30_000, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
-  vaultExport: endpoint<{ offset: number; limit: number }, StatePage>('pier.vault.state.export', 'vault', page, 30_000, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
-  vaultImport: endpoint<{ records: StateRecord[] }, { imported: number }>('pier.vault.state.import', 'vault', batch, 30_000, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
+  registryExport: exchange<{ offset: number; limit: number }, StatePage>({ subject: 'pier.registry.state.export', queue: 'registry', request: page, timeoutMs: 30_000, seal: { request: 'registry', from: 'admin', reply: true, grant: 'registry' } }),
+  registryImport: exchange<{ records: StateRecord[] }, { imported: number }>({ subject: 'pier.registry.state.import', queue: 'registry', request: batch, timeoutMs: 30_000, seal: { request: 'registry', from: 'admin', reply: true, grant: 'registry' } }),
+  vaultExport: exchange<{ offset: number; limit: number }, StatePage>({ subject: 'pier.vault.state.export', queue: 'vault', request: page, timeoutMs: 30_000, seal: { request: 'vault', from: 'admin', reply: true, grant: 'vault' } }),
+  vaultImport: exchange<{ records: StateRecord[] }, { imported: number }>({ subject: 'pier.vault.state.import', queue: 'vault', request: batch, timeoutMs: 30_000, seal: { request: 'vault', from: 'admin', reply: true, grant: 'vault' } }),
   /** Whether the registry and the vault hold anything yet (an import goes into empty stores only). */
-  registryEmpty: endpoint<Record<string, never>, { empty: boolean }>('pier.registry.state.empty', 'registry', {}, undefined, { request: 'registry', from: 'admin', reply: true, grant: 'registry' }),
-  vaultEmpty: endpoint<Record<string, never>, { empty: boolean }>('pier.vault.state.empty', 'vault', {}, undefined, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
+  registryEmpty: exchange<Record<string, never>, { empty: boolean }>({ subject: 'pier.registry.state.empty', queue: 'registry', request: {}, seal: { request: 'registry', from: 'admin', reply: true, grant: 'registry' } }),
+  vaultEmpty: exchange<Record<string, never>, { empty: boolean }>({ subject: 'pier.vault.state.empty', queue: 'vault', request: {}, seal: { request: 'vault', from: 'admin', reply: true, grant: 'vault' } }),
 };

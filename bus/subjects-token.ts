@@ -1,3 +1,4 @@
+import { exchange } from './exchange.js';
 
 /** A bcrypt hash as the access endpoint takes it: `$2a$`/`$2b$`/`$2y$`, two-digit cost, 53 characters. */
 export const BCRYPT_HASH = /^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$/;
@@ -54,7 +55,7 @@ export const accessRequestSchema = {
 
 export const token = {
   /** Verifies the app's bcrypt proof and issues a 5-minute access token for the granted ops. */
-  issue: endpoint<IssueRequest, IssuedAccess>('pier.token.issue', 'token', { ...accessRequestSchema, client: { type: 'string', max: 64 } }, 10_000, { request: 'token', reply: true, grant: 'token' }),
+  issue: exchange<IssueRequest, IssuedAccess>({ subject: 'pier.token.issue', queue: 'token', request: { ...accessRequestSchema, client: { type: 'string', max: 64 } }, timeoutMs: 10_000, seal: { request: 'token', reply: true, grant: 'token' } }),
 };
 
 /**
@@ -80,5 +81,5 @@ export const sharedFailureSchema = {
   key: { type: 'string', max: 512 },
   at: { type: 'number', integer: true, min: 0 },
   origin: { type: 'string', max: 64 },
-} as const;import { endpoint } from './exchange.js';
+} as const;
 

@@ -1,5 +1,5 @@
-import { pieces } from './byte-stream.js';
-import { endpoint, event } from './exchange.js';
+import { exchange } from './exchange.js';
+import { pieces } from './subjects-stream.js';
 import { USER_NAME } from './subjects-registry.js';
 
 /** The record the upload endpoints answer with (spec "Upload record"). */
@@ -123,7 +123,7 @@ const userApp = { user: { type: 'string', min: 1, max: 64 }, app: { type: 'strin
 const Q = 'upload';
 
 export const upload = {
-  create: endpoint<CreateUpload, Created>('pier.upload.create', Q, {
+  create: exchange<CreateUpload, Created>({ subject: 'pier.upload.create', queue: Q, request: {
     ...userApp,
     storagePath: { type: 'string', max: 4096 },
     relativePath: { type: 'string', max: 4096 },
@@ -133,28 +133,28 @@ export const upload = {
     protocol: { type: 'enum', values: ['tus'], optional: true },
     lengthDeferred: { type: 'boolean', optional: true },
     metadata: { type: 'string', max: TUS_METADATA_MAX, optional: true },
-  }, 30_000),
-  get: endpoint<{ user: string; app: string; id: string }, UploadRecord>('pier.upload.get', Q, { ...userApp, id: { type: 'string', max: 64 } }),
+  }, timeoutMs: 30_000 }),
+  get: exchange<{ user: string; app: string; id: string }, UploadRecord>({ subject: 'pier.upload.get', queue: Q, request: { ...userApp, id: { type: 'string', max: 64 } } }),
   /** Locks the upload for one PATCH (409 `upload busy` when another holds it). */
-  begin: endpoint<BeginWrite, WriteSession>('pier.upload.begin', Q, {
+  begin: exchange<BeginWrite, WriteSession>({ subject: 'pier.upload.begin', queue: Q, request: {
     ...userApp,
     id: { type: 'string', max: 64 },
     offset: { type: 'number', integer: true, min: 0, nullable: true },
     protocol: { type: 'enum', values: ['tus'], optional: true },
     length: { type: 'number', integer: true, min: 0, nullable: true, optional: true },
     provisional: { type: 'boolean', optional: true },
-  }),
+  } }),
   /** tus HEAD: a tus upload's offset, length, metadata and expiry (404-like `Invalid upload ID` for any other). */
-  describe: endpoint<{ user: string; app: string; id: string }, TusUploadState>('pier.upload.describe', Q, { ...userApp, id: { type: 'string', max: 64 } }),
+  describe: exchange<{ user: string; app: string; id: string }, TusUploadState>({ subject: 'pier.upload.describe', queue: Q, request: { ...userApp, id: { type: 'string', max: 64 } } }),
   /** The operator's view (console, `pier upload list`): unfinished uploads of this replica's storage, newest first. */
-  list: endpoint<{ limit: number }, { uploads: UploadInProgress[]; truncated: boolean }>('pier.upload.list', Q, { limit: { type: 'number', integer: true, min: 1, max: 1000 } }),
+  list: exchange<{ limit: number }, { uploads: UploadInProgress[]; truncated: boolean }>({ subject: 'pier.upload.list', queue: Q, request: { limit: { type: 'number', integer: true, min: 1, max: 1000 } } }),
   /** tus DELETE: an unfinished tus upload and its partial data go (once no PATCH holds it). */
-  terminate: endpoint<{ user: string; app: string; id: string }, { terminated: boolean }>('pier.upload.terminate', Q, { ...userApp, id: { type: 'string', max: 64 } }),
+  terminate: exchange<{ user: string; app: string; id: string }, { terminated: boolean }>({ subject: 'pier.upload.terminate', queue: Q, request: { ...userApp, id: { type: 'string', max: 64 } } }),
   /** At install: creates the user's folder for the app's `dest` and answers its host path (the install's `uploadDir`). */
-  prepare: endpoint<{ user: string; dest: string }, { dir: string }>('pier.upload.prepare', Q, {
+  prepare: exchange<{ user: string; dest: string }, { dir: string }>({ subject: 'pier.upload.prepare', queue: Q, request: {
     user: { type: 'string', pattern: USER_NAME },
     dest: { type: 'string', max: 4096, pattern: APP_VIEW_PATH },
-  }),
+  } }),
 };
 
 /**
@@ -170,17 +170,17 @@ export const uploadSubjects = {
 };
 
 export const uploadEvents = {
-  completed: event<UploadCompleted>('pier.upload.completed', {
+  completed: exchange<UploadCompleted>({ subject: 'pier.upload.completed', request: {
     user: { type: 'string', max: 64 },
     app: { type: 'string', max: 64 },
     path: { type: 'string', max: 8192 },
     size: { type: 'number', integer: true, min: 0 },
-  }),
+  }, oneWay: true }),
   /**
    * A write session of one upload replica ended (its lock released): the other replicas wake what
    * waits on that upload (actors/upload/lock.ts). It only prompts a fresh read of the record.
    */
-  released: event<{ id: string }>('pier.upload.released', { id: { type: 'string', max: 64 } }),
+  released: exchange<{ id: string }>({ subject: 'pier.upload.released', request: { id: { type: 'string', max: 64 } }, oneWay: true }),
 };
 
 /** Upload records on JetStream (PIER_STATE=jetstream): one replicated log for every upload replica, compacted by snapshots. */
@@ -207,11 +207,11 @@ export interface UploadNotice {
 }
 
 export const uploadNotices = {
-  deliver: endpoint<UploadNotice, { accepted: boolean }>('pier.cb.upload', 'callback', {
+  deliver: exchange<UploadNotice, { accepted: boolean }>({ subject: 'pier.cb.upload', queue: 'callback', request: {
     eventId: { type: 'string', max: 128, pattern: /^upload:[A-Za-z0-9_-]{1,64}$/ },
     user: { type: 'string', pattern: USER_NAME },
     app: { type: 'string', max: 64 },
     path: { type: 'string', max: 8192 },
     size: { type: 'number', integer: true, min: 0 },
-  }),
+  } }),
 };

@@ -1,4 +1,4 @@
-import { endpoint, event, shared } from './exchange.js';
+import { exchange, shared } from './exchange.js';
 import type { CallGate } from './subjects-provider.js';
 import { USER_NAME } from './subjects-registry.js';
 
@@ -180,27 +180,26 @@ const operatorRequest = (ops: readonly string[]) => ({
 
 export const vault = {
   /** Shared within one process: the edge builds each request afresh, the handler answers with new objects. */
-  op: shared(endpoint<VaultRequest, VaultAnswer>('pier.vault.op', 'vault', { ...vaultCaller, body: { type: 'object' } }, undefined, { request: 'vault', reply: true, grant: 'vault' })),
+  op: shared(exchange<VaultRequest, VaultAnswer>({ subject: 'pier.vault.op', queue: 'vault', request: { ...vaultCaller, body: { type: 'object' } }, seal: { request: 'vault', reply: true, grant: 'vault' } })),
   /** The checks of `op` up to the body (404, 400 workspace, 401, 403; refusals audited as `op`'s are), before the edge reads the body. */
-  authorize: shared(endpoint<Omit<VaultRequest, 'body'>, CallGate>('pier.vault.authorize', 'vault', vaultCaller, undefined, { request: 'vault', grant: 'vault' })),
+  authorize: shared(exchange<Omit<VaultRequest, 'body'>, CallGate>({ subject: 'pier.vault.authorize', queue: 'vault', request: vaultCaller, seal: { request: 'vault', grant: 'vault' } })),
   /** The newest `limit` entries that match, searched back through at most AUDIT_SCAN_MAX entries. */
-  audit: endpoint<AuditQuery, AuditPage>('pier.vault.audit', 'vault', {
+  audit: exchange<AuditQuery, AuditPage>({ subject: 'pier.vault.audit', queue: 'vault', request: {
     user: { type: 'string', optional: true, max: 64 },
     app: { type: 'string', optional: true, max: 64 },
     op: { type: 'string', optional: true, max: 64 },
     limit: { type: 'number', integer: true, min: 1, max: 100_000 },
-  }, undefined, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
+  }, seal: { request: 'vault', from: 'admin', reply: true, grant: 'vault' } }),
   /**
    * The operator's access to one user's workspace (admin role only), audited as `(operator)`. The
    * value travels sealed both ways; `list` answers names and versions, never values.
    */
-  operator: endpoint<OperatorVaultRequest, { data: OperatorVaultAnswers[OperatorVaultRequest['op']] }>(
-    'pier.vault.operator',
-    'vault',
-    operatorRequest(OPERATOR_VAULT_OPS.filter((op) => !isOperatorVersionOp(op))),
-    undefined,
-    { request: 'vault', from: 'admin', reply: true, grant: 'vault' },
-  ),
+  operator: exchange<OperatorVaultRequest, { data: OperatorVaultAnswers[OperatorVaultRequest['op']] }>({
+    subject: 'pier.vault.operator',
+    queue: 'vault',
+    request: operatorRequest(OPERATOR_VAULT_OPS.filter((op) => !isOperatorVersionOp(op))),
+    seal: { request: 'vault', from: 'admin', reply: true, grant: 'vault' },
+  }),
   /**
    * The operator's operations on versions (wire format 2), on a subject of their own that only a
    * vault replica speaking format 2 serves: while 0.2 replicas run beside this release's, these go
@@ -208,24 +207,23 @@ export const vault = {
    * running nothing answers (503). Nothing an announcement claims decides where they go
    * (docs/operations.md "Upgrading").
    */
-  versions: endpoint<OperatorVaultRequest, { data: OperatorVaultAnswers[OperatorVaultRequest['op']] }>(
-    'pier.vault.versions',
-    'vault',
-    operatorRequest(OPERATOR_VAULT_VERSION_OPS),
-    undefined,
-    { request: 'vault', from: 'admin', reply: true, grant: 'vault' },
-  ),
+  versions: exchange<OperatorVaultRequest, { data: OperatorVaultAnswers[OperatorVaultRequest['op']] }>({
+    subject: 'pier.vault.versions',
+    queue: 'vault',
+    request: operatorRequest(OPERATOR_VAULT_VERSION_OPS),
+    seal: { request: 'vault', from: 'admin', reply: true, grant: 'vault' },
+  }),
   /**
    * `pier vault rekey` (wire format 3, on a subject only vault replicas of that format serve):
    * values still sealed with their scope's data key are sealed anew under value keys of their own,
    * `limit` at most per call (resumable: each call takes what is left); with `status`, only counted.
    */
-  rekey: endpoint<RekeyRequest, RekeyAnswer>('pier.vault.rekey', 'vault', {
+  rekey: exchange<RekeyRequest, RekeyAnswer>({ subject: 'pier.vault.rekey', queue: 'vault', request: {
     status: { type: 'boolean', optional: true },
     limit: { type: 'number', integer: true, min: 1, max: 1_000_000, optional: true },
-  }, 120_000, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
+  }, timeoutMs: 120_000, seal: { request: 'vault', from: 'admin', reply: true, grant: 'vault' } }),
   /** Re-wraps every data key not wrapped under the current master key. */
-  rotate: endpoint<Record<string, never>, { rewrapped: number }>('pier.vault.rotate', 'vault', {}, 60_000, { request: 'vault', from: 'admin', reply: true, grant: 'vault' }),
+  rotate: exchange<Record<string, never>, { rewrapped: number }>({ subject: 'pier.vault.rotate', queue: 'vault', request: {}, timeoutMs: 60_000, seal: { request: 'vault', from: 'admin', reply: true, grant: 'vault' } }),
 };
 
 /** The vault's state on JetStream (PIER_STATE=jetstream): four key-value buckets and the audit stream. */
@@ -258,11 +256,11 @@ export const vaultEvents = {
    * Published by the vault replica that made a change durable, before it answers (PIER_STATE=jetstream):
    * every other replica reads no older state than this afterwards, without asking the stream.
    */
-  written: event<WrittenMark>('pier.vault.written', {
+  written: exchange<WrittenMark>({ subject: 'pier.vault.written', request: {
     keys: { type: 'number', integer: true, min: 0 },
     secrets: { type: 'number', integer: true, min: 0 },
     versions: { type: 'number', integer: true, min: 0, optional: true },
     deleted: { type: 'number', integer: true, min: 0, optional: true },
     valueKeys: { type: 'number', integer: true, min: 0, optional: true },
-  }),
+  }, oneWay: true }),
 };

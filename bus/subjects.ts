@@ -3,6 +3,7 @@
  * builds a subject string.
  */
 export * from './subjects-registry.js';
+export * from './subjects-registry-events.js';
 export * from './subjects-process.js';
 export * from './subjects-token.js';
 export * from './subjects-provider.js';
@@ -10,3 +11,4 @@ export * from './subjects-vault.js';
 export * from './subjects-gateway.js';
 export * from './subjects-upload.js';
 export * from './subjects-state.js';
+export * from './subjects-stream.js';

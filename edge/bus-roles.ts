@@ -1,5 +1,5 @@
 import type { Declaration } from '../bus/permissions.js';
-import { streamSubject } from '../bus/byte-stream.js';
+import { streamSubject } from '../bus/subjects-stream.js';
 import { HISTORY_STREAM, HISTORY_SUBJECTS } from './gateway/history/store-jetstream.js';
 import { gatewaySubjects, processSubjects, provider, registry, stateEndpoints, token, upload, uploadSubjects, vault } from '../bus/subjects.js';
 

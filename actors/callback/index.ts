@@ -4,7 +4,7 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { appId } from '../../bus/ids.js';
 import { gatewayChannels, gatewaySubjects, movedSigned, MOVED_FRESH_MS, registry, uploadNotices, type GatewayEvent } from '../../bus/subjects.js';
 import { currentTrace, parseTraceparent, type TraceContext } from '../../bus/trace.js';
-import { answers, defineActor, listens, serves } from '../../lib/runtime/actor.js';
+import { defineActor, hears, serves } from '../../lib/runtime/actor.js';
 import { AddressPolicy, networksList } from '../../lib/policy/address-policy.js';
 import { AppSecrets } from '../../lib/crypto/app-secrets.js';
 import { registeredTarget } from '../../lib/policy/callback-target.js';
@@ -134,12 +134,10 @@ function reportUndelivered(a: CallbackActor): void {
  */
 export const callbackActor = defineActor<CallbackActor>({
   role: 'callback',
-  endpoints: {
+  serves: {
     uploaded: serves(uploadNotices.deliver, (a: CallbackActor, n) => a.notices.accept(n)),
-  },
-  channels: {
     // Each edge sends all events of one connection to this replica's own subject.
-    deliver: answers(gatewayChannels.deliver, gatewaySubjects.deliver, (a: CallbackActor, ev) => {
+    deliver: serves(at(gatewayChannels.deliver, gatewaySubjects.deliver), (a: CallbackActor, ev) => {
       // Its delivery, later and in another turn, is a span of the hop that brought it.
       const trace = currentTrace();
       if (trace) eventTraces.set(ev, trace);
@@ -148,23 +146,25 @@ export const callbackActor = defineActor<CallbackActor>({
       return ack;
     }),
     // An edge uses a replica only after it answered here (it is a callback replica, with this key).
-    hello: answers(gatewayChannels.hello, gatewaySubjects.hello, (a: CallbackActor) => ({ busId: a.ctx.peers.self.busId })),
+    hello: serves(at(gatewayChannels.hello, gatewaySubjects.hello), (a: CallbackActor) => ({ busId: a.ctx.peers.self.busId })),
   },
-  listens: {
+  hears: {
     // An edge sends a connection's events elsewhere now (this replica was paused or cut off).
     // Only from the edge process holding the connection, signed by it, and recent (docs/security.md).
-    moved: listens(gatewayChannels.moved, gatewaySubjects.moved, (a: CallbackActor, m) => {
+    moved: hears(at(gatewayChannels.moved, gatewaySubjects.moved), (a: CallbackActor, m) => {
       const peers = a.ctx.peers;
       const fresh = Math.abs(a.ctx.now() - m.at) <= MOVED_FRESH_MS;
       if (fresh && peers.signedByBus(m.edge, 'edge', movedSigned(peers.self.busId, m), m.sig)) a.queues.forget(m.connId, m.edge);
       else a.refusals.forged('moved', `a moved notice for ${m.connId} not signed by a live edge ${m.edge}, or stale`);
     }),
   },
-  // Signs callbacks with app callback keys (derived from app secrets; never the secrets themselves).
-  calls: [registry.appCallbackKey],
-  // Asks an edge gone silent whether it still runs (edge-probe.ts).
-  dynamic: { calls: [gatewaySubjects.alive('*')] },
-  emits: [gatewaySubjects.settled('*')],
+  calls: [
+    // Signs callbacks with app callback keys (derived from app secrets; never the secrets themselves).
+    registry.appCallbackKey,
+    // Asks an edge gone silent whether it still runs (edge-probe.ts).
+    at(gatewayChannels.alive, gatewaySubjects.alive),
+  ],
+  emits: [at(gatewayChannels.settled, gatewaySubjects.settled)],
   onRegistryChange: (a, c) => {
     if (c.kind === 'app' && c.op === 'put') a.secrets.forget(c.value.id);
   },

@@ -66,7 +66,7 @@ const current = async <R>(a: RegistryActor, read: () => R | Promise<R>): Promise
  */
 export const registryActor = defineActor<RegistryActor>({
   role: 'registry',
-  endpoints: {
+  serves: {
     userAdd: serves(registry.userAdd, (a: RegistryActor, r) => h.userAdd(a.deps, r.name)),
     userToken: serves(registry.userToken, (a: RegistryActor, r) => h.userToken(a.deps, r.name)),
     userRevoke: serves(registry.userRevoke, (a: RegistryActor, r) => h.userRevoke(a.deps, r.name)),

@@ -68,7 +68,7 @@ async function onStart(ctx: RoleContext): Promise<TokenActor> {
  */
 export const tokenActor = defineActor<TokenActor>({
   role: 'token',
-  endpoints: {
+  serves: {
     issue: serves(token.issue, async (a: TokenActor, req) => {
       const out = await issueAccessToken(a.deps, req);
       a.issued.inc();

@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { Counter, Gauge } from 'prom-client';
 import { PierError } from '../../bus/errors.js';
 import { appId } from '../../bus/ids.js';
-import { upload, uploadEvents, uploadNotices, uploadState, uploadSubjects, type BeginWrite, type WriteSession as WriteSessionReply } from '../../bus/subjects.js';
-import { defineActor, hears, serves } from '../../lib/runtime/actor.js';
+import { at } from '../../bus/exchange.js';
+import { upload, uploadEvents, uploadNotices, uploadState, uploadStream, uploadSubjects, type BeginWrite, type WriteSession as WriteSessionReply } from '../../bus/subjects.js';
+import { defineActor, hears, opens, serves } from '../../lib/runtime/actor.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { removeUpload } from './finish.js';
 import type { UploadDeps } from './deps.js';
@@ -157,7 +158,7 @@ async function prepareDest(a: UploadActor, user: string, dest: string): Promise<
  */
 export const uploadActor = defineActor<UploadActor>({
   role: 'upload',
-  endpoints: {
+  serves: {
     create: serves(upload.create, (a: UploadActor, req) => (req.protocol === 'tus' ? createTusUpload(a.deps, req, a.ctx.config.upload.idleMs) : createUpload(a.deps, req))),
     get: serves(upload.get, (a: UploadActor, req) => getUpload(a.deps, req.user, req.app, req.id)),
     prepare: serves(upload.prepare, (a: UploadActor, req) => prepareDest(a, req.user, req.dest)),
@@ -165,6 +166,8 @@ export const uploadActor = defineActor<UploadActor>({
     describe: serves(upload.describe, (a: UploadActor, req) => describeTusUpload(a.deps, req.user, req.app, req.id, a.ctx.config.upload.idleMs)),
     list: serves(upload.list, (a: UploadActor, req) => listInProgress(a.deps, req.limit)),
     terminate: serves(upload.terminate, (a: UploadActor, req) => terminateTusUpload(a.deps, req.user, req.app, req.id)),
+    // Each PATCH's pieces arrive on a subject of its own write session (session.ts), on this replica's.
+    session: opens(at(uploadStream, (busId) => uploadSubjects.session(busId, '*'))),
   },
   hears: {
     // Another replica's session ended: who waits here on that upload looks again.
@@ -172,8 +175,6 @@ export const uploadActor = defineActor<UploadActor>({
   },
   emits: [uploadEvents.completed, uploadEvents.released],
   calls: [uploadNotices.deliver],
-  // Each PATCH's pieces arrive on a subject of its own write session (session.ts).
-  dynamic: { serves: [uploadSubjects.session('*', '*')] },
   jetstream: { streams: [], buckets: [], subjects: [], logs: [uploadState] },
   timers: {
     // On NATS, locks of replicas that died with this one are known dead once heartbeats had time to

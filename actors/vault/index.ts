@@ -225,7 +225,7 @@ const current = async <R>(a: VaultActor, read: () => R | Promise<R>): Promise<R>
  */
 export const vaultActor = defineActor<VaultActor>({
   role: 'vault',
-  endpoints: {
+  serves: {
     op: serves(vault.op, (a: VaultActor, req) => vaultOp(a.deps, req)),
     authorize: serves(vault.authorize, (a: VaultActor, req) => vaultGate(a.deps, req)),
     operator: serves(vault.operator, (a: VaultActor, req) => operatorOp(a.deps, req)),

@@ -1,4 +1,4 @@
-import { at, type Addressed, type AnyAddressed, type AnyExchange, type Exchange } from '../../bus/exchange.js';
+import { at, subjectPattern, type AnyLocated, type Exchange, type Located } from '../../bus/exchange.js';
 import { hear, serve } from '../../bus/verbs.js';
 import type { Subscription } from '../../bus/bus.js';
 import { isFault, type PierError } from '../../bus/errors.js';
@@ -7,32 +7,29 @@ import type { Change, EndpointStats } from '../../bus/subjects.js';
 import type { RoleContext, Running } from './runtime.js';
 
 /**
- * An actor is a declaration: what it serves, hears, calls and emits on the bus, its timers and
- * how it starts and stops. `startActor` wires any declaration the same way (subscribes, checks
- * schemas, answers errors, counts, drains on stop), and `busDeclarationOf` turns the same object
- * into the role's permissions (cli/roles.ts): what a role may do on the bus is written once.
+ * An actor is a declaration: what it serves and hears on the bus (its two tables of entries), what
+ * it calls and emits, its timers and how it starts and stops. `startActor` wires any declaration the
+ * same way (subscribes, checks schemas, answers errors, counts, drains on stop), and
+ * `busDeclarationOf` turns the same object into the role's permissions (cli/roles.ts): what a role
+ * may do on the bus is written once.
+ *
+ * An entry's exchange is declared in `bus/subjects-*.ts`, on its subject, or on one this process
+ * builds from its bus id, `at(exchange, subjectOf)` (one replica's own: the events of the
+ * connections it delivers). A request/reply exchange is served, a one-way one heard: an entry in the
+ * other table is a type error, and refused at start.
  *
  * `S` is the actor's state, built by `onStart` from the role's context (its stores, its policies);
  * every handler gets it first.
  */
 export interface ActorDeclaration<S> {
   readonly role: BusRole;
-  /** Request/reply endpoints (bus/subjects-*.ts), each with its handler. */
-  readonly endpoints: Readonly<Record<string, ServedEndpoint<S>>>;
-  /** Request/reply on run-time subjects (one replica's own): the subject built from this process's bus id. */
-  readonly channels?: Readonly<Record<string, AnsweredChannel<S>>>;
-  /** One-way messages on run-time subjects (this replica's own), built from this process's bus id. */
-  readonly listens?: Readonly<Record<string, HeardSignal<S>>>;
-  /** Events heard (every replica hears each one). */
-  readonly hears?: Readonly<Record<string, HeardEvent<S>>>;
-  /** Endpoints it calls, events it emits. */
-  readonly calls?: ReadonlyArray<AnyAddressed>;
-  readonly emits?: ReadonlyArray<Addressed<unknown, never> | string>;
-  /**
-   * Subjects used at run time outside the tables above (a write session's own subject, a pulled
-   * stream), as NATS patterns. Kept here so that they are still declared in one place.
-   */
-  readonly dynamic?: { readonly serves?: readonly string[]; readonly calls?: readonly string[] };
+  /** Request/reply entries, each with its handler (or served by the actor's own code: `opens`). */
+  readonly serves: Readonly<Record<string, Served<S>>>;
+  /** One-way entries: events every replica hears, or what is told to this replica's own subject. */
+  readonly hears?: Readonly<Record<string, Heard<S>>>;
+  /** Exchanges it asks, and one-way ones it tells: on their subjects, or `at(exchange, subjectOf)` for any process's. */
+  readonly calls?: ReadonlyArray<AnyLocated>;
+  readonly emits?: ReadonlyArray<AnyLocated>;
   /** JetStream state it owns (PIER_STATE=jetstream), in the role's own account. */
   readonly jetstream?: JetStreamDeclaration;
   /** Periodic work; a run that throws is logged, and the next one still comes. */
@@ -44,25 +41,14 @@ export interface ActorDeclaration<S> {
   readonly onStop?: (state: S) => Promise<void>;
 }
 
-export interface ServedEndpoint<S> {
-  readonly endpoint: AnyAddressed;
-  readonly handle: (state: S, req: never) => unknown;
+export interface Served<S> {
+  readonly exchange: AnyLocated;
+  /** Undefined: the actor's own code serves it, on subjects it opens at run time (`opens`). */
+  readonly handle: ((state: S, req: never) => unknown) | undefined;
 }
 
-export interface AnsweredChannel<S> {
-  readonly channel: AnyExchange;
-  readonly subject: (busId: string) => string;
-  readonly handle: (state: S, req: never) => unknown;
-}
-
-export interface HeardSignal<S> {
-  readonly signal: Exchange<unknown, never>;
-  readonly subject: (busId: string) => string;
-  readonly handle: (state: S, value: never) => void;
-}
-
-export interface HeardEvent<S> {
-  readonly event: Addressed<unknown, never>;
+export interface Heard<S> {
+  readonly exchange: Located<unknown, never>;
   readonly handle: (state: S, value: never) => void;
 }
 
@@ -73,21 +59,28 @@ export interface ActorTimer<S> {
   readonly run: (state: S) => Promise<unknown> | unknown;
 }
 
-/** Typed entries: the handler's request is the endpoint's (the tables above erase it). */
-export function serves<S, Req, Res>(endpoint: Addressed<Req, Res>, handle: (state: S, req: Req) => Res | Promise<Res>): ServedEndpoint<S> {
-  return { endpoint, handle } as unknown as ServedEndpoint<S>;
+/**
+ * Typed entries: the handler's request is the exchange's (the tables above erase it). The answer's
+ * type comes from the exchange alone, so a one-way exchange (whose answer is `never`) cannot be served.
+ */
+export function serves<S, Req, Res>(exchange: Located<Req, Res>, handle: (state: S, req: Req) => NoInfer<Res> | Promise<NoInfer<Res>>): Served<S> {
+  return { exchange, handle } as unknown as Served<S>;
 }
 
-export function answers<S, Req, Res>(channel: Exchange<Req, Res>, subject: (busId: string) => string, handle: (state: S, req: Req) => Res | Promise<Res>): AnsweredChannel<S> {
-  return { channel, subject, handle } as unknown as AnsweredChannel<S>;
+export function hears<S, T>(exchange: Located<T, never>, handle: (state: S, value: T) => void): Heard<S> {
+  return { exchange, handle } as unknown as Heard<S>;
 }
 
-export function listens<S, T>(signal: Exchange<T, never>, subject: (busId: string) => string, handle: (state: S, value: T) => void): HeardSignal<S> {
-  return { signal, subject, handle } as unknown as HeardSignal<S>;
-}
-
-export function hears<S, T>(event: Addressed<T, never>, handle: (state: S, value: T) => void): HeardEvent<S> {
-  return { event, handle } as unknown as HeardEvent<S>;
+/**
+ * A request/reply exchange the actor's own code serves on subjects it opens at run time, one per
+ * piece of work (a PATCH's write session, a byte stream), for as long as that work lasts: named on
+ * the pattern those subjects match (a wildcard, or built from this replica's bus id). Not an entry
+ * the starter subscribes for the actor's life: each such subject exists only while its work holds it
+ * (a piece sent after that meets nobody, at once, rather than another's work), and keeps its own
+ * order. Declared here so that the role's rights still come from this table alone.
+ */
+export function opens<S>(exchange: AnyLocated): Served<S> {
+  return { exchange, handle: undefined };
 }
 
 export const defineActor = <S>(d: ActorDeclaration<S>): ActorDeclaration<S> => d;
@@ -96,18 +89,28 @@ export const defineActor = <S>(d: ActorDeclaration<S>): ActorDeclaration<S> => d
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyActor = ActorDeclaration<any>;
 
-/** The role's bus surface, for its permissions: every subject above, a channel's as a pattern over bus ids. */
+/** A one-way exchange is heard, never served; a request/reply one served, never heard (the types say so too). */
+function checkTables(d: AnyActor): void {
+  for (const [name, e] of Object.entries(d.serves)) {
+    if (e.exchange.oneWay) throw new TypeError(`actor ${d.role}: serves.${name} is a one-way exchange: it belongs in hears`);
+  }
+  for (const [name, e] of Object.entries(d.hears ?? {})) {
+    if (!e.exchange.oneWay) throw new TypeError(`actor ${d.role}: hears.${name} is a request/reply exchange: it belongs in serves`);
+  }
+}
+
+/**
+ * The role's bus surface, for its permissions: every subject above, one built from a bus id as a
+ * pattern over bus ids, each once (a stream's take and its pieces share their subjects' pattern).
+ */
 export function busDeclarationOf(d: AnyActor): Declaration {
+  checkTables(d);
+  const subjects = (xs: readonly AnyLocated[]) => [...new Set(xs.map(subjectPattern))];
   return {
-    serves: [
-      ...Object.values(d.endpoints).map((e) => e.endpoint.subject),
-      ...Object.values(d.channels ?? {}).map((c) => c.subject('*')),
-      ...Object.values(d.listens ?? {}).map((l) => l.subject('*')),
-      ...(d.dynamic?.serves ?? []),
-    ],
-    hears: Object.values(d.hears ?? {}).map((h) => h.event.subject),
-    calls: [...(d.calls ?? []).map((e) => e.subject), ...(d.dynamic?.calls ?? [])],
-    emits: (d.emits ?? []).map((e) => (typeof e === 'string' ? e : e.subject)),
+    serves: subjects(Object.values(d.serves).map((e) => e.exchange)),
+    hears: subjects(Object.values(d.hears ?? {}).map((e) => e.exchange)),
+    calls: subjects(d.calls ?? []),
+    emits: subjects(d.emits ?? []),
     ...(d.jetstream ? { jetstream: d.jetstream } : {}),
   };
 }
@@ -121,11 +124,13 @@ export interface RunningActor extends Running {
 const DRAIN_MS = 5_000;
 
 /**
- * Starts an actor from its declaration. Each endpoint's handler runs behind `serve` (the request
- * checked against its schema, a throw answered at once as its typed error) and is counted; on stop
+ * Starts an actor from its declaration. Each served entry's handler runs behind `serve` (the request
+ * checked against its schema, a throw answered at once as its typed error) and is counted; each heard
+ * one is guarded (a throw logged and counted, never thrown into the bus); on stop
  * the subscriptions go first, then the requests in flight are waited for (bounded), then the state closes.
  */
 export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): Promise<RunningActor> {
+  checkTables(d);
   const state = await d.onStart(ctx);
   const stats: Record<string, EndpointStats> = {};
   const inFlight = new Set<Promise<unknown>>();
@@ -154,23 +159,26 @@ export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): P
     ctx.metrics.observeActor(subject, seconds, error);
   };
   const subs: Subscription[] = [];
+  const own = <Req, Res>(ex: Located<Req, Res>): Exchange<Req, Res> => (ex.subject !== undefined ? ex : at(ex, ex.subjectOf(ctx.peers.self.busId)));
   try {
-    for (const [name, e] of Object.entries(d.endpoints)) {
-      stats[name] = { subject: e.endpoint.subject, requests: 0, errors: 0, processingMs: 0, averageMs: 0, lastError: null, faults: 0, lastFault: null };
+    for (const [name, e] of Object.entries(d.serves)) {
+      if (!e.handle) continue; // opened by the actor's own code (`opens`)
       const handle = e.handle as (state: S, req: unknown) => unknown;
-      subs.push(serve(ctx.bus, e.endpoint, (req) => track(Promise.resolve().then(() => handle(state, req))), { observe: observe(name) }));
-    }
-    for (const c of Object.values(d.channels ?? {})) {
-      const handle = c.handle as (state: S, req: unknown) => unknown;
-      subs.push(serve(ctx.bus, at(c.channel, c.subject(ctx.peers.self.busId)), (req) => track(Promise.resolve().then(() => handle(state, req)))));
-    }
-    for (const [name, l] of Object.entries(d.listens ?? {})) {
-      const handle = l.handle as (state: S, value: unknown) => void;
-      subs.push(hear(ctx.bus, at(l.signal, l.subject(ctx.peers.self.busId)), (value) => guarded(ctx, `${d.role} signal ${name}`, () => handle(state, value))));
+      const run = (req: unknown) => track(Promise.resolve().then(() => handle(state, req)));
+      // Counted per entry, on its declared subject. One on this replica's own subject is served
+      // uncounted, as it always was: its subject names the replica, and reports keep their series.
+      if (e.exchange.subject === undefined) {
+        subs.push(serve(ctx.bus, own(e.exchange), run));
+        continue;
+      }
+      stats[name] = { subject: e.exchange.subject, requests: 0, errors: 0, processingMs: 0, averageMs: 0, lastError: null, faults: 0, lastFault: null };
+      subs.push(serve(ctx.bus, e.exchange, run, { observe: observe(name) }));
     }
     for (const [name, h] of Object.entries(d.hears ?? {})) {
       const handle = h.handle as (state: S, value: unknown) => void;
-      subs.push(hear(ctx.bus, h.event, (value) => guarded(ctx, `${d.role} event ${name}`, () => handle(state, value))));
+      // The failure counter's label, as it always was: an event's, or a signal's (this replica's own subject).
+      const where = `${d.role} ${h.exchange.subject === undefined ? 'signal' : 'event'} ${name}`;
+      subs.push(hear(ctx.bus, own(h.exchange), (value) => guarded(ctx, where, () => handle(state, value))));
     }
   } catch (err) {
     for (const s of subs) s.unsubscribe();

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
-import { bufferSource, CHUNK_BYTES, MAX_WAITING_PIECES, offerBytes, pieces, pushBytes, receiveBytes, sendPiece, streamSubject, takeBytes, type Piece } from '../../../bus/byte-stream.js';
+import { bufferSource, CHUNK_BYTES, MAX_WAITING_PIECES, offerBytes, pushBytes, receiveBytes, sendPiece, takeBytes } from '../../../bus/byte-stream.js';
+import { pieces, streamSubject, type Piece } from '../../../bus/subjects-stream.js';
 import { PierError } from '../../../bus/errors.js';
 import { at, exchange } from '../../../bus/exchange.js';
 import { ask } from '../../../bus/verbs.js';

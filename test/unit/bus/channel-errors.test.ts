@@ -1,15 +1,16 @@
-import { at, channel } from '../../../bus/exchange.js';
+import { at, exchange } from '../../../bus/exchange.js';
 import { ask, gather, serve } from '../../../bus/verbs.js';
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { PierError } from '../../../bus/errors.js';
-import { pieces, receiveBytes, sendPiece } from '../../../bus/byte-stream.js';
+import { receiveBytes, sendPiece } from '../../../bus/byte-stream.js';
+import { pieces } from '../../../bus/subjects-stream.js';
 import { within } from '../../helpers/wait.js';
 import { patience } from '../../helpers/time.js';
 
 // One reply convention (issue: renovation): a handler behind answerOn that throws is answered at
 // once with its typed error, as serve() does, instead of leaving the requester to its deadline.
-const ch = channel<{ n: number }, { n: number }>({ n: 'number' }, { n: 'number' }, 60_000);
+const ch = exchange<{ n: number }, { n: number }>({ request: { n: 'number' }, reply: { n: 'number' }, timeoutMs: 60_000 });
 
 test('a thrower behind answerOn: the requester gets the typed error (not a TIMEOUT after the deadline)', async (t) => {
   const bus = new MemoryBus();

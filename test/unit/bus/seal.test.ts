@@ -1,4 +1,4 @@
-import { endpoint } from '../../../bus/exchange.js';
+import { exchange } from '../../../bus/exchange.js';
 import { ask, serve } from '../../../bus/verbs.js';
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
@@ -92,7 +92,7 @@ function sealingOf(roles: Record<string, KeyPair[]>, directory: () => Record<str
   };
 }
 
-const secretOp = endpoint<{ token: string }, { value: string }>('pier.test.secret', 'test', { token: 'string' }, 2_000, { request: 'vault', reply: true });
+const secretOp = exchange<{ token: string }, { value: string }>({ subject: 'pier.test.secret', queue: 'test', request: { token: 'string' }, timeoutMs: 2_000, seal: { request: 'vault', reply: true } });
 
 test('a sealed endpoint: request and answer cross the wire sealed; a request in clear is refused before the handler runs', async (t) => {
   const mem = new MemoryBus();
@@ -132,8 +132,8 @@ test('on the in-process bus nothing is sealed: the same endpoint works as it alw
   t.deepEqual(await ask(mem, secretOp, { token: 'abc' }), { value: 'abc' });
 });
 
-const credentials = endpoint<{ appKey: string }, { secret: string }>('pier.test.credentials', 'test', { appKey: 'string' }, 2_000, { replyTo: 'token', grant: 'registry' });
-const pass = endpoint<{ token: string }, { ok: boolean }>('pier.test.pass', 'test', { token: 'string' }, 2_000, { request: 'vault', grant: 'vault' });
+const credentials = exchange<{ appKey: string }, { secret: string }>({ subject: 'pier.test.credentials', queue: 'test', request: { appKey: 'string' }, timeoutMs: 2_000, seal: { replyTo: 'token', grant: 'registry' } });
+const pass = exchange<{ token: string }, { ok: boolean }>({ subject: 'pier.test.pass', queue: 'test', request: { token: 'string' }, timeoutMs: 2_000, seal: { request: 'vault', grant: 'vault' } });
 
 test('a secret meant for a role is sealed to its anchored key, whoever asks: a caller announcing a key of its own gets a refusal, one without the role key cannot open it', async (t) => {
   const mem = new MemoryBus();

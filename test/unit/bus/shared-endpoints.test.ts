@@ -1,4 +1,4 @@
-import { at, channel, endpoint, event, shared } from '../../../bus/exchange.js';
+import { at, exchange, shared } from '../../../bus/exchange.js';
 import { ask, hear, serve, tell } from '../../../bus/verbs.js';
 import { onRefusal } from '../../../bus/envelope.js';
 import test from 'ava';
@@ -16,8 +16,8 @@ interface Req {
   n: number;
   tags: string[];
 }
-const sharedEp = shared(endpoint<Req, { n: number; seen: Req }>('x.shared', 'x', { n: 'number', tags: { type: 'array', items: 'string' } }, 1_000));
-const bytesEp = endpoint<Req, { n: number; seen: Req }>('x.bytes', 'x', { n: 'number', tags: { type: 'array', items: 'string' } }, 1_000);
+const sharedEp = shared(exchange<Req, { n: number; seen: Req }>({ subject: 'x.shared', queue: 'x', request: { n: 'number', tags: { type: 'array', items: 'string' } }, timeoutMs: 1_000 }));
+const bytesEp = exchange<Req, { n: number; seen: Req }>({ subject: 'x.bytes', queue: 'x', request: { n: 'number', tags: { type: 'array', items: 'string' } }, timeoutMs: 1_000 });
 
 test('a shared endpoint in one process gets the very request and answers by reference; a plain one gets a copy', async (t) => {
   const bus = new MemoryBus(undefined, false);
@@ -69,7 +69,7 @@ test('a tap on the subject sees the request as bytes: a shared endpoint goes by 
 test('a role without the right to call a shared endpoint is refused in-process as on a wire', async (t) => {
   const bus = new MemoryBus(undefined, false);
   const vaultView = new GuardedBus(bus, 'vault', permissionsFor(['vault'], '_INBOX'));
-  const vaultOp = shared(endpoint<Req, { n: number }>('pier.vault.op', 'vault', { n: 'number', tags: 'array' }, 1_000));
+  const vaultOp = shared(exchange<Req, { n: number }>({ subject: 'pier.vault.op', queue: 'vault', request: { n: 'number', tags: 'array' }, timeoutMs: 1_000 }));
   serve(vaultView, vaultOp, (req) => ({ n: req.n }));
   const tokenView = new GuardedBus(bus, 'token', permissionsFor(['token'], '_INBOX'));
   await t.throwsAsync(ask(tokenView, vaultOp, { n: 1, tags: [] }), { message: /role token may not publish pier.vault.op/ });
@@ -80,7 +80,7 @@ test('a role without the right to call a shared endpoint is refused in-process a
 
 test('a shared endpoint that never answers times out at its deadline; one that is gone answers UNAVAILABLE', async (t) => {
   const bus = new MemoryBus(undefined, false);
-  const slow = shared(endpoint<Req, { n: number }>('x.slow', 'x', { n: 'number', tags: 'array' }, 200));
+  const slow = shared(exchange<Req, { n: number }>({ subject: 'x.slow', queue: 'x', request: { n: 'number', tags: 'array' }, timeoutMs: 200 }));
   const sub = serve(bus, slow, () => new Promise<never>(() => undefined));
   const late = await t.throwsAsync(within('the deadline', ask(bus, slow, { n: 1, tags: [] }), 5_000), { instanceOf: PierError });
   t.is(late!.code, 'TIMEOUT');
@@ -94,7 +94,7 @@ test('a shared endpoint that never answers times out at its deadline; one that i
 test('a shared request keeps its place in the one queue: an event published before it is heard before it is handled', async (t) => {
   const bus = new MemoryBus(undefined, false);
   const order: string[] = [];
-  const ev = event<{ n: number }>('x.ev', { n: 'number' });
+  const ev = exchange<{ n: number }>({ subject: 'x.ev', request: { n: 'number' }, oneWay: true });
   hear(bus, ev, (v) => order.push(`event ${v.n}`));
   serve(bus, sharedEp, (req) => {
     order.push(`call ${req.n}`);
@@ -122,7 +122,7 @@ test('with PIER_FREEZE_SHARED a handler that changes the request it shares fails
     (answer as { n: number }).n = 3;
   }, { instanceOf: TypeError });
   // Bytes cannot be frozen and are passed as they are.
-  const bytes = shared(endpoint<{ b: Uint8Array }, { b: Uint8Array }>('x.b', 'x', { b: 'any' }, 1_000));
+  const bytes = shared(exchange<{ b: Uint8Array }, { b: Uint8Array }>({ subject: 'x.b', queue: 'x', request: { b: 'any' }, timeoutMs: 1_000 }));
   serve(bus, bytes, (req) => ({ b: req.b }));
   const b = new Uint8Array([1, 2]);
   t.is((await ask(bus, bytes, { b })).b, b);
@@ -134,7 +134,7 @@ test.serial('a shared channel: by reference in one process, the request and the 
   const bus = new MemoryBus(undefined, false);
   const refusals: string[] = [];
   onRefusal((subject, reason) => refusals.push(`${subject} ${reason}`));
-  const ch = channel<{ n: number }, { n: number }>({ n: 'number' }, { n: 'number' }, 300, { shared: true });
+  const ch = exchange<{ n: number }, { n: number }>({ request: { n: 'number' }, reply: { n: 'number' }, timeoutMs: 300, shared: true });
   let seen: unknown;
   serve(bus, at(ch, 'x.ch.good'), (req) => ((seen = req), { n: req.n + 1 }));
   serve(bus, at(ch, 'x.ch.bad'), () => ({ n: 'not a number' }) as unknown as { n: number });
@@ -165,7 +165,7 @@ test.serial('the serving side checks a shared request against its own schema, in
   let handled = 0;
   serve(bus, sharedEp, (req) => (handled++, { n: req.n, seen: req }));
   // The same subject declared again with no schema: the caller's check passes, the server's does not.
-  const weaker = shared(endpoint<{ n: unknown }, unknown>('x.shared', 'x', {}, 1_000));
+  const weaker = shared(exchange<{ n: unknown }, unknown>({ subject: 'x.shared', queue: 'x', request: {}, timeoutMs: 1_000 }));
   const refused = await t.throwsAsync(ask(bus, weaker, { n: 'not a number' }), { instanceOf: PierError });
   t.is(refused!.code, 'BAD_REQUEST');
   // Changed by its caller after the check and before the handler's turn.

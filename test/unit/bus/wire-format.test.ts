@@ -2,13 +2,13 @@ import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
 import { OLDEST_WIRE_VERSION, WIRE_VERSION } from '../../../bus/envelope.js';
 import { ErrorReasons, PierError } from '../../../bus/errors.js';
-import { at, channel } from '../../../bus/exchange.js';
+import { at, exchange } from '../../../bus/exchange.js';
 import { ask, serve } from '../../../bus/verbs.js';
 import { within } from '../../helpers/wait.js';
 
 // docs/operations.md "Upgrading": a message says its wire format; a receiver answers every format
 // it speaks and refuses the others by name, at once, never by letting the sender time out.
-const ch = channel<{ n: number }, { n: number }>({ n: 'number' }, { n: 'number' }, 60_000);
+const ch = exchange<{ n: number }, { n: number }>({ request: { n: 'number' }, reply: { n: 'number' }, timeoutMs: 60_000 });
 
 test('every format from the oldest to the newest this process speaks is answered', async (t) => {
   const bus = new MemoryBus();

@@ -1,4 +1,4 @@
-import { endpoint, event } from '../../../bus/exchange.js';
+import { at, exchange } from '../../../bus/exchange.js';
 import { ask, tell } from '../../../bus/verbs.js';
 import test from 'ava';
 import { Writable } from 'node:stream';
@@ -16,11 +16,11 @@ import { until, within } from '../../helpers/wait.js';
 // errors at once, are counted per endpoint, survive their handlers' bugs, and drain on stop.
 
 const LONG = 60_000; // a deadline no test waits out: an answer must come from the handler
-const echo = endpoint<{ n: number }, { n: number }>('t.echo', 't', { n: 'number' }, LONG);
-const fails = endpoint<{ n: number }, { n: number }>('t.fails', 't', { n: 'number' }, LONG);
-const crashes = endpoint<{ n: number }, { n: number }>('t.crashes', 't', { n: 'number' }, LONG);
-const slow = endpoint<{ n: number }, { n: number }>('t.slow', 't', { n: 'number' }, LONG);
-const poked = event<{ n: number }>('t.poked', { n: 'number' });
+const echo = exchange<{ n: number }, { n: number }>({ subject: 't.echo', queue: 't', request: { n: 'number' }, timeoutMs: LONG });
+const fails = exchange<{ n: number }, { n: number }>({ subject: 't.fails', queue: 't', request: { n: 'number' }, timeoutMs: LONG });
+const crashes = exchange<{ n: number }, { n: number }>({ subject: 't.crashes', queue: 't', request: { n: 'number' }, timeoutMs: LONG });
+const slow = exchange<{ n: number }, { n: number }>({ subject: 't.slow', queue: 't', request: { n: 'number' }, timeoutMs: LONG });
+const poked = exchange<{ n: number }>({ subject: 't.poked', request: { n: 'number' }, oneWay: true });
 
 function context(bus: MemoryBus): RoleContext & { changes: Array<(c: Change) => void> } {
   const changes: Array<(c: Change) => void> = [];
@@ -47,7 +47,7 @@ interface State {
 function declaration() {
   return defineActor<State>({
     role: 'upload',
-    endpoints: {
+    serves: {
       echo: serves(echo, (_s: State, req) => ({ n: req.n })),
       fails: serves(fails, () => {
         throw new PierError('CONFLICT', 'upload busy');
@@ -156,5 +156,27 @@ test('stop drains: a request in flight is answered before the state closes; afte
   const ticks = state!.ticks;
   await new Promise((r) => setTimeout(r, 20));
   t.is(state!.ticks, ticks, 'timers stopped with the actor');
+  await bus.close();
+});
+
+test('entries on this replica\'s own subject are served and heard there; an entry in the wrong table is refused at start', async (t) => {
+  const bus = new MemoryBus();
+  const own = exchange<{ n: number }, { n: number }>({ request: { n: 'number' }, reply: { n: 'number' }, timeoutMs: LONG });
+  const told = exchange<{ n: number }>({ request: { n: 'number' }, oneWay: true });
+  const heard: number[] = [];
+  const d = defineActor<null>({
+    role: 'callback',
+    serves: { own: serves(at(own, (busId) => `t.own.${busId}`), (_s: null, req) => ({ n: req.n + 1 })) },
+    hears: { told: hears(at(told, (busId) => `t.told.${busId}`), (_s: null, v) => void heard.push(v.n)) },
+    onStart: async () => null,
+  });
+  const actor = await startActor(d, context(bus));
+  t.deepEqual(await ask(bus, at(own, 't.own.b1'), { n: 1 }), { n: 2 });
+  tell(bus, at(told, 't.told.b1'), { n: 3 });
+  await until('the message told to this replica\'s subject', () => heard.includes(3), 5_000);
+  t.deepEqual(Object.keys(actor.stats()), [], 'an entry on a replica\'s own subject is not counted, as before');
+  await actor.stop();
+  const wrong = { ...d, serves: { ...d.serves, told: { exchange: poked, handle: () => undefined } } };
+  await t.throwsAsync(startActor(wrong, context(bus)), { instanceOf: TypeError, message: /serves\.told is a one-way exchange/ });
   await bus.close();
 });
