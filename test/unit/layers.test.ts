@@ -121,24 +121,11 @@ function circles(graph: Map<string, string[]>): string[] {
   }).sort();
 }
 
-/**
- * Circles left to other changes of the same renovation (issue #56), by their first file: each must
- * still be there (a circle gone is taken off this list, or this test fails), and none may be added.
- * Empty once those changes are in.
- */
-const PENDING: string[] = [
-  // bus/bus.ts and bus/envelope.ts import each other's types (the bus's part of #56).
-  'bus/bus.ts',
-];
-
 // STYLE.md "Where Pier stands": no import cycles. A circle closed through `import type` counts: it
 // still ties the two files' designs together, and a type-only import becomes a value import with
 // one edit.
 test('no import circle in the product, `import type` included', (t) => {
-  const found = circles(importGraph(ROOT, PRODUCT));
-  const first = (c: string) => c.split(' → ')[0];
-  t.deepEqual(found.filter((c) => !PENDING.includes(first(c))), [], 'import circles');
-  t.deepEqual(PENDING.filter((p) => !found.some((c) => first(c) === p)), [], 'listed as pending, but no longer a circle: take it off PENDING');
+  t.deepEqual(circles(importGraph(ROOT, PRODUCT)), [], 'import circles');
 });
 
 test('the circle check sees a circle closed by `import type`, a re-export or a JSDoc import, and nothing in a chain', (t) => {
