@@ -13,6 +13,8 @@ export interface Op {
   value: unknown;
   /** The key's revision when read: its last accepted write or delete (0: never written). */
   expected: number;
+  /** The key's value at `expected` (undefined: absent): what an attempt that lost puts back (store-jetstream-write.ts). */
+  before: () => unknown;
 }
 
 /** The vault's buckets on JetStream, as views (store-jetstream.ts). */
@@ -39,7 +41,10 @@ export function bufferedWriter(views: VaultViews, ops: Op[], audit: AuditEntry[]
   };
   const change = <T>(view: BucketView<T>, key: string, value: T | undefined) => {
     const first = ops.find((o) => o.view === view && o.key === key);
-    ops.push(first ? { ...first, value } : { view: view as BucketView<unknown>, key, value, expected: view.revisionOf(key) });
+    if (first) return void ops.push({ ...first, value });
+    // The held entry, not its value: a value of a later format throws only if it is put back.
+    const held = view.entries.get(key);
+    ops.push({ view: view as BucketView<unknown>, key, value, expected: view.revisionOf(key), before: () => held?.value });
   };
   const liveKeys = (view: BucketView<unknown>, prefix: string) => {
     const found = new Set([...view.entries.keys()].filter((k) => k.startsWith(prefix)));

@@ -41,6 +41,7 @@ async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
       ctx.log.error({ count }, 'vault: audit entries of a durable change could not be appended');
     },
     onEraseFailed: (err) => ctx.log.error({ err }, 'vault: a removed record could not be erased from its stream (the hourly sweep tries again)'),
+    onPutBackFailed: (err) => ctx.log.error({ err }, 'vault: a write that lost to another could not put back what it had committed (answered 503): read the secret and its versions'),
   });
 }
 

@@ -4,6 +4,7 @@ import { Conflict, type BucketView } from './bucket-view.js';
 import { bufferedWriter, type Op, type VaultViews } from './buffered-writer.js';
 import type { VaultStore, VaultWriter } from './store.js';
 import { MARKED, type WrittenMarks } from './store-jetstream-sync.js';
+import { backOff, oneChangePerKey, putBack, type Committed } from './write-attempt.js';
 import { dropStrayValueKeys, erasingUnusedValueKeys, secretSealedUnder, type StrayValueKey } from './value-key-erasure.js';
 
 /** What a write on the JetStream store (store-jetstream.ts) uses. */
@@ -16,6 +17,7 @@ export interface JetStreamWriteParts {
   /** Audit entries of a durable change that could not be appended within the retry period. */
   onAuditLost: (count: number) => void;
   onEraseFailed: (err: unknown) => void;
+  onPutBackFailed: (err: unknown) => void;
   /** The store's own write: the erasure of stray value keys is one. */
   store: Pick<VaultStore, 'write'>;
 }
@@ -47,10 +49,15 @@ async function attempts<T>(p: JetStreamWriteParts, fn: (w: VaultWriter) => T, st
     const erase: Array<{ view: BucketView<unknown>; key: string; seq: number }> = [];
     /** Value keys this attempt committed: stray if it does not land. */
     const keysPut: StrayValueKey[] = [];
+    /** What this attempt committed: put back if it loses (write-attempt.ts). */
+    const committed: Committed[] = [];
+    const isValueKeyPut = (c: Committed) => c.op.view === marks.viewOf('valueKeys') && c.op.value !== undefined;
     try {
       // Committed in the order `fn` made them: a version is kept before the secret moves past it.
-      for (const { view, key, value, expected } of ops) {
+      for (const op of oneChangePerKey(ops)) {
+        const { view, key, value, expected } = op;
         const seq = await view.commit(key, value, expected);
+        committed.push({ op, seq });
         if (view === marks.viewOf('valueKeys') && value !== undefined) keysPut.push({ id: key, secret: secretSealedUnder(ops, key) });
         const k = MARKED.find((name) => marks.viewOf(name) === view)!;
         mark[k] = Math.max(mark[k], seq);
@@ -64,7 +71,12 @@ async function attempts<T>(p: JetStreamWriteParts, fn: (w: VaultWriter) => T, st
       // The stream out of reach (a node lost, a leader being elected): the write may or may not
       // have landed; the caller is told to try again (503), not that Pier broke (500).
       if (!(err instanceof Conflict)) throw err instanceof PierError ? err : new PierError('UNAVAILABLE', 'the vault store did not answer in time; try again', { cause: err });
+      // What it committed goes back first (a new value key is a stray: erased, not put back), so
+      // the next attempt, and any other writer, sees none of this one.
+      await putBack(committed, isValueKeyPut, (e) => p.onPutBackFailed(e));
       if (attempt >= 20) throw new PierError('CONFLICT', 'too many concurrent writes of the same secret; retry');
+      // Two writes that each put back half of what they did would meet again in step: one waits a little.
+      if (committed.some((c) => c.seq > 0)) await backOff(attempt);
       // Another replica wrote first: see what it wrote, then decide again.
       continue;
     }

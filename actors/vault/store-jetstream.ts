@@ -28,6 +28,8 @@ export interface JetStreamVaultOptions {
   connectionLosses?: () => number;
   /** A destroyed version whose bytes could not be erased from its stream (they stay until a later destroy or sweep). */
   onEraseFailed?: (err: unknown) => void;
+  /** A change of a write that lost could not be put back (write-attempt.ts): the write answers 503. */
+  onPutBackFailed?: (err: unknown) => void;
 }
 
 /**
@@ -61,6 +63,7 @@ export class JetStreamVaultStore implements VaultStore {
     announce: ((mark: WrittenMark) => void) | undefined,
     connectionLosses: () => number,
     onEraseFailed: (err: unknown) => void,
+    onPutBackFailed: (err: unknown) => void = () => undefined,
   ) {
     this.keysView = views.keys;
     this.secretsView = views.secrets;
@@ -68,7 +71,7 @@ export class JetStreamVaultStore implements VaultStore {
     this.deletedView = views.deleted;
     this.valueKeysView = views.valueKeys;
     this.marks = new WrittenMarks(manager, views, announce !== undefined, connectionLosses);
-    this.writeParts = { views, marks: this.marks, announce, appendAudit: (entries) => this.appendAudit(entries), onAuditLost, onEraseFailed, store: this };
+    this.writeParts = { views, marks: this.marks, announce, appendAudit: (entries) => this.appendAudit(entries), onAuditLost, onEraseFailed, onPutBackFailed, store: this };
   }
 
   /** Where opening the store spent its time (the last attempt): said in the vault's start line. */
@@ -108,7 +111,7 @@ export class JetStreamVaultStore implements VaultStore {
       usage,
     };
     const losses = options.connectionLosses ?? (() => 0);
-    const store = new JetStreamVaultStore(manager, views, audit, options.onAuditLost ?? (() => undefined), options.announce, losses, options.onEraseFailed ?? (() => undefined));
+    const store = new JetStreamVaultStore(manager, views, audit, options.onAuditLost ?? (() => undefined), options.announce, losses, options.onEraseFailed ?? (() => undefined), options.onPutBackFailed);
     // All settled before giving up: a view still starting when another failed would follow on, unowned.
     const failed = (await Promise.allSettled(MARKED.map((k) => store.marks.viewOf(k).start(js)))).find((r) => r.status === 'rejected');
     if (failed) {

@@ -6,6 +6,7 @@ import './decoded-cache.test.js';
 import './handler.test.js';
 import './value-keys.test.js';
 import './value-keys-hostile.test.js';
+import './write-attempt.test.js';
 import { everyFileGathered } from '../../helpers/unit-suite.js';
 
 everyFileGathered(import.meta.url);
