@@ -1,3 +1,4 @@
+import { HISTORY_SUBJECTS } from './subjects-history.js';
 import { processSubjects } from './subjects-process.js';
 import { registry, registryEvents, registryState } from './subjects-registry.js';
 import { tokenState } from './subjects-token.js';
@@ -112,6 +113,7 @@ export const EXTERNAL_EVENTS: readonly string[] = [
   uploadEvents.completed.subject,
   vaultState.auditSubject,
   tokenState.subject,
+  HISTORY_SUBJECTS,
   ...[registryState, uploadState].flatMap((l) => [l.subject, ...snapshotSubjects(l)]),
 ];
 

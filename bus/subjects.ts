@@ -10,3 +10,4 @@ export * from './subjects-vault.js';
 export * from './subjects-gateway.js';
 export * from './subjects-upload.js';
 export * from './subjects-state.js';
+export * from './subjects-history.js';
