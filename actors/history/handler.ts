@@ -2,6 +2,7 @@ import { PierError } from '../../bus/errors.js';
 import { appId } from '../../bus/ids.js';
 import {
   HISTORY_PAGE_BYTES,
+  HISTORY_PAGE_ENTRIES,
   historyBoundsOf,
   type AfterAnswer,
   type HistoryApp,
@@ -131,11 +132,11 @@ export class GatewayHistory {
   }
 }
 
-/** The replay's first page (at least one message), and how many follow it. */
+/** The replay's first page (at least one message; at most a page's bytes and entries, as `after`'s), and how many follow it. */
 export function firstPage(r: Recovery): RecoveryAnswer {
   let bytes = 0;
   let n = 0;
-  while (n < r.replay.length && (n === 0 || bytes + Buffer.byteLength(r.replay[n]!.text) <= HISTORY_PAGE_BYTES)) bytes += Buffer.byteLength(r.replay[n++]!.text);
+  while (n < r.replay.length && (n === 0 || (n < HISTORY_PAGE_ENTRIES && bytes + Buffer.byteLength(r.replay[n]!.text) <= HISTORY_PAGE_BYTES))) bytes += Buffer.byteLength(r.replay[n++]!.text);
   return n === r.replay.length ? { ...r, rest: 0 } : { ...r, replay: r.replay.slice(0, n), rest: r.replay.length - n };
 }
 

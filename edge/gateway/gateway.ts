@@ -29,6 +29,9 @@ const PONG = '{"event":"pong"}';
  * app-side commands. Connections are held here only; everything about them that other processes
  * need travels on the bus: events to the callback actor, commands by connection (this edge's
  * subject) or by user (a subject this edge subscribes to only while it holds that user's connections).
+ * This file is the connection's life (upgrade, open, frames, close) and the bus subscriptions; the
+ * connections held are gateway-connections.ts, what goes out to them gateway-delivery.ts, a
+ * recovering connection's budget and replay gateway-recovery.ts, events to the app gateway-forwarder.ts.
  */
 export class Gateway {
   private readonly connections = new Connections();

@@ -4,7 +4,7 @@ import { MemoryBus } from '../../../bus/bus-memory.js';
 import { PierError } from '../../../bus/errors.js';
 import type { Exchange } from '../../../bus/exchange.js';
 import { ask, serve } from '../../../bus/verbs.js';
-import { history, HISTORY_PAGE_BYTES, historyBoundsOf, type AppView, type HistoryApp } from '../../../bus/subjects.js';
+import { history, HISTORY_PAGE_BYTES, HISTORY_PAGE_ENTRIES, historyBoundsOf, type AppView, type HistoryApp } from '../../../bus/subjects.js';
 import { historyActor } from '../../../actors/history/index.js';
 import { GatewayHistory } from '../../../actors/history/handler.js';
 import { HistorySeal } from '../../../actors/history/seal.js';
@@ -159,5 +159,26 @@ test('a replay whose messages went between its pages (the bounds dropped them) i
   const r = await new HistoryClient(bus, ceilings).recover(aliceView, { epoch: 'e-00000000', offset: 9 });
   t.like(r, { recovered: false, reason: 'gap', missed: 0 });
   t.deepEqual(r.replay, []);
+  await bus.close();
+});
+
+test('a replay of many small messages is paged by count too: no answer holds more than a page of entries', async (t) => {
+  const bus = new MemoryBus();
+  const entries = Array.from({ length: 1_500 }, (_, i) => ({ seq: i + 2, prev: i + 1, at: Date.now(), bytes: 3, text: '"m"' }));
+  const store: HistoryStore = {
+    ...countingStore().store,
+    head: async () => ({ epoch: 'e-00000000', last: 1_501 }),
+    at: async (_c, seq) => (seq === 1 ? { at: Date.now() } : null),
+    after: async (_c, after, limit) => entries.filter((e) => e.seq > after).slice(0, limit),
+  };
+  const wide = { ...ceilings, messages: 2_000 };
+  serveActor(bus, GatewayHistory.over(store, wide, 65_536));
+  const since = { epoch: 'e-00000000', offset: 1 };
+  const answer = await ask(bus, history.recover, { app: alice, since });
+  t.is(answer.replay.length, HISTORY_PAGE_ENTRIES);
+  t.is(answer.rest, 500);
+  const whole = await new HistoryClient(bus, wide).recover(aliceView, since);
+  t.like(whole, { recovered: true, missed: 1_500, offset: 1_501 });
+  t.deepEqual(whole.replay.map((m) => m.seq), entries.map((e) => e.seq));
   await bus.close();
 });
