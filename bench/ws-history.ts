@@ -8,6 +8,7 @@ import { cpuSeconds } from './goals.js';
 import { maxRate, postLoop, round, type Target } from './load.js';
 import { pinServer, SERVER_NODE_FLAGS } from './pinning.js';
 import { broadcastRate, openMany, roundTrips, stopChild } from './ws-common.js';
+import { recoveryCost } from './ws-recovery.js';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { startJetStreamCluster } from '../test/helpers/nats-server.js';
 
@@ -20,7 +21,7 @@ import { startJetStreamCluster } from '../test/helpers/nats-server.js';
  * the same for both, so what differs between the two figures is the send path alone (the keep,
  * its fsync, the seal, the ordering), not two processes' luck on a noisy VM. The path of an app with
  * `history: false` is the path of a process with history off: the keep is skipped before anything
- * is written (GatewayHistory.keep answers null), and nothing is ordered.
+ * is written (the edge asks the history actor nothing: HistoryClient.keep answers null), and nothing is ordered.
  */
 
 /** Users of the round trip by user: each holds one connection per app, so a send to the user reaches one. */
@@ -35,6 +36,8 @@ const RT_PER_SECOND = 20;
 const BROADCAST_CONNS = 1000;
 const BROADCAST_RECEIVERS = 4;
 const SEND_CLIENTS = 8;
+/** Recoveries timed per measurement (one after another). */
+const RECOVERIES = 50;
 
 type Creds = { OS_APP_KEY: string; OS_APP_SECRET: string };
 const newCreds = (): Creds => ({ OS_APP_KEY: `ak_${randomBytes(12).toString('base64url')}`, OS_APP_SECRET: randomBytes(24).toString('base64url') });
@@ -192,6 +195,12 @@ async function measureShape(h: HistoryPier, storePids?: number[]) {
   await withReceivers(BROADCAST_CONNS, (side) => wsOf(side, 'alice'), async (r) => {
     for (const side of ['on', 'off'] as const) cast[side] = await broadcast(h.local, h.creds[side].alice!, r[side]);
   });
+  // Recoveries (history on only): r1's small replays (one page), then r2's larger than a page (paged).
+  const recovery = async (user: string, missed: number, payloadBytes: number, count: number) =>
+    recoveryCost({ port, local: h.local, host: `${APPS.on}.${user}.localhost`, token: h.tokens[user]!, headers: headersOf(h.creds.on[user]!), user, missed, payloadBytes, count });
+  const recoverySmall = await recovery('r1', 20, 64, RECOVERIES);
+  // Each reads some 730 KiB of the user's 16 MiB a minute: 15 stay within it.
+  const recoveryPaged = await recovery('r2', 12, 60 * 1024, 15);
   return {
     [`round_trip_by_user_${RT_USERS}_conns_${RT_PER_SECOND}_msg_per_s`]: {
       history_on: rt.on,
@@ -206,6 +215,8 @@ async function measureShape(h: HistoryPier, storePids?: number[]) {
       ...added(send.on, send.off),
       note: `${SEND_CLIENTS} clients (the load core, as the app) send {users: [alice]} back to back for 5 s after 1 s of warm-up; alice holds one connection; cpu_us_per_send: the Pier process, from /proc`,
     },
+    [`recovery_20_messages`]: { ...recoverySmall, note: `${RECOVERIES} reconnections one after another, each naming the position 20 messages (64-byte payloads) back: from the upgrade request to the replay's last message` },
+    [`recovery_12_messages_720_kib`]: { ...recoveryPaged, note: `15 reconnections one after another, each naming the position 12 messages of 60 KiB back (more than one 512 KiB page of replay): from the upgrade request to the replay's last message` },
     [`broadcast_${BROADCAST_CONNS}_conns`]: {
       history_on_messages_per_s: cast.on.messages_per_s,
       history_off_messages_per_s: cast.off.messages_per_s,

@@ -1,3 +1,4 @@
+import { HISTORY_SUBJECTS } from './subjects-history.js';
 import { processSubjects } from './subjects-process.js';
 import { registry } from './subjects-registry.js';
 import { registryEvents, registryState } from './subjects-registry-events.js';
@@ -113,6 +114,7 @@ export const EXTERNAL_EVENTS: readonly string[] = [
   uploadEvents.completed.subject,
   vaultState.auditSubject,
   tokenState.subject,
+  HISTORY_SUBJECTS,
   ...[registryState, uploadState].flatMap((l) => [l.subject, ...snapshotSubjects(l)]),
 ];
 

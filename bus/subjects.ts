@@ -12,3 +12,4 @@ export * from './subjects-gateway.js';
 export * from './subjects-upload.js';
 export * from './subjects-state.js';
 export * from './subjects-stream.js';
+export * from './subjects-history.js';

@@ -1,4 +1,5 @@
 import { callbackActor } from '../actors/callback/index.js';
+import { historyActor } from '../actors/history/index.js';
 import { providerActor } from '../actors/provider/index.js';
 import { registryActor } from '../actors/registry/index.js';
 import { tokenActor } from '../actors/token/index.js';
@@ -13,11 +14,25 @@ import { busDeclarationOf, type AnyActor } from '../lib/runtime/actor.js';
 export const ACTORS = [registryActor, tokenActor, providerActor, vaultActor, callbackActor, uploadActor] as const satisfies readonly AnyActor[];
 
 /**
+ * The edge role's own actors, started in edge processes before the edge's listeners (cli/start.ts):
+ * the gateway history, which acts with the edge's identity and in its state account.
+ */
+export const EDGE_ACTORS = [historyActor] as const satisfies readonly AnyActor[];
+
+/** Declarations taken together: each list the union of theirs. */
+function merged(...ds: permissions.Declaration[]): permissions.Declaration {
+  const all = <K extends 'serves' | 'calls' | 'emits' | 'hears'>(k: K) => ds.flatMap((d) => d[k] ?? []);
+  // A role has one state account, declared once (the edge's: by its history actor).
+  const js = ds.find((d) => d.jetstream !== undefined)?.jetstream;
+  return { serves: all('serves'), calls: all('calls'), emits: all('emits'), hears: all('hears'), ...(js ? { jetstream: js } : {}) };
+}
+
+/**
  * What each role may do on the bus, from the one place each is declared: an actor's `defineActor`
  * table, the edge's and the admin listener's `edge/bus-roles.ts`. Nothing else lists subjects.
  */
 export const ROLE_TABLE: RoleTable = {
-  edge: edgeRole,
+  edge: merged(edgeRole, ...EDGE_ACTORS.map(busDeclarationOf)),
   admin: adminRole,
   ...(Object.fromEntries(ACTORS.map((a) => [a.role, busDeclarationOf(a)])) as Record<Exclude<BusRole, 'edge' | 'admin'>, permissions.Declaration>),
 };

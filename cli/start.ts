@@ -6,9 +6,10 @@ import { NatsBus } from '../bus/bus-nats.js';
 import { fetchVarz, judgeDurability } from '../lib/state/nats-durability.js';
 import { StartWatch } from '../lib/runtime/start-watch.js';
 import { startAdmin, startEdge } from '../edge/server.js';
+import { keepsHistory } from '../edge/gateway/history-off.js';
 import type { Config, Role } from '../lib/config/config.js';
 import { GuardedBus } from '../bus/guarded.js';
-import { ACTORS, permissionsFor } from './roles.js';
+import { ACTORS, EDGE_ACTORS, permissionsFor } from './roles.js';
 import { startActor, type AnyActor, type RunningActor } from '../lib/runtime/actor.js';
 import { inboxPrefixOf } from '../lib/config/nats-auth.js';
 import { createLogger } from '../lib/runtime/log.js';
@@ -194,7 +195,16 @@ export async function startProcess(config: Config, options: { logDestination?: N
     await makePrivate(config.dataDir, [config.upload.root]);
     if (config.roles.includes('edge')) {
       watch.at('the edge to open its history and listeners');
-      running.push(named('edge', await startEdge(as('edge'))));
+      const edge = as('edge');
+      // The edge's own actor (the gateway history) where it keeps history, before its listeners;
+      // why it does not is said once, here (edge/gateway/history-off.ts).
+      const history = await keepsHistory(edge);
+      for (const actor of history ? EDGE_ACTORS : []) {
+        const started = await startActor(actor as AnyActor, edge);
+        actors.push(started);
+        running.push(named('history', started));
+      }
+      running.push(named('edge', await startEdge(edge, history)));
     }
     if (config.roles.includes('admin')) {
       watch.at('the admin listener');

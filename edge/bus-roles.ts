@@ -1,7 +1,6 @@
 import type { Declaration } from '../bus/permissions.js';
 import { streamSubject } from '../bus/subjects-stream.js';
-import { HISTORY_STREAM, HISTORY_SUBJECTS } from './gateway/history/store-jetstream.js';
-import { gatewaySubjects, processSubjects, provider, registry, stateEndpoints, token, upload, uploadSubjects, vault } from '../bus/subjects.js';
+import { gatewaySubjects, history, processSubjects, provider, registry, stateEndpoints, token, upload, uploadSubjects, vault } from '../bus/subjects.js';
 
 const any = '*';
 
@@ -35,10 +34,14 @@ export const edgeRole: Declaration = {
     gatewaySubjects.list,
     // Pulling a provider's large answer.
     streamSubject('provider', '>'),
+    // The gateway's history: kept and read by the history actor (actors/history/, this role's own).
+    history.keep,
+    history.head,
+    history.recover,
+    history.after,
   ],
+  // The history actor's subjects and JetStream state are its own declaration's (cli/roles.ts adds them to this role's).
   serves: [gatewaySubjects.edge(any), gatewaySubjects.user(any, any), gatewaySubjects.list, gatewaySubjects.settled(any), gatewaySubjects.alive(any), streamSubject('edge', '>')],
-  // The gateway's history (PIER_STATE=jetstream), in the edge's own state account.
-  jetstream: { streams: [HISTORY_STREAM], purges: [HISTORY_STREAM], buckets: [], subjects: [HISTORY_SUBJECTS] },
 };
 
 /** The operator's listener (loopback): users, apps, providers, the vault's audit and key rotation, state export. */

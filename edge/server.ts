@@ -6,8 +6,7 @@ import { ConfigError, type Config, type Ports } from '../lib/config/config.js';
 import { mountRoutes } from './http/mount-routes.js';
 import { adminHostAllowed } from './identity/host.js';
 import { Gateway } from './gateway/gateway.js';
-import { GatewayHistory } from './gateway/history/history.js';
-import { historyOff } from './gateway/history-off.js';
+import { HistoryClient } from './gateway/history/history-client.js';
 import { routeTable, type ListenerName } from './routes.js';
 import { PassedGates } from './identity/call-gate.js';
 import { TlsServing } from './http/tls.js';
@@ -76,7 +75,7 @@ async function listen(app: uWS.TemplatedApp, host: string, port: number, name: s
   }
 }
 
-function routesFor(ctx: RoleContext, withConsole = false, drain?: Drain, history: GatewayHistory | null = null) {
+function routesFor(ctx: RoleContext, withConsole = false, drain?: Drain, history: HistoryClient | null = null) {
   return routeTable({
     history,
     ...(drain ? { drain } : {}),
@@ -111,7 +110,7 @@ async function bindListeners(
   setUp: (name: ListenerName, app: uWS.TemplatedApp) => void,
   tls: TlsServing | null = null,
   drain?: Drain,
-  history: GatewayHistory | null = null,
+  history: HistoryClient | null = null,
 ): Promise<uWS.us_listen_socket[]> {
   const table = routesFor(ctx, names.includes('admin'), drain, history);
   const sockets: uWS.us_listen_socket[] = [];
@@ -144,14 +143,14 @@ async function bindListeners(
 
 /**
  * The edge: the browser- and app-facing listeners of contract section 8 (public, system, local,
- * upload). It holds no admin power: the admin listener is the `admin` role's.
+ * upload). It holds no admin power: the admin listener is the `admin` role's. `keepsHistory`: its
+ * history actor runs (cli/start.ts).
  */
-export async function startEdge(ctx: RoleContext): Promise<RunningEdge> {
+export async function startEdge(ctx: RoleContext, keepsHistory = false): Promise<RunningEdge> {
   const ports: Partial<Config['ports']> = {};
-  // What keeps the history from being kept is said here, every cause at once (history-off.ts).
-  const off = historyOff(ctx.config);
-  if (off) ctx.log.warn({}, off);
-  const history = off ? null : await GatewayHistory.open(ctx);
+  // Whether it keeps history was decided (and what keeps it from it said) as its history actor
+  // started (edge/gateway/history-off.ts): the store is that actor's, asked over the bus.
+  const history = keepsHistory ? new HistoryClient(ctx.bus, ctx.config.gateway.history.ceilings) : null;
   const gateway = new Gateway(ctx, history);
   const tls = ctx.config.tls ? new TlsServing(ctx.config.tls, ctx.log, ctx.metrics) : null;
   const drain: Drain = { draining: false, inFlight: { count: 0 } };

@@ -6,7 +6,7 @@ import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { sha256Hex } from '../../lib/crypto/tokens.js';
 import { identifyBrowserCaller } from '../identity/app-identity.js';
 import { userTokenOf } from '../identity/user-token.js';
-import { parsePosition, type Position } from './history/history.js';
+import { parsePosition, type Position } from '../../bus/subjects.js';
 
 /** Per-connection data, set once at upgrade (never properties patched onto `ws`). */
 export interface Conn {

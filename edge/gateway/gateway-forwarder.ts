@@ -5,6 +5,7 @@ import type { Bus } from '../../bus/bus.js';
 import { gatewayChannels, gatewaySubjects, movedSigned, type GatewayEvent } from '../../bus/subjects.js';
 import type { Logger } from '../../lib/runtime/log.js';
 import type { Peers } from '../../lib/runtime/peers.js';
+import { CallbackReplicas } from './gateway-replicas.js';
 
 interface Outbox {
   replica: string | null;
@@ -45,16 +46,6 @@ const STALLED_MS = 1_000;
 /** How long events have waited is a duration: a wall clock stepped forward must not give them up. */
 const monotonicMs = () => performance.now();
 
-/** FNV-1a: a fast, stable hash for rendezvous choice. */
-function fnv(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
-
 /**
  * Sends each connection's gateway events to one callback replica, in order. The replica is chosen
  * by rendezvous hashing over the live callback replicas, so every edge picks the same one for a
@@ -65,12 +56,8 @@ function fnv(text: string): number {
  */
 export class EventForwarder {
   private readonly outboxes = new Map<string, Outbox>();
-  /** Callback replicas that answered a hello: only they are chosen (a heartbeat alone is not enough). */
-  private readonly answered = new Set<string>();
-  /** Hellos in flight, and when one last failed (asked again a second later at most), by replica. */
-  private readonly asking = new Set<string>();
-  private readonly failedAt = new Map<string, number>();
-  private readonly helloTimer: NodeJS.Timeout;
+  /** The callback replicas events may go to, and which one a connection's go to (gateway-replicas.ts). */
+  private readonly replicaSet: CallbackReplicas;
   /** Set by close(): no event is sent again after it. */
   private closed = false;
 
@@ -88,43 +75,17 @@ export class EventForwarder {
      */
     private readonly onGaveUp: (connId: string, dropped: number) => void = () => undefined,
   ) {
+    this.replicaSet = new CallbackReplicas(bus, peers);
     this.stopWatching = peers.onDeath((peer) => {
       if (!peer.roles.includes('callback')) return;
-      this.answered.delete(peer.busId);
-      this.failedAt.delete(peer.busId);
+      this.replicaSet.forget(peer.busId);
       for (const [connId, box] of this.outboxes) if (box.replica === peer.busId) this.retryLater(box, connId);
     });
-    // Greet replicas as they appear, so the first connection does not wait for it.
-    this.helloTimer = setInterval(() => this.usable(), 1_000);
-    this.helloTimer.unref();
-    this.usable();
   }
 
   /** How many callback replicas events can go to now (alive, and answered a hello). */
   replicas(): number {
-    return this.usable().length;
-  }
-
-  /**
-   * The live callback replicas that answered a hello on their own subject: a heartbeat may name a
-   * replica nobody serves (docs/security.md "The bus"); a hello answered proves a callback identity
-   * listens there. Those not greeted yet are greeted now.
-   */
-  private usable(): Array<{ busId: string }> {
-    const alive = this.peers.alive('callback');
-    const now = Date.now();
-    for (const p of alive) {
-      if (this.answered.has(p.busId) || this.asking.has(p.busId) || now - (this.failedAt.get(p.busId) ?? 0) < 1_000) continue;
-      this.asking.add(p.busId);
-      ask(this.bus, at(gatewayChannels.hello, gatewaySubjects.hello(p.busId)), {})
-        .then((r) => {
-          if (r.busId === p.busId) this.answered.add(p.busId);
-          else this.failedAt.set(p.busId, Date.now());
-        })
-        .catch(() => this.failedAt.set(p.busId, Date.now()))
-        .finally(() => this.asking.delete(p.busId));
-    }
-    return alive.filter((p) => this.answered.has(p.busId));
+    return this.replicaSet.usable().length;
   }
 
   private readonly stopWatching: () => void;
@@ -149,7 +110,7 @@ export class EventForwarder {
   close(): void {
     this.closed = true;
     this.stopWatching();
-    clearInterval(this.helloTimer);
+    this.replicaSet.close();
   }
 
   /**
@@ -159,7 +120,7 @@ export class EventForwarder {
   emit(ev: GatewayEvent, size = 0): boolean {
     let box = this.outboxes.get(ev.connId);
     if (!box) {
-      box = { replica: this.choose(ev.connId), events: [], sizes: null, bytes: 0, resending: false, since: monotonicMs(), closed: false, refused: false, taken: 0 };
+      box = { replica: this.replicaSet.choose(ev.connId), events: [], sizes: null, bytes: 0, resending: false, since: monotonicMs(), closed: false, refused: false, taken: 0 };
       this.outboxes.set(ev.connId, box);
     }
     if (box.events.length === 0) box.since = monotonicMs();
@@ -205,19 +166,6 @@ export class EventForwarder {
     let n = 0;
     for (const b of this.outboxes.values()) n += b.events.length;
     return n;
-  }
-
-  private choose(connId: string): string | null {
-    let best: string | null = null;
-    let bestScore = -1;
-    for (const p of this.usable()) {
-      const score = fnv(`${connId}|${p.busId}`);
-      if (score > bestScore) {
-        best = p.busId;
-        bestScore = score;
-      }
-    }
-    return best;
   }
 
   private send(box: Outbox, ev: GatewayEvent): void {
@@ -299,9 +247,9 @@ export class EventForwarder {
       // Closed (the edge stopped): nothing is sent again; the stop's flush said what was left.
       if (this.closed || box.events.length === 0) return;
       const overdue = monotonicMs() - box.since > this.options.giveUpMs;
-      if (overdue && this.usable().length === 0) return this.giveUp(box, connId, 'no callback replica for too long: gateway events dropped');
+      if (overdue && this.replicaSet.usable().length === 0) return this.giveUp(box, connId, 'no callback replica for too long: gateway events dropped');
       if (overdue && box.refused) return this.giveUp(box, connId, 'gateway events refused by the callback replica for the whole retry period: dropped');
-      const next = this.choose(connId);
+      const next = this.replicaSet.choose(connId);
       if (box.replica !== null && next !== box.replica) this.tellMoved(box.replica, connId);
       if (next !== box.replica) box.taken = 0;
       box.replica = next;

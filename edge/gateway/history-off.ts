@@ -1,4 +1,8 @@
+import { PierError } from '../../bus/errors.js';
+import { history } from '../../bus/subjects.js';
+import { ask } from '../../bus/verbs.js';
 import type { Config } from '../../lib/config/config.js';
+import type { RoleContext } from '../../lib/runtime/runtime.js';
 
 /** What decides whether an edge can keep the gateway's history. */
 export type HistorySettings = Pick<Config, 'natsUrl' | 'state'> & { gateway: { history: Pick<Config['gateway']['history'], 'on' | 'keys'> } };
@@ -22,4 +26,34 @@ export function historyOff(config: HistorySettings): string | null {
     missing.push('PIER_STATE is lmdb, and on NATS the history is kept on JetStream, where every edge reaches it: set PIER_STATE=jetstream (nats-server with JetStream; PIER_JS_REPLICAS=1 on a single server)');
   }
   return missing.length === 0 ? null : `gateway history: off on this edge (sends answer kept: false): ${missing.join('; and ')}`;
+}
+
+/** The chain the probe below names: asked for nothing else (its head is read, nothing is kept). */
+const PROBE = { id: 'pier/probe', user: 'pier', name: 'probe', installedAt: '-', appKey: '-' };
+
+/**
+ * Whether this edge keeps gateway history, said at start with every reason it does not, in one
+ * line each (each starts "gateway history: off", as the chaos run's check looks for): its settings
+ * (`historyOff`); on NATS, no login to its JetStream state account; or an identity written by a
+ * `pier bus init` before the history had its own actor, which may not use `pier.history.*`: such
+ * an edge runs on, its sends say `kept: false` and recoveries `off`, until the identities are
+ * written again. Where it does, its history actor (actors/history/) starts with it.
+ */
+export async function keepsHistory(ctx: RoleContext): Promise<boolean> {
+  const off = historyOff(ctx.config);
+  if (off) ctx.log.warn({}, off);
+  const h = ctx.config.gateway.history;
+  if (off || !h.on || !h.keys) return false;
+  if (ctx.bus.kind === 'memory') return true;
+  if (!ctx.jetstream) {
+    ctx.log.warn({}, 'gateway history: off on this edge: its NATS identity has no login to its JetStream state account (rerun `pier bus init` and give the edge its new .nats.env); sends answer kept: false');
+    return false;
+  }
+  // Only the server knows what the identity may do: asked once (a refusal comes back at once).
+  const refused = await ask(ctx.bus, history.head, { app: PROBE }, { timeoutMs: 2_000 }).then(
+    () => false,
+    (err: unknown) => err instanceof PierError && err.code === 'FORBIDDEN',
+  );
+  if (refused) ctx.log.warn({}, 'gateway history: off on this edge: its NATS identity may not use pier.history.* (written by a `pier bus init` of an earlier release): rerun `pier bus init`, reload nats-server and give the edge its new .nats.env (docs/operations.md "Upgrading"); sends answer kept: false');
+  return !refused;
 }

@@ -13,7 +13,7 @@ import { assertValid, compile } from '../../bus/validation.js';
 import { ok } from '../http/envelope.js';
 import type { HttpReply, HttpRequestData, RequestHead } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
-import type { GatewayHistory } from './history/history.js';
+import type { HistoryClient } from './history/history-client.js';
 
 export interface LocalDeps {
   bus: Bus;
@@ -25,7 +25,7 @@ export interface LocalDeps {
   /** App credentials the registry confirmed lately (`caller`). */
   verified: PassedGates;
   /** Where what apps send to users is kept (docs/gateway.md "History and recovery"); absent or null: nothing is. */
-  history?: GatewayHistory | null;
+  history?: HistoryClient | null;
 }
 
 const sendSchema = compile({

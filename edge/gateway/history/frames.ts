@@ -1,4 +1,4 @@
-import type { Recovery } from './history.js';
+import type { Recovery } from '../../../bus/subjects.js';
 
 /**
  * The frames a connection that asked for recovery gets (docs/protocol.md "History and recovery").

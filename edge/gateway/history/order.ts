@@ -1,4 +1,4 @@
-import type { Kept } from './store.js';
+import type { Kept } from '../../../bus/subjects.js';
 
 /** How long a message that came before the one it follows waits for it, before the edge reads the gap from the history. */
 export const GAP_WAIT_MS = 1_000;

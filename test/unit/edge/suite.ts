@@ -7,6 +7,7 @@ import './gateway-history.test.js';
 import './gateway-host.test.js';
 import './health.test.js';
 import './history-off.test.js';
+import './history-rights.test.js';
 import './http-pieces.test.js';
 import './local-api.test.js';
 import './metrics-history.test.js';

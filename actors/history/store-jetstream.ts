@@ -1,16 +1,14 @@
 import { DiscardPolicy, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type StoredMsg } from 'nats';
-import { jsError, jsNoMessage, retryWhileStarting } from '../../../lib/state/jetstream.js';
-import { readable } from '../../../lib/state/record-format.js';
-import { ENV } from '../../../lib/config/config-env.js';
-import { PierError } from '../../../bus/errors.js';
+import { jsError, jsNoMessage, retryWhileStarting } from '../../lib/state/jetstream.js';
+import { readable } from '../../lib/state/record-format.js';
+import { ENV } from '../../lib/config/config-env.js';
+import { PierError } from '../../bus/errors.js';
+import { HISTORY_STREAM, HISTORY_SUBJECTS, historySubjects } from '../../bus/subjects.js';
 import type { HistorySeal } from './seal.js';
 import { currentEpoch, settleEpoch } from './stream-epoch.js';
 import { chainKey, epochOf, sealBound, type HistoryBounds, type HistoryChain, type HistoryHead, type HistoryStore, type Kept, type KeptEntry } from './store.js';
 
-/** The stream of gateway history, in the edge's own state account (docs/security.md "The bus"). */
-export const HISTORY_STREAM = 'PIER_WS_HISTORY';
-export const HISTORY_SUBJECTS = 'pier.hist.>';
-const subjectOf = (chain: HistoryChain) => `pier.hist.${chainKey(chain)}`;
+const subjectOf = (chain: HistoryChain) => historySubjects.chain(chainKey(chain));
 
 const H_PREV = 'Pier-Prev';
 const H_BYTES = 'Pier-Bytes';
@@ -214,8 +212,8 @@ export class JetStreamHistory implements HistoryStore {
   }
 
   async drop(user: string, app: string): Promise<void> {
-    await this.jsm.streams.purge(HISTORY_STREAM, { filter: `pier.hist.${user}.${app}.*` }).catch(() => undefined);
-    for (const s of this.lastOf.keys()) if (s.startsWith(`pier.hist.${user}.${app}.`)) this.lastOf.delete(s);
+    await this.jsm.streams.purge(HISTORY_STREAM, { filter: historySubjects.appInstance(user, app) }).catch(() => undefined);
+    for (const s of this.lastOf.keys()) if (s.startsWith(historySubjects.appInstancePrefix(user, app))) this.lastOf.delete(s);
   }
 
   async close(): Promise<void> {

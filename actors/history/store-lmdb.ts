@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Database, RootDatabase } from 'lmdb';
-import { durably } from '../../../lib/state/lmdb-durable.js';
-import { openPrivate } from '../../../lib/state/lmdb-private.js';
-import { openRecords } from '../../../lib/state/record-format.js';
+import { durably } from '../../lib/state/lmdb-durable.js';
+import { openPrivate } from '../../lib/state/lmdb-private.js';
+import { openRecords } from '../../lib/state/record-format.js';
 import type { HistorySeal } from './seal.js';
 import { chainKey, epochOf, sealBound, type HistoryBounds, type HistoryChain, type HistoryHead, type HistoryStore, type Kept, type KeptEntry } from './store.js';
 

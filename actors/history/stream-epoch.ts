@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { JetStreamManager, StreamConfig, StreamInfo } from 'nats';
-import { ensureStream, jsError } from '../../../lib/state/jetstream.js';
+import { ensureStream, jsError } from '../../lib/state/jetstream.js';
 
 /**
  * The epoch of the gateway history stream (docs/gateway.md "History and recovery"): the name every

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { AppView } from '../../../bus/subjects.js';
+import type { HistoryApp, HistoryBounds, Kept, KeptEntry } from '../../bus/subjects.js';
+
+export type { HistoryBounds, Kept, KeptEntry };
 
 /**
  * Gateway history (docs/gateway.md "History and recovery"): what an app sent to its user's
@@ -18,39 +20,16 @@ export interface HistoryChain {
   install: string;
 }
 
-export function chainOf(app: Pick<AppView, 'id' | 'user' | 'name' | 'installedAt' | 'appKey'>): HistoryChain {
+export function chainOf(app: Pick<HistoryApp, 'id' | 'user' | 'name' | 'installedAt' | 'appKey'>): HistoryChain {
   return { user: app.user, app: app.name, install: createHash('sha256').update(`${app.id}|${app.installedAt}|${app.appKey}`).digest('hex').slice(0, 8) };
 }
 
 export const chainKey = (c: HistoryChain) => `${c.user}.${c.app}.${c.install}`;
 
-/** What a reader of the history is given: the text, or null for a message that was too large to keep (its place is a hole). */
-export interface KeptEntry {
-  seq: number;
-  prev: number;
-  /** When it was kept (ms). */
-  at: number;
-  bytes: number;
-  text: string | null;
-}
-
 /** Where a chain stands: its epoch (the store's and the install's) and its last offset (0: nothing kept yet). */
 export interface HistoryHead {
   epoch: string;
   last: number;
-}
-
-export interface Kept {
-  epoch: string;
-  seq: number;
-  prev: number;
-}
-
-/** An app instance's bounds: the operator's ceilings, lowered by its manifest. */
-export interface HistoryBounds {
-  messages: number;
-  bytes: number;
-  ttlMs: number;
 }
 
 export interface HistoryStore {

@@ -1,0 +1,113 @@
+import { appId, parseAppId } from '../../bus/ids.js';
+import { CLOSE_CODES, type ConnCommand, type ConnCommandResult } from '../../bus/subjects.js';
+import type { Connections, Ws } from './gateway-connections.js';
+import type { GatewayMetrics } from './gateway-metrics.js';
+import { messageFrame } from './history/frames.js';
+import type { LiveOrder } from './history/order.js';
+
+/** What a message held for a replaying connection counts besides its text (its entry): 64 K empty ones fill 1 MiB. */
+const HELD_OVERHEAD_BYTES = 16;
+
+/**
+ * What goes out to this edge's connections: the app-side commands (a send or close, by connection
+ * or by user), kept messages in their offset order, and the outbound limit of each connection.
+ */
+export class Delivery {
+  /** Kept messages in offset order on this edge (null: this edge keeps no history); set once by the gateway. */
+  order: LiveOrder | null = null;
+
+  constructor(
+    private readonly connections: Connections,
+    private readonly metrics: GatewayMetrics,
+    private readonly outboundBufferBytes: number,
+  ) {}
+
+  /**
+   * One text frame; a client that lets more than the outbound limit pile up is closed with 4008.
+   * Outside uWS's own callbacks nothing is corked: callers cork (one write per socket).
+   */
+  send(ws: Ws, text: string): boolean {
+    if (!ws.getUserData().open) return false;
+    ws.send(text, false);
+    if (ws.getBufferedAmount() > this.outboundBufferBytes) {
+      ws.end(CLOSE_CODES.SLOW_CONSUMER, 'slow consumer: outbound buffer full');
+      return false;
+    }
+    return true;
+  }
+
+  /** A kept message to every connection of the chain on this edge, in its turn. */
+  sendToChain(id: string, text: string, seq: number): void {
+    let count = 0;
+    for (const ws of this.connections.socketsOf(id)) {
+      let sent = false;
+      ws.cork(() => {
+        sent = this.deliverTo(ws, text, seq);
+      });
+      if (sent) count++;
+    }
+    this.metrics.messagesOut.inc(count);
+  }
+
+  /**
+   * An app's message to one connection: its text as is (a connection that did not ask for recovery
+   * sees exactly what it always did), or wrapped with its offset; held while the replay is read;
+   * never an offset the connection has had.
+   */
+  deliverTo(ws: Ws, text: string, seq: number | null): boolean {
+    const r = ws.getUserData().recover;
+    if (!r) return this.send(ws, text);
+    if (seq !== null && seq <= r.position && !r.replaying) return false;
+    if (r.replaying) {
+      r.held.push({ text, seq });
+      // Bytes as they will be sent (UTF-8), plus a floor a message: many tiny ones are bounded too.
+      r.heldBytes += Buffer.byteLength(text) + HELD_OVERHEAD_BYTES;
+      if (r.heldBytes > this.outboundBufferBytes) ws.end(CLOSE_CODES.SLOW_CONSUMER, 'slow consumer: outbound buffer full');
+      return true;
+    }
+    if (seq !== null) r.position = seq;
+    return this.send(ws, messageFrame(text, seq));
+  }
+
+  /** A send or close for connections this edge holds (by id, or all of the named users'). */
+  command(cmd: ConnCommand): ConnCommandResult {
+    let count = 0;
+    const targets = new Set<Ws>();
+    for (const id of cmd.connIds ?? []) {
+      const ws = this.connections.get(id);
+      if (ws && appId(ws.getUserData().user, ws.getUserData().app) === cmd.appId) targets.add(ws);
+    }
+    // An app instance is one user's (`<user>/<app>`): "users" can only ever mean that user, never
+    // another user's instance of the same app.
+    const app = parseAppId(cmd.appId)?.app;
+    for (const user of app === undefined ? [] : (cmd.users ?? [])) {
+      if (appId(user, app!) !== cmd.appId) continue;
+      for (const ws of this.connections.socketsOf(cmd.appId)) targets.add(ws);
+    }
+    if (cmd.op === 'send') {
+      const text = cmd.text ?? 'null';
+      const kept = cmd.kept;
+      if (kept && this.order && (cmd.connIds ?? []).length === 0) {
+        // In offset order on this edge: now, or once the message it follows is here.
+        for (const ws of targets) if (ws.getUserData().open) count++;
+        this.order.accept(cmd.appId, kept, () => this.sendToChain(cmd.appId, text, kept.seq), text.length);
+        return { count };
+      }
+      for (const ws of targets) {
+        let sent = false;
+        ws.cork(() => {
+          sent = this.deliverTo(ws, text, kept?.seq ?? null);
+        });
+        if (sent) count++;
+      }
+      this.metrics.messagesOut.inc(count);
+    } else {
+      for (const ws of targets) {
+        if (!ws.getUserData().open) continue;
+        ws.end(CLOSE_CODES.CLOSED_BY_APP, 'closed by the app');
+        count++;
+      }
+    }
+    return { count };
+  }
+}
