@@ -40,7 +40,7 @@ export function roleSeed(master: Buffer, role: AnchoredRole): Buffer {
 }
 
 /**
- * The key sealing the gateway's history at rest under one master key (edge/gateway/history/seal.ts):
+ * The key sealing the gateway's history at rest under one master key (actors/history/seal.ts):
  * what `pier bus anchors` writes to `history.key` for edges, which do not hold the master key.
  */
 export function historySeed(master: Buffer): Buffer {

@@ -44,7 +44,7 @@ export const RECORD_FORMATS = {
   bucketEntry: 1,
   /** A failure the token actor shares with its other replicas (bus/subjects-token.ts SharedFailure). 1: `{limiter, key, at, origin}`. */
   sharedFailure: 1,
-  /** What an app sent to its user's connections, kept for recovery (edge/gateway/history). */
+  /** What an app sent to its user's connections, kept for recovery (actors/history/). */
   gatewayHistory: 1,
 } as const satisfies Record<string, number>;
 
