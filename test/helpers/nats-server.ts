@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as natsConnect } from 'nats';
+import { freeListenerPort } from './free-port.js';
 
 const BIN = process.env.NATS_SERVER_BIN ?? 'nats-server';
 const PATH = `${process.env.PATH}:/usr/sbin:/usr/local/sbin`;
@@ -126,16 +127,9 @@ function readPorts(path: string): { nats: string[] } | null {
   }
 }
 
-/** A free TCP port on loopback (for nodes whose ports their peers must know in advance). */
+/** A free TCP port (for nodes whose ports their peers must know in advance): free-port.ts says how it stays free. */
 export function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
+  return freeListenerPort();
 }
 
 /**
