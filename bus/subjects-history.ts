@@ -129,6 +129,30 @@ const epoch = { type: 'string', max: 64 } as const;
 /** An app's text as `send` took it (the same bound as a gateway command's). */
 const text = { type: 'string', max: 16 * 1024 * 1024 } as const;
 
+/**
+ * An app's history in its manifest (`websocket.history`, docs/protocol.md "History and recovery"):
+ * false, or bounds that only lower the operator's. The registry checks a manifest `strict` (a field
+ * it does not know is refused); a request on the bus is not (a process of the next release may add one).
+ */
+export function historyOptionsRule(o: { strict: boolean }) {
+  return {
+    type: 'multi',
+    optional: true,
+    rules: [
+      { type: 'equal', value: false, strict: true },
+      {
+        type: 'object',
+        ...(o.strict ? { strict: true } : {}),
+        props: {
+          messages: { type: 'number', integer: true, positive: true, optional: true },
+          bytes: { type: 'number', integer: true, positive: true, optional: true },
+          ttl: { type: 'number', integer: true, positive: true, optional: true },
+        },
+      },
+    ],
+  } as const;
+}
+
 /** The app of every request: checked as the registry would name it, its manifest's bounds as the manifest allows them. */
 const app = {
   type: 'object',
@@ -138,21 +162,7 @@ const app = {
     name: appName,
     installedAt: { type: 'string', min: 1, max: 64 },
     appKey: { type: 'string', min: 1, max: 128 },
-    history: {
-      type: 'multi',
-      optional: true,
-      rules: [
-        { type: 'equal', value: false, strict: true },
-        {
-          type: 'object',
-          props: {
-            messages: { type: 'number', integer: true, positive: true, optional: true },
-            bytes: { type: 'number', integer: true, positive: true, optional: true },
-            ttl: { type: 'number', integer: true, positive: true, optional: true },
-          },
-        },
-      ],
-    },
+    history: historyOptionsRule({ strict: false }),
   },
 } as const;
 

@@ -1,5 +1,5 @@
 import { PierError } from '../../bus/errors.js';
-import { APP_NAME_RULE, APP_NAME, APP_VIEW_PATH, type Grant, type UploadOptions, type WebsocketOptions } from '../../bus/subjects.js';
+import { APP_NAME_RULE, APP_NAME, APP_VIEW_PATH, historyOptionsRule, type Grant, type UploadOptions, type WebsocketOptions } from '../../bus/subjects.js';
 import { compile, describeAll, type FieldError } from '../../bus/validation.js';
 import { normalisedDest } from './dest-nesting.js';
 import { parseYamlDocument } from './yaml.js';
@@ -49,22 +49,7 @@ const checkTop = compile({
           url: { type: 'string', max: 512, pattern: /^\/[^\s?#]*$/, messages: { stringPattern: 'must be a path starting with /' } },
           port,
           // Gateway history (docs/protocol.md "History and recovery"): false, or bounds that only lower the operator's.
-          history: {
-            type: 'multi',
-            optional: true,
-            rules: [
-              { type: 'equal', value: false, strict: true },
-              {
-                type: 'object',
-                strict: true,
-                props: {
-                  messages: { type: 'number', integer: true, positive: true, optional: true },
-                  bytes: { type: 'number', integer: true, positive: true, optional: true },
-                  ttl: { type: 'number', integer: true, positive: true, optional: true },
-                },
-              },
-            ],
-          },
+          history: historyOptionsRule({ strict: true }),
         },
       },
     },
