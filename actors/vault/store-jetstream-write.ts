@@ -4,7 +4,7 @@ import { Conflict, type BucketView } from './bucket-view.js';
 import { bufferedWriter, type Op, type VaultViews } from './buffered-writer.js';
 import type { VaultStore, VaultWriter } from './store.js';
 import { MARKED, type WrittenMarks } from './store-jetstream-sync.js';
-import { backOff, oneChangePerKey, putBack, type Committed } from './write-attempt.js';
+import { backOff, commitWaves, oneChangePerKey, putBack, type Committed } from './write-attempt.js';
 import { dropStrayValueKeys, erasingUnusedValueKeys, secretSealedUnder, type StrayValueKey } from './value-key-erasure.js';
 
 /** What a write on the JetStream store (store-jetstream.ts) uses. */
@@ -52,19 +52,31 @@ async function attempts<T>(p: JetStreamWriteParts, fn: (w: VaultWriter) => T, st
     /** What this attempt committed: put back if it loses (write-attempt.ts). */
     const committed: Committed[] = [];
     const isValueKeyPut = (c: Committed) => c.op.view === marks.viewOf('valueKeys') && c.op.value !== undefined;
+    const record = (op: Op, seq: number) => {
+      const { view, key, value, expected } = op;
+      committed.push({ op, seq });
+      if (view === marks.viewOf('valueKeys') && value !== undefined) keysPut.push({ id: key, secret: secretSealedUnder(ops, key) });
+      const k = MARKED.find((name) => marks.viewOf(name) === view)!;
+      mark[k] = Math.max(mark[k], seq);
+      // (A secret's own earlier records go with `scrub`'s margin, or at once under a purge: eraseRemoved.)
+      if (value === undefined && seq > 0 && view !== marks.viewOf('secrets')) erase.push({ view, key, seq });
+      // A kept version written again (sealed anew by a rekey, or imported over): its earlier value leaves the stream.
+      else if (value !== undefined && expected > 0 && view === marks.viewOf('versions')) erase.push({ view, key, seq });
+    };
     try {
-      // Committed in the order `fn` made them: a version is kept before the secret moves past it.
-      for (const op of oneChangePerKey(ops)) {
-        const { view, key, value, expected } = op;
-        const seq = await view.commit(key, value, expected);
-        committed.push({ op, seq });
-        if (view === marks.viewOf('valueKeys') && value !== undefined) keysPut.push({ id: key, secret: secretSealedUnder(ops, key) });
-        const k = MARKED.find((name) => marks.viewOf(name) === view)!;
-        mark[k] = Math.max(mark[k], seq);
-        // (A secret's own earlier records go with `scrub`'s margin, or at once under a purge: eraseRemoved.)
-        if (value === undefined && seq > 0 && view !== marks.viewOf('secrets')) erase.push({ view, key, seq });
-        // A kept version written again (sealed anew by a rekey, or imported over): its earlier value leaves the stream.
-        else if (value !== undefined && expected > 0 && view === marks.viewOf('versions')) erase.push({ view, key, seq });
+      // Committed in the order `fn` made them, a wave at a time (write-attempt.ts commitWaves): a
+      // version is kept, and a value key is there, before the secret moves past it.
+      const together = (view: BucketView<unknown>) => view === marks.viewOf('versions') || view === marks.viewOf('valueKeys');
+      for (const wave of commitWaves(oneChangePerKey(ops), together)) {
+        const landed = await Promise.allSettled(wave.map((op) => op.view.commit(op.key, op.value, op.expected)));
+        // What landed is recorded before a failure is thrown: an attempt that lost puts it back.
+        wave.forEach((op, i) => {
+          const r = landed[i]!;
+          if (r.status === 'fulfilled') record(op, r.value);
+        });
+        // A conflict only when every failure is one; the store out of reach otherwise (503).
+        const failures = landed.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+        if (failures.length > 0) throw failures.find((e) => !(e instanceof Conflict)) ?? failures[0];
       }
     } catch (err) {
       stray.push(...keysPut);

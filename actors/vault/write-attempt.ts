@@ -1,4 +1,5 @@
 import { PierError } from '../../bus/errors.js';
+import { keyIdOf } from '../../lib/crypto/secret-box.js';
 import type { BucketView } from './bucket-view.js';
 import type { Op } from './buffered-writer.js';
 
@@ -18,6 +19,10 @@ import type { Op } from './buffered-writer.js';
  *   error with the secret live again, or one answering ok over the other's half). A change that
  *   cannot be put back (a third writer changed the key since) is answered 503 and logged, never
  *   as done.
+ *
+ * Changes commit in the order the write made them, so a record is durable before anything that
+ * names it (a value key before the box sealed under it, a version before the secret moves past
+ * it). Only changes that nothing in their own run names go at once (`commitWaves`).
  */
 
 /** `ops` with one change per (bucket, key), at the place of its last change, naming its first change's revision and value. */
@@ -30,6 +35,39 @@ export function oneChangePerKey(ops: readonly Op[]): Op[] {
   });
   // The buffered writer copies a key's first `expected` and `before` into its every later change.
   return ops.filter((op, i) => lastAt.get(op.view)!.get(op.key) === i);
+}
+
+/**
+ * `ops` as the waves they commit in, each wave's changes at once, one wave after another. A run
+ * of puts into the buckets `together` names (kept versions, value keys) is one wave unless one of
+ * them is sealed under a value key put in the same run: those records name nothing in each other
+ * (a version's box names the key it was sealed under, put before), and what names them (the secret)
+ * comes in a later wave. Every other change is a wave of its own. An update then waits for two
+ * quorum commits in a row (its old value kept as a version with its new value's key, then the
+ * secret), not three.
+ */
+export function commitWaves(ops: readonly Op[], together: (view: BucketView<unknown>) => boolean): Op[][] {
+  const waves: Op[][] = [];
+  let run: Op[] | null = null;
+  let keysInRun = new Set<string>();
+  for (const op of ops) {
+    const joins = op.value !== undefined && together(op.view);
+    const sealed = (op.value as { sealed?: unknown } | undefined)?.sealed;
+    const sealedUnder = sealed instanceof Uint8Array ? keyIdOf(sealed) : undefined;
+    if (joins && run && !(sealedUnder !== undefined && keysInRun.has(sealedUnder))) {
+      run.push(op);
+    } else if (joins) {
+      run = [op];
+      keysInRun = new Set();
+      waves.push(run);
+    } else {
+      run = null;
+      waves.push([op]);
+      continue;
+    }
+    keysInRun.add(op.key);
+  }
+  return waves;
 }
 
 /** A change an attempt committed: at `seq`, in place of `op.before()`. */

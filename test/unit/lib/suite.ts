@@ -8,6 +8,7 @@ import './config.test.js';
 import './crypto.test.js';
 import './durable-files.test.js';
 import './gc-threads.test.js';
+import './group-commit.test.js';
 import './js-error.test.js';
 import './lmdb-durable.test.js';
 import './master-key-check.test.js';

@@ -7,7 +7,8 @@ import { JetStreamVaultStore } from '../../../actors/vault/store-jetstream.js';
 import { VersionUsage } from '../../../actors/vault/version-usage.js';
 import { keepVersion, nextRecord } from '../../../actors/vault/versions.js';
 import { destroy, softDelete, undelete } from '../../../actors/vault/versions-deleted.js';
-import { oneChangePerKey, putBack } from '../../../actors/vault/write-attempt.js';
+import { commitWaves, oneChangePerKey, putBack } from '../../../actors/vault/write-attempt.js';
+import { KEY_ID_BYTES, sealKeyed } from '../../../lib/crypto/secret-box.js';
 import type { RecordKind } from '../../../lib/state/record-format.js';
 
 // A write on the JetStream store commits key by key (actors/vault/write-attempt.ts): an attempt
@@ -155,4 +156,33 @@ test('hostile: a change that cannot be put back (another writer changed the key 
   puts.length = 0;
   await putBack(committed.filter((c) => c.op.key !== 'taken'), () => false, () => t.fail());
   t.deepEqual(puts, [['first', 'old', 10]]);
+});
+
+test('commit waves: an update keeps its old value and puts its new value key at once, then moves the secret; nothing goes before what it is sealed under', (t) => {
+  const view = (name: string) => ({ name }) as unknown as BucketView<unknown>;
+  const [keys, versions, valueKeys, secrets, deleted] = ['keys', 'versions', 'valueKeys', 'secrets', 'deleted'].map(view) as [BucketView<unknown>, BucketView<unknown>, BucketView<unknown>, BucketView<unknown>, BucketView<unknown>];
+  const together = (v: BucketView<unknown>) => v === versions || v === valueKeys;
+  const id = (n: number) => Buffer.alloc(KEY_ID_BYTES, n);
+  const under = (n: number) => ({ sealed: sealKeyed(Buffer.alloc(32, 7), id(n), Buffer.from('v'), 'c') });
+  const op = (v: BucketView<unknown>, k: string, value: unknown): Op => ({ view: v, key: k, value, expected: 0, before: () => undefined });
+  const names = (waves: Op[][]) => waves.map((w) => w.map((o) => `${(o.view as unknown as { name: string }).name}:${o.key}`));
+
+  // An update: the old value (under key 1) kept as a version, the new value's key 2, the secret under key 2.
+  const update = [op(versions, 's/1', under(1)), op(valueKeys, id(2).toString('hex'), { wrapped: 1 }), op(secrets, 's', under(2))];
+  t.deepEqual(names(commitWaves(update, together)), [['versions:s/1', `valueKeys:${id(2).toString('hex')}`], ['secrets:s']]);
+
+  // A create with a first data key: the data key alone first, then the value key, then the secret.
+  const create = [op(keys, 'scope', { k: 1 }), op(valueKeys, id(3).toString('hex'), { wrapped: 1 }), op(secrets, 's', under(3))];
+  t.deepEqual(names(commitWaves(create, together)), [['keys:scope'], [`valueKeys:${id(3).toString('hex')}`], ['secrets:s']]);
+
+  // A rekey re-sealing a version under a new value key put in the same write: the key first, the version after it.
+  const rekey = [op(valueKeys, id(4).toString('hex'), { wrapped: 1 }), op(versions, 's/1', under(4)), op(versions, 's/2', under(1))];
+  t.deepEqual(names(commitWaves(rekey, together)), [[`valueKeys:${id(4).toString('hex')}`], ['versions:s/1', 'versions:s/2']]);
+
+  // Deletes never join a wave (a value key goes after the records that named it), nor do other buckets.
+  const destroy = [op(secrets, 's', undefined), op(versions, 's/1', undefined), op(valueKeys, id(1).toString('hex'), undefined), op(deleted, 's', { at: 1 })];
+  t.deepEqual(names(commitWaves(destroy, together)), [['secrets:s'], ['versions:s/1'], [`valueKeys:${id(1).toString('hex')}`], ['deleted:s']]);
+
+  // Every change in exactly one wave, in the write's order.
+  for (const ops of [update, create, rekey, destroy]) t.deepEqual(commitWaves(ops, together).flat(), ops);
 });
