@@ -3,7 +3,7 @@ import { refuse } from './envelope.js';
 import { decode, encode } from './codec.js';
 import { PierError } from './errors.js';
 import { isPublicKey } from './seal.js';
-import { randomBytes } from 'node:crypto';
+import { pooledRandom } from './random-pool.js';
 
 /**
  * Which part of an endpoint's exchange is sealed on a wire, and to which key (docs/security.md,
@@ -59,19 +59,11 @@ interface Sealable {
 /**
  * A request's nonce: random, so nobody can ask ahead of time for the answer to a request a process
  * has not made yet (a thief that sees a counter could have a real grant made for the next one, and
- * play it back later). Taken from a pool filled 256 at a time: `randomFillSync` per request was a
- * call into OpenSSL costing tens of microseconds on every vault read.
+ * play it back later). Taken from the process's pool (random-pool.ts): `randomFillSync`
+ * per request was a call into OpenSSL costing tens of microseconds on every vault read.
  */
-const NONCE_POOL = NONCE_BYTES * 256;
-let noncePool = randomBytes(NONCE_POOL);
-let nonceAt = 0;
 function nextNonce(into: Buffer, at: number): void {
-  if (nonceAt + NONCE_BYTES > NONCE_POOL) {
-    noncePool = randomBytes(NONCE_POOL);
-    nonceAt = 0;
-  }
-  noncePool.copy(into, at, nonceAt, nonceAt + NONCE_BYTES);
-  nonceAt += NONCE_BYTES;
+  pooledRandom(NONCE_BYTES).copy(into, at);
 }
 
 const answerSealed = (spec: SealSpec | undefined) => spec !== undefined && (spec.reply === true || spec.replyTo !== undefined || spec.grant !== undefined);

@@ -1,4 +1,5 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash } from 'node:crypto';
+import { pooledRandom } from '../../bus/random-pool.js';
 
 const FORMAT = 1;
 const ID_BYTES = 4;
@@ -22,7 +23,7 @@ export class HistorySeal {
 
   seal(text: string, bound: string): Buffer {
     const { id, key } = this.keys[0]!;
-    const iv = randomBytes(IV_BYTES);
+    const iv = pooledRandom(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', key, iv);
     cipher.setAAD(Buffer.from(bound));
     const body = Buffer.concat([cipher.update(text, 'utf8'), cipher.final()]);

@@ -1,4 +1,5 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv } from 'node:crypto';
+import { pooledRandom } from '../../bus/random-pool.js';
 import { PierError } from '../../bus/errors.js';
 
 const VERSION = 1;
@@ -29,7 +30,7 @@ export function sealKeyed(key: Buffer, keyId: Buffer, plaintext: Buffer, context
 
 function body(key: Buffer, plaintext: Buffer, context: string): Buffer {
   if (key.length !== 32) throw new TypeError('key must be 32 bytes');
-  const nonce = randomBytes(NONCE);
+  const nonce = pooledRandom(NONCE);
   const cipher = createCipheriv('aes-256-gcm', key, nonce);
   cipher.setAAD(Buffer.from(context));
   const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);

@@ -8,6 +8,7 @@ import './ids.test.js';
 import './wire-format.test.js';
 import './memory-routes.test.js';
 import './permissions.test.js';
+import './random-pool.test.js';
 import './seal.test.js';
 import './shared-endpoints.test.js';
 import { everyFileGathered } from '../../helpers/unit-suite.js';
