@@ -11,6 +11,7 @@ import './gc-threads.test.js';
 import './js-error.test.js';
 import './lmdb-durable.test.js';
 import './master-key-check.test.js';
+import './metric-tally.test.js';
 import './nats-durability.test.js';
 import './peers.test.js';
 import './peers-all-speak.test.js';
