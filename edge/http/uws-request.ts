@@ -35,41 +35,63 @@ export function abortRelay(state: ResponseState): () => void {
   };
 }
 
+/** A path parameter as its handler reads it: %-escapes decoded (most have none: nothing to decode). */
+function decodedParam(raw: string): string {
+  if (!raw.includes('%')) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw; // malformed %-escape: handlers validate the raw text
+  }
+}
+
 /**
  * Everything a handler may read, copied out of `req` now; the body comes later (`body` is empty
- * until the caller sets it). The remote address is asked of uWS only when read (a system call per
- * request otherwise, and most routes never read it), and only while the response is alive: once it
- * was aborted or ended uWS forbids touching it, and the address reads as empty.
+ * until the caller sets it). A class, not an object literal with a getter: every request then has
+ * the same shape and its lazy parts live on the prototype, not in closures made per request.
+ * The remote address is asked of uWS only when read (a system call per request otherwise, and most
+ * routes never read it), and only while the response is alive: once it was aborted or ended uWS
+ * forbids touching it, and the address reads as empty. The query is parsed when first read.
  */
+class CopiedRequest implements HttpRequestData {
+  readonly method: string;
+  readonly path: string;
+  readonly rawQuery: string;
+  readonly headers: Record<string, string> = {};
+  readonly params: Record<string, string> = {};
+  body: Buffer = NO_BODY;
+  stream?: Readable = undefined;
+  private parsedQuery: URLSearchParams | undefined = undefined;
+  private address: string | undefined = undefined;
+
+  constructor(
+    private readonly res: HttpResponse,
+    req: HttpRequest,
+    paramNames: string[],
+    private readonly state: ResponseState,
+  ) {
+    const headers = this.headers;
+    req.forEach((k, v) => {
+      headers[k] = v;
+    });
+    for (let i = 0; i < paramNames.length; i++) this.params[paramNames[i]] = decodedParam(req.getParameter(i));
+    this.method = req.getMethod();
+    this.path = req.getUrl();
+    this.rawQuery = req.getQuery() ?? '';
+  }
+
+  get query(): URLSearchParams {
+    return (this.parsedQuery ??= new URLSearchParams(this.rawQuery));
+  }
+
+  get remoteAddress(): string {
+    this.address ??= this.state.aborted || this.state.finished ? '' : Buffer.from(this.res.getRemoteAddressAsText()).toString();
+    return this.address;
+  }
+}
+
 export function copyRequest(res: HttpResponse, req: HttpRequest, paramNames: string[], state: ResponseState): HttpRequestData {
-  const headers: Record<string, string> = {};
-  req.forEach((k, v) => {
-    headers[k] = v;
-  });
-  const params: Record<string, string> = {};
-  paramNames.forEach((name, i) => {
-    const raw = req.getParameter(i);
-    try {
-      params[name] = decodeURIComponent(raw);
-    } catch {
-      params[name] = raw; // malformed %-escape: handlers validate the raw text
-    }
-  });
-  let remoteAddress: string | undefined;
-  const rawQuery = req.getQuery() ?? '';
-  return {
-    method: req.getMethod(),
-    path: req.getUrl(),
-    query: new URLSearchParams(rawQuery),
-    rawQuery,
-    headers,
-    params,
-    get remoteAddress() {
-      remoteAddress ??= state.aborted || state.finished ? '' : Buffer.from(res.getRemoteAddressAsText()).toString();
-      return remoteAddress;
-    },
-    body: NO_BODY,
-  };
+  return new CopiedRequest(res, req, paramNames, state);
 }
 
 /**
@@ -103,7 +125,8 @@ export function readBody(res: HttpResponse, declared: string, limit: number, sta
     const settle = () => {
       if (done || !complete || !open) return;
       finish();
-      resolve(Buffer.concat(chunks));
+      // Most bodies come in one chunk, already copied: no second copy to join them.
+      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
     };
     gate?.then(
       () => {
@@ -127,7 +150,10 @@ export function readBody(res: HttpResponse, declared: string, limit: number, sta
         reject(new PierError('PAYLOAD_TOO_LARGE', `body: must be at most ${limit} bytes`));
         return;
       }
-      chunks.push(Buffer.from(chunk.slice(0))); // uWS reuses the chunk's memory: copy it
+      // uWS reuses the chunk's memory: copy it. Through a view, so a small chunk is copied into
+      // Node's buffer pool rather than into an ArrayBuffer of its own (a malloc'd backing store per
+      // request, which the collector tracks apart); a large one gets its own memory as before.
+      chunks.push(Buffer.from(new Uint8Array(chunk)));
       if (isLast) complete = true;
       else if (!open && !paused) {
         paused = true;

@@ -17,12 +17,20 @@ export interface ResponseState {
   closeConnection?: boolean;
 }
 
-const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? ''}`.trimEnd();
+/** Status lines, each made once (a few dozen statuses at most: Pier answers its own). */
+const statusLines = new Map<number, string>();
+const statusLine = (status: number) => {
+  let line = statusLines.get(status);
+  if (line === undefined) statusLines.set(status, (line = `${status} ${STATUS_CODES[status] ?? ''}`.trimEnd()));
+  return line;
+};
 
 function writeHead(res: HttpResponse, reply: HttpReply): void {
   res.writeStatus(statusLine(reply.status));
   if (reply.json !== undefined) res.writeHeader('content-type', 'application/json');
-  for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
+  const headers = reply.headers;
+  // for-in over a plain object: no array of entries made per answer.
+  for (const k in headers) res.writeHeader(k, headers[k]);
 }
 
 /** Resolves when uWS can take more data for this response, or it was aborted. */
@@ -62,9 +70,13 @@ async function sendStream(res: HttpResponse, reply: HttpReply, stream: AsyncIter
   }
 }
 
-/** Writes `reply` (JSON, text, bytes, or a stream with backpressure); nothing once the client has gone. */
-export async function send(res: HttpResponse, reply: HttpReply, state: ResponseState): Promise<void> {
-  if (state.aborted) return;
+/**
+ * Writes `reply` (JSON, text, bytes, or a stream with backpressure); nothing once the client has gone.
+ * A whole reply is written at once and nothing is returned; a stream's writing is returned to wait on
+ * (no promise made for the usual answer).
+ */
+export function send(res: HttpResponse, reply: HttpReply, state: ResponseState): Promise<void> | undefined {
+  if (state.aborted) return undefined;
   if (reply.stream) return sendStream(res, reply, reply.stream, state);
   const body = reply.json !== undefined ? JSON.stringify(reply.json) : (reply.body ?? reply.text ?? '');
   res.cork(() => {
@@ -72,4 +84,5 @@ export async function send(res: HttpResponse, reply: HttpReply, state: ResponseS
     res.end(body, state.closeConnection === true);
   });
   state.finished = true;
+  return undefined;
 }

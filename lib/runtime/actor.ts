@@ -133,13 +133,16 @@ export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): P
   checkTables(d);
   const state = await d.onStart(ctx);
   const stats: Record<string, EndpointStats> = {};
-  const inFlight = new Set<Promise<unknown>>();
-  const track = <T>(p: Promise<T>): Promise<T> => {
-    inFlight.add(p);
-    void p.then(
-      () => inFlight.delete(p),
-      () => inFlight.delete(p),
-    );
+  // Requests being handled, counted (a stop waits for them): a number and one shared callback,
+  // nothing made per request but the one promise that tells their end.
+  let handling = 0;
+  let idle: (() => void) | null = null;
+  const ended = () => {
+    if (--handling === 0) idle?.();
+  };
+  const track = (p: Promise<unknown>): Promise<unknown> => {
+    handling++;
+    p.then(ended, ended);
     return p;
   };
   const observe = (name: string) => (subject: string, seconds: number, error: PierError | undefined) => {
@@ -164,7 +167,16 @@ export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): P
     for (const [name, e] of Object.entries(d.serves)) {
       if (!e.handle) continue; // opened by the actor's own code (`opens`)
       const handle = e.handle as (state: S, req: unknown) => unknown;
-      const run = (req: unknown) => track(Promise.resolve().then(() => handle(state, req)));
+      // `serve` calls this inside its own try: a synchronous throw is answered as a rejection would be.
+      const run = (req: unknown) => {
+        let p: Promise<unknown>;
+        try {
+          p = Promise.resolve(handle(state, req));
+        } catch (err) {
+          p = Promise.reject(err);
+        }
+        return track(p);
+      };
       // Counted per entry, on its declared subject. One on this replica's own subject is served
       // uncounted, as it always was: its subject names the replica, and reports keep their series.
       if (e.exchange.subject === undefined) {
@@ -198,7 +210,7 @@ export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): P
       await Promise.race([unsubscribed, new Promise((r) => setTimeout(r, DRAIN_MS).unref())]);
       stopWatch();
       for (const stopTimer of timers) stopTimer();
-      const drained = Promise.allSettled([...inFlight]);
+      const drained = handling === 0 ? Promise.resolve() : new Promise<void>((r) => (idle = r));
       await Promise.race([drained, new Promise((r) => setTimeout(r, DRAIN_MS).unref())]);
       await d.onStop?.(state);
     },

@@ -116,8 +116,8 @@ function mount(routes: Route[], listener = 'test') {
     listener,
     log: { error: () => undefined, warn: () => undefined },
     metrics: {
-      httpRequests: { labels: (_listener: string, _route: string, status: string) => ({ inc: () => counted.push(status) }) },
-      httpSeconds: { labels: () => ({ observe: () => undefined }) },
+      httpCount: (_listener: string, _route: string, status: string) => ({ inc: () => counted.push(status) }),
+      httpTime: () => ({ observe: () => undefined }),
       handlerFailures: { inc: () => undefined },
     },
   } as unknown as HttpDeps;

@@ -12,6 +12,7 @@ import './group-commit.test.js';
 import './js-error.test.js';
 import './lmdb-durable.test.js';
 import './master-key-check.test.js';
+import './metric-tally.test.js';
 import './nats-durability.test.js';
 import './peers.test.js';
 import './peers-all-speak.test.js';
