@@ -12,7 +12,7 @@ import type { Counter, Histogram } from 'prom-client';
  * prom-client 15 keeps as `{labels, bucketValues, sum, count}`): the only way to add many
  * observations at once. Where that record is not found in that shape (another prom-client), each
  * observation goes to prom-client as it comes, as before: slower, never wrong
- * (test/unit/runtime/metric-tally.test.ts says which path this prom-client takes).
+ * (test/unit/lib/metric-tally.test.ts says which path this prom-client takes).
  */
 export class Tallies {
   private readonly folds: Array<() => void> = [];
