@@ -102,7 +102,7 @@ async function connectStateBuses(config: Config, log: ReturnType<typeof createLo
 export async function startProcess(config: Config, options: { logDestination?: NodeJS.WritableStream } = {}): Promise<StartedProcess> {
   const log = createLogger({ level: config.logLevel, name: 'pier', destination: options.logDestination, pretty: config.logFormat === 'pretty' });
   const metrics = new Metrics(config.instanceId);
-  const stopTracing = installTracing(config, log, metrics);
+  const stopTracing = await installTracing(config, log, metrics);
   // What a slow start waits for, said every 10 s until it is ready (lib/runtime/start-watch.ts).
   const watch = new StartWatch(log);
   watch.at('the bus (NATS)');

@@ -228,11 +228,14 @@ function loadedWith(file: string): Set<string> {
 
 // Issue #57: a process loads the code of the roles it runs, and no other (cli/roles.ts); an admin
 // command loads no process at all. What `pier` loads before it knows its roles holds no actor's
-// implementation (only declarations), no listener, and neither uWebSockets.js nor LMDB.
-test('a process loads only its own roles\' code: the start path imports no actor implementation, listener, uWS or LMDB', (t) => {
-  const heavy = (m: string) => (m.startsWith('actors/') && !m.endsWith('/declaration.ts')) || m === 'edge/server.ts' || m === 'uWebSockets.js' || m === 'lmdb';
+// implementation (only declarations), no listener, neither uWebSockets.js nor LMDB, and no
+// OpenTelemetry (only a process that exports spans loads it).
+test('a process loads only its own roles\' code: the start path imports no actor implementation, listener, uWS, LMDB or OpenTelemetry', (t) => {
+  const heavy = (m: string) => (m.startsWith('actors/') && !m.endsWith('/declaration.ts')) || m === 'edge/server.ts' || m === 'uWebSockets.js' || m === 'lmdb' || m.startsWith('@opentelemetry/');
   for (const entry of ['cli/main.ts', 'cli/start.ts']) t.deepEqual([...loadedWith(entry)].filter(heavy), [], entry);
   // The check sees what it must: an actor's implementation loads its store.
   t.true([...loadedWith('actors/vault/index.ts')].some(heavy));
   t.true(loadedWith('cli/start.ts').has('actors/vault/declaration.ts'));
+  // An admin command loads no role's declaration either (`pier bus init` alone reads them).
+  t.false([...loadedWith('cli/main.ts')].some((m) => m.startsWith('actors/')), 'cli/main.ts loads declarations');
 });
