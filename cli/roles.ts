@@ -8,7 +8,8 @@ import { vaultDeclaration } from '../actors/vault/declaration.js';
 import * as permissions from '../bus/permissions.js';
 import type { BusRole, RolePermissions, RoleTable } from '../bus/permissions.js';
 import { adminRole, edgeRole } from '../edge/bus-roles.js';
-import { busDeclarationOf, lazyActor } from '../lib/runtime/actor.js';
+import { lazyActor } from '../lib/runtime/actor.js';
+import { busDeclarationOf } from '../lib/runtime/actor-declaration.js';
 
 // Every process reads every role's rights (its own, and its peers' for `pier bus init`), but runs
 // only its own roles: an actor's declaration is imported here, its implementation (handlers,

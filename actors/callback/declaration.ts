@@ -1,6 +1,6 @@
 import { at } from '../../bus/exchange.js';
 import { gatewayChannels, gatewaySubjects, registry, uploadNotices } from '../../bus/subjects.js';
-import { declareActor } from '../../lib/runtime/actor.js';
+import { declareActor } from '../../lib/runtime/actor-declaration.js';
 
 /**
  * The callback actor on the bus, its role's rights; its implementation is index.ts, loaded only

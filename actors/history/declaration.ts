@@ -1,5 +1,5 @@
 import { history, HISTORY_STREAM, HISTORY_SUBJECTS } from '../../bus/subjects.js';
-import { declareActor } from '../../lib/runtime/actor.js';
+import { declareActor } from '../../lib/runtime/actor-declaration.js';
 
 /**
  * The gateway history actor on the bus (queue group `history`): the edge role's own actor, so these

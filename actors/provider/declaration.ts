@@ -1,6 +1,6 @@
 import { at } from '../../bus/exchange.js';
 import { offeredStream, provider, streamSubject } from '../../bus/subjects.js';
-import { declareActor, opens } from '../../lib/runtime/actor.js';
+import { declareActor, opens } from '../../lib/runtime/actor-declaration.js';
 
 /**
  * The provider-proxy actor on the bus (queue group `provider`), its role's rights; its

@@ -1,5 +1,5 @@
 import { registry, registryEvents, registryState, stateEndpoints } from '../../bus/subjects.js';
-import { declareActor } from '../../lib/runtime/actor.js';
+import { declareActor } from '../../lib/runtime/actor-declaration.js';
 
 /**
  * The registry actor on the bus (queue group `registry`), its role's rights; its implementation is

@@ -1,5 +1,5 @@
 import { registry, token, tokenState } from '../../bus/subjects.js';
-import { declareActor } from '../../lib/runtime/actor.js';
+import { declareActor } from '../../lib/runtime/actor-declaration.js';
 
 /**
  * The token actor on the bus (queue group `token`), its role's rights; its implementation is

@@ -1,6 +1,6 @@
 import { at } from '../../bus/exchange.js';
 import { upload, uploadEvents, uploadNotices, uploadState, uploadStream, uploadSubjects } from '../../bus/subjects.js';
-import { declareActor, opens } from '../../lib/runtime/actor.js';
+import { declareActor, opens } from '../../lib/runtime/actor-declaration.js';
 
 /**
  * The upload actor on the bus (queue group `upload`), its role's rights; its implementation is

@@ -1,5 +1,5 @@
 import { stateEndpoints, vault, vaultEvents, vaultState } from '../../bus/subjects.js';
-import { declareActor } from '../../lib/runtime/actor.js';
+import { declareActor } from '../../lib/runtime/actor-declaration.js';
 
 /**
  * The vault actor on the bus (queue group `vault`), its role's rights; its implementation is

@@ -4,7 +4,7 @@ import { MemoryBus } from '../../../bus/bus-memory.js';
 import { GuardedBus } from '../../../bus/guarded.js';
 import { BUS_ROLES, covers, EXTERNAL_EVENTS, allowed, allowListMatcher, STATE_ROLES } from '../../../bus/permissions.js';
 import { ACTORS, declaredBy, permissionsFor, ROLE_TABLE, statePermissionsFor } from '../../../cli/roles.js';
-import { busDeclarationOf } from '../../../lib/runtime/actor.js';
+import { busDeclarationOf } from '../../../lib/runtime/actor-declaration.js';
 import { uploadDeclaration } from '../../../actors/upload/declaration.js';
 import * as subjects from '../../../bus/subjects.js';
 import { streamSubject } from '../../../bus/subjects-stream.js';
