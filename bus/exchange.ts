@@ -99,7 +99,7 @@ export function exchange<Req, Res = never>(spec: ExchangeSpec): Exchange<Req, Re
 
 /**
  * An exchange on subjects built at run time from a process's bus id (`at(exchange, subjectOf)`):
- * in an actor's `serves` and `hears`, this process's own (lib/runtime/actor.ts); in its `calls` and
+ * in an actor's `serves` and `hears`, this process's own (lib/runtime/actor-declaration.ts); in its `calls` and
  * `emits`, any process's. Its verbs take it once named: `at(exchange, subjectOf(busId))`.
  */
 export type ByBusId<Req, Res> = Exchange<Req, Res> & { readonly subject: undefined; readonly subjectOf: (busId: string) => string };

@@ -16,7 +16,7 @@ interface LogNames {
 
 /**
  * What each role may do on the bus (docs/security.md "The bus"), from the roles' declarations: an
- * actor's is its `defineActor` table (lib/runtime/actor.ts), the edge's and the admin's are in
+ * actor's is its declaration (`actors/<name>/declaration.ts`, lib/runtime/actor-declaration.ts), the edge's and the admin's are in
  * `edge/bus-roles.ts`, and `cli/roles.ts` puts them together. This module only turns declarations
  * into allow-lists and matches subjects against them. The same lists are enforced twice: by nats-server (the authorization file that
  * `pier bus init` writes from them) and by each role's view of the bus in every process

@@ -1,7 +1,6 @@
 import { BUS_ROLES, type BusRole } from '../bus/permissions.js';
 import { CliError } from './admin-client.js';
 import { writeBusAnchors } from './bus-anchors.js';
-import { planIdentities, writeBusInit } from './bus-init.js';
 import { busInitOut } from './bus-init-out.js';
 import { command, type Command } from './command.js';
 
@@ -20,6 +19,8 @@ export const BUS_COMMANDS = {
         extra[m[1]] = roles as BusRole[];
       }
       try {
+        // The roles' rights (every declaration and its exchanges) are loaded by this command alone.
+        const { planIdentities, writeBusInit } = await import('./bus-init.js');
         return writeBusInit(busInitOut(inv.values.out as string | undefined, inv.values.force === true, inv.env), planIdentities(extra));
       } catch (err) {
         if (err instanceof CliError) throw err;

@@ -1,6 +1,5 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../lib/config/config.js';
-import { startProcess } from './start.js';
 import { logDestinationApartFromNativeOutput } from '../lib/runtime/log.js';
 import { CliError } from './admin-client.js';
 import { COMMAND_TABLE, type Invocation } from './commands.js';
@@ -8,10 +7,10 @@ import { closestCommand, commandHelp, globalHelp, groupHelp, unknownCommand } fr
 import { OPTIONS, parseArgsMessage } from './flags.js';
 import { describeFailure, EXIT } from './outcome.js';
 
-
-
 async function runStart(values: Record<string, unknown>): Promise<void> {
   const config = loadConfig(process.env, { roles: values.roles as string | undefined, 'data-dir': values['data-dir'] as string | undefined, app: values.app as string | undefined });
+  // Only `pier start` loads the process (the bus, the roles): an admin command does without it.
+  const { startProcess } = await import('./start.js');
   const proc = await startProcess(config, { logDestination: logDestinationApartFromNativeOutput() });
   let first: NodeJS.Signals | null = null;
   // The first signal stops cleanly within PIER_STOP_TIMEOUT_MS (what it waits for is logged); a

@@ -5,12 +5,11 @@ import { MemoryBus } from '../bus/bus-memory.js';
 import { NatsBus } from '../bus/bus-nats.js';
 import { fetchVarz, judgeDurability } from '../lib/state/nats-durability.js';
 import { StartWatch } from '../lib/runtime/start-watch.js';
-import { startAdmin, startEdge } from '../edge/server.js';
 import { keepsHistory } from '../edge/gateway/history-off.js';
 import type { Config, Role } from '../lib/config/config.js';
 import { GuardedBus } from '../bus/guarded.js';
 import { ACTORS, EDGE_ACTORS, permissionsFor } from './roles.js';
-import { startActor, type AnyActor, type RunningActor } from '../lib/runtime/actor.js';
+import { startActor, type RunningActor } from '../lib/runtime/actor.js';
 import { inboxPrefixOf } from '../lib/config/nats-auth.js';
 import { createLogger } from '../lib/runtime/log.js';
 import { Metrics } from '../lib/runtime/metrics.js';
@@ -103,7 +102,7 @@ async function connectStateBuses(config: Config, log: ReturnType<typeof createLo
 export async function startProcess(config: Config, options: { logDestination?: NodeJS.WritableStream } = {}): Promise<StartedProcess> {
   const log = createLogger({ level: config.logLevel, name: 'pier', destination: options.logDestination, pretty: config.logFormat === 'pretty' });
   const metrics = new Metrics(config.instanceId);
-  const stopTracing = installTracing(config, log, metrics);
+  const stopTracing = await installTracing(config, log, metrics);
   // What a slow start waits for, said every 10 s until it is ready (lib/runtime/start-watch.ts).
   const watch = new StartWatch(log);
   watch.at('the bus (NATS)');
@@ -180,16 +179,18 @@ export async function startProcess(config: Config, options: { logDestination?: N
   try {
     // The registry first; every other role reads it through the cache, which loads in the
     // background (the roles answer 503 until it has).
-    for (const actor of ACTORS) {
-      if (actor.role !== 'registry' && !cacheStarted) {
+    // Each role's code is imported here, by the process that runs it, not by every process (cli/roles.ts).
+    for (const { declaration, load } of ACTORS) {
+      const { role } = declaration;
+      if (role !== 'registry' && !cacheStarted) {
         cache.start();
         cacheStarted = true;
       }
-      if (!config.roles.includes(actor.role)) continue;
-      watch.at(`the ${actor.role} role to open its state`);
-      const started = await startActor(actor as AnyActor, as(actor.role));
+      if (!config.roles.includes(role)) continue;
+      watch.at(`the ${role} role to open its state`);
+      const started = await startActor(await load(), as(role));
       actors.push(started);
-      running.push(named(actor.role, started));
+      running.push(named(role, started));
     }
     // Every store is open now: the data dir and all of Pier's files in it become private.
     await makePrivate(config.dataDir, [config.upload.root]);
@@ -199,15 +200,18 @@ export async function startProcess(config: Config, options: { logDestination?: N
       // The edge's own actor (the gateway history) where it keeps history, before its listeners;
       // why it does not is said once, here (edge/gateway/history-off.ts).
       const history = await keepsHistory(edge);
-      for (const actor of history ? EDGE_ACTORS : []) {
-        const started = await startActor(actor as AnyActor, edge);
+      for (const { load } of history ? EDGE_ACTORS : []) {
+        const started = await startActor(await load(), edge);
         actors.push(started);
         running.push(named('history', started));
       }
+      // The listeners (and uWebSockets.js) only in a process that has them.
+      const { startEdge } = await import('../edge/server.js');
       running.push(named('edge', await startEdge(edge, history)));
     }
     if (config.roles.includes('admin')) {
       watch.at('the admin listener');
+      const { startAdmin } = await import('../edge/server.js');
       running.push(named('admin', await startAdmin(as('admin'))));
     }
     if (config.probePort !== null) {

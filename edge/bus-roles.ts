@@ -6,7 +6,7 @@ const any = '*';
 
 /**
  * What the edge and the admin listener may do on the bus (bus/permissions.ts turns these into
- * allow-lists; the actors' are their `defineActor` tables). They serve almost nothing: they are
+ * allow-lists; the actors' are their declarations, `actors/<name>/declaration.ts`). They serve almost nothing: they are
  * the callers.
  */
 

@@ -2,14 +2,15 @@ import { at } from '../../bus/exchange.js';
 import { ask, tell } from '../../bus/verbs.js';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { appId } from '../../bus/ids.js';
-import { gatewayChannels, gatewaySubjects, movedSigned, MOVED_FRESH_MS, registry, uploadNotices, type GatewayEvent } from '../../bus/subjects.js';
+import { gatewayChannels, gatewaySubjects, movedSigned, MOVED_FRESH_MS, registry, type GatewayEvent } from '../../bus/subjects.js';
 import { currentTrace, parseTraceparent, type TraceContext } from '../../bus/trace.js';
-import { defineActor, hears, serves } from '../../lib/runtime/actor.js';
+import { defineActor } from '../../lib/runtime/actor.js';
 import { AddressPolicy, networksList } from '../../lib/policy/address-policy.js';
 import { AppSecrets } from '../../lib/crypto/app-secrets.js';
 import { registeredTarget } from '../../lib/policy/callback-target.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import type { ConnState } from './connections.js';
+import { callbackDeclaration } from './declaration.js';
 import { Deliverer } from './delivery.js';
 import { edgeGone } from './edge-probe.js';
 import { ConnQueues } from './queues.js';
@@ -132,39 +133,27 @@ function reportUndelivered(a: CallbackActor): void {
  * this replica's own registry view, never from the event (docs/security.md "The bus"), and is dialled
  * through the address policy of provider calls.
  */
-export const callbackActor = defineActor<CallbackActor>({
-  role: 'callback',
+export const callbackActor = defineActor(callbackDeclaration, {
   serves: {
-    uploaded: serves(uploadNotices.deliver, (a: CallbackActor, n) => a.notices.accept(n)),
-    // Each edge sends all events of one connection to this replica's own subject.
-    deliver: serves(at(gatewayChannels.deliver, gatewaySubjects.deliver), (a: CallbackActor, ev) => {
+    uploaded: (a: CallbackActor, n) => a.notices.accept(n),
+    deliver: (a: CallbackActor, ev) => {
       // Its delivery, later and in another turn, is a span of the hop that brought it.
       const trace = currentTrace();
       if (trace) eventTraces.set(ev, trace);
       const ack = a.queues.accept(ev);
       if (!ack.ok) a.refusals.refused(reasonOf(ack.error.code), ev, ack.error.message);
       return ack;
-    }),
-    // An edge uses a replica only after it answered here (it is a callback replica, with this key).
-    hello: serves(at(gatewayChannels.hello, gatewaySubjects.hello), (a: CallbackActor) => ({ busId: a.ctx.peers.self.busId })),
+    },
+    hello: (a: CallbackActor) => ({ busId: a.ctx.peers.self.busId }),
   },
   hears: {
-    // An edge sends a connection's events elsewhere now (this replica was paused or cut off).
-    // Only from the edge process holding the connection, signed by it, and recent (docs/security.md).
-    moved: hears(at(gatewayChannels.moved, gatewaySubjects.moved), (a: CallbackActor, m) => {
+    moved: (a: CallbackActor, m) => {
       const peers = a.ctx.peers;
       const fresh = Math.abs(a.ctx.now() - m.at) <= MOVED_FRESH_MS;
       if (fresh && peers.signedByBus(m.edge, 'edge', movedSigned(peers.self.busId, m), m.sig)) a.queues.forget(m.connId, m.edge);
       else a.refusals.forged('moved', `a moved notice for ${m.connId} not signed by a live edge ${m.edge}, or stale`);
-    }),
+    },
   },
-  calls: [
-    // Signs callbacks with app callback keys (derived from app secrets; never the secrets themselves).
-    registry.appCallbackKey,
-    // Asks an edge gone silent whether it still runs (edge-probe.ts).
-    at(gatewayChannels.alive, gatewaySubjects.alive),
-  ],
-  emits: [at(gatewayChannels.settled, gatewaySubjects.settled)],
   onRegistryChange: (a, c) => {
     if (c.kind === 'app' && c.op === 'put') a.secrets.forget(c.value.id);
   },

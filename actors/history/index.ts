@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import { parseAppId } from '../../bus/ids.js';
 import { PierError } from '../../bus/errors.js';
-import { history, HISTORY_STREAM, HISTORY_SUBJECTS } from '../../bus/subjects.js';
-import { defineActor, serves } from '../../lib/runtime/actor.js';
+import { defineActor } from '../../lib/runtime/actor.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { retryWhileStarting } from '../../lib/state/jetstream.js';
+import { historyDeclaration } from './declaration.js';
 import { GatewayHistory } from './handler.js';
 import { HistorySeal } from './seal.js';
 import { JetStreamHistory } from './store-jetstream.js';
@@ -45,16 +45,13 @@ const kept = (a: HistoryActor): GatewayHistory => {
  * send to its user, for a chain's head, a reconnecting connection's replay and a gap's entries
  * (bus/subjects-history.ts); it drops an app's history when the app is uninstalled.
  */
-export const historyActor = defineActor<HistoryActor>({
-  role: 'edge',
+export const historyActor = defineActor(historyDeclaration, {
   serves: {
-    historyKeep: serves(history.keep, (a: HistoryActor, req) => kept(a).keep(req.app, req.text)),
-    historyHead: serves(history.head, (a: HistoryActor, req) => kept(a).head(req.app)),
-    historyRecover: serves(history.recover, (a: HistoryActor, req) => kept(a).recoverPaged(req.app, req.since ?? (req.malformed ? 'malformed' : null))),
-    historyAfter: serves(history.after, (a: HistoryActor, req) => kept(a).after(req.app, req.after, req.limit)),
+    historyKeep: (a: HistoryActor, req) => kept(a).keep(req.app, req.text),
+    historyHead: (a: HistoryActor, req) => kept(a).head(req.app),
+    historyRecover: (a: HistoryActor, req) => kept(a).recoverPaged(req.app, req.since ?? (req.malformed ? 'malformed' : null)),
+    historyAfter: (a: HistoryActor, req) => kept(a).after(req.app, req.after, req.limit),
   },
-  // The stream lives in the edge's own state account (PIER_STATE=jetstream); an uninstall purges an app's subjects.
-  jetstream: { streams: [HISTORY_STREAM], purges: [HISTORY_STREAM], buckets: [], subjects: [HISTORY_SUBJECTS] },
   onRegistryChange: (a, change) => {
     // Its history goes with it (a reinstall starts another chain in any case). Every edge process
     // hears the uninstall and purges: the same purge, done once or several times.

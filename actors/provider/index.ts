@@ -1,10 +1,9 @@
 import { Counter, Histogram } from 'prom-client';
-import { at } from '../../bus/exchange.js';
-import { offeredStream, provider, streamSubject } from '../../bus/subjects.js';
-import { defineActor, opens, serves } from '../../lib/runtime/actor.js';
+import { defineActor } from '../../lib/runtime/actor.js';
 import { AccessTokens } from '../../lib/crypto/access-token.js';
 import { AddressPolicy, networksList } from '../../lib/policy/address-policy.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
+import { providerDeclaration } from './declaration.js';
 import { authorise, callProvider, type ProviderDeps } from './handler.js';
 import { Upstream } from './upstream.js';
 
@@ -42,18 +41,11 @@ async function onStart(ctx: RoleContext): Promise<ProviderActor> {
 }
 
 /** The provider-proxy actor (queue group `provider`): the only role that makes HTTP calls out. */
-export const providerActor = defineActor<ProviderActor>({
-  role: 'provider',
+export const providerActor = defineActor(providerDeclaration, {
   serves: {
-    call: serves(provider.call, (a: ProviderActor, req) => callProvider(a.deps, req)),
-    authorize: serves(provider.authorize, (a: ProviderActor, req) => ({ until: authorise(a.deps, req).claims.exp })),
-    // Large bodies (bus/byte-stream.ts), each on a stream subject of its own: the provider's answer
-    // offered to the edge (it takes it), the caller's request taken from the edge's offer.
-    offers: opens(at(offeredStream.take, streamSubject('provider', '>'))),
-    takes: opens(at(offeredStream.pieces, streamSubject('provider', '>'))),
+    call: (a: ProviderActor, req) => callProvider(a.deps, req),
+    authorize: (a: ProviderActor, req) => ({ until: authorise(a.deps, req).claims.exp }),
   },
-  // The same two the other way: the edge's offers taken, the provider's answers pushed to the edge.
-  calls: [at(offeredStream.take, streamSubject('edge', '>')), at(offeredStream.pieces, streamSubject('edge', '>'))],
   onStart,
   onStop: (a) => a.upstream.close(),
 });

@@ -1,10 +1,11 @@
 import { tell } from '../../bus/verbs.js';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { registry, registryEvents, registryState, stateEndpoints } from '../../bus/subjects.js';
-import { defineActor, serves, startActor, type RunningActor } from '../../lib/runtime/actor.js';
+import { registryEvents } from '../../bus/subjects.js';
+import { defineActor, startActor, type RunningActor } from '../../lib/runtime/actor.js';
 import { checkStoreKey } from '../../lib/crypto/master-key-check.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
+import { registryDeclaration } from './declaration.js';
 import * as h from './handler.js';
 import { registryExportPage, registryImportBatch } from './state-io.js';
 import { LmdbRegistryStore, type RegistryStore } from './store.js';
@@ -64,33 +65,30 @@ const current = async <R>(a: RegistryActor, read: () => R | Promise<R>): Promise
  * `<data>/registry` or a replicated log on JetStream. Every committed write is published on
  * `pier.registry.changes`; a heartbeat carries the current revision.
  */
-export const registryActor = defineActor<RegistryActor>({
-  role: 'registry',
+export const registryActor = defineActor(registryDeclaration, {
   serves: {
-    userAdd: serves(registry.userAdd, (a: RegistryActor, r) => h.userAdd(a.deps, r.name)),
-    userToken: serves(registry.userToken, (a: RegistryActor, r) => h.userToken(a.deps, r.name)),
-    userRevoke: serves(registry.userRevoke, (a: RegistryActor, r) => h.userRevoke(a.deps, r.name)),
-    userList: serves(registry.userList, (a: RegistryActor) => current(a, () => h.userList(a.deps))),
-    appInstall: serves(registry.appInstall, (a: RegistryActor, r) => h.appInstall(a.deps, r)),
-    appList: serves(registry.appList, (a: RegistryActor, r) => current(a, () => h.appList(a.deps, r.user))),
-    appUninstall: serves(registry.appUninstall, (a: RegistryActor, r) => h.appUninstall(a.deps, r.user, r.app, r.purge)),
-    appCredentials: serves(registry.appCredentials, (a: RegistryActor, r) => current(a, () => h.appCredentials(a.deps, r.appKey))),
-    appCallbackKey: serves(registry.appCallbackKey, (a: RegistryActor, r) => current(a, () => h.appCallbackKey(a.deps, r.appKey))),
-    appVerify: serves(registry.appVerify, (a: RegistryActor, r) => current(a, () => h.appVerify(a.deps, r.appKey, r.secret))),
-    providerList: serves(registry.providerList, (a: RegistryActor) => current(a, () => a.store.listProviders())),
-    providerSetState: serves(registry.providerSetState, (a: RegistryActor, r) => h.providerSetState(a.deps, r.name, r.state)),
-    snapshot: serves(registry.snapshot, (a: RegistryActor) => current(a, () => a.store.snapshot())),
-    appReseal: serves(registry.appReseal, (a: RegistryActor) => h.appReseal(a.deps)),
-    export: serves(stateEndpoints.registryExport, (a: RegistryActor, r) => registryExportPage(a.store, r.offset, r.limit)),
-    import: serves(stateEndpoints.registryImport, async (a: RegistryActor, r) => {
+    userAdd: (a: RegistryActor, r) => h.userAdd(a.deps, r.name),
+    userToken: (a: RegistryActor, r) => h.userToken(a.deps, r.name),
+    userRevoke: (a: RegistryActor, r) => h.userRevoke(a.deps, r.name),
+    userList: (a: RegistryActor) => current(a, () => h.userList(a.deps)),
+    appInstall: (a: RegistryActor, r) => h.appInstall(a.deps, r),
+    appList: (a: RegistryActor, r) => current(a, () => h.appList(a.deps, r.user)),
+    appUninstall: (a: RegistryActor, r) => h.appUninstall(a.deps, r.user, r.app, r.purge),
+    appCredentials: (a: RegistryActor, r) => current(a, () => h.appCredentials(a.deps, r.appKey)),
+    appCallbackKey: (a: RegistryActor, r) => current(a, () => h.appCallbackKey(a.deps, r.appKey)),
+    appVerify: (a: RegistryActor, r) => current(a, () => h.appVerify(a.deps, r.appKey, r.secret)),
+    providerList: (a: RegistryActor) => current(a, () => a.store.listProviders()),
+    providerSetState: (a: RegistryActor, r) => h.providerSetState(a.deps, r.name, r.state),
+    snapshot: (a: RegistryActor) => current(a, () => a.store.snapshot()),
+    appReseal: (a: RegistryActor) => h.appReseal(a.deps),
+    export: (a: RegistryActor, r) => registryExportPage(a.store, r.offset, r.limit),
+    import: async (a: RegistryActor, r) => {
       const { imported, event } = await registryImportBatch(a.store, r.records, a.ctx.config.keyring);
       if (event) a.deps.publish(event);
       return { imported };
-    }),
-    empty: serves(stateEndpoints.registryEmpty, (a: RegistryActor) => current(a, () => ({ empty: a.store.listUsers().length === 0 && a.store.listApps().length === 0 }))),
+    },
+    empty: (a: RegistryActor) => current(a, () => ({ empty: a.store.listUsers().length === 0 && a.store.listApps().length === 0 })),
   },
-  emits: [registryEvents.changes, registryEvents.heartbeat],
-  jetstream: { streams: [], buckets: [], subjects: [], logs: [registryState] },
   timers: { heartbeat: { everyMs: (ctx) => ctx.config.registry.heartbeatMs, run: beat } },
   onStart,
   onStop: (a) => a.store.close(),

@@ -1,13 +1,14 @@
 import { ask } from '../../bus/verbs.js';
 import { Counter } from 'prom-client';
-import { registry, token, tokenState } from '../../bus/subjects.js';
-import { defineActor, serves } from '../../lib/runtime/actor.js';
+import { registry, token } from '../../bus/subjects.js';
+import { defineActor } from '../../lib/runtime/actor.js';
 import { AccessTokens } from '../../lib/crypto/access-token.js';
 import { AppSecrets } from '../../lib/crypto/app-secrets.js';
 import { FailureLimiter } from '../../lib/policy/rate-limit.js';
 import { SharedFailures } from './shared-failures.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { BcryptPool } from './bcrypt-pool.js';
+import { tokenDeclaration } from './declaration.js';
 import { CheckGate } from './check-gate.js';
 import { issueAccessToken, VerifiedProofs, type RefusalReason, type TokenDeps } from './handler.js';
 
@@ -66,18 +67,14 @@ async function onStart(ctx: RoleContext): Promise<TokenActor> {
  * issues signed 5-minute access tokens. App secrets come from the registry on first use and are
  * forgotten when any app changes (uninstall, reinstall).
  */
-export const tokenActor = defineActor<TokenActor>({
-  role: 'token',
+export const tokenActor = defineActor(tokenDeclaration, {
   serves: {
-    issue: serves(token.issue, async (a: TokenActor, req) => {
+    issue: async (a: TokenActor, req) => {
       const out = await issueAccessToken(a.deps, req);
       a.issued.inc();
       return out;
-    }),
+    },
   },
-  // Hashes with app secrets (bcrypt proofs): one of the two roles that may obtain them.
-  calls: [registry.appCredentials],
-  jetstream: { streams: [tokenState.stream], buckets: [], subjects: [tokenState.subject] },
   onRegistryChange: (a, change) => {
     if (change.kind === 'app') a.secrets.clear();
   },

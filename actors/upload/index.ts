@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import { Counter, Gauge } from 'prom-client';
 import { PierError } from '../../bus/errors.js';
 import { appId } from '../../bus/ids.js';
-import { at } from '../../bus/exchange.js';
-import { upload, uploadEvents, uploadNotices, uploadState, uploadStream, uploadSubjects, type BeginWrite, type WriteSession as WriteSessionReply } from '../../bus/subjects.js';
-import { defineActor, hears, opens, serves } from '../../lib/runtime/actor.js';
+import { uploadEvents, type BeginWrite, type WriteSession as WriteSessionReply } from '../../bus/subjects.js';
+import { defineActor } from '../../lib/runtime/actor.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { removeUpload } from './finish.js';
+import { uploadDeclaration } from './declaration.js';
 import type { UploadDeps } from './deps.js';
 import { createUpload, getUpload, lockForWrite } from './handler.js';
 import { UploadLocks } from './lock.js';
@@ -156,26 +156,19 @@ async function prepareDest(a: UploadActor, user: string, dest: string): Promise<
  * The upload actor (queue group `upload`): the only code that writes uploaded files. It runs on
  * the host that has the storage; replicas there share the LMDB environment of upload records.
  */
-export const uploadActor = defineActor<UploadActor>({
-  role: 'upload',
+export const uploadActor = defineActor(uploadDeclaration, {
   serves: {
-    create: serves(upload.create, (a: UploadActor, req) => (req.protocol === 'tus' ? createTusUpload(a.deps, req, a.ctx.config.upload.idleMs) : createUpload(a.deps, req))),
-    get: serves(upload.get, (a: UploadActor, req) => getUpload(a.deps, req.user, req.app, req.id)),
-    prepare: serves(upload.prepare, (a: UploadActor, req) => prepareDest(a, req.user, req.dest)),
-    begin: serves(upload.begin, beginWrite),
-    describe: serves(upload.describe, (a: UploadActor, req) => describeTusUpload(a.deps, req.user, req.app, req.id, a.ctx.config.upload.idleMs)),
-    list: serves(upload.list, (a: UploadActor, req) => listInProgress(a.deps, req.limit)),
-    terminate: serves(upload.terminate, (a: UploadActor, req) => terminateTusUpload(a.deps, req.user, req.app, req.id)),
-    // Each PATCH's pieces arrive on a subject of its own write session (session.ts), on this replica's.
-    session: opens(at(uploadStream, (busId) => uploadSubjects.session(busId, '*'))),
+    create: (a: UploadActor, req) => (req.protocol === 'tus' ? createTusUpload(a.deps, req, a.ctx.config.upload.idleMs) : createUpload(a.deps, req)),
+    get: (a: UploadActor, req) => getUpload(a.deps, req.user, req.app, req.id),
+    prepare: (a: UploadActor, req) => prepareDest(a, req.user, req.dest),
+    begin: beginWrite,
+    describe: (a: UploadActor, req) => describeTusUpload(a.deps, req.user, req.app, req.id, a.ctx.config.upload.idleMs),
+    list: (a: UploadActor, req) => listInProgress(a.deps, req.limit),
+    terminate: (a: UploadActor, req) => terminateTusUpload(a.deps, req.user, req.app, req.id),
   },
   hears: {
-    // Another replica's session ended: who waits here on that upload looks again.
-    released: hears(uploadEvents.released, (a: UploadActor, { id }) => a.deps.locks.wake(id)),
+    released: (a: UploadActor, { id }) => a.deps.locks.wake(id),
   },
-  emits: [uploadEvents.completed, uploadEvents.released],
-  calls: [uploadNotices.deliver],
-  jetstream: { streams: [], buckets: [], subjects: [], logs: [uploadState] },
   timers: {
     // On NATS, locks of replicas that died with this one are known dead once heartbeats had time to
     // come; so are replicas trusted alive meanwhile.

@@ -1,14 +1,15 @@
 import { tell } from '../../bus/verbs.js';
 import { join } from 'node:path';
 import { Counter } from 'prom-client';
-import { stateEndpoints, vault, vaultEvents, vaultState } from '../../bus/subjects.js';
-import { defineActor, hears, serves } from '../../lib/runtime/actor.js';
+import { vaultEvents } from '../../bus/subjects.js';
+import { defineActor } from '../../lib/runtime/actor.js';
 import { AccessTokens } from '../../lib/crypto/access-token.js';
 import { checkStoreKey } from '../../lib/crypto/master-key-check.js';
 import { seriesCounter } from '../../lib/runtime/metrics.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { AuditBatch } from './audit-batch.js';
 import { DataKeys } from './data-keys.js';
+import { vaultDeclaration } from './declaration.js';
 import { Values, VALUE_KEYS_WIRE } from './values.js';
 import { strayValueKeys } from './value-key-erasure.js';
 import { vaultGate, vaultOp, type VaultDeps } from './handler.js';
@@ -224,40 +225,26 @@ const current = async <R>(a: VaultActor, read: () => R | Promise<R>): Promise<R>
  * The vault actor (queue group `vault`): the only code that touches secrets. Values are sealed
  * with per-(user, workspace, env) data keys, themselves wrapped by the master key.
  */
-export const vaultActor = defineActor<VaultActor>({
-  role: 'vault',
+export const vaultActor = defineActor(vaultDeclaration, {
   serves: {
-    op: serves(vault.op, (a: VaultActor, req) => vaultOp(a.deps, req)),
-    authorize: serves(vault.authorize, (a: VaultActor, req) => vaultGate(a.deps, req)),
-    operator: serves(vault.operator, (a: VaultActor, req) => operatorOp(a.deps, req)),
-    // Wire format 2's operations, on their own subject: only replicas of a release that has them subscribe (docs/operations.md "Upgrading").
-    versions: serves(vault.versions, (a: VaultActor, req) => operatorOp(a.deps, req)),
-    audit: serves(vault.audit, async (a: VaultActor, req) => {
+    op: (a: VaultActor, req) => vaultOp(a.deps, req),
+    authorize: (a: VaultActor, req) => vaultGate(a.deps, req),
+    operator: (a: VaultActor, req) => operatorOp(a.deps, req),
+    versions: (a: VaultActor, req) => operatorOp(a.deps, req),
+    audit: async (a: VaultActor, req) => {
       await a.batch.flush(); // what this replica has batched is part of the answer
       return a.store.readAudit(req);
-    }),
-    // Wire format 3's operation, on its own subject (only replicas of this release subscribe).
-    rekey: serves(vault.rekey, (a: VaultActor, req) => rekey(a.deps, req)),
-    rotate: serves(vault.rotate, async (a: VaultActor) => ({ rewrapped: await a.keys.rewrapAll() })),
-    export: serves(stateEndpoints.vaultExport, (a: VaultActor, r) => current(a, () => vaultExportPage(a.store, r.offset, r.limit))),
-    import: serves(stateEndpoints.vaultImport, (a: VaultActor, r) => vaultImportBatch(a.store, r.records, a.ctx.config.keyring)),
-    empty: serves(stateEndpoints.vaultEmpty, (a: VaultActor) => current(a, () => ({ empty: a.store.everything().dataKeys.length === 0 }))),
+    },
+    rekey: (a: VaultActor, req) => rekey(a.deps, req),
+    rotate: async (a: VaultActor) => ({ rewrapped: await a.keys.rewrapAll() }),
+    export: (a: VaultActor, r) => current(a, () => vaultExportPage(a.store, r.offset, r.limit)),
+    import: (a: VaultActor, r) => vaultImportBatch(a.store, r.records, a.ctx.config.keyring),
+    empty: (a: VaultActor) => current(a, () => ({ empty: a.store.everything().dataKeys.length === 0 })),
   },
   hears: {
-    // On JetStream, where each writer's durable changes are (reads wait for their views to reach them).
-    written: hears(vaultEvents.written, (a: VaultActor, mark) => {
+    written: (a: VaultActor, mark) => {
       if (a.store instanceof JetStreamVaultStore) a.store.heard(mark);
-    }),
-  },
-  emits: [vaultEvents.written],
-  jetstream: {
-    streams: [vaultState.auditStream],
-    buckets: [vaultState.keys, vaultState.secrets, vaultState.versions, vaultState.deleted, vaultState.valueKeys],
-    // A destroyed version's bytes are erased from its stream, not only left out of it (docs/vault.md "Versions"),
-    // and a purged workspace's data keys with the rest (docs/vault.md "Purge").
-    // A value key's message goes with the last value sealed under it (docs/vault.md "Destroyed").
-    erases: [`KV_${vaultState.versions}`, `KV_${vaultState.deleted}`, `KV_${vaultState.secrets}`, `KV_${vaultState.keys}`, `KV_${vaultState.valueKeys}`],
-    subjects: [vaultState.auditSubject],
+    },
   },
   timers: { prune: { everyMs: () => 3_600_000, run: prune }, expire: { everyMs: () => 3_600_000, run: runSweep } },
   // `pier app uninstall --purge`: the app's workspaces go, unless another app of the user still uses them.

@@ -1,43 +1,56 @@
-import { at, subjectPattern, type AnyLocated, type Exchange, type Located } from '../../bus/exchange.js';
+import { at, type AnyLocated, type Exchange, type Located } from '../../bus/exchange.js';
+import { checkTables, isOpened, type ActorDeclaration, type Opened } from './actor-declaration.js';
 import { hear, serve } from '../../bus/verbs.js';
 import type { Subscription } from '../../bus/bus.js';
 import { isFault, type PierError } from '../../bus/errors.js';
-import type { BusRole, Declaration, JetStreamDeclaration } from '../../bus/permissions.js';
+import type { BusRole } from '../../bus/permissions.js';
 import type { Change, EndpointStats } from '../../bus/subjects.js';
 import type { RoleContext, Running } from './runtime.js';
 
 /**
- * An actor is a declaration: what it serves and hears on the bus (its two tables of entries), what
- * it calls and emits, its timers and how it starts and stops. `startActor` wires any declaration the
- * same way (subscribes, checks schemas, answers errors, counts, drains on stop), and
- * `busDeclarationOf` turns the same object into the role's permissions (cli/roles.ts): what a role
- * may do on the bus is written once.
- *
- * An entry's exchange is declared in `bus/subjects-*.ts`, on its subject, or on one this process
- * builds from its bus id, `at(exchange, subjectOf)` (one replica's own: the events of the
- * connections it delivers). A request/reply exchange is served, a one-way one heard: an entry in the
- * other table is a type error, and refused at start.
- *
- * `S` is the actor's state, built by `onStart` from the role's context (its stores, its policies);
- * every handler gets it first.
+ * An actor is its declaration (actor-declaration.ts: what it does on the bus, its role's rights) and
+ * its implementation: a handler per entry, its timers, how it starts and stops. `startActor` wires
+ * any actor the same way (subscribes, checks schemas, answers errors, counts, drains on stop).
  */
-export interface ActorDeclaration<S> {
-  readonly role: BusRole;
-  /** Request/reply entries, each with its handler (or served by the actor's own code: `opens`). */
-  readonly serves: Readonly<Record<string, Served<S>>>;
-  /** One-way entries: events every replica hears, or what is told to this replica's own subject. */
-  readonly hears?: Readonly<Record<string, Heard<S>>>;
-  /** Exchanges it asks, and one-way ones it tells: on their subjects, or `at(exchange, subjectOf)` for any process's. */
-  readonly calls?: ReadonlyArray<AnyLocated>;
-  readonly emits?: ReadonlyArray<AnyLocated>;
-  /** JetStream state it owns (PIER_STATE=jetstream), in the role's own account. */
-  readonly jetstream?: JetStreamDeclaration;
+
+type RequestOf<E> = E extends { readonly _req?: infer Req } ? Req : never;
+type AnswerOf<E> = E extends { readonly _res?: infer Res } ? Res : never;
+
+/** A handler per served entry (not those it opens), typed by its exchange: the answer's type comes from the exchange alone, so a one-way exchange (answer `never`) cannot be served. */
+type ServeHandlers<D extends ActorDeclaration, S> = {
+  readonly [K in keyof D['serves'] as D['serves'][K] extends Opened ? never : K]: (state: S, req: RequestOf<D['serves'][K]>) => NoInfer<AnswerOf<D['serves'][K]>> | Promise<NoInfer<AnswerOf<D['serves'][K]>>>;
+};
+
+/** A handler per heard entry: required when the declaration hears anything. */
+type HearHandlers<D extends ActorDeclaration, S> = D extends { readonly hears: infer H }
+  ? { readonly hears: { readonly [K in keyof H]: (state: S, value: RequestOf<H[K]>) => void } }
+  : { readonly hears?: undefined };
+
+/**
+ * How an actor does what its declaration says: a handler for each entry, its timers, how it starts
+ * and stops. `S` is the actor's state, built by `onStart` from the role's context (its stores, its
+ * policies); every handler gets it first.
+ */
+export type ActorImplementation<D extends ActorDeclaration, S> = {
+  readonly serves: ServeHandlers<D, S>;
   /** Periodic work; a run that throws is logged, and the next one still comes. */
   readonly timers?: Readonly<Record<string, ActorTimer<S>>>;
   /** Registry changes this replica applied (uninstalls, reinstalls), in order. */
   readonly onRegistryChange?: (state: S, change: Change) => void;
   readonly onStart: (ctx: RoleContext) => Promise<S>;
   /** After the subscriptions are drained and timers stopped: release what `onStart` opened. */
+  readonly onStop?: (state: S) => Promise<void>;
+} & HearHandlers<D, S>;
+
+/** An actor as `startActor` runs it: its declaration, and each entry's exchange beside its handler. */
+export interface Actor<S> {
+  readonly declaration: ActorDeclaration;
+  readonly role: BusRole;
+  readonly serves: Readonly<Record<string, Served<S>>>;
+  readonly hears: Readonly<Record<string, Heard<S>>>;
+  readonly timers?: Readonly<Record<string, ActorTimer<S>>>;
+  readonly onRegistryChange?: (state: S, change: Change) => void;
+  readonly onStart: (ctx: RoleContext) => Promise<S>;
   readonly onStop?: (state: S) => Promise<void>;
 }
 
@@ -60,58 +73,55 @@ export interface ActorTimer<S> {
 }
 
 /**
- * Typed entries: the handler's request is the exchange's (the tables above erase it). The answer's
- * type comes from the exchange alone, so a one-way exchange (whose answer is `never`) cannot be served.
+ * The actor of a declaration and its implementation: each entry's handler put beside its exchange.
+ * A handler missing, or one for no entry, is refused here, when the implementation is loaded.
  */
-export function serves<S, Req, Res>(exchange: Located<Req, Res>, handle: (state: S, req: Req) => NoInfer<Res> | Promise<NoInfer<Res>>): Served<S> {
-  return { exchange, handle } as unknown as Served<S>;
+export function defineActor<D extends ActorDeclaration, S>(declaration: D, implementation: ActorImplementation<D, S>): Actor<S> {
+  const handlers = (kind: 'serves' | 'hears', declared: readonly string[], given: object | undefined) => {
+    const missing = declared.filter((name) => !(given && name in given));
+    const extra = Object.keys(given ?? {}).filter((name) => !declared.includes(name));
+    if (missing.length > 0 || extra.length > 0) throw new TypeError(`actor ${declaration.role}: ${kind} handlers ${[...missing.map((n) => `missing for ${n}`), ...extra.map((n) => `given for ${n}, which is not declared`)].join(', ')}`);
+    return (given ?? {}) as Record<string, never>;
+  };
+  const served = Object.entries(declaration.serves);
+  const serveHandlers = handlers('serves', served.filter(([, e]) => !isOpened(e)).map(([name]) => name), implementation.serves);
+  const heard = Object.entries(declaration.hears ?? {});
+  const hearHandlers = handlers('hears', heard.map(([name]) => name), implementation.hears);
+  const { timers, onRegistryChange, onStart, onStop } = implementation;
+  return {
+    declaration,
+    role: declaration.role,
+    serves: Object.fromEntries(served.map(([name, e]) => [name, isOpened(e) ? { exchange: e.opens, handle: undefined } : { exchange: e, handle: serveHandlers[name] }])),
+    hears: Object.fromEntries(heard.map(([name, exchange]) => [name, { exchange, handle: hearHandlers[name] }])),
+    ...(timers ? { timers } : {}),
+    ...(onRegistryChange ? { onRegistryChange } : {}),
+    onStart,
+    ...(onStop ? { onStop } : {}),
+  };
 }
-
-export function hears<S, T>(exchange: Located<T, never>, handle: (state: S, value: T) => void): Heard<S> {
-  return { exchange, handle } as unknown as Heard<S>;
-}
-
-/**
- * A request/reply exchange the actor's own code serves on subjects it opens at run time, one per
- * piece of work (a PATCH's write session, a byte stream), for as long as that work lasts: named on
- * the pattern those subjects match (a wildcard, or built from this replica's bus id). Not an entry
- * the starter subscribes for the actor's life: each such subject exists only while its work holds it
- * (a piece sent after that meets nobody, at once, rather than another's work), and keeps its own
- * order. Declared here so that the role's rights still come from this table alone.
- */
-export function opens<S>(exchange: AnyLocated): Served<S> {
-  return { exchange, handle: undefined };
-}
-
-export const defineActor = <S>(d: ActorDeclaration<S>): ActorDeclaration<S> => d;
 
 /** Any actor, whatever its state (its state appears both in and out, so no narrower type holds them all). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AnyActor = ActorDeclaration<any>;
-
-/** A one-way exchange is heard, never served; a request/reply one served, never heard (the types say so too). */
-function checkTables(d: AnyActor): void {
-  for (const [name, e] of Object.entries(d.serves)) {
-    if (e.exchange.oneWay) throw new TypeError(`actor ${d.role}: serves.${name} is a one-way exchange: it belongs in hears`);
-  }
-  for (const [name, e] of Object.entries(d.hears ?? {})) {
-    if (!e.exchange.oneWay) throw new TypeError(`actor ${d.role}: hears.${name} is a request/reply exchange: it belongs in serves`);
-  }
-}
+export type AnyActor = Actor<any>;
 
 /**
- * The role's bus surface, for its permissions: every subject above, one built from a bus id as a
- * pattern over bus ids, each once (a stream's take and its pieces share their subjects' pattern).
+ * An actor as a process knows it before it runs it: its declaration now, its implementation (the
+ * handlers, stores, native modules they use) imported only by a process that starts its role.
  */
-export function busDeclarationOf(d: AnyActor): Declaration {
-  checkTables(d);
-  const subjects = (xs: readonly AnyLocated[]) => [...new Set(xs.map(subjectPattern))];
+export interface LazyActor {
+  readonly declaration: ActorDeclaration;
+  load(): Promise<AnyActor>;
+}
+
+/** `load` imports the actor's module; what it gives must be the actor of this very declaration. */
+export function lazyActor(declaration: ActorDeclaration, load: () => Promise<AnyActor>): LazyActor {
   return {
-    serves: subjects(Object.values(d.serves).map((e) => e.exchange)),
-    hears: subjects(Object.values(d.hears ?? {}).map((e) => e.exchange)),
-    calls: subjects(d.calls ?? []),
-    emits: subjects(d.emits ?? []),
-    ...(d.jetstream ? { jetstream: d.jetstream } : {}),
+    declaration,
+    async load() {
+      const actor = await load();
+      if (actor.declaration !== declaration) throw new TypeError(`actor ${declaration.role}: the module loaded for it implements another declaration`);
+      return actor;
+    },
   };
 }
 
@@ -124,13 +134,13 @@ export interface RunningActor extends Running {
 const DRAIN_MS = 5_000;
 
 /**
- * Starts an actor from its declaration. Each served entry's handler runs behind `serve` (the request
+ * Starts an actor (its declaration and implementation). Each served entry's handler runs behind `serve` (the request
  * checked against its schema, a throw answered at once as its typed error) and is counted; each heard
  * one is guarded (a throw logged and counted, never thrown into the bus); on stop
  * the subscriptions go first, then the requests in flight are waited for (bounded), then the state closes.
  */
-export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): Promise<RunningActor> {
-  checkTables(d);
+export async function startActor<S>(d: Actor<S>, ctx: RoleContext): Promise<RunningActor> {
+  checkTables(d.role, Object.entries(d.serves).map(([name, e]) => [name, e.exchange]), Object.entries(d.hears).map(([name, h]) => [name, h.exchange]));
   const state = await d.onStart(ctx);
   const stats: Record<string, EndpointStats> = {};
   // Requests being handled, counted (a stop waits for them): a number and one shared callback,
@@ -186,7 +196,7 @@ export async function startActor<S>(d: ActorDeclaration<S>, ctx: RoleContext): P
       stats[name] = { subject: e.exchange.subject, requests: 0, errors: 0, processingMs: 0, averageMs: 0, lastError: null, faults: 0, lastFault: null };
       subs.push(serve(ctx.bus, e.exchange, run, { observe: observe(name) }));
     }
-    for (const [name, h] of Object.entries(d.hears ?? {})) {
+    for (const [name, h] of Object.entries(d.hears)) {
       const handle = h.handle as (state: S, value: unknown) => void;
       // The failure counter's label, as it always was: an event's, or a signal's (this replica's own subject).
       const where = `${d.role} ${h.exchange.subject === undefined ? 'signal' : 'event'} ${name}`;

@@ -4,15 +4,16 @@ import type { Config } from '../config/config-types.js';
 import type { Logger } from '../runtime/log.js';
 import type { Metrics } from '../runtime/metrics.js';
 import { pierVersion } from '../runtime/version.js';
-import { startOtel } from './otel.js';
 
 /**
  * Starts span export when configured (docs/operations.md "Tracing") and installs its tracer for
  * the process; with export off, the bus's pass-through stays. Answers the stop: what is queued is
- * sent (bounded by the exporter's timeout), and the pass-through comes back.
+ * sent (bounded by the exporter's timeout), and the pass-through comes back. The OpenTelemetry SDK is
+ * imported only by a process that exports (docs/operations.md "Start-up").
  */
-export function installTracing(config: Config, log: Logger, metrics: Metrics): () => Promise<void> {
+export async function installTracing(config: Config, log: Logger, metrics: Metrics): Promise<() => Promise<void>> {
   if (!config.tracing.export) return async () => undefined;
+  const { startOtel } = await import('./otel.js');
   const otel = startOtel({
     config: config.tracing,
     version: pierVersion(),

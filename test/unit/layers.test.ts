@@ -204,3 +204,38 @@ test('no raw msgpack decode outside bus/ and lib/state/record-format.ts', (t) =>
   const allowed = (file: string) => file.startsWith('bus/') || file === 'lib/state/record-format.ts';
   t.deepEqual(linesMatching(PROCESSES, /(^|[^.\w])decode\s*[<(]|\bdecode\b[^;]*from '[^']*codec\.js'/, allowed), []);
 });
+
+/**
+ * What `file` imports when it loads, transitively: relative imports as source paths, packages by
+ * name; not `import type` (erased), nor `import('…')` (loaded when called).
+ */
+function loadedWith(file: string): Set<string> {
+  const seen = new Set<string>();
+  const visit = (path: string) => {
+    if (seen.has(path)) return;
+    seen.add(path);
+    if (!path.endsWith('.ts')) return;
+    const text = readFileSync(join(ROOT, path), 'utf8');
+    for (const m of text.matchAll(/^\s*(?:import(?!\s+type\b)[^'"]*?\bfrom\s*|import\s*|export(?!\s+type\b)[^'"]*?\bfrom\s*)['"]([^'"]+)['"]/gm)) {
+      const spec = m[1];
+      if (!spec.startsWith('.')) visit(spec.startsWith('node:') ? spec : spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/'));
+      else visit(relative(ROOT, resolve(dirname(join(ROOT, path)), spec)).replace(/\.js$/, '.ts'));
+    }
+  };
+  visit(file);
+  return seen;
+}
+
+// Issue #57: a process loads the code of the roles it runs, and no other (cli/roles.ts); an admin
+// command loads no process at all. What `pier` loads before it knows its roles holds no actor's
+// implementation (only declarations), no listener, neither uWebSockets.js nor LMDB, and no
+// OpenTelemetry (only a process that exports spans loads it).
+test('a process loads only its own roles\' code: the start path imports no actor implementation, listener, uWS, LMDB or OpenTelemetry', (t) => {
+  const heavy = (m: string) => (m.startsWith('actors/') && !m.endsWith('/declaration.ts')) || m === 'edge/server.ts' || m === 'uWebSockets.js' || m === 'lmdb' || m.startsWith('@opentelemetry/');
+  for (const entry of ['cli/main.ts', 'cli/start.ts']) t.deepEqual([...loadedWith(entry)].filter(heavy), [], entry);
+  // The check sees what it must: an actor's implementation loads its store.
+  t.true([...loadedWith('actors/vault/index.ts')].some(heavy));
+  t.true(loadedWith('cli/start.ts').has('actors/vault/declaration.ts'));
+  // An admin command loads no role's declaration either (`pier bus init` alone reads them).
+  t.false([...loadedWith('cli/main.ts')].some((m) => m.startsWith('actors/')), 'cli/main.ts loads declarations');
+});

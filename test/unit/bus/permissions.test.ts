@@ -4,8 +4,8 @@ import { MemoryBus } from '../../../bus/bus-memory.js';
 import { GuardedBus } from '../../../bus/guarded.js';
 import { BUS_ROLES, covers, EXTERNAL_EVENTS, allowed, allowListMatcher, STATE_ROLES } from '../../../bus/permissions.js';
 import { ACTORS, declaredBy, permissionsFor, ROLE_TABLE, statePermissionsFor } from '../../../cli/roles.js';
-import { busDeclarationOf, serves } from '../../../lib/runtime/actor.js';
-import { uploadActor } from '../../../actors/upload/index.js';
+import { busDeclarationOf } from '../../../lib/runtime/actor-declaration.js';
+import { uploadDeclaration } from '../../../actors/upload/declaration.js';
 import * as subjects from '../../../bus/subjects.js';
 import { streamSubject } from '../../../bus/subjects-stream.js';
 import type { AnyLocated } from '../../../bus/exchange.js';
@@ -132,20 +132,23 @@ test('a state login may touch only its own role\'s streams and its own inbox', (
 });
 
 test('an actor role\'s rights are its declaration: every endpoint, channel, heard event and timer-free call, and nothing else', (t) => {
-  for (const actor of ACTORS) {
+  for (const { declaration: actor } of ACTORS) {
     const own = declaredBy(actor.role);
     // An entry on a subject built from a bus id, as one replica's (`b1`) would be.
     const subjectOf = (ex: AnyLocated) => (ex.subject !== undefined ? ex.subject : ex.subjectOf('b1'));
-    for (const e of Object.values(actor.serves)) t.true(allowed(own.subscribe, subjectOf(e.exchange)), `${actor.role} serves ${subjectOf(e.exchange)}`);
-    for (const h of Object.values(actor.hears ?? {})) t.true(allowed(own.subscribe, subjectOf(h.exchange)), `${actor.role} hears ${subjectOf(h.exchange)}`);
+    for (const e of Object.values(actor.serves)) {
+      const ex = 'opens' in e ? e.opens : e;
+      t.true(allowed(own.subscribe, subjectOf(ex)), `${actor.role} serves ${subjectOf(ex)}`);
+    }
+    for (const h of Object.values(actor.hears ?? {})) t.true(allowed(own.subscribe, subjectOf(h)), `${actor.role} hears ${subjectOf(h)}`);
     for (const c of actor.calls ?? []) t.true(allowed(own.publish, subjectOf(c)), `${actor.role} calls ${subjectOf(c)}`);
     // Nothing beyond the declaration: each subscribe entry is one of the declared ones.
     const declared = busDeclarationOf(actor);
     const names = (xs: readonly (string | { subject: string })[] | undefined) => (xs ?? []).map((x) => (typeof x === 'string' ? x : x.subject));
     t.deepEqual(own.subscribe, [...names(declared.serves), ...names(declared.hears)], `${actor.role}: its subscriptions are exactly its declaration`);
   }
-  // A subject added to an actor's table is a right of its role at once, with no second list to edit.
-  const extended = { ...uploadActor, serves: { ...uploadActor.serves, extra: serves(subjects.vault.audit, () => ({ entries: [] }) as never) } };
+  // A subject added to an actor's declaration is a right of its role at once, with no second list to edit.
+  const extended = { ...uploadDeclaration, serves: { ...uploadDeclaration.serves, extra: subjects.vault.audit } };
   t.true(allowed(busDeclarationOf(extended).serves!.map((s) => (typeof s === 'string' ? s : s.subject)), 'pier.vault.audit'));
   t.false(allowed(declaredBy('upload').subscribe, 'pier.vault.audit'), 'the real upload role does not serve it');
 });

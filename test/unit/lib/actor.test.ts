@@ -6,7 +6,8 @@ import { MemoryBus } from '../../../bus/bus-memory.js';
 import { decode } from '../../../bus/codec.js';
 import { PierError } from '../../../bus/errors.js';
 import type { Change } from '../../../bus/subjects.js';
-import { defineActor, hears, serves, startActor } from '../../../lib/runtime/actor.js';
+import { declareActor } from '../../../lib/runtime/actor-declaration.js';
+import { defineActor, lazyActor, startActor } from '../../../lib/runtime/actor.js';
 import { createLogger } from '../../../lib/runtime/log.js';
 import { Metrics } from '../../../lib/runtime/metrics.js';
 import type { RoleContext } from '../../../lib/runtime/runtime.js';
@@ -44,33 +45,34 @@ interface State {
   gate: Promise<void>;
 }
 
+const declared = declareActor({ role: 'upload', serves: { echo, fails, crashes, slow }, hears: { poked } });
+
 function declaration() {
-  return defineActor<State>({
-    role: 'upload',
+  return defineActor(declared, {
     serves: {
-      echo: serves(echo, (_s: State, req) => ({ n: req.n })),
-      fails: serves(fails, () => {
+      echo: (_s: State, req) => ({ n: req.n }),
+      fails: () => {
         throw new PierError('CONFLICT', 'upload busy');
-      }),
-      crashes: serves(crashes, (): { n: number } => {
+      },
+      crashes: (): { n: number } => {
         throw new Error('a bug with a secret path /srv/keys');
-      }),
-      slow: serves(slow, async (s: State, req) => {
+      },
+      slow: async (s: State, req) => {
         await s.gate;
         if (s.closed) throw new Error('answered after the state closed');
         return { n: req.n };
-      }),
+      },
     },
     hears: {
-      poked: hears(poked, (s: State, v) => {
+      poked: (s: State, v) => {
         if (v.n < 0) throw new Error('a bug in an event handler');
         s.heard.push(v.n);
-      }),
+      },
     },
     timers: {
       tick: {
         everyMs: () => 5,
-        run: (s) => {
+        run: (s: State) => {
           s.ticks++;
           if (s.ticks === 1) throw new Error('a bug in a timer');
         },
@@ -79,12 +81,12 @@ function declaration() {
     onRegistryChange: () => {
       throw new Error('a bug in a registry hook');
     },
-    onStart: async () => {
+    onStart: async (): Promise<State> => {
       let release = () => undefined as void;
       const gate = new Promise<void>((r) => (release = r));
       return { heard: [], ticks: 0, closed: false, release, gate };
     },
-    onStop: async (s) => {
+    onStop: async (s: State) => {
       s.closed = true;
     },
   });
@@ -164,10 +166,9 @@ test('entries on this replica\'s own subject are served and heard there; an entr
   const own = exchange<{ n: number }, { n: number }>({ request: { n: 'number' }, reply: { n: 'number' }, timeoutMs: LONG });
   const told = exchange<{ n: number }>({ request: { n: 'number' }, oneWay: true });
   const heard: number[] = [];
-  const d = defineActor<null>({
-    role: 'callback',
-    serves: { own: serves(at(own, (busId) => `t.own.${busId}`), (_s: null, req) => ({ n: req.n + 1 })) },
-    hears: { told: hears(at(told, (busId) => `t.told.${busId}`), (_s: null, v) => void heard.push(v.n)) },
+  const d = defineActor(declareActor({ role: 'callback', serves: { own: at(own, (busId) => `t.own.${busId}`) }, hears: { told: at(told, (busId) => `t.told.${busId}`) } }), {
+    serves: { own: (_s: null, req) => ({ n: req.n + 1 }) },
+    hears: { told: (_s: null, v) => void heard.push(v.n) },
     onStart: async () => null,
   });
   const actor = await startActor(d, context(bus));
@@ -179,4 +180,20 @@ test('entries on this replica\'s own subject are served and heard there; an entr
   const wrong = { ...d, serves: { ...d.serves, told: { exchange: poked, handle: () => undefined } } };
   await t.throwsAsync(startActor(wrong, context(bus)), { instanceOf: TypeError, message: /serves\.told is a one-way exchange/ });
   await bus.close();
+});
+
+test('an implementation must handle every entry of its declaration, and nothing else; a lazy actor must load its own declaration\'s', async (t) => {
+  const implementation = { serves: { echo: () => ({ n: 1 }), fails: () => ({ n: 1 }), crashes: () => ({ n: 1 }) }, hears: { poked: () => undefined }, onStart: async () => null };
+  t.throws(() => defineActor(declared, implementation as never), { instanceOf: TypeError, message: 'actor upload: serves handlers missing for slow' });
+  t.throws(() => defineActor(declared, { ...implementation, hears: { poked: () => undefined, other: () => undefined } } as never), { instanceOf: TypeError, message: /missing for slow/ });
+  t.throws(() => defineActor(declareActor({ role: 'upload', serves: {}, hears: { poked } }), { serves: {}, hears: { poked: () => undefined, other: () => undefined }, onStart: async () => null } as never), {
+    instanceOf: TypeError,
+    message: 'actor upload: hears handlers given for other, which is not declared',
+  });
+  let loads = 0;
+  const lazy = lazyActor(declared, async () => (loads++, declaration()));
+  t.is(loads, 0, 'nothing loaded before it is asked for');
+  t.is((await lazy.load()).declaration, declared);
+  const other = lazyActor(declareActor({ ...declared }), async () => declaration());
+  await t.throwsAsync(other.load(), { instanceOf: TypeError, message: /implements another declaration/ });
 });
