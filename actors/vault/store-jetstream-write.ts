@@ -66,8 +66,7 @@ async function attempts<T>(p: JetStreamWriteParts, fn: (w: VaultWriter) => T, st
     try {
       // Committed in the order `fn` made them, a wave at a time (write-attempt.ts commitWaves): a
       // version is kept, and a value key is there, before the secret moves past it.
-      const together = (view: BucketView<unknown>) => view === marks.viewOf('versions') || view === marks.viewOf('valueKeys');
-      for (const wave of commitWaves(oneChangePerKey(ops), together)) {
+      for (const wave of commitWaves(oneChangePerKey(ops), { versions: marks.viewOf('versions'), valueKeys: marks.viewOf('valueKeys') })) {
         const landed = await Promise.allSettled(wave.map((op) => op.view.commit(op.key, op.value, op.expected)));
         // What landed is recorded before a failure is thrown: an attempt that lost puts it back.
         wave.forEach((op, i) => {
@@ -101,10 +100,16 @@ async function attempts<T>(p: JetStreamWriteParts, fn: (w: VaultWriter) => T, st
       marks.heard(mark);
       p.announce(mark);
     }
-    if (audit.length > 0) await p.appendAudit(audit).catch(() => p.onAuditLost(audit.length));
-    // Destroyed means unreadable with the master key in hand: the removed entries' bytes leave the stream too
-    // (data keys first: a write's changes are in the order it made them, and a purge removes its keys first).
-    for (const e of erase) await e.view.eraseBefore(e.key, e.seq).catch((err: unknown) => p.onEraseFailed(err));
+    // Destroyed means unreadable with the master key in hand: the removed entries' bytes leave the
+    // stream too, before the answer. Keys first (data keys, value keys): once they are gone nothing
+    // left of the rest opens, should the erasure be cut short. Each key's entries are walked in
+    // order, the keys at once, and the audit meanwhile: none waits for another.
+    const erasing = (which: typeof erase) => Promise.all(which.map((e) => e.view.eraseBefore(e.key, e.seq).catch((err: unknown) => p.onEraseFailed(err))));
+    const isKey = (e: (typeof erase)[number]) => e.view === marks.viewOf('keys') || e.view === marks.viewOf('valueKeys');
+    await Promise.all([
+      audit.length > 0 ? p.appendAudit(audit).catch(() => p.onAuditLost(audit.length)) : undefined,
+      erasing(erase.filter(isKey)).then(() => erasing(erase.filter((e) => !isKey(e)))),
+    ]);
     return result;
   }
 }

@@ -38,34 +38,35 @@ export function oneChangePerKey(ops: readonly Op[]): Op[] {
 }
 
 /**
- * `ops` as the waves they commit in, each wave's changes at once, one wave after another. A run
- * of puts into the buckets `together` names (kept versions, value keys) is one wave unless one of
- * them is sealed under a value key put in the same run: those records name nothing in each other
- * (a version's box names the key it was sealed under, put before), and what names them (the secret)
- * comes in a later wave. Every other change is a wave of its own. An update then waits for two
- * quorum commits in a row (its old value kept as a version with its new value's key, then the
- * secret), not three.
+ * `ops` as the waves they commit in, each wave's changes at once, one wave after another. Two kinds
+ * of runs commit as one wave:
+ *
+ * - kept versions put or removed, and new value keys: none of them names another (a version's box
+ *   names the key it was sealed under, put before it, or in the same write before it: then it
+ *   waits for the next wave), nothing names a version record, and what names them (the secret)
+ *   comes in a later wave;
+ * - value keys removed: each after every record that named it was removed, in an earlier wave
+ *   (the writer removes a key after the last record holding it: value-key-erasure.ts).
+ *
+ * Every other change is a wave of its own. An update then waits for two quorum commits in a row
+ * (its old value kept as a version with its new value's key, then the secret), not three; one
+ * that also drops its oldest version, for three, not five.
  */
-export function commitWaves(ops: readonly Op[], together: (view: BucketView<unknown>) => boolean): Op[][] {
+export function commitWaves(ops: readonly Op[], views: { versions: BucketView<unknown>; valueKeys: BucketView<unknown> }): Op[][] {
+  const kindOf = (op: Op) => (op.view === views.versions || (op.view === views.valueKeys && op.value !== undefined) ? 'keep' : op.view === views.valueKeys ? 'drop-key' : 'alone');
   const waves: Op[][] = [];
-  let run: Op[] | null = null;
-  let keysInRun = new Set<string>();
+  let run = null as { kind: string; ops: Op[]; keysPut: Set<string> } | null;
   for (const op of ops) {
-    const joins = op.value !== undefined && together(op.view);
+    const kind = kindOf(op);
     const sealed = (op.value as { sealed?: unknown } | undefined)?.sealed;
     const sealedUnder = sealed instanceof Uint8Array ? keyIdOf(sealed) : undefined;
-    if (joins && run && !(sealedUnder !== undefined && keysInRun.has(sealedUnder))) {
-      run.push(op);
-    } else if (joins) {
-      run = [op];
-      keysInRun = new Set();
-      waves.push(run);
-    } else {
-      run = null;
-      waves.push([op]);
-      continue;
+    const joins = kind !== 'alone' && run?.kind === kind && !(sealedUnder !== undefined && run.keysPut.has(sealedUnder));
+    if (!joins) {
+      run = { kind, ops: [], keysPut: new Set() };
+      waves.push(run.ops);
     }
-    keysInRun.add(op.key);
+    run!.ops.push(op);
+    if (op.view === views.valueKeys && op.value !== undefined) run!.keysPut.add(op.key);
   }
   return waves;
 }

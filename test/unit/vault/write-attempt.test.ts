@@ -161,7 +161,7 @@ test('hostile: a change that cannot be put back (another writer changed the key 
 test('commit waves: an update keeps its old value and puts its new value key at once, then moves the secret; nothing goes before what it is sealed under', (t) => {
   const view = (name: string) => ({ name }) as unknown as BucketView<unknown>;
   const [keys, versions, valueKeys, secrets, deleted] = ['keys', 'versions', 'valueKeys', 'secrets', 'deleted'].map(view) as [BucketView<unknown>, BucketView<unknown>, BucketView<unknown>, BucketView<unknown>, BucketView<unknown>];
-  const together = (v: BucketView<unknown>) => v === versions || v === valueKeys;
+  const together = { versions, valueKeys };
   const id = (n: number) => Buffer.alloc(KEY_ID_BYTES, n);
   const under = (n: number) => ({ sealed: sealKeyed(Buffer.alloc(32, 7), id(n), Buffer.from('v'), 'c') });
   const op = (v: BucketView<unknown>, k: string, value: unknown): Op => ({ view: v, key: k, value, expected: 0, before: () => undefined });
@@ -179,10 +179,19 @@ test('commit waves: an update keeps its old value and puts its new value key at 
   const rekey = [op(valueKeys, id(4).toString('hex'), { wrapped: 1 }), op(versions, 's/1', under(4)), op(versions, 's/2', under(1))];
   t.deepEqual(names(commitWaves(rekey, together)), [[`valueKeys:${id(4).toString('hex')}`], ['versions:s/1', 'versions:s/2']]);
 
-  // Deletes never join a wave (a value key goes after the records that named it), nor do other buckets.
-  const destroy = [op(secrets, 's', undefined), op(versions, 's/1', undefined), op(valueKeys, id(1).toString('hex'), undefined), op(deleted, 's', { at: 1 })];
-  t.deepEqual(names(commitWaves(destroy, together)), [['secrets:s'], ['versions:s/1'], [`valueKeys:${id(1).toString('hex')}`], ['deleted:s']]);
+  // An update at its versions bound: its oldest version goes in the first wave, that version's key after the secret moved.
+  const atBound = [op(valueKeys, id(5).toString('hex'), { wrapped: 1 }), op(versions, 's/11', under(1)), op(versions, 's/1', undefined), op(secrets, 's', under(5)), op(valueKeys, id(0).toString('hex'), undefined)];
+  t.deepEqual(names(commitWaves(atBound, together)), [[`valueKeys:${id(5).toString('hex')}`, 'versions:s/11', 'versions:s/1'], ['secrets:s'], [`valueKeys:${id(0).toString('hex')}`]]);
+
+  // A destroy: the secret alone, its versions at once, then their keys at once (after every record
+  // that named them), other buckets alone.
+  const destroy = [op(secrets, 's', undefined), op(versions, 's/1', undefined), op(versions, 's/2', undefined), op(valueKeys, id(1).toString('hex'), undefined), op(valueKeys, id(2).toString('hex'), undefined), op(deleted, 's', { at: 1 })];
+  t.deepEqual(names(commitWaves(destroy, together)), [['secrets:s'], ['versions:s/1', 'versions:s/2'], [`valueKeys:${id(1).toString('hex')}`, `valueKeys:${id(2).toString('hex')}`], ['deleted:s']]);
+
+  // A key removed is never in a wave with a record that named it, nor a put with a removal of keys.
+  const mixed = [op(versions, 's/1', undefined), op(valueKeys, id(1).toString('hex'), undefined), op(valueKeys, id(6).toString('hex'), { wrapped: 1 }), op(versions, 's/3', undefined), op(valueKeys, id(3).toString('hex'), undefined)];
+  t.deepEqual(names(commitWaves(mixed, together)), [['versions:s/1'], [`valueKeys:${id(1).toString('hex')}`], [`valueKeys:${id(6).toString('hex')}`, 'versions:s/3'], [`valueKeys:${id(3).toString('hex')}`]]);
 
   // Every change in exactly one wave, in the write's order.
-  for (const ops of [update, create, rekey, destroy]) t.deepEqual(commitWaves(ops, together).flat(), ops);
+  for (const ops of [update, create, rekey, atBound, destroy, mixed]) t.deepEqual(commitWaves(ops, together).flat(), ops);
 });
