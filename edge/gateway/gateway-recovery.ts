@@ -1,5 +1,5 @@
 import { PierError } from '../../bus/errors.js';
-import { parseAppId } from '../../bus/ids.js';
+import { appId, parseAppId } from '../../bus/ids.js';
 import { CLOSE_CODES, type GatewayAction, type Recovery } from '../../bus/subjects.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import type { Conn } from './gateway-admission.js';
@@ -96,8 +96,10 @@ export class Recoveries {
     // reservation taken at the upgrade is settled against it.
     this.replayBudget.settle(c.user, r.reserved, result.read);
     r.reserved = 0;
-    // Closed meanwhile: closed() has sent the open and the close.
-    if (!r.replaying) return;
+    const chain = appId(c.user, c.app);
+    // Closed meanwhile: closed() has sent the open and the close (the chain's order, if this one
+    // started it here, starts from the head instead).
+    if (!r.replaying) return this.delivery.order?.seed(chain, null);
     r.replaying = false;
     this.metrics.recoveries.inc({ outcome: result.recovered ? 'recovered' : result.reason! });
     r.position = result.offset ?? 0;
@@ -110,6 +112,8 @@ export class Recoveries {
       // A held message the replay already sent is skipped (deliverTo answers false), not the end of the held ones.
       for (const h of held) if (!this.delivery.deliverTo(ws, h.text, h.seq) && !c.open) return;
     });
+    // Live messages on this edge follow on from the replay's end, if this connection started the chain here.
+    this.delivery.order?.seed(chain, result.epoch !== null && result.offset !== null ? { epoch: result.epoch, last: result.offset } : null);
     this.openEvent(c, result);
   }
 

@@ -191,7 +191,8 @@ export class Gateway {
     const c = ws.getUserData();
     c.open = true;
     const key = appId(c.user, c.app);
-    if (this.connections.add(ws, () => serve(this.ctx.bus, at(gatewayChannels.command, gatewaySubjects.user(c.user, c.app)), (cmd) => this.delivery.command(cmd)))) this.delivery.order?.track(key);
+    // The first connection of the chain here: its order starts at the head, or where its replay ends (order.ts track).
+    if (this.connections.add(ws, () => serve(this.ctx.bus, at(gatewayChannels.command, gatewaySubjects.user(c.user, c.app)), (cmd) => this.delivery.command(cmd)))) this.delivery.order?.track(key, c.recover !== undefined);
     this.metrics.connections.set(this.connections.size);
     // A connection that asked for recovery is told its replay first; its open callback says how it went.
     if (c.recover) void this.recoveries.recover(ws, c);

@@ -24,6 +24,8 @@ interface ChainState {
   timer: NodeJS.Timeout | null;
   /** Reads of the gap that failed in a row (the history out of reach: a NATS node restarting). */
   failedReads: number;
+  /** Waiting for the replay that started the chain here to end (`seed`): what comes waits, bounded. */
+  seeding: boolean;
 }
 
 export interface LiveOrderDeps {
@@ -47,24 +49,51 @@ export class LiveOrder {
 
   constructor(private readonly deps: LiveOrderDeps) {}
 
-  /** This edge holds a connection of the chain now: its head is read, and messages are ordered from there. */
-  track(appId: string): void {
+  /**
+   * This edge holds a connection of the chain now: messages are ordered from the chain's head, read
+   * now; or, for a first connection that asked for recovery (`seeded`), from where its replay ends
+   * (`seed`). A head read apart from the replay's could be later than it: a message kept between
+   * the two reads would be neither in the replay nor delivered live (taken as kept before this edge
+   * held the chain), and that connection would never get it.
+   */
+  track(appId: string, seeded = false): void {
     if (this.chains.has(appId)) return;
-    const state: ChainState = { last: null, epoch: null, waiting: new Map(), waitingBytes: 0, timer: null, failedReads: 0 };
+    const state: ChainState = { last: null, epoch: null, waiting: new Map(), waitingBytes: 0, timer: null, failedReads: 0, seeding: seeded };
     this.chains.set(appId, state);
     this.arm(appId, state);
+    if (!seeded) this.readHead(appId, state);
+  }
+
+  /**
+   * Where the replay of the connection that started the chain here ended (its offset and epoch), or
+   * null when it did not end with one (the history out of reach, the connection gone): then the
+   * head is read. Nothing once the chain's order is known.
+   */
+  seed(appId: string, at: { epoch: string; last: number } | null): void {
+    const state = this.chains.get(appId);
+    if (!state || state.last !== null) return;
+    state.seeding = false;
+    if (!at) return this.readHead(appId, state);
+    this.start(state, at);
+  }
+
+  private readHead(appId: string, state: ChainState): void {
     void this.deps.head(appId).then(
       (head) => {
         if (this.chains.get(appId) !== state || state.last !== null) return;
         if (!head) return this.flush(appId, state);
-        state.epoch = head.epoch;
-        // What waited and is not after the head was kept before this edge held the chain.
-        state.last = head.last;
-        for (const [prev, w] of state.waiting) if (w.kept.seq <= head.last) this.take(state, prev, w);
-        this.drain(state);
+        this.start(state, head);
       },
       () => this.flush(appId, state),
     );
+  }
+
+  private start(state: ChainState, head: { epoch: string; last: number }): void {
+    state.epoch = head.epoch;
+    // What waited and is not after the head was kept before this edge held the chain (or was in the replay).
+    state.last = head.last;
+    for (const [prev, w] of state.waiting) if (w.kept.seq <= head.last) this.take(state, prev, w);
+    this.drain(state);
   }
 
   /** The edge holds no connection of the chain any more. */
@@ -126,6 +155,8 @@ export class LiveOrder {
 
   /** The gap read from the history and delivered; what cannot be read (GAP_READS times) is skipped. */
   private async fillGap(appId: string, state: ChainState): Promise<void> {
+    // A replay still being read decides where the chain starts: what came waits for it (bounded by MAX_WAITING).
+    if (state.seeding) return this.arm(appId, state);
     if (state.last === null) return this.flush(appId, state);
     const until = Math.min(...[...state.waiting.values()].map((w) => w.kept.seq));
     const entries = await this.deps.fill(appId, state.last, until).catch(() => null);

@@ -3,7 +3,7 @@ import { LiveOrder, GAP_WAIT_MS } from '../../../edge/gateway/history/order.js';
 import { ReplayBudget } from '../../../edge/gateway/history/replay-budget.js';
 import { parsePosition } from '../../../bus/subjects.js';
 import { messageFrame, recoveryFrame } from '../../../edge/gateway/history/frames.js';
-import { until } from '../../helpers/wait.js';
+import { sleep, until } from '../../helpers/wait.js';
 
 test('positions: epoch:offset, empty is none, anything else malformed (never an error)', (t) => {
   t.deepEqual(parsePosition('lx2k9a-3f9c01d2:1207'), { epoch: 'lx2k9a-3f9c01d2', offset: 1207 });
@@ -122,4 +122,40 @@ test('live order: a gap whose read fails (the history out of reach for a moment)
   t.deepEqual(out, ['12:"late"', '15']);
   t.deepEqual(skips, []);
   order.untrack('a/b');
+});
+
+test('live order: a chain started here by a recovering connection follows on from where its replay ends, not from a head read later (a message kept between the two reads is delivered)', async (t) => {
+  // The replay ended at 49; by the time a head would have been read, 52 was kept (and its live
+  // delivery missed this edge: its subscription was not in place yet). 53 follows 52.
+  const stored = [{ seq: 52, prev: 49, text: '"fifty-two"' }];
+  const seeded = orderFor({ epoch: 'e', last: 52 }, stored);
+  seeded.order.track('u/app', true);
+  seeded.order.accept('u/app', seeded.kept(53, 52), () => seeded.out.push('53'));
+  await sleep(GAP_WAIT_MS * 1.5);
+  t.deepEqual(seeded.out, [], 'nothing goes out while the replay is read, past the gap wait too');
+  seeded.order.seed('u/app', { epoch: 'e', last: 49 });
+  await until('52 read from the history, then 53', () => seeded.out.length === 2, GAP_WAIT_MS * 5);
+  t.deepEqual(seeded.out, ['52:"fifty-two"', '53']);
+  t.deepEqual(seeded.skips, []);
+  seeded.order.untrack('u/app');
+
+  // The same chain tracked from a head read after 52 was kept (how it was): 52 is taken as delivered already, and lost.
+  const headRead = orderFor({ epoch: 'e', last: 52 }, stored);
+  headRead.order.track('u/app');
+  await until('the head read', () => headRead.order.lastOf('u/app') === 52);
+  headRead.order.accept('u/app', headRead.kept(53, 52), () => headRead.out.push('53'));
+  t.deepEqual(headRead.out, ['53'], 'the unseeded order cannot know the connection never got 52: what seeding is for');
+  headRead.order.untrack('u/app');
+});
+
+test('live order: a replay that ends without a position (its connection gone, the history out of reach) starts the chain from the head instead', async (t) => {
+  const { order, out, kept } = orderFor({ epoch: 'e', last: 7 });
+  order.track('u/app', true);
+  order.accept('u/app', kept(9, 7), () => out.push('9'));
+  order.seed('u/app', null);
+  await until('9 delivered after the head read', () => out.length === 1, 5_000);
+  t.deepEqual(out, ['9']);
+  order.seed('u/app', { epoch: 'e', last: 3 });
+  t.is(order.lastOf('u/app'), 9, 'a seed once the order is known changes nothing');
+  order.untrack('u/app');
 });
