@@ -143,6 +143,7 @@ export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: n
   for (let attempt = 1; ; attempt++) {
     const clients = await Promise.all(Array.from({ length: n }, () => freeLoopbackPort()));
     const routes = await Promise.all(Array.from({ length: n }, () => freeLoopbackPort()));
+    const monitors = await Promise.all(Array.from({ length: n }, () => freeLoopbackPort()));
     const started = await Promise.allSettled(
       clients.map((port, i) =>
         NatsServer.start(
@@ -150,6 +151,7 @@ export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: n
             '-js', '-sd', join(storeDir, `js-${i + 1}`), '--server_name', `n${i + 1}`, '--cluster_name', 'pier',
             '--cluster', `nats://127.0.0.1:${routes[i]}`,
             '--routes', routes.filter((_, j) => j !== i).map((r) => `nats://127.0.0.1:${r}`).join(','),
+            '-m', String(monitors[i]),
             ...extraArgs(i),
           ],
           port,
@@ -157,11 +159,37 @@ export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: n
       ),
     );
     const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-    const unformed = nodes.length === n && !extraArgs(0).includes('-c') ? await notPlacing(nodes, n) : undefined;
+    // A node given its own configuration may ask clients for credentials: its cluster is judged by
+    // the nodes' own monitoring (a meta leader known to every node), without a client.
+    const unformed = nodes.length !== n ? undefined : extraArgs(0).includes('-c') ? await leaderless(monitors) : await notPlacing(nodes, n);
     if (nodes.length === n && unformed === undefined) return nodes;
     await Promise.all(nodes.map((node) => node.stop()));
     const reason = unformed ?? String((started.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason);
     if (attempt >= 5) throw new Error(`the JetStream cluster did not start (attempt ${attempt}): ${reason}`);
+  }
+}
+
+/**
+ * Why a fresh cluster has no JetStream meta leader known to every node within 20 s, or undefined
+ * once it has: the same stuck start as `notPlacing` (a node that never joined the others) seen
+ * through each node's monitoring endpoint (`/jsz`), for nodes whose clients need credentials.
+ */
+async function leaderless(monitors: number[]): Promise<string | undefined> {
+  const deadline = Date.now() + 20_000;
+  let seen: string[] = [];
+  for (;;) {
+    seen = await Promise.all(
+      monitors.map((port) =>
+        fetch(`http://127.0.0.1:${port}/jsz`, { signal: AbortSignal.timeout(2_000) })
+          .then((r) => r.json() as Promise<{ meta_cluster?: { leader?: string; cluster_size?: number } }>)
+          .then((j) => `${j.meta_cluster?.leader ?? ''}/${j.meta_cluster?.cluster_size ?? 0}`)
+          .catch(() => ''),
+      ),
+    );
+    const leaders = new Set(seen.map((s) => s.split('/')[0]));
+    if (leaders.size === 1 && !leaders.has('') && seen.every((s) => Number(s.split('/')[1]) === monitors.length)) return undefined;
+    if (Date.now() > deadline) return `no meta leader known to every node within 20 s (leader/size per node: ${seen.join(', ')})`;
+    await new Promise((r) => setTimeout(r, 250));
   }
 }
 
