@@ -183,13 +183,16 @@ async function nameEdge(ctx: WorkloadContext, s: State, bus: string): Promise<vo
   try {
     // Said by the edge's own start (an edge killed before the admin's status is asked, a power
     // cut's say, is named all the same); a release before it says nothing: then the admin is asked.
-    const started = ctx.cluster.edges().find((e) => e.busIds.has(bus));
-    if (started) {
-      ctx.history.info('ws', 'edge', { bus_id: bus, target: started.name, pid: started.pid });
-      s.named.add(bus);
-      return;
-    }
+    // Looked at on every attempt: an edge's first connections can come before its "pier ready"
+    // line (its listeners take them while the line is being written), and the edge may be gone,
+    // out of the admin's status, by the next attempt.
     for (let attempt = 1; attempt <= 5; attempt++) {
+      const started = ctx.cluster.edges().find((e) => e.busIds.has(bus));
+      if (started) {
+        ctx.history.info('ws', 'edge', { bus_id: bus, target: started.name, pid: started.pid });
+        s.named.add(bus);
+        return;
+      }
       try {
         const status = await admin(ctx, 'GET', '/admin/v1/status');
         const replica = (status.replicas as Array<{ busId?: string; pid?: number }>).find((r) => r.busId === bus);
