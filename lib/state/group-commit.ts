@@ -12,7 +12,8 @@
  */
 export class GroupCommit<T> {
   private waiting: Array<{ items: T[]; done: (err?: unknown) => void }> = [];
-  private inFlight = 0;
+  /** A commit is being made (the loop in `next` takes what waits once it is done). */
+  private committing = false;
 
   constructor(
     private readonly commit: (items: T[]) => Promise<void>,
@@ -24,12 +25,12 @@ export class GroupCommit<T> {
     if (items.length === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
       this.waiting.push({ items, done: (err) => (err === undefined ? resolve() : reject(err)) });
-      if (this.inFlight === 0) void this.next();
+      if (!this.committing) void this.next();
     });
   }
 
   private async next(): Promise<void> {
-    this.inFlight++;
+    this.committing = true;
     while (this.waiting.length > 0) {
       // Whole callers only: one caller's items are never split across two commits.
       const taken: typeof this.waiting = [];
@@ -47,6 +48,6 @@ export class GroupCommit<T> {
       }
       for (const w of taken) w.done(failure);
     }
-    this.inFlight--;
+    this.committing = false;
   }
 }
