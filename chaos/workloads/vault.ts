@@ -25,6 +25,14 @@ const USER = 'vaultu';
 const APP = 'vaultapp';
 const WORKSPACE = 'chaos';
 export const VAULT_KEYS = Array.from({ length: 12 }, (_, i) => `k${String(i).padStart(2, '0')}`);
+/**
+ * destroyEarly's key, which the random mix never picks: no create, restore or write of unknown
+ * outcome from another worker can blur which value its destroyed version held, so the shredding
+ * check (vault-shred.ts) always has a value to judge. On a mixed key a 60 s run once left it none.
+ */
+const DESTROY_KEY = 'kdestroy';
+/** Every key the run writes: what the final reads and the shredding check cover. */
+const ALL_KEYS = [...VAULT_KEYS, DESTROY_KEY];
 const WORKERS = 4;
 const MAX_OPS_PER_WORKER = 100_000;
 const FINAL_READ_ATTEMPTS = 40;
@@ -169,13 +177,14 @@ async function operator(ctx: WorkloadContext, s: State, op: 'undelete' | 'destro
 }
 
 /**
- * Early in each run, whatever the random mix reaches: one key written three times, its second
- * newest version destroyed (tried a few times until acknowledged) and read back, so the destroy
- * check always has something to judge (a 60 s run on a loaded host once made no destroy at all).
+ * Early in each run, whatever the random mix reaches: a key of its own (DESTROY_KEY) written three
+ * times, its second newest version destroyed (tried a few times until acknowledged) and read back,
+ * so the destroy and shredding checks always have something to judge (a 60 s run on a loaded host
+ * once made no destroy at all).
  */
 async function destroyEarly(ctx: WorkloadContext, s: State): Promise<void> {
   if (!s.versions) return;
-  const key = VAULT_KEYS[0];
+  const key = DESTROY_KEY;
   for (let attempt = 0; attempt < 5 && Date.now() < ctx.deadline; attempt++) {
     let token: string;
     try {
@@ -333,7 +342,7 @@ export const workload: Workload = {
     const s = state;
     if (!s) return;
     const until = Date.now() + FINAL_READ_MS;
-    for (let round = 0; round < FINAL_ROUNDS; round++) for (const key of VAULT_KEYS) {
+    for (let round = 0; round < FINAL_ROUNDS; round++) for (const key of ALL_KEYS) {
       for (let attempt = 0; attempt < FINAL_READ_ATTEMPTS && Date.now() < until; attempt++) {
         let token: string;
         try {
@@ -347,7 +356,7 @@ export const workload: Workload = {
       }
     }
     // What the streams still hold of destroyed values (vault-shred.ts): judged by checks/vault.ts.
-    await judgeShredding(ctx, USER, WORKSPACE, VAULT_KEYS).catch((err: unknown) => ctx.history.info(KIND, 'shred', { error: errorText(err) }));
+    await judgeShredding(ctx, USER, WORKSPACE, ALL_KEYS).catch((err: unknown) => ctx.history.info(KIND, 'shred', { error: errorText(err) }));
   },
 };
 
