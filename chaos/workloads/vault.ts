@@ -4,7 +4,7 @@ import type { Rng } from '../random.js';
 import { AccessCache, admin, adminSettled, errorText, jsonFetch, sleep, type Answer } from '../vault-http.js';
 import type { Workload, WorkloadContext } from '../workload.js';
 import { checkVault } from '../checks/vault.js';
-import { judgeShredding } from '../vault-shred.js';
+import { destroyedValues, judgeShredding } from '../vault-shred.js';
 
 /**
  * The vault as an app uses it, under faults: one user, one app granted every op on one workspace,
@@ -182,10 +182,10 @@ async function operator(ctx: WorkloadContext, s: State, op: 'undelete' | 'destro
  * so the destroy and shredding checks always have something to judge (a 60 s run on a loaded host
  * once made no destroy at all).
  */
-async function destroyEarly(ctx: WorkloadContext, s: State): Promise<void> {
+async function destroyEarly(ctx: WorkloadContext, s: State, deadline = ctx.deadline): Promise<void> {
   if (!s.versions) return;
   const key = DESTROY_KEY;
-  for (let attempt = 0; attempt < 5 && Date.now() < ctx.deadline; attempt++) {
+  for (let attempt = 0; attempt < 5 && Date.now() < deadline; attempt++) {
     let token: string;
     try {
       token = await s.access.get();
@@ -341,6 +341,9 @@ export const workload: Workload = {
   async settle(ctx) {
     const s = state;
     if (!s) return;
+    // Faults can have refused or blurred every destroy of the run: once more on the healed cluster
+    // before the final reads, so the shredding check below has a value to judge.
+    if (destroyedValues(ctx.history.lines).destroyed.length === 0) await destroyEarly(ctx, s, Date.now() + FINAL_READ_MS);
     const until = Date.now() + FINAL_READ_MS;
     for (let round = 0; round < FINAL_ROUNDS; round++) for (const key of ALL_KEYS) {
       for (let attempt = 0; attempt < FINAL_READ_ATTEMPTS && Date.now() < until; attempt++) {
