@@ -15,6 +15,11 @@ export interface Op {
   expected: number;
   /** The key's value at `expected` (undefined: absent): what an attempt that lost puts back (store-jetstream-write.ts). */
   before: () => unknown;
+  /**
+   * Already durable with this very value (a value key reserved ahead: value-key-pool.ts): committing
+   * it is a no-op, yet it is this write's change (a key the write does not land with is a stray).
+   */
+  held?: true;
 }
 
 /** The vault's buckets on JetStream, as views (store-jetstream.ts). */
@@ -81,7 +86,12 @@ export function bufferedWriter(views: VaultViews, ops: Op[], audit: AuditEntry[]
     removeDeleted: (key) => change(deleted, key, undefined),
     listDeleted: (scope) => liveKeys(deleted as BucketView<unknown>, `${scope}${SEP}`).map((key) => ({ key, value: read(deleted, key)! })),
     valueKey: (id) => read(valueKeys, id),
-    putValueKey: (id, record) => change(valueKeys, id, record),
+    putValueKey: (id, record) => {
+      const kept = valueKeys.entries.get(id)?.value;
+      const touched = ops.some((o) => o.view === (valueKeys as BucketView<unknown>) && o.key === id);
+      if (!kept || touched || !Buffer.from(kept.wrapped).equals(record.wrapped)) return change(valueKeys, id, record);
+      ops.push({ view: valueKeys as BucketView<unknown>, key: id, value: record, expected: valueKeys.revisionOf(id), before: () => kept, held: true });
+    },
     removeValueKey: (id) => change(valueKeys, id, undefined),
   };
 }

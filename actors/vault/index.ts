@@ -78,7 +78,7 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
   const deps: VaultDeps = {
     store,
     keys,
-    values: new Values(store, keys, sealingGate(ctx)),
+    values: new Values(store, keys, sealingGate(ctx), { onKeysFailed: (err) => ctx.log.warn({ err }, 'vault: value keys could not be reserved ahead; writes meanwhile commit their own') }),
     cache: ctx.cache,
     tokens: new AccessTokens(ctx.config.keyring),
     vaultGroup: `secret.${ctx.config.vaultName}`,

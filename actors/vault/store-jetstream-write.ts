@@ -67,7 +67,8 @@ async function attempts<T>(p: JetStreamWriteParts, fn: (w: VaultWriter) => T, st
       // Committed in the order `fn` made them, a wave at a time (write-attempt.ts commitWaves): a
       // version is kept, and a value key is there, before the secret moves past it.
       for (const wave of commitWaves(oneChangePerKey(ops), { versions: marks.viewOf('versions'), valueKeys: marks.viewOf('valueKeys') })) {
-        const landed = await Promise.allSettled(wave.map((op) => op.view.commit(op.key, op.value, op.expected)));
+        // A held change (a value key reserved ahead) is durable already, at the revision it was read at.
+        const landed = await Promise.allSettled(wave.map((op) => (op.held ? Promise.resolve(op.expected) : op.view.commit(op.key, op.value, op.expected))));
         // What landed is recorded before a failure is thrown: an attempt that lost puts it back.
         wave.forEach((op, i) => {
           const r = landed[i]!;

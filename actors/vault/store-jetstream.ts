@@ -175,6 +175,13 @@ export class JetStreamVaultStore implements VaultStore {
     return traced('jetstream publish', 'internal', () => publish(this.writeParts, fn), { 'db.system': 'nats-jetstream' });
   }
 
+  /** Value keys kept ahead of the writes that will seal under them (value-key-pool.ts): one write, one wave of commits. */
+  reserveValueKeys(keys: ReadonlyArray<{ id: string; record: ValueKeyRecord }>): Promise<void> {
+    return this.write((w) => {
+      for (const k of keys) w.putValueKey(k.id, k.record);
+    });
+  }
+
   appendAudit(entries: AuditEntry[]): Promise<void> {
     return this.audit.append(entries);
   }

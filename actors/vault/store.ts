@@ -174,10 +174,16 @@ export interface VaultStore {
   valueKey(id: string): ValueKeyRecord | undefined;
   /**
    * Keeps a value key, on disk, before the write that will seal a value under it (LMDB: its slot,
-   * synced together with those of other writes under way; value-key-slots.ts `reserve`). Absent where
-   * a write keeps its keys itself at no extra cost (JetStream).
+   * synced together with those of other writes under way; value-key-slots.ts `reserve`). Absent on
+   * JetStream, which reserves ahead instead (`reserveValueKeys`).
    */
   reserveValueKey?(id: string, record: ValueKeyRecord): Promise<void>;
+  /**
+   * Keeps value keys, durably and together, ahead of the writes that will seal under them
+   * (value-key-pool.ts); a write that then puts one of them commits nothing for it. JetStream,
+   * where a write would otherwise commit its key before its secret, one quorum round trip after the other.
+   */
+  reserveValueKeys?(keys: ReadonlyArray<{ id: string; record: ValueKeyRecord }>): Promise<void>;
   /** Every data key, secret, kept version, deleted secret and value key, for `pier state export` (sealed as they are). */
   everything(): {
     dataKeys: Array<{ scope: string; record: DataKeyRecord }>;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { PierError } from '../../bus/errors.js';
 import { KEY_ID_BYTES, keyIdOf, open, seal, sealKeyed } from '../../lib/crypto/secret-box.js';
 import type { DataKeys } from './data-keys.js';
+import { ValueKeyPool } from './value-key-pool.js';
 import type { ValueKeyRecord, VaultStore, VaultWriter } from './store.js';
 
 /** Associated data of a sealed value: the record's full path, so a ciphertext moved elsewhere fails. */
@@ -38,12 +39,25 @@ const CACHED_KEYS = 4_096;
  */
 export class Values {
   private readonly plain = new Map<string, { wrapped: Buffer; key: Buffer }>();
+  /** Keys kept ahead of the writes, on stores that reserve them in batches (value-key-pool.ts). */
+  private readonly pool: ValueKeyPool | null;
 
   constructor(
     private readonly store: VaultStore,
     private readonly dataKeys: DataKeys,
     private readonly sealsUnderValueKeys: () => boolean,
-  ) {}
+    options: { now?: () => number; onKeysFailed?: (err: unknown) => void } = {},
+  ) {
+    const reserve = store.reserveValueKeys?.bind(store);
+    this.pool = reserve
+      ? new ValueKeyPool({
+          newKey: (scope, dataKey) => this.newKey(scope, dataKey),
+          reserve: (keys) => reserve(keys.map((k) => ({ id: k.id, record: k.record }))),
+          now: options.now ?? Date.now,
+          onFillFailed: options.onKeysFailed ?? (() => undefined),
+        })
+      : null;
+  }
 
   /** The key that opens `sealed` (a value of `scope`): its value key, or the scope's data key. Throws when it is gone. */
   keyFor(scope: string, sealed: Uint8Array, w?: VaultWriter): Buffer {
@@ -87,16 +101,20 @@ export class Values {
   }
 
   /**
-   * A value key for a write about to seal a value of `scope`, kept on disk before the write runs
-   * (VaultStore.reserveValueKey: on LMDB the syncs of writes under way at once are shared, instead
-   * of one inside each write's transaction); undefined where there is nothing to gain (JetStream),
-   * the scope has no data key yet, or values are sealed with their data keys. A key a write does not
-   * use is one no record names: the sweep erases it.
+   * A value key for a write about to seal a value of `scope`, kept on disk before the write runs:
+   * on JetStream one of the keys reserved ahead for the scope's writes (value-key-pool.ts), so the
+   * write need not commit its key before its secret; on LMDB one reserved now
+   * (VaultStore.reserveValueKey: the syncs of writes under way at once are shared, instead of one
+   * inside each write's transaction). Undefined when none is ready (JetStream: the write puts its
+   * own), the scope has no data key yet, or values are sealed with their data keys. A key a write
+   * does not use is one no record names: the sweep erases it.
    */
   async prepare(scope: string): Promise<PreparedKey | undefined> {
-    if (!this.store.reserveValueKey || !this.sealsUnderValueKeys()) return undefined;
+    if (!this.sealsUnderValueKeys()) return undefined;
     const dataKey = this.dataKeys.get(scope);
     if (!dataKey) return undefined;
+    if (this.pool) return this.pool.take(scope, dataKey);
+    if (!this.store.reserveValueKey) return undefined;
     const prepared = this.newKey(scope, dataKey);
     await this.store.reserveValueKey(prepared.id, prepared.record);
     return prepared;
@@ -119,7 +137,8 @@ export class Values {
     const dataKey = this.dataKeys.getOrCreate(scope, w);
     if (!underValueKey) return seal(dataKey, plaintext, valueContext(key));
     const k = prepared && prepared.scope === scope && prepared.dataKey.equals(dataKey) ? prepared : this.newKey(scope, dataKey);
-    // Kept before the record sealed under it (JetStream commits a write's changes in order; on LMDB a prepared key is in its slot already).
+    // Kept before the record sealed under it (JetStream commits a write's changes in order, and
+    // commits nothing for a key reserved ahead: buffered-writer.ts; on LMDB a prepared key is in its slot already).
     w.putValueKey(k.id, k.record);
     this.remember(k.id, k.record.wrapped, k.valueKey);
     return sealKeyed(k.valueKey, k.idBytes, plaintext, valueContext(key));

@@ -4,6 +4,7 @@ import './audit-retention.test.js';
 import './bucket-view-format.test.js';
 import './decoded-cache.test.js';
 import './handler.test.js';
+import './value-key-pool.test.js';
 import './value-keys.test.js';
 import './value-keys-hostile.test.js';
 import './write-attempt.test.js';
