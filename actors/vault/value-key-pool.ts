@@ -11,7 +11,12 @@
  * at most MAX_AGE_MS for its write, far inside the sweep's margin (STRAY_MARGIN_MS), so the sweep
  * never takes a key a write is about to use.
  */
-import type { PreparedKey } from './values.js';
+
+/** What the pool keeps of a key: the data key it is wrapped by, and when it was made (values.ts PreparedKey). */
+export interface PoolKey {
+  dataKey: Buffer;
+  record: { at?: number };
+}
 
 /** Writes' worth of keys kept ahead: enough to cover a refill's quorum round trip at the current rate. */
 const AHEAD_MS = 100;
@@ -20,8 +25,8 @@ export const MAX_AGE_MS = 60_000;
 /** Scopes with a pool at once (the least recently written goes first: its keys become strays). */
 const MAX_SCOPES = 1_024;
 
-interface ScopePool {
-  keys: PreparedKey[];
+interface ScopePool<K> {
+  keys: K[];
   /** A refill in flight (one at a time per scope). */
   filling: Promise<void> | null;
   /** Takes in the current second, and in the one before: the scope's write rate. */
@@ -30,30 +35,30 @@ interface ScopePool {
   lastRate: number;
 }
 
-export interface ValueKeyPoolDeps {
+export interface ValueKeyPoolDeps<K extends PoolKey> {
   /** A new key of `scope` wrapped by `dataKey` (not yet kept). */
-  newKey: (scope: string, dataKey: Buffer) => PreparedKey;
+  newKey: (scope: string, dataKey: Buffer) => K;
   /** Keeps `keys` durably, together (one wave of commits). */
-  reserve: (keys: readonly PreparedKey[]) => Promise<void>;
+  reserve: (keys: readonly K[]) => Promise<void>;
   now: () => number;
   /** A refill that failed: the writes meanwhile put their own keys; said once per failure. */
   onFillFailed: (err: unknown) => void;
 }
 
-export class ValueKeyPool {
-  private readonly scopes = new Map<string, ScopePool>();
+export class ValueKeyPool<K extends PoolKey> {
+  private readonly scopes = new Map<string, ScopePool<K>>();
 
-  constructor(private readonly deps: ValueKeyPoolDeps) {}
+  constructor(private readonly deps: ValueKeyPoolDeps<K>) {}
 
   /**
    * A key of `scope` under `dataKey`, durable already; undefined when none is ready (the write then
    * puts its own). Waits only for a refill already in flight, never starts one to wait for.
    */
-  async take(scope: string, dataKey: Buffer): Promise<PreparedKey | undefined> {
+  async take(scope: string, dataKey: Buffer): Promise<K | undefined> {
     const pool = this.poolOf(scope);
     const now = this.deps.now();
     this.count(pool, now);
-    const fresh = (k: PreparedKey) => k.dataKey.equals(dataKey) && (k.record.at ?? 0) > now - MAX_AGE_MS;
+    const fresh = (k: K) => k.dataKey.equals(dataKey) && (k.record.at ?? 0) > now - MAX_AGE_MS;
     // Keys of a data key since replaced, or kept too long, are left to the sweep.
     while (pool.keys.length > 0 && !fresh(pool.keys[0]!)) pool.keys.shift();
     this.refill(scope, pool, dataKey);
@@ -72,7 +77,7 @@ export class ValueKeyPool {
     return n;
   }
 
-  private poolOf(scope: string): ScopePool {
+  private poolOf(scope: string): ScopePool<K> {
     let pool = this.scopes.get(scope);
     if (pool) this.scopes.delete(scope); // the most recently written last
     else pool = { keys: [], filling: null, windowStart: this.deps.now(), taken: 0, lastRate: 0 };
@@ -84,7 +89,7 @@ export class ValueKeyPool {
     return pool;
   }
 
-  private count(pool: ScopePool, now: number): void {
+  private count(pool: ScopePool<K>, now: number): void {
     if (now - pool.windowStart >= 1_000) {
       // A second with no take at all in between reads as no rate.
       pool.lastRate = now - pool.windowStart < 2_000 ? pool.taken : 0;
@@ -95,7 +100,7 @@ export class ValueKeyPool {
   }
 
   /** Tops the pool up to the scope's rate's worth, one refill at a time, when it is half empty. */
-  private refill(scope: string, pool: ScopePool, dataKey: Buffer): void {
+  private refill(scope: string, pool: ScopePool<K>, dataKey: Buffer): void {
     const target = Math.min(MAX_AHEAD, Math.ceil((pool.lastRate * AHEAD_MS) / 1_000));
     if (pool.filling || target <= 1 || pool.keys.length * 2 > target) return;
     const keys = Array.from({ length: target - pool.keys.length }, () => this.deps.newKey(scope, dataKey));

@@ -40,7 +40,7 @@ const CACHED_KEYS = 4_096;
 export class Values {
   private readonly plain = new Map<string, { wrapped: Buffer; key: Buffer }>();
   /** Keys kept ahead of the writes, on stores that reserve them in batches (value-key-pool.ts). */
-  private readonly pool: ValueKeyPool | null;
+  private readonly pool: ValueKeyPool<PreparedKey> | null;
 
   constructor(
     private readonly store: VaultStore,
