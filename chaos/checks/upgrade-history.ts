@@ -32,6 +32,8 @@ export interface Request {
   lane?: string;
   /** The cluster's build phase when it was invoked (the history's stamp). */
   build?: string;
+  /** The secret a vault request names. */
+  key?: string;
 }
 
 export function readSteps(lines: readonly HistoryLine[]): StepRecord[] {
@@ -83,6 +85,7 @@ export function readRequests(lines: readonly HistoryLine[]): Request[] {
         ...(typeof l.status === 'number' ? { status: l.status } : {}),
         ...(LANE[l.kind](inv) === undefined ? {} : { lane: LANE[l.kind](inv) }),
         ...(typeof inv.build === 'string' ? { build: inv.build } : {}),
+        ...(l.kind === 'vault' && typeof inv.key === 'string' ? { key: inv.key } : {}),
       });
     }
   }
@@ -96,6 +99,21 @@ export function readRequests(lines: readonly HistoryLine[]): Request[] {
  */
 export function failed(r: Request): boolean {
   return r.outcome === 'unknown' || (r.status !== undefined && (r.status >= 500 || r.status === 429));
+}
+
+const VAULT_WRITES = new Set(['create', 'update', 'delete', 'restore', 'undelete', 'destroy']);
+
+/**
+ * A vault write answered 503 while two or more other writes of the same secret were in flight: the
+ * vault's designed answer when a write that lost a race cannot put back what it committed because a
+ * third write changed it meanwhile (docs/vault.md "Destroyed", JetStream). Its outcome is unknown,
+ * as the vault checks take it; it says nothing of a process being replaced. Told from the history
+ * alone (no answer's text): the race it needs, three writes of one key at once.
+ */
+export function contended(r: Request, all: readonly Request[]): boolean {
+  if (r.kind !== 'vault' || r.status !== 503 || r.key === undefined || !VAULT_WRITES.has(r.op)) return false;
+  const racing = all.filter((o) => o.id !== r.id && o.kind === 'vault' && o.key === r.key && VAULT_WRITES.has(o.op) && o.invokedAt < r.endedAt && o.endedAt > r.invokedAt);
+  return racing.length >= 2;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { HistoryLine } from '../history.js';
 import type { Verdict } from '../workload.js';
-import { absorbed, completedUploads, failed, readRequests, readSteps, rolesOf, type Request, type StepRecord } from './upgrade-history.js';
+import { absorbed, completedUploads, contended, failed, readRequests, readSteps, rolesOf, type Request, type StepRecord } from './upgrade-history.js';
 
 /**
  * The rolling upgrade judged from its history (issue #41): every process was replaced and rolled
@@ -52,13 +52,20 @@ export function checkUpgrade(lines: readonly HistoryLine[]): Verdict[] {
   const slow = steps.filter((s) => s.startFailures.length > 0 || s.readyMs === undefined || s.readyMs > READY_BOUND_MS).map((s) => `step ${s.step} ${s.target}: ${s.readyMs === undefined ? 'never ready' : `ready after ${s.readyMs} ms`}${s.startFailures.length > 0 ? `; ${s.startFailures.join('; ')}` : ''}`);
 
   const rows = stepFailures(lines);
+  const requests = readRequests(lines);
   const misplaced: string[] = [];
   const unretried: string[] = [];
+  const races: string[] = [];
   let failures = 0;
   let retrying = 0;
   for (const row of rows) {
     for (const r of row.failed) {
       failures++;
+      // The vault's answer to a race of three writes of one secret, wherever it falls (upgrade-history.ts `contended`).
+      if (contended(r, requests)) {
+        races.push(describe(r));
+        continue;
+      }
       const roles = rolesOf(r);
       if (!row.step) misplaced.push(`${describe(r)}: failed with no process being replaced (build phase ${r.build ?? '?'})`);
       else if (!roles.includes(row.step.roles)) misplaced.push(`${describe(r)}: failed during step ${row.step.step} (${row.step.target}), a role it does not pass through (${roles.join(', ')})`);
@@ -72,5 +79,6 @@ export function checkUpgrade(lines: readonly HistoryLine[]): Verdict[] {
     { check: `upgrade: every step's process ready within ${READY_BOUND_MS / 1000} s, no start failed`, checked: steps.length, anomalies: slow },
     { check: 'upgrade: requests failed only while a process of their role (or an edge) was replaced', checked: failures, anomalies: misplaced },
     { check: 'upgrade: a failed request that the workload retries (upload, ws connect, carry) succeeded on retry', checked: retrying, anomalies: unretried },
+    { check: `upgrade: (info) vault writes answered 503 in a race of three writes of one secret (the vault's designed answer, not a replacement's): ${races.length}${races.length > 0 ? ` (${races.slice(0, 3).join(', ')})` : ''}`, checked: races.length, anomalies: [] },
   ];
 }
