@@ -39,7 +39,9 @@ async function pierWithPendingCallback(t: { teardown: (f: () => void) => void })
   return pier;
 }
 
-const exited = (pier: PierProcess) => within('pier to exit', new Promise<number | null>((resolve) => pier.proc.once('exit', (code) => resolve(code))), 30_000);
+// 'close', not 'exit': the process's last log lines (its stop's report, "pier stopped") may still be
+// in the pipe when 'exit' comes (CI, two tests with both cores busy: exit 0, those lines not read yet).
+const exited = (pier: PierProcess) => within('pier to exit and its output to be read', new Promise<number | null>((resolve) => pier.proc.once('close', (code) => resolve(code))), 30_000);
 
 test('SIGINT with a callback the app never answers: stops within the bound, says so, "pier stopped", exit 130', async (t) => {
   const pier = await pierWithPendingCallback(t);

@@ -114,11 +114,11 @@ export class PierProcess {
     return `pier ${state}; warnings and errors (${notable.length}, the last 30):\n${notable.slice(-30).join('\n')}\nstderr (the last 4,000 characters):\n${this.stderr.slice(-4000)}`;
   }
 
-  /** Graceful stop (SIGTERM); resolves with the exit code. */
+  /** Graceful stop (SIGTERM); resolves with the exit code once its output is read to the end ('close': 'exit' may come before the last lines). */
   stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
     if (this.proc.exitCode !== null || this.proc.signalCode !== null) return Promise.resolve(this.proc.exitCode);
     return new Promise((resolve) => {
-      this.proc.once('exit', (code) => resolve(code));
+      this.proc.once('close', (code) => resolve(code));
       this.proc.kill(signal);
     });
   }
