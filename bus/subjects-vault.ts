@@ -1,3 +1,4 @@
+import type { ValidationSchema } from 'fastest-validator';
 import { exchange, shared } from './exchange.js';
 import type { CallGate } from './subjects-provider.js';
 import { USER_NAME } from './subjects-registry.js';
@@ -251,16 +252,23 @@ export interface WrittenMark {
   valueKeys?: number;
 }
 
+const WRITTEN_MARK: ValidationSchema = {
+  keys: { type: 'number', integer: true, min: 0 },
+  secrets: { type: 'number', integer: true, min: 0 },
+  versions: { type: 'number', integer: true, min: 0, optional: true },
+  deleted: { type: 'number', integer: true, min: 0, optional: true },
+  valueKeys: { type: 'number', integer: true, min: 0, optional: true },
+};
+
 export const vaultEvents = {
   /**
-   * Published by the vault replica that made a change durable, before it answers (PIER_STATE=jetstream):
-   * every other replica reads no older state than this afterwards, without asking the stream.
+   * A vault replica that made a change durable asks every vault replica (none shares a queue) to
+   * take its mark in, before it answers (PIER_STATE=jetstream): each answers once it has, and reads
+   * it serves from then on wait for its view to reach the mark, without asking the stream. The
+   * writer waits for the answers (actors/vault/index.ts `announce`): a one-way mark could be
+   * overtaken by a read of the write's client on another replica (an upgrade run saw a list 220 ms
+   * stale). 0.3.0 replicas hear it as their one-way message (they ignore the reply subject) and
+   * send it so; one sent so is taken in all the same, unanswered.
    */
-  written: exchange<WrittenMark>({ subject: 'pier.vault.written', request: {
-    keys: { type: 'number', integer: true, min: 0 },
-    secrets: { type: 'number', integer: true, min: 0 },
-    versions: { type: 'number', integer: true, min: 0, optional: true },
-    deleted: { type: 'number', integer: true, min: 0, optional: true },
-    valueKeys: { type: 'number', integer: true, min: 0, optional: true },
-  }, oneWay: true }),
+  written: exchange<WrittenMark, { heard: boolean }>({ subject: 'pier.vault.written', request: WRITTEN_MARK, reply: { heard: 'boolean' }, timeoutMs: 1_000 }),
 };

@@ -17,15 +17,14 @@ export const vaultDeclaration = declareActor({
     // Wire format 3's operation, on its own subject (only replicas of this release subscribe).
     rekey: vault.rekey,
     rotate: vault.rotate,
+    // On JetStream, where each writer's durable changes are (reads wait for their views to reach
+    // them): taken in and answered before the write is (index.ts announce).
+    written: vaultEvents.written,
     export: stateEndpoints.vaultExport,
     import: stateEndpoints.vaultImport,
     empty: stateEndpoints.vaultEmpty,
   },
-  hears: {
-    // On JetStream, where each writer's durable changes are (reads wait for their views to reach them).
-    written: vaultEvents.written,
-  },
-  emits: [vaultEvents.written],
+  calls: [vaultEvents.written],
   jetstream: {
     streams: [vaultState.auditStream],
     buckets: [vaultState.keys, vaultState.secrets, vaultState.versions, vaultState.deleted, vaultState.valueKeys],

@@ -1,7 +1,7 @@
-import { tell } from '../../bus/verbs.js';
+import { gather } from '../../bus/verbs.js';
 import { join } from 'node:path';
 import { Counter } from 'prom-client';
-import { vaultEvents } from '../../bus/subjects.js';
+import { vaultEvents, type WrittenMark } from '../../bus/subjects.js';
 import { defineActor } from '../../lib/runtime/actor.js';
 import { AccessTokens } from '../../lib/crypto/access-token.js';
 import { checkStoreKey } from '../../lib/crypto/master-key-check.js';
@@ -34,7 +34,7 @@ async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
     replicas: state.replicas,
     auditMaxAgeMs: audit.maxAgeMs,
     auditMaxEntries: audit.maxEntries,
-    announce: (mark) => tell(ctx.bus, vaultEvents.written, mark),
+    announce: (mark) => announce(ctx, mark),
     // Announcements come over the bus connection: one lost there makes the next read check the streams.
     connectionLosses: () => ctx.bus.connectionLosses(),
     onAuditLost: (count) => {
@@ -44,6 +44,22 @@ async function openVaultStore(ctx: RoleContext): Promise<VaultStore> {
     onEraseFailed: (err) => ctx.log.error({ err }, 'vault: a removed record could not be erased from its stream (the hourly sweep tries again)'),
     onPutBackFailed: (err) => ctx.log.error({ err }, 'vault: a write that lost to another could not put back what it had committed (answered 503): read the secret and its versions'),
   });
+}
+
+/** The longest a write waits for the vault replicas to take its mark in (a paused or dying one is not waited for longer). */
+const MARK_WAIT_MS = 500;
+/** Answers waited for at most (the role's heartbeats are bounded too; a thief of its identity faking more replicas waits no longer). */
+const MARK_ANSWERS_MAX = 16;
+
+/**
+ * Tells every vault replica where a write just made durable is, and waits until those of this
+ * release have taken it in (this one's own included), before the write is answered
+ * (docs/operations.md "How writes stay correct"): a read any of them serves after the answer waits
+ * for its view to show the write. 0.3.0 replicas hear it as their one-way message and answer nothing.
+ */
+async function announce(ctx: RoleContext, mark: WrittenMark): Promise<void> {
+  const answering = ctx.peers.alive('vault').filter((p) => p.busId === ctx.peers.self.busId || (p.wire?.speaks ?? 1) >= VALUE_KEYS_WIRE).length;
+  await gather(ctx.bus, vaultEvents.written, mark, { timeoutMs: MARK_WAIT_MS, stallMs: MARK_WAIT_MS, expected: Math.max(1, Math.min(answering, MARK_ANSWERS_MAX)) });
 }
 
 interface VaultActor {
@@ -237,14 +253,13 @@ export const vaultActor = defineActor(vaultDeclaration, {
     },
     rekey: (a: VaultActor, req) => rekey(a.deps, req),
     rotate: async (a: VaultActor) => ({ rewrapped: await a.keys.rewrapAll() }),
+    written: (a: VaultActor, mark) => {
+      if (a.store instanceof JetStreamVaultStore) a.store.heard(mark);
+      return { heard: true };
+    },
     export: (a: VaultActor, r) => current(a, () => vaultExportPage(a.store, r.offset, r.limit)),
     import: (a: VaultActor, r) => vaultImportBatch(a.store, r.records, a.ctx.config.keyring),
     empty: (a: VaultActor) => current(a, () => ({ empty: a.store.everything().dataKeys.length === 0 })),
-  },
-  hears: {
-    written: (a: VaultActor, mark) => {
-      if (a.store instanceof JetStreamVaultStore) a.store.heard(mark);
-    },
   },
   timers: { prune: { everyMs: () => 3_600_000, run: prune }, expire: { everyMs: () => 3_600_000, run: runSweep } },
   // `pier app uninstall --purge`: the app's workspaces go, unless another app of the user still uses them.

@@ -11,8 +11,8 @@ import { dropStrayValueKeys, erasingUnusedValueKeys, secretSealedUnder, type Str
 export interface JetStreamWriteParts {
   views: VaultViews;
   marks: WrittenMarks;
-  /** Tells the other replicas where their views must be to show a change just made durable (before it is answered). */
-  announce: ((mark: WrittenMark) => void) | undefined;
+  /** Tells the other replicas where their views must be to show a change just made durable; the answer waits for it. */
+  announce: ((mark: WrittenMark) => void | Promise<void>) | undefined;
   appendAudit: (entries: AuditEntry[]) => Promise<void>;
   /** Audit entries of a durable change that could not be appended within the retry period. */
   onAuditLost: (count: number) => void;
@@ -99,7 +99,7 @@ async function attempts<T>(p: JetStreamWriteParts, fn: (w: VaultWriter) => T, st
     // happened, is answered as done rather than failed.
     if (ops.length > 0 && p.announce) {
       marks.heard(mark);
-      p.announce(mark);
+      await p.announce(mark);
     }
     // Destroyed means unreadable with the master key in hand: the removed entries' bytes leave the
     // stream too, before the answer. Keys first (data keys, value keys): once they are gone nothing

@@ -16,7 +16,7 @@ const SEP = '\u0000';
 export interface JetStreamVaultOptions {
   replicas: number;
   /** Tells the other replicas where their views must be to show a change just made durable (before it is answered). */
-  announce?: (mark: WrittenMark) => void;
+  announce?: (mark: WrittenMark) => void | Promise<void>;
   auditMaxAgeMs: number;
   auditMaxEntries: number;
   onAuditLost?: (count: number) => void;
@@ -60,7 +60,7 @@ export class JetStreamVaultStore implements VaultStore {
     private readonly audit: JetStreamAudit,
     /** Audit entries of a durable change that could not be appended within the retry period. */
     onAuditLost: (count: number) => void,
-    announce: ((mark: WrittenMark) => void) | undefined,
+    announce: ((mark: WrittenMark) => void | Promise<void>) | undefined,
     connectionLosses: () => number,
     onEraseFailed: (err: unknown) => void,
     onPutBackFailed: (err: unknown) => void = () => undefined,

@@ -4,7 +4,7 @@ import { jetStreamReplicas } from '../helpers/jetstream-replicas.js';
 import { vaultStoreSuite } from './vault-store-suite.js';
 import { PierError } from '../../bus/errors.js';
 import { scopeKey, secretKey, type SecretRecord } from '../../actors/vault/store.js';
-import { until } from '../helpers/wait.js';
+import { until, within } from '../helpers/wait.js';
 
 // JetStream on one node (R1): two replicas, each with its own connection, no shared disk.
 vaultStoreSuite(test, () => jetStreamReplicas(1, (js, manager, replicas) => JetStreamVaultStore.open(js, manager, { replicas, auditMaxAgeMs: 86_400_000, auditMaxEntries: 10_000 })));
@@ -47,7 +47,7 @@ test('a replica started after a key had more writes than the bucket keeps sees i
 test('a replica behind an announced change refuses reads (503) rather than answer stale; a mark never written is forgotten', async (t) => {
   const marks: Array<{ keys: number; secrets: number }> = [];
   const pair = await jetStreamReplicas(1, (js, manager, replicas) =>
-    JetStreamVaultStore.open(js, manager, { replicas, auditMaxAgeMs: 86_400_000, auditMaxEntries: 10_000, announce: (mark) => marks.push(mark) }),
+    JetStreamVaultStore.open(js, manager, { replicas, auditMaxAgeMs: 86_400_000, auditMaxEntries: 10_000, announce: (mark) => void marks.push(mark) }),
   );
   t.teardown(() => pair.close());
   const key = secretKey(scopeKey('alice', 'marks', 'prod'), 'k');
@@ -134,4 +134,34 @@ test('a change is answered only once its audit entry is acknowledged; one that c
     w.appendAudit({ ...entry, name: 'k2' });
   });
   t.is(lost, 1);
+});
+
+// The vault actor asks every other replica to take a write's mark in before the write is answered
+// (actors/vault/index.ts announce): a read one of them serves after the answer then waits for its
+// view to show the write. A one-way announcement could be overtaken by that read (an upgrade run
+// saw a list 220 ms stale on another replica).
+test('a write is answered only once its announcement has been taken in', async (t) => {
+  let release: (() => void) | null = null;
+  const announced: unknown[] = [];
+  const pair = await jetStreamReplicas(1, (js, manager, replicas) =>
+    JetStreamVaultStore.open(js, manager, {
+      replicas,
+      auditMaxAgeMs: 86_400_000,
+      auditMaxEntries: 10_000,
+      announce: (mark) => {
+        announced.push(mark);
+        return new Promise<void>((resolve) => (release = resolve));
+      },
+    }),
+  );
+  t.teardown(() => pair.close());
+  const key = secretKey(scopeKey('alice', 'taken-in', 'prod'), 'k');
+  let answered = false;
+  const writing = pair.a.write((w) => w.putSecret(key, { sealed: Buffer.from('v'), version: 1, createdAt: 't', createdBy: 'a', updatedAt: 't', updatedBy: 'a', history: [] })).then(() => (answered = true));
+  await until('the write to be durable and announced', () => announced.length === 1);
+  await new Promise((r) => setTimeout(r, 50));
+  t.false(answered, 'not answered while the announcement is not taken in');
+  release!();
+  await within('the write to be answered once its announcement is taken in', writing);
+  t.true(answered);
 });
