@@ -17,6 +17,7 @@ import './system-api.test.js';
 import './tus-errors.test.js';
 import './tus-headers.test.js';
 import './upload-api.test.js';
+import './upload-multipart-hostile.test.js';
 import './vault-api.test.js';
 import { everyFileGathered } from '../../helpers/unit-suite.js';
 
