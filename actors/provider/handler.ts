@@ -119,10 +119,12 @@ function readHead(body: Readable, limit: number): Promise<{ chunks: Buffer[]; si
       stop();
       reject(new Error('the answer was cut before its end'));
     };
+    // `on`, not `once`: each of these calls stop() first, which removes all four, so once's
+    // wrapper per listener per call would add nothing.
     body.on('data', onData);
-    body.once('end', onEnd);
-    body.once('error', onError);
-    body.once('close', onClose);
+    body.on('end', onEnd);
+    body.on('error', onError);
+    body.on('close', onClose);
   });
 }
 
@@ -133,7 +135,7 @@ async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<
   const hasBody = req.body !== null ? req.body.byteLength > 0 : req.bodyStream !== null;
   const res = await deps.upstream.send(ctx.target.name, url, {
     method: req.method,
-    headers: requestHeaders(req.headers, { ...ctx, address: req.client }),
+    headers: requestHeaders(req.headers, { app: ctx.app, user: ctx.user, address: req.client }),
     // An inline body goes as a buffer (with its length); only a streamed one goes chunked.
     body: !hasBody ? null : req.body !== null ? req.body : callerBody(deps, req),
     timeoutMs: deps.timeoutMs,
@@ -151,7 +153,9 @@ async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<
     throw upstreamError(ctx.target.name, deps.timeoutMs, err);
   }
   const { chunks: first, size } = head;
-  if (head.done) return { status: res.status, headers, body: Buffer.concat(first), bodyStream: null };
+  // An answer in one chunk (nearly all small ones) is that chunk: undici hands over a view of memory
+  // it does not use again, so it need not be copied into a buffer of its own.
+  if (head.done) return { status: res.status, headers, body: first.length === 1 ? first[0] : Buffer.concat(first), bodyStream: null };
   const it = res.body[Symbol.asyncIterator]();
   const { bodyBytes } = deps;
   const name = ctx.target.name;

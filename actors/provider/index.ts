@@ -6,22 +6,30 @@ import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { providerDeclaration } from './declaration.js';
 import { authorise, callProvider, type ProviderDeps } from './handler.js';
 import { Upstream } from './upstream.js';
+import { ProviderSeries } from './metrics.js';
+import { Tallies } from '../../lib/runtime/metric-tally.js';
 
 interface ProviderActor {
   deps: ProviderDeps;
   upstream: Upstream;
 }
 
+const UPSTREAM_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30];
+
 async function onStart(ctx: RoleContext): Promise<ProviderActor> {
   const registers = [ctx.metrics.registry];
-  const calls = new Counter({ name: 'pier_provider_calls_total', help: 'Provider calls, by provider and status given to the caller', labelNames: ['provider', 'status'], registers });
+  // Counted in plain numbers per call and handed to prom-client at each scrape (lib/runtime/metric-tally.ts).
+  const tallies = new Tallies();
+  const calls = new Counter({ name: 'pier_provider_calls_total', help: 'Provider calls, by provider and status given to the caller', labelNames: ['provider', 'status'], registers, collect: tallies.collect });
   const latency = new Histogram({
     name: 'pier_provider_upstream_seconds',
     help: 'Time from forwarding a call to the provider answering',
     labelNames: ['provider'],
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30],
+    buckets: UPSTREAM_BUCKETS,
     registers,
+    collect: tallies.collect,
   });
+  const series = new ProviderSeries(tallies, calls, latency, UPSTREAM_BUCKETS);
   const upstream = new Upstream(new AddressPolicy(() => ctx.ownPorts, networksList(ctx.config.provider.networks)));
   const deps: ProviderDeps = {
     bus: ctx.bus,
@@ -31,10 +39,7 @@ async function onStart(ctx: RoleContext): Promise<ProviderActor> {
     upstream,
     timeoutMs: ctx.config.provider.timeoutMs,
     bodyBytes: ctx.config.provider.bodyBytes,
-    observe: (name, status, seconds) => {
-      calls.inc({ provider: name, status: String(status) });
-      latency.observe({ provider: name }, seconds);
-    },
+    observe: (name, status, seconds) => series.observe(name, status, seconds),
   };
   ctx.log.info({ timeoutMs: deps.timeoutMs }, 'provider actor started');
   return { deps, upstream };

@@ -53,6 +53,12 @@ export interface Route {
    */
   gate?: (req: RequestHead) => Promise<HttpReply | null>;
   /**
+   * Whether `gate` would pass this request at once (a pass it remembers), asked synchronously: then
+   * the gate is not run and nothing waits for it. It must say true only where the gate would answer
+   * null without asking anything or changing anything but that memory.
+   */
+  gatePassed?: (req: RequestHead) => boolean;
+  /**
    * The gate checks who is calling (an app's access token, its key and secret, the operator's token).
    * Only such a route's caller is followed for trace sampling, once the gate has passed: the request's
    * span starts then, dated from the request's arrival. Any other request on a listener for apps and

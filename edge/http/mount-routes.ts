@@ -118,9 +118,12 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
     };
     const limit = route.bodyLimit ?? 0;
     const stream = route.streamBody ? bodyStream(res, state) : undefined;
+    // A pass the route remembers lets the body through with no gate run and no promise made. Not when
+    // a span is to open after the gate: the trust it gets follows the gate's own answer, as it always did.
+    const gated = route.gate !== undefined && !(openAfterGate === null && route.gatePassed?.(data) === true);
     // The gate starts now, in the same tick as the body reader, which holds the body until it passes.
-    const gate = route.gate
-      ? route.gate(data).then(
+    const gate = gated
+      ? route.gate!(data).then(
           (refused) => {
             openSpan(!refused);
             if (refused) throw new GateRefusal(refused);

@@ -31,12 +31,27 @@ function accessTokenOf(req: RequestHead): string {
   return accessToken;
 }
 
+/** What a pass of a provider call's gate is remembered under: the token and what it is used for. */
+function gateKey(accessToken: string, req: RequestHead): string {
+  const { dataType, group, version, op } = req.params;
+  return ['provider', accessToken, dataType, group, version, op].join('\0');
+}
+
 /** A provider call's checks that need no body (token, op granted, provider active), before the body is read. */
 export async function providerCallGate(deps: SystemDeps, req: RequestHead): Promise<HttpReply | null> {
   const accessToken = accessTokenOf(req);
   const { dataType, group, version, op } = req.params;
-  const key = ['provider', accessToken, dataType, group, version, op].join('\0');
-  return passGate(deps.gates, key, () => ask(deps.bus, provider.authorize, { dataType, group, version, op, accessToken }, { timeoutMs: GATE_TIMEOUT_MS }));
+  return passGate(deps.gates, gateKey(accessToken, req), () => ask(deps.bus, provider.authorize, { dataType, group, version, op, accessToken }, { timeoutMs: GATE_TIMEOUT_MS }));
+}
+
+/**
+ * Whether the gate would let this call through at once, from a pass it remembers (`Route.gatePassed`):
+ * asked synchronously, so the usual call of an app that calls often makes no promise for its gate.
+ * False whenever the gate has anything to say (no token, nothing remembered): it then runs.
+ */
+export function providerCallPassed(deps: SystemDeps, req: RequestHead): boolean {
+  const accessToken = req.headers['x-access-token'] ?? '';
+  return accessToken !== '' && deps.gates.passed(gateKey(accessToken, req), Date.now());
 }
 
 /**

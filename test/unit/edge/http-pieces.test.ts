@@ -263,6 +263,33 @@ test("a gate's refusal is answered before the body is read; a pass lets the body
   t.is(handled, 1);
 });
 
+test('a pass the route remembers (gatePassed) lets the body through without running the gate; a refusal still comes from the gate', async (t) => {
+  let gateRuns = 0;
+  let handled = 0;
+  const { hit } = mount([
+    {
+      method: 'post',
+      path: '/p',
+      bodyLimit: 100,
+      gate: async (req) => (gateRuns++, req.headers['x-ok'] ? null : { status: 401, json: { code: 401, message: 'no' } }),
+      gatePassed: (req) => req.headers['x-remembered'] === '1',
+      handler: (req) => (handled++, ok({ body: req.body.toString() })),
+    },
+  ]);
+  const remembered = hit('post /p', fakeRequest('post', '/p', { 'x-remembered': '1' }));
+  remembered.feed('part', false);
+  remembered.feed('-rest', true);
+  await answered(remembered);
+  t.deepEqual([remembered.status, JSON.parse(remembered.body)], ['200 OK', { code: 0, message: 'success', data: { body: 'part-rest' } }]);
+  t.is(remembered.paused, 0, 'nothing held: the pass was known at once');
+  t.is(gateRuns, 0);
+  const refused = hit('post /p', fakeRequest('post', '/p'));
+  refused.feed('part', false);
+  await answered(refused);
+  t.is(refused.status, '401 Unauthorized');
+  t.deepEqual([gateRuns, handled], [1, 1]);
+});
+
 test('a thrown PierError becomes its status; anything else a generic 500', async (t) => {
   const { hit } = mount([
     { method: 'get', path: '/e', handler: () => Promise.reject(new PierError('FORBIDDEN', 'op x: not granted')) },

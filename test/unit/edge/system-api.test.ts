@@ -2,7 +2,7 @@ import test from 'ava';
 import { PierError } from '../../../bus/errors.js';
 import { provider, token } from '../../../bus/subjects.js';
 import { PassedGates } from '../../../edge/identity/call-gate.js';
-import { accessToken, providerCall, providerCallGate } from '../../../edge/system/system-api.js';
+import { accessToken, providerCall, providerCallGate, providerCallPassed } from '../../../edge/system/system-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
 // The system listener's app calls (docs/protocol.md "Access tokens" and docs/protocol.md "Provider calls"): the access token request checked
@@ -54,6 +54,19 @@ test('the gate asks provider.authorize for the data type, group, version and op;
   t.deepEqual(asked, [{ ...params, accessToken: 'at-1' }]);
   await providerCallGate(deps, request({ params, headers: { 'x-access-token': 'at-2' } }));
   t.is(asked.length, 2, 'another token is asked');
+});
+
+test('a pass the gate remembers is known at once (providerCallPassed), per token; none without a token or before the first pass', async (t) => {
+  const { bus, deps } = setup(t);
+  const asked = responder(bus, provider.authorize, () => ({ until: Date.now() + 60_000 }));
+  const req = request({ params, headers: { 'x-access-token': 'at-1' } });
+  t.false(providerCallPassed(deps, req), 'nothing remembered yet');
+  t.is(await providerCallGate(deps, req), null);
+  t.true(providerCallPassed(deps, req));
+  t.false(providerCallPassed(deps, request({ params, headers: { 'x-access-token': 'at-2' } })), 'another token');
+  t.false(providerCallPassed(deps, request({ params: { ...params, op: 'Other' }, headers: { 'x-access-token': 'at-1' } })), 'another op');
+  t.false(providerCallPassed(deps, request({ params })), 'no token');
+  t.is(asked.length, 1);
 });
 
 test("the gate's refusal is the provider actor's; an unavailable replica is asked once more, then the error stands", async (t) => {

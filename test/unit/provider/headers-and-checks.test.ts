@@ -32,6 +32,9 @@ test('what a provider sees: content headers pass, credentials and Pier-only head
   );
   t.deepEqual(out, { 'content-type': 'application/json', 'x-trace': 'abc', 'x-pier-caller': 'chat', 'x-bfl-user': 'alice', 'x-forwarded-for': '10.0.0.7' });
   t.deepEqual(responseHeaders({ 'content-type': 'text/plain', 'set-cookie': ['a=1', 'b=2'], 'transfer-encoding': 'chunked', date: 'x', connection: 'close' }), { 'content-type': 'text/plain', 'set-cookie': 'a=1, b=2' });
+  // A Connection header naming one header drops it (either way), whatever its case and spacing.
+  t.deepEqual(requestHeaders({ connection: ' X-Hop ', 'x-hop': 'dropped', 'x-kept': 'kept' }, { app: 'chat', user: 'alice', address: '10.0.0.7' }), { 'x-kept': 'kept', 'x-pier-caller': 'chat', 'x-bfl-user': 'alice', 'x-forwarded-for': '10.0.0.7' });
+  t.deepEqual(responseHeaders({ connection: 'X-Hop', 'x-hop': 'dropped', 'keep-alive': 'timeout=5', 'content-type': 'text/plain' }), { 'content-type': 'text/plain' });
 });
 
 const app: AppView = { id: 'alice/chat', user: 'alice', name: 'chat', version: '1', host: 'h', appKey: 'ak_1', installedAt: '', grants: [], websocket: null, upload: null, providers: [] };
