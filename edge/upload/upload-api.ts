@@ -232,7 +232,9 @@ function appendChunk(deps: UploadApiDeps, target: { user: string; app: string; i
     bb.on('close', () => {
       if (!taken) reject(offsetField === undefined ? bad('upload_offset: is required') : bad('file: is required'));
     });
-    bb.on('error', (err) => reject(stream.destroyed ? new PierError('BAD_REQUEST', 'request aborted') : bad(`body: is not valid multipart/form-data (${(err as Error).message})`)));
+    // A client gone is the stream's own error (uws-request.ts destroys it so); a body that simply
+    // ended mid-form also reads as destroyed (autoDestroy), and is the parser's complaint.
+    bb.on('error', (err) => reject(stream.errored ? new PierError('BAD_REQUEST', 'request aborted') : bad(`body: is not valid multipart/form-data (${(err as Error).message})`)));
     stream.on('error', (err) => bb.destroy(err));
     stream.pipe(bb);
   });
