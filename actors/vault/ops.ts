@@ -1,6 +1,6 @@
 import { PierError } from '../../bus/errors.js';
 import { SECRET_VALUE_MAX_BYTES, type AuditEntry, type SecretBodies, type SecretOp, type VaultAnswer } from '../../bus/subjects.js';
-import type { PreparedKey, Values } from './values.js';
+import { KeyNotShown, type PreparedKey, type Values } from './values.js';
 import { genOf, nameOf, secretFormatOf, secretKey, versionKey, type SecretRecord, type VaultStore, type VaultWriter } from './store.js';
 import { keepVersion, newGen, nextRecord, restore, type VersionBounds } from './versions.js';
 import { listVersions } from './versions-read.js';
@@ -193,8 +193,24 @@ export const SECRET_OP_FUNCTIONS = {
   RestoreSecretVersion: restoreSecretVersion,
 } as const satisfies OpTable;
 
-/** One operation on one scope, for a caller already authorised (an app in handler.ts, the operator in operator.ts). */
+/** The operations that only read: one can be made again. */
+const READS: ReadonlySet<SecretOp> = new Set(['RetrieveSecret', 'ListSecret', 'RetrieveSecretVersion', 'ListSecretVersions']);
+
+/**
+ * One operation on one scope, for a caller already authorised (an app in handler.ts, the operator
+ * in operator.ts). A read that meets a value whose key this replica does not show catches up with
+ * the streams once and reads again (values.ts KeyNotShown): on JetStream each bucket's view follows
+ * its own stream, and an upgrade run saw a list answer 500 for a record followed before its key.
+ */
 export async function perform<O extends SecretOp>(deps: OpDeps, op: O, scope: string, who: Caller, body: SecretBodies[O], entry: (outcome: string) => AuditEntry): Promise<VaultAnswer> {
   const fn: OpFunction<O> = (SECRET_OP_FUNCTIONS as OpTable)[op];
-  return fn({ deps, scope, who, env: body.env ?? 'prod', entry }, body);
+  const run = () => fn({ deps, scope, who, env: body.env ?? 'prod', entry }, body);
+  if (!READS.has(op) || !deps.store.syncWithStreams) return run();
+  try {
+    return await run();
+  } catch (err) {
+    if (!(err instanceof PierError && err.cause instanceof KeyNotShown)) throw err;
+    await deps.store.syncWithStreams();
+    return run();
+  }
 }

@@ -12,6 +12,13 @@ const valueKeyContext = (scope: string, id: string) => `pier/vault/value-key/${s
 
 /** A value key made, and kept on disk, before the write that seals under it (Values.prepare). */
 export interface PreparedKey {
+  /**
+   * Sealed under by an attempt of its write already (Values.seal). On JetStream an attempt that
+   * lost leaves its key as a stray, erased at the write's end unless a record holds it; a retry
+   * that sealed under the same key could have its value moved meanwhile where that check does not
+   * look (a delete), and lose its key. So a key serves one attempt; a retry makes its own.
+   */
+  used?: boolean;
   scope: string;
   /** The data key it is wrapped by. */
   dataKey: Buffer;
@@ -20,6 +27,14 @@ export interface PreparedKey {
   valueKey: Buffer;
   record: ValueKeyRecord;
 }
+
+/**
+ * The key a value needs is not in this replica's store or view: erased (the value is destroyed), or,
+ * on JetStream, not followed yet (each bucket's view follows its own stream, so a record can show
+ * before the key its writer committed first). A read catches up with the streams once before it
+ * believes the first (ops.ts).
+ */
+export class KeyNotShown extends Error {}
 
 /** The wire format whose vault replicas seal new values under value keys (bus/envelope.ts). */
 export const VALUE_KEYS_WIRE = 3;
@@ -59,14 +74,14 @@ export class Values {
       : null;
   }
 
-  /** The key that opens `sealed` (a value of `scope`): its value key, or the scope's data key. Throws when it is gone. */
+  /** The key that opens `sealed` (a value of `scope`): its value key, or the scope's data key. Throws KeyNotShown when it is not there. */
   keyFor(scope: string, sealed: Uint8Array, w?: VaultWriter): Buffer {
     const dataKey = w ? this.dataKeys.inWrite(scope, w) : this.dataKeys.get(scope);
-    if (!dataKey) throw new Error('no data key for the scope');
+    if (!dataKey) throw new KeyNotShown('no data key for the scope');
     const id = keyIdOf(sealed);
     if (id === undefined) return dataKey;
     const record = (w ?? this.store).valueKey(id);
-    if (!record) throw new Error('its value key was erased');
+    if (!record) throw new KeyNotShown('its value key was erased, or is not in this replica\'s view yet');
     const cached = this.plain.get(id);
     if (cached && cached.wrapped.equals(record.wrapped)) {
       this.plain.delete(id); // the most recently used last
@@ -136,7 +151,8 @@ export class Values {
   seal(scope: string, key: string, plaintext: Buffer, w: VaultWriter, underValueKey = this.sealsUnderValueKeys(), prepared?: PreparedKey): Uint8Array {
     const dataKey = this.dataKeys.getOrCreate(scope, w);
     if (!underValueKey) return seal(dataKey, plaintext, valueContext(key));
-    const k = prepared && prepared.scope === scope && prepared.dataKey.equals(dataKey) ? prepared : this.newKey(scope, dataKey);
+    const k = prepared && !prepared.used && prepared.scope === scope && prepared.dataKey.equals(dataKey) ? prepared : this.newKey(scope, dataKey);
+    if (k === prepared) prepared.used = true;
     // Kept before the record sealed under it (JetStream commits a write's changes in order, and
     // commits nothing for a key reserved ahead: buffered-writer.ts; on LMDB a prepared key is in its slot already).
     w.putValueKey(k.id, k.record);

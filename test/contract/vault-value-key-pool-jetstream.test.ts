@@ -133,3 +133,39 @@ test('two replicas creating the same names at once, each with keys reserved ahea
   t.true(losing.length > 0, 'some losers had a key reserved ahead');
   t.false(losing.some((id) => ids.includes(id)), 'no record is sealed under a key its create did not land with');
 });
+
+test('two replicas updating one secret at once with keys reserved ahead: a retry after a lost attempt seals under a key of its own, and the lost attempt\'s reserved key is erased', async (t) => {
+  const { a, b } = await replicas(t);
+  const keyring = new Keyring(randomBytes(32));
+  const clock = { now: Date.now() };
+  const wa = writer(a, keyring, clock);
+  const wb = writer(b, keyring, clock);
+  await wa.create('shared', 'v0');
+  for (let i = 0; i < 300; i++) {
+    await wa.create(`a-${i}`, `a-value-${i}`);
+    await wb.create(`b-${i}`, `b-value-${i}`);
+    clock.now += 6;
+  }
+  const key = secretKey(scope, 'shared');
+  /** An update as the handler makes one (no version kept here: the pool is what is looked at). */
+  const update = async (w: ReturnType<typeof writer>, store: VaultStore, value: string) => {
+    const prepared = await w.values.prepare(scope);
+    const sealed = await store.write((x) => {
+      const s = w.values.seal(scope, key, Buffer.from(value), x, undefined, prepared);
+      x.putSecret(key, { ...secretFormatOf(s), gen: 'g', sealed: s, version: 1, createdAt: 'a', createdBy: 'x', updatedAt: 'a', updatedBy: 'x', history: [] });
+      return s;
+    });
+    return { prepared, sealed };
+  };
+  const retriedKeys: string[] = [];
+  for (let i = 0; i < 40; i++) {
+    const results = await Promise.all([update(wa, a, `a-${i}`), update(wb, b, `b-${i}`)]);
+    for (const r of results) if (r.prepared && keyIdOf(r.sealed) !== r.prepared.id) retriedKeys.push(r.prepared.id);
+    clock.now += 6;
+  }
+  t.true(retriedKeys.length > 0, 'some update lost its first attempt and retried');
+  await a.syncWithStreams();
+  for (const id of retriedKeys) t.is(a.valueKey(id), undefined, `the reserved key ${id} of a lost attempt is erased`);
+  t.truthy(a.valueKey(keyIdOf(a.secret(key)!.sealed)!), 'the secret\'s own key is kept');
+  t.true(/^[ab]-39$/.test(wa.values.open(scope, key, a.secret(key)!.sealed).toString()), 'the secret opens to one of the last two values');
+});

@@ -194,3 +194,16 @@ test('LMDB: a key prepared before its write is on disk first, used by the write,
   const { strayValueKeys, STRAY_MARGIN_MS } = await import('../../../actors/vault/value-key-erasure.js');
   t.deepEqual(strayValueKeys(store, Date.now() + STRAY_MARGIN_MS + 1, 10), [unused.id], 'a prepared key no write used is the sweep\'s');
 });
+
+test('a prepared key serves one attempt of its write: sealed again (a retry after a lost attempt), the value gets a key of its own', async (t) => {
+  const dir = lmdb(t);
+  const store = LmdbVaultStore.open(dir, 'r1');
+  t.teardown(() => store.close());
+  const values = keyed(store, new Keyring(randomBytes(32)));
+  await store.write((w) => w.putSecret(key, record(values.seal(scope, key, Buffer.from('first'), w))));
+  const prepared = (await values.prepare(scope))!;
+  const [once, again] = await store.write((w) => [values.seal(scope, key, Buffer.from('second'), w, undefined, prepared), values.seal(scope, key, Buffer.from('second'), w, undefined, prepared)]);
+  t.is(keyIdOf(once), prepared.id, 'the first attempt seals under the prepared key');
+  t.not(keyIdOf(again), prepared.id, 'a second attempt makes its own');
+  t.truthy(keyIdOf(again));
+});
