@@ -8,7 +8,7 @@ import { ConsoleSessions } from './admin/console-session.js';
 import { NO_HISTORY, sampledHistory } from './admin/history-sampler.js';
 import { healthz, readyz, type Drain } from './http/health.js';
 import { accessToken, providerCall, providerCallGate, providerCallPassed, type SystemDeps } from './system/system-api.js';
-import { isVaultCall, vaultCall, vaultCallGate, type VaultApiDeps } from './system/vault-api.js';
+import { isVaultCall, vaultCall, vaultCallGate, vaultCallPassed, type VaultApiDeps } from './system/vault-api.js';
 import { localApi, type LocalDeps } from './gateway/local-api.js';
 import { tusApi } from './upload/tus-api.js';
 import { uploadApi, type UploadApiDeps } from './upload/upload-api.js';
@@ -75,7 +75,7 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
         bodyLimit: deps.providerBodyBytes,
         // The access token is checked before any of the body is read (docs/protocol.md "Provider calls" and docs/protocol.md "Vault").
         gate: (req) => (isVaultCall(req) ? vaultCallGate(deps, req) : providerCallGate(deps, req)),
-        gatePassed: (req) => !isVaultCall(req) && providerCallPassed(deps, req),
+        gatePassed: (req) => (isVaultCall(req) ? vaultCallPassed(deps, req) : providerCallPassed(deps, req)),
         gateChecksCaller: true,
       },
     ],

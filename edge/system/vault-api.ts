@@ -33,6 +33,11 @@ function vaultRoute(deps: VaultApiDeps, req: RequestHead): HttpReply | null {
   return null;
 }
 
+/** What a pass of a vault call's gate is remembered under: both tokens, the op and the workspace. */
+function gateKey(req: RequestHead): string {
+  return ['vault', req.headers['x-access-token'] ?? '', userTokenOf(req.headers), req.params.op, req.query.get('workspace') ?? ''].join('\0');
+}
+
 /** The vault's checks that need no body (vault, method, app and user, op granted), before the body is read. */
 export async function vaultCallGate(deps: VaultApiDeps, req: RequestHead): Promise<HttpReply | null> {
   const refused = vaultRoute(deps, req);
@@ -41,8 +46,18 @@ export async function vaultCallGate(deps: VaultApiDeps, req: RequestHead): Promi
   const accessToken = req.headers['x-access-token'] ?? '';
   const userToken = userTokenOf(req.headers);
   const workspace = req.query.get('workspace') ?? '';
-  const key = ['vault', accessToken, userToken, op, workspace].join('\0');
-  return passGate(deps.gates, key, () => ask(deps.bus, vault.authorize, { op, workspace, userToken, accessToken }, { timeoutMs: GATE_TIMEOUT_MS }));
+  return passGate(deps.gates, gateKey(req), () => ask(deps.bus, vault.authorize, { op, workspace, userToken, accessToken }, { timeoutMs: GATE_TIMEOUT_MS }));
+}
+
+/**
+ * Whether the gate would let this call through at once, from a pass it remembers (`Route.gatePassed`):
+ * asked synchronously, so an app reading often makes no promise for its gate. False whenever the
+ * gate has anything to say (another vault or version, not POST, nothing remembered): it then runs.
+ */
+export function vaultCallPassed(deps: VaultApiDeps, req: RequestHead): boolean {
+  const { group, version } = req.params;
+  if (group !== `secret.${deps.vaultName}` || version !== 'v1' || req.method !== 'post') return false;
+  return deps.gates.passed(gateKey(req), Date.now());
 }
 
 /**

@@ -2,7 +2,7 @@ import test from 'ava';
 import { PierError } from '../../../bus/errors.js';
 import { vault } from '../../../bus/subjects.js';
 import { PassedGates } from '../../../edge/identity/call-gate.js';
-import { isVaultCall, vaultCall, vaultCallGate } from '../../../edge/system/vault-api.js';
+import { isVaultCall, vaultCall, vaultCallGate, vaultCallPassed } from '../../../edge/system/vault-api.js';
 import { refusal, request, responder, stubBus } from '../../helpers/edge-stubs.js';
 
 // The vault at the edge (docs/protocol.md "Vault"): which calls are the vault's, 404/405 before any
@@ -110,4 +110,20 @@ test('no vault replica running is 503 naming the role', async (t) => {
   const { code, message } = await refusal(t, vaultCall(deps, call({ body: {} })));
   t.is(code, 'UNAVAILABLE');
   t.regex(message, /no vault replica is running/);
+});
+
+test('a pass the gate remembers is known at once (vaultCallPassed), per tokens, op and workspace; never for another vault, version or method', async (t) => {
+  const { bus, deps } = setup(t);
+  const asked = responder(bus, vault.authorize, () => ({ until: Date.now() + 60_000 }));
+  t.false(vaultCallPassed(deps, call()), 'nothing remembered yet');
+  t.is(await vaultCallGate(deps, call()), null);
+  t.true(vaultCallPassed(deps, call()));
+  t.false(vaultCallPassed(deps, call({ headers: { 'x-access-token': 'at-2', 'x-authorization': 'pier_user' } })), 'another access token');
+  t.false(vaultCallPassed(deps, call({ headers: { 'x-access-token': 'at-1', 'x-authorization': 'pier_other' } })), 'another user token');
+  t.false(vaultCallPassed(deps, call({ params: params({ op: 'ListSecret' }) })), 'another op');
+  t.false(vaultCallPassed(deps, call({ query: new URLSearchParams('workspace=ws2'), rawQuery: 'workspace=ws2' })), 'another workspace');
+  t.false(vaultCallPassed(deps, call({ params: params({ group: 'secret.other' }) })), 'another vault: the gate answers 404');
+  t.false(vaultCallPassed(deps, call({ params: params({ version: 'v2' }) })), 'another version: 404');
+  t.false(vaultCallPassed(deps, call({ method: 'get' })), 'not POST: 405');
+  t.is(asked.length, 1);
 });
