@@ -192,5 +192,5 @@ test('status reports roles, bus and this process', async (t) => {
   const endpoints = r.json.replicas[0].endpoints as Record<string, { subject: string; requests: number; errors: number }>;
   t.is(endpoints['registry.userAdd'].subject, 'pier.registry.user.add');
   t.true(endpoints['registry.userAdd'].requests >= 1);
-  t.deepEqual(Object.keys(endpoints).filter((k) => k.startsWith('vault.')).sort(), ['vault.audit', 'vault.authorize', 'vault.empty', 'vault.export', 'vault.import', 'vault.op', 'vault.operator', 'vault.rekey', 'vault.rotate', 'vault.versions']);
+  t.deepEqual(Object.keys(endpoints).filter((k) => k.startsWith('vault.')).sort(), ['vault.audit', 'vault.authorize', 'vault.empty', 'vault.export', 'vault.import', 'vault.op', 'vault.operator', 'vault.rekey', 'vault.rotate', 'vault.versions', 'vault.written']);
 });
