@@ -1,4 +1,5 @@
-import { gather } from '../../bus/verbs.js';
+import { gather, tell } from '../../bus/verbs.js';
+import type { Exchange } from '../../bus/exchange.js';
 import { join } from 'node:path';
 import { Counter } from 'prom-client';
 import { vaultEvents, type WrittenMark } from '../../bus/subjects.js';
@@ -52,14 +53,17 @@ const MARK_WAIT_MS = 500;
 const MARK_ANSWERS_MAX = 16;
 
 /**
- * Tells every vault replica where a write just made durable is, and waits until those of this
- * release have taken it in (this one's own included), before the write is answered
- * (docs/operations.md "How writes stay correct"): a read any of them serves after the answer waits
- * for its view to show the write. 0.3.0 replicas hear it as their one-way message and answer nothing.
+ * Tells every vault replica where a write just made durable is and, when another of this release
+ * runs, waits until they have taken it in (this one answers too: every replica hears the subject),
+ * before the write is answered (docs/operations.md "How writes stay correct"): a read any of them
+ * serves after the answer waits for its view to show the write. Alone (or beside 0.3.0 replicas,
+ * which hear it as their one-way message and answer nothing) it only says it: nobody to wait for.
  */
 async function announce(ctx: RoleContext, mark: WrittenMark): Promise<void> {
-  const answering = ctx.peers.alive('vault').filter((p) => p.busId === ctx.peers.self.busId || (p.wire?.speaks ?? 1) >= VALUE_KEYS_WIRE).length;
-  await gather(ctx.bus, vaultEvents.written, mark, { timeoutMs: MARK_WAIT_MS, stallMs: MARK_WAIT_MS, expected: Math.max(1, Math.min(answering, MARK_ANSWERS_MAX)) });
+  const others = ctx.peers.alive('vault').filter((p) => p.busId !== ctx.peers.self.busId && (p.wire?.speaks ?? 1) >= VALUE_KEYS_WIRE).length;
+  // Said without a reply subject, as 0.3.0 says it: the replicas take it in all the same (unanswered).
+  if (others === 0) return tell(ctx.bus, vaultEvents.written as unknown as Exchange<WrittenMark, never>, mark);
+  await gather(ctx.bus, vaultEvents.written, mark, { timeoutMs: MARK_WAIT_MS, stallMs: MARK_WAIT_MS, expected: Math.min(others + 1, MARK_ANSWERS_MAX) });
 }
 
 interface VaultActor {
