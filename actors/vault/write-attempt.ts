@@ -17,7 +17,7 @@ import type { Op } from './buffered-writer.js';
  *   before it reads the views again. Without it, a lost attempt's first changes stay (an operator's
  *   destroy and an undelete of the same deleted secret each committing half, both answering an
  *   error with the secret live again, or one answering ok over the other's half). A change that
- *   cannot be put back (a third writer changed the key since) is answered 503 and logged, never
+ *   cannot be put back (another writer changed the key since: the one it lost to, or a third) is answered 503 and logged, never
  *   as done.
  *
  * Changes commit in the order the write made them, so a record is durable before anything that

@@ -104,16 +104,16 @@ export function failed(r: Request): boolean {
 const VAULT_WRITES = new Set(['create', 'update', 'delete', 'restore', 'undelete', 'destroy']);
 
 /**
- * A vault write answered 503 while two or more other writes of the same secret were in flight: the
- * vault's designed answer when a write that lost a race cannot put back what it committed because a
- * third write changed it meanwhile (docs/vault.md "Destroyed", JetStream). Its outcome is unknown,
- * as the vault checks take it; it says nothing of a process being replaced. Told from the history
- * alone (no answer's text): the race it needs, three writes of one key at once.
+ * A vault write answered 503 while another write of the same secret was in flight: the vault's
+ * designed answer when a write that lost a race cannot put back what it committed, because another
+ * write changed it meanwhile (the one it lost to, building on what it had committed, or a third:
+ * docs/vault.md "Destroyed", JetStream). Its outcome is unknown, as the vault checks take it; it
+ * says nothing of a process being replaced. Told from the history alone (no answer's text): the
+ * race it needs, two writes of one secret at once.
  */
 export function contended(r: Request, all: readonly Request[]): boolean {
   if (r.kind !== 'vault' || r.status !== 503 || r.key === undefined || !VAULT_WRITES.has(r.op)) return false;
-  const racing = all.filter((o) => o.id !== r.id && o.kind === 'vault' && o.key === r.key && VAULT_WRITES.has(o.op) && o.invokedAt < r.endedAt && o.endedAt > r.invokedAt);
-  return racing.length >= 2;
+  return all.some((o) => o.id !== r.id && o.kind === 'vault' && o.key === r.key && VAULT_WRITES.has(o.op) && o.invokedAt < r.endedAt && o.endedAt > r.invokedAt);
 }
 
 /**

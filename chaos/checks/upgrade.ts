@@ -61,7 +61,7 @@ export function checkUpgrade(lines: readonly HistoryLine[]): Verdict[] {
   for (const row of rows) {
     for (const r of row.failed) {
       failures++;
-      // The vault's answer to a race of three writes of one secret, wherever it falls (upgrade-history.ts `contended`).
+      // The vault's answer to a race of writes of one secret, wherever it falls (upgrade-history.ts `contended`).
       if (contended(r, requests)) {
         races.push(describe(r));
         continue;
@@ -79,6 +79,6 @@ export function checkUpgrade(lines: readonly HistoryLine[]): Verdict[] {
     { check: `upgrade: every step's process ready within ${READY_BOUND_MS / 1000} s, no start failed`, checked: steps.length, anomalies: slow },
     { check: 'upgrade: requests failed only while a process of their role (or an edge) was replaced', checked: failures, anomalies: misplaced },
     { check: 'upgrade: a failed request that the workload retries (upload, ws connect, carry) succeeded on retry', checked: retrying, anomalies: unretried },
-    { check: `upgrade: (info) vault writes answered 503 in a race of three writes of one secret (the vault's designed answer, not a replacement's): ${races.length}${races.length > 0 ? ` (${races.slice(0, 3).join(', ')})` : ''}`, checked: races.length, anomalies: [] },
+    { check: `upgrade: (info) vault writes answered 503 racing another write of the same secret (a lost write that could not put back: the vault's designed answer, not a replacement's): ${races.length}${races.length > 0 ? ` (${races.slice(0, 3).join(', ')})` : ''}`, checked: races.length, anomalies: [] },
   ];
 }
