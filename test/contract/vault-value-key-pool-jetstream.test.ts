@@ -51,6 +51,25 @@ async function burst(w: ReturnType<typeof writer>, clock: { now: number }, prefi
   return made;
 }
 
+/**
+ * Two replicas, each with a writer, after a first create (`first`, which makes the data key) and
+ * two seconds of 150 creates a second on each, on names of its own: both pools warm.
+ */
+async function twoWarmReplicas(t: { teardown(fn: () => Promise<void>): void }, first: string) {
+  const { a, b } = await replicas(t);
+  const keyring = new Keyring(randomBytes(32));
+  const clock = { now: Date.now() };
+  const wa = writer(a, keyring, clock);
+  const wb = writer(b, keyring, clock);
+  await wa.create(first, 'v0');
+  for (let i = 0; i < 300; i++) {
+    await wa.create(`a-${i}`, `a-value-${i}`);
+    await wb.create(`b-${i}`, `b-value-${i}`);
+    clock.now += 6;
+  }
+  return { a, b, wa, wb, clock };
+}
+
 test('a busy scope: creates seal under keys reserved ahead and commit no key of their own; every value opens, on another replica too', async (t) => {
   const { a, another } = await replicas(t);
   const keyring = new Keyring(randomBytes(32));
@@ -101,18 +120,7 @@ test('keys reserved ahead and never used are strays: the sweep erases them, and 
 });
 
 test('two replicas creating the same names at once, each with keys reserved ahead: one wins each name, its value opens, and no record is sealed under a losing key', async (t) => {
-  const { a, b } = await replicas(t);
-  const keyring = new Keyring(randomBytes(32));
-  const clock = { now: Date.now() };
-  const wa = writer(a, keyring, clock);
-  const wb = writer(b, keyring, clock);
-  await wa.create('first', 'makes the data key');
-  // Two seconds of 150 creates a second on each replica, on names of its own: both pools warm.
-  for (let i = 0; i < 300; i++) {
-    await wa.create(`a-${i}`, `a-value-${i}`);
-    await wb.create(`b-${i}`, `b-value-${i}`);
-    clock.now += 6;
-  }
+  const { a, wa, wb, clock } = await twoWarmReplicas(t, 'first');
   const losing: string[] = [];
   let pooledRaces = 0;
   for (let i = 0; i < 40; i++) {
@@ -135,17 +143,7 @@ test('two replicas creating the same names at once, each with keys reserved ahea
 });
 
 test('two replicas updating one secret at once with keys reserved ahead: a retry after a lost attempt seals under a key of its own, and the lost attempt\'s reserved key is erased', async (t) => {
-  const { a, b } = await replicas(t);
-  const keyring = new Keyring(randomBytes(32));
-  const clock = { now: Date.now() };
-  const wa = writer(a, keyring, clock);
-  const wb = writer(b, keyring, clock);
-  await wa.create('shared', 'v0');
-  for (let i = 0; i < 300; i++) {
-    await wa.create(`a-${i}`, `a-value-${i}`);
-    await wb.create(`b-${i}`, `b-value-${i}`);
-    clock.now += 6;
-  }
+  const { a, b, wa, wb, clock } = await twoWarmReplicas(t, 'shared');
   const key = secretKey(scope, 'shared');
   /** An update as the handler makes one (no version kept here: the pool is what is looked at). */
   const update = async (w: ReturnType<typeof writer>, store: VaultStore, value: string) => {
