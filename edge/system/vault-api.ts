@@ -25,10 +25,13 @@ export function isVaultCall(req: RequestHead): boolean {
   return req.params.dataType === 'secret';
 }
 
+/** Whether the call names this edge's vault and its one version. */
+const isOurVault = (deps: VaultApiDeps, req: RequestHead) => req.params.group === `secret.${deps.vaultName}` && req.params.version === 'v1';
+
 /** Which vault and method: 404 for another vault or version, 405 (with `Allow`) for a method other than POST. */
 function vaultRoute(deps: VaultApiDeps, req: RequestHead): HttpReply | null {
   const { group, version } = req.params;
-  if (group !== `secret.${deps.vaultName}` || version !== 'v1') throw new PierError('NOT_FOUND', `no vault at secret/${group}/${version}`);
+  if (!isOurVault(deps, req)) throw new PierError('NOT_FOUND', `no vault at secret/${group}/${version}`);
   if (req.method !== 'post') return { ...errorReply(new PierError('METHOD_NOT_ALLOWED', 'vault operations take POST')), headers: { allow: 'POST' } };
   return null;
 }
@@ -55,9 +58,7 @@ export async function vaultCallGate(deps: VaultApiDeps, req: RequestHead): Promi
  * gate has anything to say (another vault or version, not POST, nothing remembered): it then runs.
  */
 export function vaultCallPassed(deps: VaultApiDeps, req: RequestHead): boolean {
-  const { group, version } = req.params;
-  if (group !== `secret.${deps.vaultName}` || version !== 'v1' || req.method !== 'post') return false;
-  return deps.gates.passed(gateKey(req), Date.now());
+  return isOurVault(deps, req) && req.method === 'post' && deps.gates.passed(gateKey(req), Date.now());
 }
 
 /**
