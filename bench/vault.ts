@@ -9,6 +9,7 @@ import { maxRate, round, type Target } from './load.js';
 import { pinServer, SERVER_NODE_FLAGS } from './pinning.js';
 import { atLeast, cpuPerOp, ratioAtLeast, ratioAtMost } from './goals.js';
 import { floorAccessToken } from './floor-token.js';
+import { jetStreamPublishFloor } from './jetstream-floor.js';
 import { otlpSink } from './tracing.js';
 
 
@@ -161,6 +162,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
     let r3;
     let lmdbNats;
     let edgeApart;
+    let publishFloor;
     try {
       const overNats = await PierProcess.start(pierEnv(join(dir, 'data-nats'), { NATS_URL: nodes.map((n) => n.url).join(',') }), [], 60_000);
       pinServer(overNats.proc.pid);
@@ -179,6 +181,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
       } finally {
         await replicated.stop();
       }
+      publishFloor = await jetStreamPublishFloor(nodes.map((n) => n.url));
     } finally {
       await Promise.all(nodes.map((n) => n.stop()));
     }
@@ -239,6 +242,7 @@ export async function benchVault(): Promise<Record<string, unknown>> {
           retrieve: { rps: edgeApart.reads.rps, p50_ms: edgeApart.reads.p50_ms, p99_ms: edgeApart.reads.p99_ms, errors: edgeApart.reads.errors, cpu_us_per_read: edgeApart.reads.cpu_us_per_op, ratio_to_floor: round(edgeApart.reads.rps / floor.run.rps, 2) },
         },
         create_durable: { rps: r3.writes.rps, p50_ms: r3.writes.p50_ms, p99_ms: r3.writes.p99_ms, errors: r3.writes.errors, goal: '>= 1000/s' },
+        publish_floor: publishFloor,
         update_durable: { rps: r3.updates.rps, p50_ms: r3.updates.p50_ms, p99_ms: r3.updates.p99_ms, errors: r3.updates.errors, ratio_to_create: round(r3.updates.rps / r3.writes.rps, 2), note: 'each update commits two intents in order (the version, then the secret), each quorum-acknowledged' },
         sync: {
           shape: 'the figures above are on nats-server with jetstream { sync_interval: always } (on disk before it acknowledges); these on its default (synced every 2 minutes: acknowledged in memory)',
