@@ -42,9 +42,21 @@ function patchBody(offset: number, data: Buffer): { body: Readable; headers: Rec
   return { body: Readable.from([head, data, tail], { objectMode: false }), headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(head.length + data.length + tail.length) } };
 }
 
+/**
+ * Every side starts on a settled disk: what the side before it wrote and removed (2 GiB, and
+ * @tus/server syncs nothing) is written back and its frees journaled first, not during the
+ * measurement of whichever side comes next.
+ */
+function settleDisk(): void {
+  execFileSync('sync');
+}
+
 async function runBoth(pid: number | null, uploader: Uploader): Promise<Record<string, unknown>> {
+  settleDisk();
   await uploader(32 * MiB, 'warm-up'); // JIT, connections, the first file: not measured
+  settleDisk();
   const one = await measured(pid, () => uploader(1024 * MiB, 'one-gib'));
+  settleDisk();
   const eight = await measured(pid, () => Promise.all(Array.from({ length: 8 }, (_, i) => uploader(128 * MiB, `eight-${i}`))).then(() => undefined));
   return {
     one_1GiB: { mb_per_s: round(1024 / one.seconds, 1), peak_rss_growth_mib: one.peak_rss_growth_mib },
