@@ -10,8 +10,8 @@ import { frameReader } from './frames.js';
  * headers: it counts data frames on the watched connections and times pongs.
  * argv[2]: JSON { port, groups: [{ path, headers, count, watch }], sources: string[] }.
  * stdout: `open <ms>` when all are open (or `failed <message>`); then answers, on stdin,
- * `count` (data frames on watched connections so far), `ping N` (JSON: pong latencies of N distinct random
- * connections, ms, and how many got none within 10 s) and `close`.
+ * `count` (data frames on watched connections so far), `ping N [SPREAD]` (JSON: pong latencies of N distinct
+ * random connections, ms, and how many got none within 10 s; all at once, or evenly over SPREAD ms) and `close`.
  */
 interface Group {
   path: string;
@@ -55,26 +55,33 @@ function open(group: Group, source: string): Promise<void> {
 /** A masked ping frame with no payload (client frames must be masked). */
 const PING = Buffer.from([0x89, 0x80, 0, 0, 0, 0]);
 
-async function ping(n: number): Promise<{ latencies: number[]; lost: number }> {
+/** One ping's pong latency (ms), or null when none came within 10 s. */
+function pingOne(s: Socket): Promise<number | null> {
+  return new Promise((resolve) => {
+    const t0 = performance.now();
+    const timer = setTimeout(() => (pongWaiters.delete(s), resolve(null)), 10_000);
+    pongWaiters.set(s, () => {
+      clearTimeout(timer);
+      pongWaiters.delete(s);
+      resolve(performance.now() - t0);
+    });
+    s.write(PING);
+  });
+}
+
+/**
+ * Pings n distinct random connections: all in one burst (`spreadMs` 0), or one every
+ * spreadMs / n ms. A burst times this process as much as the server: its pongs are read one by
+ * one on the load core, behind the other processes' bursts.
+ */
+async function ping(n: number, spreadMs: number): Promise<{ latencies: number[]; lost: number }> {
   const unique = new Set<Socket>();
   while (unique.size < Math.min(n, sockets.length)) unique.add(sockets[Math.floor(Math.random() * sockets.length)]!);
-  const latencies: number[] = [];
-  await Promise.all(
-    [...unique].map(
-      (s) =>
-        new Promise<void>((resolve) => {
-          const t0 = performance.now();
-          const timer = setTimeout(() => (pongWaiters.delete(s), resolve()), 10_000); // lost: not counted
-          pongWaiters.set(s, () => {
-            clearTimeout(timer);
-            pongWaiters.delete(s);
-            latencies.push(performance.now() - t0);
-            resolve();
-          });
-          s.write(PING);
-        }),
-    ),
+  const gapMs = spreadMs / unique.size;
+  const answers = await Promise.all(
+    [...unique].map((s, i) => (gapMs === 0 ? pingOne(s) : new Promise<void>((r) => setTimeout(r, i * gapMs)).then(() => pingOne(s)))),
   );
+  const latencies = answers.filter((a): a is number => a !== null);
   return { latencies, lost: unique.size - latencies.length };
 }
 
@@ -93,7 +100,10 @@ try {
 }
 for await (const line of createInterface({ input: process.stdin })) {
   if (line === 'count') process.stdout.write(`${frames}\n`);
-  else if (line.startsWith('ping ')) process.stdout.write(`${JSON.stringify(await ping(Number(line.slice(5))))}\n`);
+  else if (line.startsWith('ping ')) {
+    const [n, spreadMs] = line.slice(5).split(' ').map(Number);
+    process.stdout.write(`${JSON.stringify(await ping(n!, spreadMs ?? 0))}\n`);
+  }
   else if (line === 'close') break;
 }
 for (const s of sockets) s.destroy();

@@ -85,8 +85,8 @@ async function startClients(port: number, total: number, groupsOf: (p: number) =
     failed,
     seconds: round((performance.now() - t0) / 1000, 1),
     count: async () => Number(await ask(0, 'count')),
-    ping: async (n: number) => {
-      const answers = (await Promise.all(procs.map((_, p) => ask(p, `ping ${n}`)))).map((l) => JSON.parse(l) as { latencies: number[]; lost: number });
+    ping: async (n: number, spreadMs = 0) => {
+      const answers = (await Promise.all(procs.map((_, p) => ask(p, `ping ${n} ${spreadMs}`)))).map((l) => JSON.parse(l) as { latencies: number[]; lost: number });
       return { latencies: answers.flatMap((a) => a.latencies), lost: answers.reduce((sum, a) => sum + a.lost, 0) };
     },
     stop: () => {
@@ -114,6 +114,24 @@ async function rate(count: () => Promise<number>, drive: (ms: number) => Promise
   await drive(5_000);
   await new Promise((r) => setTimeout(r, 500));
   return ((await count()) - from) / ((performance.now() - t0) / 1000);
+}
+
+/** How long a paced round of pings takes: 1,000 a second. */
+const PACED_MS = 1_000;
+
+type Clients = Awaited<ReturnType<typeof startClients>>;
+
+/** Five rounds of 1,000 pings (250 from each load process), all at once or spread over `spreadMs`. */
+async function pingRounds(clients: Clients, spreadMs: number): Promise<ReturnType<typeof summarise>> {
+  const pings: number[] = [];
+  let lost = 0;
+  for (let i = 0; i < 5; i++) {
+    const round = await clients.ping(250, spreadMs);
+    pings.push(...round.latencies);
+    lost += round.lost;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return summarise(pings, lost);
 }
 
 const progress = (what: string) => process.stderr.write(`c100k: ${what}\n`);
@@ -201,16 +219,9 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
     const settled = await rssOnceCollected(pier.proc.pid!, rssBefore, rssAfter);
     await eventLoopP99(pier.adminUrl); // resets the histogram: what follows is the idle edge
     await clients.ping(50); // warm-up
-    const pings: number[] = [];
-    let lost = 0;
-    for (let i = 0; i < 5; i++) {
-      const round = await clients.ping(250);
-      pings.push(...round.latencies);
-      lost += round.lost;
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    const ping = await pingRounds(clients, 0);
+    const pingPaced = await pingRounds(clients, PACED_MS);
     const idleLoopP99 = await eventLoopP99(pier.adminUrl);
-    const ping = summarise(pings, lost);
 
     const api = new Pool(`http://127.0.0.1:${pier.ports!.local}`, { connections: 8 });
     const body = JSON.stringify({ users: ['u0'], payload: { event: 'news', data: 'x'.repeat(64) } });
@@ -229,6 +240,8 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
     const bare = await startChild('./bare-publish.js');
     allowFiles(bare.proc.pid!);
     let bareRate = 0;
+    let barePing: ReturnType<typeof summarise> | null = null;
+    let barePingPaced: ReturnType<typeof summarise> | null = null;
     let bareRss = { before_kib: rssKiB(bare.proc.pid!), after_kib: 0, per_connection_kib: 0 };
     try {
       clients = await startClients(bare.port, TOTAL, (p) => groups(p, USERS, (u) => (u === 0 ? '/ws' : '/idle'), () => ({ Host: 'bare' })));
@@ -236,6 +249,10 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
       await new Promise((r) => setTimeout(r, 2_000));
       const after = rssKiB(bare.proc.pid!);
       bareRss = { ...bareRss, after_kib: after, per_connection_kib: round((after - bareRss.before_kib) / TOTAL, 2) };
+      // Before the broadcast, as Pier's: pongs read behind a broadcast's backlog time the backlog.
+      await clients.ping(50); // warm-up
+      barePing = await pingRounds(clients, 0);
+      barePingPaced = await pingRounds(clients, PACED_MS);
       const trigger = await new Promise<WebSocket>((resolve, reject) => {
         const ws = new WebSocket(`ws://127.0.0.1:${bare.port}/go`, { perMessageDeflate: false });
         ws.once('open', () => resolve(ws));
@@ -274,13 +291,18 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
         settled: { after_kib: settled.kib, per_connection_kib: settledPerConnKiB, waited_s: settled.waitedSeconds, collected: settled.collected },
       },
       bare_uws_rss: { ...bareRss, note: 'the same connections held by a bare uWS server (1,000 subscribed to a topic): the runtime floor of a connection' },
-      idle_ping: { ...ping, note: '1,000 pings a round, 5 rounds, random connections; uWS answers with a pong' },
+      idle_ping: { ...ping, note: '1,000 pings a round at once (250 from each load process), 5 rounds, random connections; uWS answers with a pong. A burst times the load side too: see bare_uws_idle_ping' },
+      idle_ping_paced: { ...pingPaced, note: `1,000 pings a round spread over ${PACED_MS} ms, 5 rounds, random connections: the edge\'s answer to pings at 1,000 a second` },
+      bare_uws_idle_ping: { ...barePing, note: 'the burst above against a bare uWS server holding the same connections: the load side\'s share' },
+      bare_uws_idle_ping_paced: { ...barePingPaced, note: 'the paced pings above against the bare uWS server' },
       edge_event_loop_delay_p99_ms: round(idleLoopP99),
       broadcast_one_user_1000_conns: { pier_messages_per_s: Math.round(pierRate), bare_uws_messages_per_s: Math.round(bareRate), send_errors: sender.errors() },
       goals: [
         atLeast('c100k connections held by one edge', TOTAL, GOAL_TOTAL),
         atMost('c100k RSS per connection, settled (KiB)', settledPerConnKiB, 8),
-        atMost('c100k idle ping p99 (ms)', ping.p99_ms, 50),
+        // Paced: a burst's p99 is the load side's (a bare uWS server holding the same connections
+        // gives the same figure; docs/performance.md "Many connections on one edge").
+        atMost('c100k idle ping p99 (ms, 1,000 pings a second)', pingPaced.p99_ms, 50),
         ratioAtLeast('c100k broadcast to one user vs bare uWS with 100,000 open', pierRate, bareRate, 0.5),
       ],
     };

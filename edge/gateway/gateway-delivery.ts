@@ -7,6 +7,14 @@ import type { LiveOrder } from './history/order.js';
 
 /** What a message held for a replaying connection counts besides its text (its entry): 64 K empty ones fill 1 MiB. */
 const HELD_OVERHEAD_BYTES = 16;
+/** Kept messages one connection may have gathered in a loop turn: past it they go out at once. */
+export const MAX_GATHERED = 256;
+
+/** A kept message gathered for a connection until the end of the loop turn (`Delivery.sendToChain`). */
+interface Gathered {
+  text: string;
+  seq: number;
+}
 
 /**
  * What goes out to this edge's connections: the app-side commands (a send or close, by connection
@@ -36,16 +44,65 @@ export class Delivery {
     return true;
   }
 
-  /** A kept message to every connection of the chain on this edge, in its turn. */
+  /** Kept messages gathered per connection in this loop turn, written at its end (`flushGathered`). */
+  private gathered = new Map<Ws, Gathered[]>();
+  private flushTimer: NodeJS.Immediate | null = null;
+
+  /**
+   * A kept message to every connection of the chain on this edge, in its turn. It is gathered, not
+   * written: at the end of the loop turn each connection gets everything gathered for it in one
+   * write (one system call per connection for a burst of sends, instead of one per message: a
+   * broadcast to 1,000 connections was bound by them). Whether a connection takes it (recovering,
+   * had it already) is asked then, in order, as it would have been now.
+   */
   sendToChain(id: string, text: string, seq: number): void {
-    let count = 0;
     for (const ws of this.connections.socketsOf(id)) {
-      let sent = false;
-      ws.cork(() => {
-        sent = this.deliverTo(ws, text, seq);
-      });
-      if (sent) count++;
+      let list = this.gathered.get(ws);
+      if (list === undefined) this.gathered.set(ws, (list = []));
+      list.push({ text, seq });
+      if (list.length >= MAX_GATHERED) this.flushOne(ws);
     }
+    this.flushTimer ??= setImmediate(() => this.flushGathered());
+  }
+
+  /**
+   * Writes what was gathered. Called at the end of the loop turn, and before anything else is
+   * written to or ends a connection in order with them (an app's send by id, its close, a stop).
+   */
+  flushGathered(): void {
+    if (this.flushTimer !== null) clearImmediate(this.flushTimer);
+    this.flushTimer = null;
+    if (this.gathered.size === 0) return;
+    const all = this.gathered;
+    this.gathered = new Map();
+    for (const [ws, list] of all) {
+      try {
+        this.write(ws, list);
+      } catch {
+        // uWS refuses a socket closed without its close handler having run (then nothing can be
+        // written to it anyway); the other connections still get theirs.
+      }
+    }
+  }
+
+  /** A connection closed: nothing gathered is written to it (uWS refuses any use of a closed socket). */
+  forget(ws: Ws): void {
+    this.gathered.delete(ws);
+  }
+
+  private flushOne(ws: Ws): void {
+    const list = this.gathered.get(ws);
+    if (list === undefined) return;
+    this.gathered.delete(ws);
+    this.write(ws, list);
+  }
+
+  private write(ws: Ws, list: Gathered[]): void {
+    if (!ws.getUserData().open) return;
+    let count = 0;
+    ws.cork(() => {
+      for (const m of list) if (this.deliverTo(ws, m.text, m.seq)) count++;
+    });
     this.metrics.messagesOut.inc(count);
   }
 
@@ -71,7 +128,11 @@ export class Delivery {
 
   /** A send or close for connections this edge holds (by id, or all of the named users'). */
   command(cmd: ConnCommand): ConnCommandResult {
-    let count = 0;
+    const kept = cmd.op === 'send' ? cmd.kept : undefined;
+    const toChain = kept !== undefined && this.order !== null && (cmd.connIds ?? []).length === 0;
+    // Written now: what was gathered before this command reaches the connections before it does.
+    // (First: a write may end a slow connection, which must not be among the targets then.)
+    if (!toChain) this.flushGathered();
     const targets = new Set<Ws>();
     for (const id of cmd.connIds ?? []) {
       const ws = this.connections.get(id);
@@ -84,13 +145,13 @@ export class Delivery {
       if (appId(user, app!) !== cmd.appId) continue;
       for (const ws of this.connections.socketsOf(cmd.appId)) targets.add(ws);
     }
+    let count = 0;
     if (cmd.op === 'send') {
       const text = cmd.text ?? 'null';
-      const kept = cmd.kept;
-      if (kept && this.order && (cmd.connIds ?? []).length === 0) {
+      if (toChain) {
         // In offset order on this edge: now, or once the message it follows is here.
         for (const ws of targets) if (ws.getUserData().open) count++;
-        this.order.accept(cmd.appId, kept, () => this.sendToChain(cmd.appId, text, kept.seq), text.length);
+        this.order!.accept(cmd.appId, kept!, () => this.sendToChain(cmd.appId, text, kept!.seq), text.length);
         return { count };
       }
       for (const ws of targets) {

@@ -130,6 +130,8 @@ export class Gateway {
     this.stopping = true;
     if (this.sweeper) clearInterval(this.sweeper);
     this.stopUninstallWatch?.();
+    // What was sent before the stop goes out before each connection's 1001.
+    this.delivery.flushGathered();
     for (const ws of [...this.connections.values()]) ws.end(CLOSE_CODES.GOING_AWAY, 'gateway shutting down');
     const left = await this.forwarder.flush(5_000);
     this.forwarder.close();
@@ -251,6 +253,7 @@ export class Gateway {
   }
 
   private closed(ws: Ws, code: number): void {
+    this.delivery.forget(ws);
     const c = ws.getUserData();
     c.open = false;
     if (this.connections.remove(ws)) this.delivery.order?.untrack(appId(c.user, c.app));

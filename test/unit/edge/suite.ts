@@ -3,6 +3,7 @@ import './admin-api.test.js';
 import './admin-host.test.js';
 import './call-gate.test.js';
 import './console-session.test.js';
+import './gateway-delivery.test.js';
 import './gateway-history.test.js';
 import './gateway-host.test.js';
 import './health.test.js';
