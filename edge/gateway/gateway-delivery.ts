@@ -13,7 +13,8 @@ export const MAX_GATHERED = 256;
 /** A kept message gathered for a connection until the end of the loop turn (`Delivery.sendToChain`). */
 interface Gathered {
   text: string;
-  seq: number;
+  /** Its offset in the user's history; null: a message not kept. */
+  seq: number | null;
 }
 
 /**
@@ -56,7 +57,11 @@ export class Delivery {
    * had it already) is asked then, in order, as it would have been now.
    */
   sendToChain(id: string, text: string, seq: number): void {
-    for (const ws of this.connections.socketsOf(id)) {
+    this.gather(this.connections.socketsOf(id), text, seq);
+  }
+
+  private gather(sockets: Iterable<Ws>, text: string, seq: number | null): void {
+    for (const ws of sockets) {
       let list = this.gathered.get(ws);
       if (list === undefined) this.gathered.set(ws, (list = []));
       list.push({ text, seq });
@@ -129,10 +134,12 @@ export class Delivery {
   /** A send or close for connections this edge holds (by id, or all of the named users'). */
   command(cmd: ConnCommand): ConnCommandResult {
     const kept = cmd.op === 'send' ? cmd.kept : undefined;
-    const toChain = kept !== undefined && this.order !== null && (cmd.connIds ?? []).length === 0;
-    // Written now: what was gathered before this command reaches the connections before it does.
+    // A send to users is gathered (kept: in offset order first); one naming connections is written
+    // now, after what was gathered before it.
+    const byUsers = cmd.op === 'send' && (cmd.connIds ?? []).length === 0;
+    const toChain = byUsers && kept !== undefined && this.order !== null;
     // (First: a write may end a slow connection, which must not be among the targets then.)
-    if (!toChain) this.flushGathered();
+    if (!byUsers) this.flushGathered();
     const targets = new Set<Ws>();
     for (const id of cmd.connIds ?? []) {
       const ws = this.connections.get(id);
@@ -152,6 +159,11 @@ export class Delivery {
         // In offset order on this edge: now, or once the message it follows is here.
         for (const ws of targets) if (ws.getUserData().open) count++;
         this.order!.accept(cmd.appId, kept!, () => this.sendToChain(cmd.appId, text, kept!.seq), text.length);
+        return { count };
+      }
+      if (byUsers) {
+        for (const ws of targets) if (ws.getUserData().open) count++;
+        this.gather(targets, text, kept?.seq ?? null);
         return { count };
       }
       for (const ws of targets) {

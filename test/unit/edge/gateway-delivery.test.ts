@@ -119,3 +119,14 @@ test('hostile: a flood of kept messages in one turn is bounded per connection: w
   for (const s of sockets) t.deepEqual(s.frames, Array.from({ length: n }, (_, i) => String(i + 1)));
   t.is(sockets[0]!.corks, 4);
 });
+
+test('a send to users that is not kept is gathered too: counted at once, written at the turn\'s end, before a later send by id', async (t) => {
+  const { delivery, sockets } = fixture();
+  t.deepEqual(delivery.command({ op: 'send', appId: 'alice/chat', users: ['alice'], text: '"to all"' }), { count: 3 });
+  t.deepEqual(delivery.command({ op: 'send', appId: 'alice/chat', users: ['bob'], text: '"not hers"' }), { count: 0 }, 'another user names none of alice\'s');
+  t.true(sockets.every((s) => s.frames.length === 0));
+  delivery.command({ op: 'send', appId: 'alice/chat', connIds: ['c3'], text: '"direct"' });
+  t.deepEqual(sockets[2]!.frames, ['"to all"', '"direct"']);
+  await turn();
+  for (const s of sockets.slice(0, 2)) t.deepEqual(s.frames, ['"to all"']);
+});
