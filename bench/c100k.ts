@@ -301,7 +301,7 @@ export async function benchC100k(): Promise<Record<string, unknown>> {
         atLeast('c100k connections held by one edge', TOTAL, GOAL_TOTAL),
         atMost('c100k RSS per connection, settled (KiB)', settledPerConnKiB, 8),
         // Paced: a burst's p99 is the load side's (a bare uWS server holding the same connections
-        // gives the same figure; docs/performance.md "Many connections on one edge").
+        // gives the same figure; docs/performance.md "Many connections on one edge (c100k)").
         atMost('c100k idle ping p99 (ms, 1,000 pings a second)', pingPaced.p99_ms, 50),
         ratioAtLeast('c100k broadcast to one user vs bare uWS with 100,000 open', pierRate, bareRate, 0.5),
       ],
