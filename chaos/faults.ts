@@ -89,18 +89,33 @@ async function natsLane(ctx: FaultContext, gate: FaultGate): Promise<void> {
   }
 }
 
+/** How long a restart may take, from its first try to "pier ready", before it counts as an outage. */
+export const RESTART_READY_MS = 60_000;
+
+/** What the history keeps of a failed start: its head (what failed) and its tail (the process's last words). */
+function startFailure(err: unknown): string {
+  const message = String((err as Error).message);
+  return message.length <= 800 ? message : `${message.slice(0, 300)} … ${message.slice(-500)}`;
+}
+
 /**
- * Starts a process again; a start that fails is tried again (its ports may linger a moment), each
- * failure recorded (the processes check reports it). After 5 the run goes on without it: its
- * checks, not a crash of the harness, say what that cost.
+ * Starts a process again; a start that fails is tried again, as a supervisor would (its ports may
+ * linger a moment; a process may give up its own start wait while NATS has no quorum for its
+ * state). Each failed try is recorded; the restart is an outage (`restart failed`, which the
+ * processes check reports) when it was not ready within RESTART_READY_MS of its first try, or
+ * never: after 5 tries the run goes on without it, and its checks say what that cost.
  */
 export async function restartProcess(history: History, p: ChaosProcess): Promise<void> {
+  const began = Date.now();
   for (let attempt = 1; attempt <= 5; attempt++) {
     try {
       await p.start();
+      const readyAfterMs = Date.now() - began;
+      if (readyAfterMs > RESTART_READY_MS) history.info('fault', 'restart failed', { target: p.name, attempt, readyAfterMs, error: `ready only ${readyAfterMs} ms after the first try` });
+      else if (attempt > 1) history.info('fault', 'restart retried', { target: p.name, attempts: attempt, readyAfterMs });
       return;
     } catch (err) {
-      history.info('fault', 'restart failed', { target: p.name, attempt, error: String((err as Error).message).slice(0, 500) });
+      history.info('fault', attempt === 5 ? 'restart failed' : 'restart try failed', { target: p.name, attempt, error: startFailure(err) });
       await sleep(1_000);
     }
   }

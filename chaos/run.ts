@@ -109,7 +109,7 @@ async function runOn(options: RunOptions, history: History, historyPath: string,
   for (const { check } of options.workloads) verdicts.push(...(await check(history.lines, context)));
   const faults: Record<string, number> = {};
   // A power cut's kill -9 of each process and restart of each node are counted as the one power cut.
-  for (const l of history.lines) if (l.kind === 'fault' && !['healed', 'down', 'restart failed', 'power on', 'lane failed'].includes(l.op) && l.cause !== 'power cut') faults[l.op] = (faults[l.op] ?? 0) + 1;
+  for (const l of history.lines) if (l.kind === 'fault' && !['healed', 'down', 'restart failed', 'restart try failed', 'restart retried', 'power on', 'lane failed'].includes(l.op) && l.cause !== 'power cut') faults[l.op] = (faults[l.op] ?? 0) + 1;
   return { verdicts, historyPath, faults, passed: verdicts.every((v) => v.anomalies.length === 0) };
 }
 
