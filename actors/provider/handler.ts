@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream';
 import type { Bus } from '../../bus/bus.js';
 import { PierError } from '../../bus/errors.js';
 import { bufferSource, INLINE_BYTES, offerBytes, takeBytes } from '../../bus/byte-stream.js';
@@ -6,7 +5,7 @@ import type { ProviderAnswer, ProviderAuthorize, ProviderCall, ProviderView } fr
 import type { AccessClaims, AccessTokens } from '../../lib/crypto/access-token.js';
 import type { RegistryCache } from '../../lib/state/registry-cache.js';
 import { requestHeaders, responseHeaders } from './headers.js';
-import { upstreamError, type Upstream } from './upstream.js';
+import type { Upstream } from './upstream.js';
 import { parseAppId } from '../../bus/ids.js';
 
 export interface ProviderDeps {
@@ -79,57 +78,6 @@ function targetUrl(target: ProviderView, op: string, query: string): { origin: s
   return { origin: `http://${target.endpoint}`, path: `${uri}${query ? `${uri.includes('?') ? '&' : '?'}${query}` : ''}` };
 }
 
-/**
- * An answer's first bytes, until it ends or passes `limit` (then paused, the rest left in the stream
- * for an iterator), read by events: `for await` makes a generator, an end-of-stream watcher and a
- * promise per chunk, for what is on most calls one small chunk. An error or a close before the end
- * rejects. The stream keeps an error listener for good: an error after this (nobody reading yet)
- * must not take the process down; an iterator made later sees errors through its own.
- */
-function readHead(body: Readable, limit: number): Promise<{ chunks: Buffer[]; size: number; done: boolean }> {
-  body.on('error', ignore);
-  // Gone before anyone read it (its 'close' was before these listeners): said now, not waited for.
-  if (body.destroyed) return Promise.reject(body.errored ?? new Error('the answer was cut before its end'));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const stop = () => {
-      body.off('data', onData);
-      body.off('end', onEnd);
-      body.off('error', onError);
-      body.off('close', onClose);
-    };
-    const onData = (chunk: Buffer) => {
-      chunks.push(chunk);
-      size += chunk.byteLength;
-      if (size <= limit) return;
-      body.pause();
-      stop();
-      resolve({ chunks, size, done: false });
-    };
-    const onEnd = () => {
-      stop();
-      resolve({ chunks, size, done: true });
-    };
-    const onError = (err: unknown) => {
-      stop();
-      reject(err);
-    };
-    const onClose = () => {
-      stop();
-      reject(new Error('the answer was cut before its end'));
-    };
-    // `on`, not `once`: each of these calls stop() first, which removes all four, so once's
-    // wrapper per listener per call would add nothing.
-    body.on('data', onData);
-    body.on('end', onEnd);
-    body.on('error', onError);
-    body.on('close', onClose);
-  });
-}
-
-const ignore = () => undefined;
-
 /** v2: the request goes through as it is, and so does the answer (streamed when large). */
 async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<typeof authorise>, url: { origin: string; path: string }): Promise<ProviderAnswer> {
   const hasBody = req.body !== null ? req.body.byteLength > 0 : req.bodyStream !== null;
@@ -139,37 +87,16 @@ async function forwardV2(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<
     // An inline body goes as a buffer (with its length); only a streamed one goes chunked.
     body: !hasBody ? null : req.body !== null ? req.body : callerBody(deps, req),
     timeoutMs: deps.timeoutMs,
+    holdBytes: INLINE_BYTES,
+    maxBytes: deps.bodyBytes,
   });
-  const declared = Number(res.headers['content-length']);
-  if (declared > deps.bodyBytes) {
-    res.body.destroy();
-    throw tooLarge(`answer of provider "${ctx.target.name}"`, deps.bodyBytes);
-  }
   const headers = responseHeaders(res.headers);
-  let head: Awaited<ReturnType<typeof readHead>>;
-  try {
-    head = await readHead(res.body, INLINE_BYTES);
-  } catch (err) {
-    throw upstreamError(ctx.target.name, deps.timeoutMs, err);
-  }
-  const { chunks: first, size } = head;
-  // An answer in one chunk (nearly all small ones) is that chunk: undici hands over a view of memory
-  // it does not use again, so it need not be copied into a buffer of its own.
-  if (head.done) return { status: res.status, headers, body: first.length === 1 ? first[0] : Buffer.concat(first), bodyStream: null };
-  const it = res.body[Symbol.asyncIterator]();
-  const { bodyBytes } = deps;
-  const name = ctx.target.name;
-  const rest = (async function* () {
-    let total = size;
-    yield Buffer.concat(first);
-    for (let r = await it.next(); !r.done; r = await it.next()) {
-      total += r.value.byteLength;
-      if (total > bodyBytes) throw tooLarge(`answer of provider "${name}"`, bodyBytes);
-      yield r.value;
-    }
-  })();
-  const served = offerBytes(deps.bus, 'provider', 'edge', rest, deps.timeoutMs);
-  void served.finished.then(() => res.body.destroy());
+  if (res.body !== null) return { status: res.status, headers, body: res.body, bodyStream: null };
+  // Past the first piece the status is sent: a failure from here on (a cut, a silence, the size cap)
+  // reaches the caller as a cut answer.
+  const stream = res.stream!;
+  const served = offerBytes(deps.bus, 'provider', 'edge', stream, deps.timeoutMs);
+  void served.finished.then(() => stream.destroy());
   return { status: res.status, headers, body: null, bodyStream: served.subject };
 }
 
@@ -190,13 +117,11 @@ async function callV1(deps: ProviderDeps, req: ProviderCall, ctx: ReturnType<typ
     headers: { ...requestHeaders(req.headers, { ...ctx, address: req.client }), 'content-type': 'application/json' },
     body: Buffer.from(JSON.stringify(envelope)),
     timeoutMs: deps.timeoutMs,
+    // Held whole, up to the cap.
+    holdBytes: deps.bodyBytes,
+    maxBytes: deps.bodyBytes,
   });
-  let answer: Buffer;
-  try {
-    answer = await readAll(res.body, deps.bodyBytes, `answer of provider "${ctx.target.name}"`);
-  } catch (err) {
-    throw upstreamError(ctx.target.name, deps.timeoutMs, err);
-  }
+  const answer = res.body!;
   if (res.status < 200 || res.status > 299) throw new PierError('BAD_GATEWAY', `provider "${ctx.target.name}" answered HTTP ${res.status}`);
   let value: unknown;
   try {
