@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { checkSubject, type Bus, type BusMessage, type LocalReply, type MessageHandler, type PublishOptions, type RequestManyOptions, type RequestOptions, type SubscribeOptions, type Subscription } from './bus.js';
 import { ErrorReasons, PierError } from './errors.js';
+import { Deadlines } from './deadlines.js';
 import { freezeDeep } from './freeze.js';
 import { RouteTable, type MemorySubscription } from './memory-routes.js';
 
@@ -18,6 +19,8 @@ export class MemoryBus implements Bus {
   private draining = false;
   private closed = false;
   private readonly prefix = `_INBOX.${randomBytes(8).toString('hex')}`;
+  /** The timeouts of requests handed over as values (`requestLocal`): one timer per duration, not per request. */
+  private readonly deadlines = new Deadlines();
   private inboxCount = 0;
 
   /**
@@ -107,10 +110,10 @@ export class MemoryBus implements Bus {
     const serve = server.local;
     const shared = this.freezeShared ? freezeDeep(value) : value;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new PierError('TIMEOUT', `request to ${subject} timed out after ${options.timeoutMs} ms`)), options.timeoutMs);
+      const timeout = this.deadlines.after(options.timeoutMs, () => reject(new PierError('TIMEOUT', `request to ${subject} timed out after ${options.timeoutMs} ms`)));
       const answer = (reply: LocalReply) =>
         this.enqueue(() => {
-          clearTimeout(timer);
+          timeout.cancel();
           try {
             if (this.freezeShared) freezeDeep(reply);
           } finally {

@@ -11,12 +11,22 @@ const BATCH_MS = 20;
  */
 export class AuditBatch {
   private pending: AuditEntry[] = [];
+  /** What `prepare` made of each pending entry, in their order (when there is a `prepare`). */
+  private prepared: unknown[] = [];
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly append: (entries: AuditEntry[]) => Promise<unknown>) {}
+  constructor(
+    private readonly append: (entries: AuditEntry[], prepared?: unknown[]) => Promise<unknown>,
+    /**
+     * Made of each entry as it is added, while what it holds was just made (VaultStore.prepareAudit:
+     * LMDB encodes it then, not 20 ms later when nothing of it is in the CPU's caches any more).
+     */
+    private readonly prepare?: (entry: AuditEntry) => unknown,
+  ) {}
 
   add(entry: AuditEntry): void {
     this.pending.push(entry);
+    if (this.prepare) this.prepared.push(this.prepare(entry));
     if (this.pending.length >= BATCH_ENTRIES) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), BATCH_MS);
   }
@@ -26,7 +36,9 @@ export class AuditBatch {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     const batch = this.pending;
+    const prepared = this.prepared;
     this.pending = [];
-    return this.append(batch);
+    this.prepared = [];
+    return this.prepare ? this.append(batch, prepared) : this.append(batch);
   }
 }

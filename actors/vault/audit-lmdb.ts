@@ -1,6 +1,7 @@
-import type { Database, RootDatabase } from 'lmdb';
+import { asBinary, type Database, type RootDatabase } from 'lmdb';
 import { durably } from '../../lib/state/lmdb-durable.js';
 import { AUDIT_SCAN_MAX, auditMatches, type AuditEntry, type AuditPage, type AuditQuery } from '../../bus/subjects.js';
+import { AuditRecords } from './audit-record.js';
 
 /**
  * The vault's audit log in LMDB (docs/vault.md "Audit"). Entries are keyed `[ms, replica, seq]`, so
@@ -8,6 +9,10 @@ import { AUDIT_SCAN_MAX, auditMatches, type AuditEntry, type AuditPage, type Aud
  */
 export class LmdbAudit {
   private seq = 0;
+  /** The last entry's time and its milliseconds: entries of one millisecond share their `at` (handler.ts). */
+  private lastAt = '';
+  private lastMs = Number.NaN;
+  private readonly records = new AuditRecords();
 
   constructor(
     private readonly root: RootDatabase,
@@ -17,19 +22,36 @@ export class LmdbAudit {
 
   /** One entry, in the write transaction under way: it commits with the change, or not at all. */
   put(entry: AuditEntry): void {
-    void this.db.put(this.key(entry), entry);
+    this.write(entry, this.records.of(entry));
   }
 
-  /** Entries in one transaction of their own (reads and refusals are batched). */
-  async append(entries: AuditEntry[]): Promise<void> {
+  /**
+   * Entries in one transaction of their own (reads and refusals are batched); `prepared`, when
+   * given: `prepare`'s answer for each, in the same order.
+   */
+  async append(entries: AuditEntry[], prepared?: ReadonlyArray<Buffer | undefined>): Promise<void> {
     if (entries.length === 0) return;
     await durably(this.root, this.root.transaction(() => {
-      for (const e of entries) this.db.put(this.key(e), e);
+      for (let i = 0; i < entries.length; i++) this.write(entries[i], prepared ? prepared[i] : this.records.of(entries[i]));
     }));
   }
 
+  /** An entry's stored bytes, made now (audit-record.ts): undefined when lmdb-js's msgpackr is to make them. */
+  prepare(entry: AuditEntry): Buffer | undefined {
+    return this.records.of(entry);
+  }
+
+  /** `bytes`: the entry as msgpackr would write it (audit-record.ts), or undefined for msgpackr to write it. */
+  private write(entry: AuditEntry, bytes: Buffer | undefined): void {
+    void this.db.put(this.key(entry), bytes ? (asBinary(bytes) as unknown as AuditEntry) : entry);
+  }
+
   private key(entry: AuditEntry): [number, string, number] {
-    return [Date.parse(entry.at), this.replica, this.seq++];
+    if (entry.at !== this.lastAt) {
+      this.lastMs = Date.parse(entry.at);
+      this.lastAt = entry.at;
+    }
+    return [this.lastMs, this.replica, this.seq++];
   }
 
   async read(q: AuditQuery, scanMax = AUDIT_SCAN_MAX): Promise<AuditPage> {

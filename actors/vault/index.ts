@@ -6,7 +6,7 @@ import { vaultEvents, type WrittenMark } from '../../bus/subjects.js';
 import { defineActor } from '../../lib/runtime/actor.js';
 import { AccessTokens } from '../../lib/crypto/access-token.js';
 import { checkStoreKey } from '../../lib/crypto/master-key-check.js';
-import { seriesCounter } from '../../lib/runtime/metrics.js';
+import { pairCounter, Tallies } from '../../lib/runtime/metric-tally.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
 import { AuditBatch } from './audit-batch.js';
 import { DataKeys } from './data-keys.js';
@@ -91,10 +91,12 @@ async function onStart(ctx: RoleContext): Promise<VaultActor> {
     throw err;
   }
   const keys = new DataKeys(store, ctx.config.keyring, () => new Date(ctx.now()));
-  const batch = new AuditBatch((entries) => store.appendAudit(entries));
+  const batch = new AuditBatch((entries, prepared) => store.appendAudit(entries, prepared), store.prepareAudit?.bind(store));
   const registers = [ctx.metrics.registry];
   const anonymous = new Counter({ name: 'pier_vault_anonymous_refusals_total', help: 'Vault requests refused before any app was authenticated (counted, not audited)', labelNames: ['op', 'outcome'], registers });
-  const outcomes = seriesCounter(new Counter({ name: 'pier_vault_operations_total', help: 'Vault operations by op and outcome', labelNames: ['op', 'outcome'], registers }));
+  // Counted in plain numbers, handed to prom-client when it is scraped (a series per op and outcome).
+  const tallies = new Tallies();
+  const outcomes = pairCounter(tallies, new Counter({ name: 'pier_vault_operations_total', help: 'Vault operations by op and outcome', labelNames: ['op', 'outcome'], registers, collect: tallies.collect }), 'op', 'outcome');
   const deps: VaultDeps = {
     store,
     keys,

@@ -84,11 +84,14 @@ export async function operatorOp(deps: VaultDeps, req: OperatorVaultRequest): Pr
   }
   // The exchange's schema admits SECRET_ENVS alone (bus/subjects-vault.ts operatorRequest).
   const secretEnv = env as SecretEnv;
-  const call = <O extends SecretOp>(op: O, body: SecretBodies[O]) =>
-    perform(deps, op, scope, who, body, entry(op)).catch((err: unknown) => {
+  const call = async <O extends SecretOp>(op: O, body: SecretBodies[O]) => {
+    try {
+      return await perform(deps, op, scope, who, body, entry(op));
+    } catch (err) {
       if (err instanceof PierError) deps.audit(entry(op)(err.code));
       throw err;
-    });
+    }
+  };
   if (req.op === 'get') {
     const answer = await call('RetrieveSecret', { name, env: secretEnv });
     return { data: { ...(answer.data as { name: string; env: string; value: string }), version: versionOf(answer, 'RetrieveSecret') } };

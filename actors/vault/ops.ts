@@ -1,6 +1,7 @@
 import { PierError } from '../../bus/errors.js';
 import { SECRET_VALUE_MAX_BYTES, type AuditEntry, type SecretBodies, type SecretOp, type VaultAnswer } from '../../bus/subjects.js';
 import { KeyNotShown, type PreparedKey, type Values } from './values.js';
+import { keyIdOf } from '../../lib/crypto/secret-box.js';
 import { genOf, nameOf, secretFormatOf, secretKey, versionKey, type SecretRecord, type VaultStore, type VaultWriter } from './store.js';
 import { keepVersion, newGen, nextRecord, restore, type VersionBounds } from './versions.js';
 import { listVersions } from './versions-read.js';
@@ -52,20 +53,22 @@ const now = (deps: OpDeps) => new Date(deps.now()).toISOString();
  * as the cache keeps its record (1,024 at most; a record this process changes or removes is
  * dropped at once, store-lmdb-write.ts), until the next collection after that.
  */
-const opened = new WeakMap<SecretRecord, { key: Buffer; value: string }>();
+const opened = new WeakMap<SecretRecord, { key: Buffer; id: string | undefined; value: string }>();
 
 function openValue(deps: OpDeps, scope: string, key: string, record: { sealed: Uint8Array }): string {
+  const kept = opened.get(record as SecretRecord);
+  // The id of the value's key, as read from the record when it was opened (the record is frozen).
+  const id = kept ? kept.id : keyIdOf(record.sealed);
   let opener: Buffer;
   try {
-    opener = deps.values.keyFor(scope, record.sealed);
+    opener = deps.values.keyFor(scope, record.sealed, undefined, id);
   } catch (err) {
     throw new PierError('INTERNAL', 'secret could not be decrypted', { cause: err });
   }
-  const kept = opened.get(record as SecretRecord);
   if (kept && kept.key === opener) return kept.value;
   const value = deps.values.open(scope, key, record.sealed).toString('utf8');
   // Only records shared between reads (frozen by the decoded cache) are worth an entry.
-  if (Object.isFrozen(record)) opened.set(record as SecretRecord, { key: opener, value });
+  if (Object.isFrozen(record)) opened.set(record as SecretRecord, { key: opener, id, value });
   return value;
 }
 
@@ -201,16 +204,23 @@ const READS: ReadonlySet<SecretOp> = new Set(['RetrieveSecret', 'ListSecret', 'R
  * in operator.ts). A read that meets a value whose key this replica does not show catches up with
  * the streams once and reads again (values.ts KeyNotShown): on JetStream each bucket's view follows
  * its own stream, and an upgrade run saw a list answer 500 for a record followed before its key.
+ * A read on a store with nothing to catch up with (LMDB) is answered as it is, or throws, with no
+ * promise made: every vault read comes through here.
  */
-export async function perform<O extends SecretOp>(deps: OpDeps, op: O, scope: string, who: Caller, body: SecretBodies[O], entry: (outcome: string) => AuditEntry): Promise<VaultAnswer> {
+export function perform<O extends SecretOp>(deps: OpDeps, op: O, scope: string, who: Caller, body: SecretBodies[O], entry: (outcome: string) => AuditEntry): VaultAnswer | Promise<VaultAnswer> {
   const fn: OpFunction<O> = (SECRET_OP_FUNCTIONS as OpTable)[op];
   const run = () => fn({ deps, scope, who, env: body.env ?? 'prod', entry }, body);
   if (!READS.has(op) || !deps.store.syncWithStreams) return run();
+  return catchingUp(deps.store.syncWithStreams.bind(deps.store), run);
+}
+
+/** `run` (a read), once more after catching up with the streams when its value's key was not shown. */
+async function catchingUp(syncWithStreams: () => Promise<void>, run: () => VaultAnswer | Promise<VaultAnswer>): Promise<VaultAnswer> {
   try {
     return await run();
   } catch (err) {
     if (!(err instanceof PierError && err.cause instanceof KeyNotShown)) throw err;
-    await deps.store.syncWithStreams();
+    await syncWithStreams();
     return run();
   }
 }

@@ -51,12 +51,14 @@ export class LmdbVaultStore implements VaultStore {
   }
 
   /**
-   * One environment shared by the replicas of a host: nothing to catch up with. (lmdb-js renews its
+   * One environment shared by the replicas of a host: nothing to catch up with, nothing to wait for. (lmdb-js renews its
    * read snapshot at the next timer turn, so another process's commit shows within about 1 ms;
    * renewing it by hand here, with resetReadTxn, was tried and made a single process read stale
    * upload records under CI load, so it is not done.)
    */
-  async sync(): Promise<void> {}
+  sync(): undefined {
+    return undefined;
+  }
 
   dataKey(scope: string): DataKeyRecord | undefined {
     return this.dataKeyReads.get(scope);
@@ -115,8 +117,12 @@ export class LmdbVaultStore implements VaultStore {
     return traced('lmdb commit', 'internal', () => commitLmdb(this.parts, fn), { 'db.system': 'lmdb' });
   }
 
-  appendAudit(entries: AuditEntry[]): Promise<void> {
-    return this.parts.audit.append(entries);
+  appendAudit(entries: AuditEntry[], prepared?: readonly unknown[]): Promise<void> {
+    return this.parts.audit.append(entries, prepared as ReadonlyArray<Buffer | undefined> | undefined);
+  }
+
+  prepareAudit(entry: AuditEntry): Buffer | undefined {
+    return this.parts.audit.prepare(entry);
   }
 
   /** Deletes in transactions of a bounded size, so a large backlog never holds one huge write. */

@@ -106,7 +106,7 @@ export interface SecretRecord extends FormatSlot {
 const SEP = '\u0000';
 
 /** `user \0 workspace \0 env`: where a data key lives and the prefix of its secrets. */
-export const scopeKey = (user: string, workspace: string, env: string) => [user, workspace, env].join(SEP);
+export const scopeKey = (user: string, workspace: string, env: string) => `${user}${SEP}${workspace}${SEP}${env}`;
 export const secretKey = (scope: string, name: string) => `${scope}${SEP}${name}`;
 export const nameOf = (key: string) => key.slice(key.lastIndexOf(SEP) + 1);
 
@@ -153,8 +153,11 @@ export const accountsOf = (vkey: string, v: VersionRecord): [string, string] => 
  * together or not at all, and "create if absent" and check-and-set hold across replicas.
  */
 export interface VaultStore {
-  /** Catches up with writes made anywhere so far (another replica's just-answered create included). */
-  sync(): Promise<void>;
+  /**
+   * Catches up with writes made anywhere so far (another replica's just-answered create included);
+   * undefined when there is never anything to catch up with (LMDB: one environment).
+   */
+  sync(): Promise<void> | undefined;
   /** The answers of `dataKey` and `secret` may be shared between reads (LMDB's are frozen): never change them. */
   dataKey(scope: string): DataKeyRecord | undefined;
   secret(key: string): SecretRecord | undefined;
@@ -193,8 +196,13 @@ export interface VaultStore {
     valueKeys: Array<{ id: string; value: ValueKeyRecord }>;
   };
   write<T>(fn: (w: VaultWriter) => T): Promise<T>;
-  /** Appends audit entries in one write (reads and refusals are batched). */
-  appendAudit(entries: AuditEntry[]): Promise<void>;
+  /**
+   * Appends audit entries in one write (reads and refusals are batched); `prepared`: what
+   * `prepareAudit` made of each, in the same order, when the store has it.
+   */
+  appendAudit(entries: AuditEntry[], prepared?: readonly unknown[]): Promise<void>;
+  /** What `appendAudit` will want of an entry, made as the entry is made (LMDB: its stored bytes). */
+  prepareAudit?(entry: AuditEntry): unknown;
   /**
    * Erases the earlier records of these secrets (every secret's, without `keys`) from where the
    * store keeps them beyond the current one, written before `writtenBefore` (ms): on JetStream the

@@ -74,18 +74,24 @@ export class Values {
       : null;
   }
 
-  /** The key that opens `sealed` (a value of `scope`): its value key, or the scope's data key. Throws KeyNotShown when it is not there. */
-  keyFor(scope: string, sealed: Uint8Array, w?: VaultWriter): Buffer {
+  /**
+   * The key that opens `sealed` (a value of `scope`): its value key, or the scope's data key. Throws
+   * KeyNotShown when it is not there. `id`: `keyIdOf(sealed)`, when the caller has it already.
+   */
+  keyFor(scope: string, sealed: Uint8Array, w?: VaultWriter, id = keyIdOf(sealed)): Buffer {
     const dataKey = w ? this.dataKeys.inWrite(scope, w) : this.dataKeys.get(scope);
     if (!dataKey) throw new KeyNotShown('no data key for the scope');
-    const id = keyIdOf(sealed);
     if (id === undefined) return dataKey;
     const record = (w ?? this.store).valueKey(id);
     if (!record) throw new KeyNotShown('its value key was erased, or is not in this replica\'s view yet');
     const cached = this.plain.get(id);
     if (cached && cached.wrapped.equals(record.wrapped)) {
-      this.plain.delete(id); // the most recently used last
-      this.plain.set(id, cached);
+      // The most recently used last (already so when it was the last used).
+      if (id !== this.lastUsed) {
+        this.plain.delete(id);
+        this.plain.set(id, cached);
+        this.lastUsed = id;
+      }
       return cached.key;
     }
     const key = open(dataKey, record.wrapped, valueKeyContext(scope, id));
@@ -93,7 +99,12 @@ export class Values {
     return key;
   }
 
+  /** The id last put last in `plain`. */
+  private lastUsed: string | undefined = undefined;
+
   private remember(id: string, wrapped: Uint8Array, key: Buffer): void {
+    // A new id goes last; one already there keeps its place (Map.set).
+    if (!this.plain.has(id)) this.lastUsed = id;
     this.plain.set(id, { wrapped: Buffer.from(wrapped), key });
     for (const oldest of this.plain.keys()) {
       if (this.plain.size <= CACHED_KEYS) break;

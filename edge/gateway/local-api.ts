@@ -64,15 +64,15 @@ export function localApi(deps: LocalDeps) {
     const secret = req.headers['x-app-secret'] ?? '';
     const app = key ? deps.cache.appByKey(key) : undefined;
     if (app && secret) {
-      const memo = `${key}\0${sha256Hex(secret)}`;
+      const digest = sha256Hex(secret);
       const now = deps.now();
-      if (deps.verified.passed(memo, now)) return app;
+      if (deps.verified.passedFor(key, digest, now)) return app;
       const verified = await ask(deps.bus, registry.appVerify, { appKey: key, secret: secret.slice(0, 256) }).catch((err: unknown) => {
         if (err instanceof PierError && err.code === 'UNAUTHORIZED') return null;
         throw err; // the registry unreachable: 503, not a verdict on the credentials
       });
       if (verified?.app === app.id) {
-        deps.verified.remember(memo, Number.MAX_SAFE_INTEGER, now);
+        deps.verified.rememberFor(key, digest, Number.MAX_SAFE_INTEGER, now);
         return app;
       }
     }

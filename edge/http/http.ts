@@ -83,3 +83,27 @@ export interface HttpDeps {
   /** Requests being answered now, counted while the listener lives (a stop waits for them). */
   inFlight?: { count: number };
 }
+
+/** A query with no escape (no `%`, no `+`, printable ASCII) and no leading `?` of its own. */
+const PLAIN_QUERY = /^(?!\?)[!-$&-*,-~]*$/;
+
+/**
+ * `req.query.get(name)` — the first value of `name`, decoded, or null — without parsing the whole
+ * query when it has no escape (a vault call's `workspace=chat`): then each `&`-separated
+ * part reads as it is written, and the first part named `name` is the answer. Anything else is
+ * asked of `req.query` (URLSearchParams), which answered it before.
+ */
+export function queryParam(req: Pick<RequestHead, 'rawQuery' | 'query'>, name: string): string | null {
+  const raw = req.rawQuery;
+  if (!PLAIN_QUERY.test(raw)) return req.query.get(name);
+  for (let start = 0; start < raw.length; ) {
+    let end = raw.indexOf('&', start);
+    if (end < 0) end = raw.length;
+    const eq = raw.indexOf('=', start);
+    const nameEnd = eq >= 0 && eq < end ? eq : end;
+    // An empty part names nothing (URLSearchParams skips it).
+    if (end > start && nameEnd - start === name.length && raw.startsWith(name, start)) return nameEnd === end ? '' : raw.slice(nameEnd + 1, end);
+    start = end + 1;
+  }
+  return null;
+}

@@ -31,17 +31,17 @@ function accessTokenOf(req: RequestHead): string {
   return accessToken;
 }
 
-/** What a pass of a provider call's gate is remembered under: the token and what it is used for. */
-function gateKey(accessToken: string, req: RequestHead): string {
+/** What a pass of a provider call's gate is remembered under, beside its token: what it is used for. */
+function gateWhat(req: RequestHead): string {
   const { dataType, group, version, op } = req.params;
-  return ['provider', accessToken, dataType, group, version, op].join('\0');
+  return `provider\0${dataType}\0${group}\0${version}\0${op}`;
 }
 
 /** A provider call's checks that need no body (token, op granted, provider active), before the body is read. */
 export async function providerCallGate(deps: SystemDeps, req: RequestHead): Promise<HttpReply | null> {
   const accessToken = accessTokenOf(req);
   const { dataType, group, version, op } = req.params;
-  return passGate(deps.gates, gateKey(accessToken, req), () => ask(deps.bus, provider.authorize, { dataType, group, version, op, accessToken }, { timeoutMs: GATE_TIMEOUT_MS }));
+  return passGate(deps.gates, accessToken, gateWhat(req), () => ask(deps.bus, provider.authorize, { dataType, group, version, op, accessToken }, { timeoutMs: GATE_TIMEOUT_MS }));
 }
 
 /**
@@ -51,7 +51,7 @@ export async function providerCallGate(deps: SystemDeps, req: RequestHead): Prom
  */
 export function providerCallPassed(deps: SystemDeps, req: RequestHead): boolean {
   const accessToken = req.headers['x-access-token'] ?? '';
-  return accessToken !== '' && deps.gates.passed(gateKey(accessToken, req), Date.now());
+  return accessToken !== '' && deps.gates.passedFor(accessToken, gateWhat(req), Date.now());
 }
 
 /**

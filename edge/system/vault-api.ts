@@ -4,7 +4,7 @@ import { PierError } from '../../bus/errors.js';
 import { vault } from '../../bus/subjects.js';
 import { GATE_TIMEOUT_MS, passGate, type PassedGates } from '../identity/call-gate.js';
 import { errorReply } from '../http/envelope.js';
-import type { HttpReply, HttpRequestData, RequestHead } from '../http/http.js';
+import { queryParam, type HttpReply, type HttpRequestData, type RequestHead } from '../http/http.js';
 import { parseJsonBody } from '../http/json-body.js';
 import { userTokenOf } from '../identity/user-token.js';
 
@@ -25,8 +25,12 @@ export function isVaultCall(req: RequestHead): boolean {
   return req.params.dataType === 'secret';
 }
 
+/** `secret.<vault>`, made once per vault name (every call compares its group with it). */
+let groupOf = { vaultName: '', group: 'secret.' };
+const ourGroup = (vaultName: string) => (groupOf.vaultName === vaultName ? groupOf : (groupOf = { vaultName, group: `secret.${vaultName}` })).group;
+
 /** Whether the call names this edge's vault and its one version. */
-const isOurVault = (deps: VaultApiDeps, req: RequestHead) => req.params.group === `secret.${deps.vaultName}` && req.params.version === 'v1';
+const isOurVault = (deps: VaultApiDeps, req: RequestHead) => req.params.group === ourGroup(deps.vaultName) && req.params.version === 'v1';
 
 /** Which vault and method: 404 for another vault or version, 405 (with `Allow`) for a method other than POST. */
 function vaultRoute(deps: VaultApiDeps, req: RequestHead): HttpReply | null {
@@ -36,9 +40,9 @@ function vaultRoute(deps: VaultApiDeps, req: RequestHead): HttpReply | null {
   return null;
 }
 
-/** What a pass of a vault call's gate is remembered under: both tokens, the op and the workspace. */
-function gateKey(req: RequestHead): string {
-  return ['vault', req.headers['x-access-token'] ?? '', userTokenOf(req.headers), req.params.op, req.query.get('workspace') ?? ''].join('\0');
+/** What a pass of a vault call's gate is remembered under, beside its access token: the user's token, the op and the workspace. */
+function gateWhat(req: RequestHead): string {
+  return `vault\0${userTokenOf(req.headers)}\0${req.params.op}\0${queryParam(req, 'workspace') ?? ''}`;
 }
 
 /** The vault's checks that need no body (vault, method, app and user, op granted), before the body is read. */
@@ -48,8 +52,8 @@ export async function vaultCallGate(deps: VaultApiDeps, req: RequestHead): Promi
   const { op } = req.params;
   const accessToken = req.headers['x-access-token'] ?? '';
   const userToken = userTokenOf(req.headers);
-  const workspace = req.query.get('workspace') ?? '';
-  return passGate(deps.gates, gateKey(req), () => ask(deps.bus, vault.authorize, { op, workspace, userToken, accessToken }, { timeoutMs: GATE_TIMEOUT_MS }));
+  const workspace = queryParam(req, 'workspace') ?? '';
+  return passGate(deps.gates, accessToken, gateWhat(req), () => ask(deps.bus, vault.authorize, { op, workspace, userToken, accessToken }, { timeoutMs: GATE_TIMEOUT_MS }));
 }
 
 /**
@@ -58,7 +62,7 @@ export async function vaultCallGate(deps: VaultApiDeps, req: RequestHead): Promi
  * gate has anything to say (another vault or version, not POST, nothing remembered): it then runs.
  */
 export function vaultCallPassed(deps: VaultApiDeps, req: RequestHead): boolean {
-  return isOurVault(deps, req) && req.method === 'post' && deps.gates.passed(gateKey(req), Date.now());
+  return isOurVault(deps, req) && req.method === 'post' && deps.gates.passedFor(req.headers['x-access-token'] ?? '', gateWhat(req), Date.now());
 }
 
 /**
@@ -74,7 +78,7 @@ export async function vaultCall(deps: VaultApiDeps, req: HttpRequestData): Promi
   const body = req.body.byteLength === 0 ? {} : parseJsonBody(req);
   const answer = await ask(deps.bus, vault.op, {
     op,
-    workspace: req.query.get('workspace') ?? '',
+    workspace: queryParam(req, 'workspace') ?? '',
     userToken: userTokenOf(req.headers),
     accessToken: req.headers['x-access-token'] ?? '',
     body,

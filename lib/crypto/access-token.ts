@@ -1,6 +1,7 @@
 import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { PierError } from '../../bus/errors.js';
 import type { Keyring } from './keyring.js';
+import { tokenKey } from './tokens.js';
 
 /** What an access token grants: one app, ops of one (dataType, group, version), until `exp`. */
 export interface AccessClaims {
@@ -29,8 +30,8 @@ export class AccessTokens {
   private readonly key: Buffer;
   /** During a master-key rotation, tokens signed under the previous key stay good until they expire. */
   private readonly previousKey: Buffer | null;
-  /** Tokens already checked, with their claims: a token is used many times in its 5 minutes. */
-  private readonly checked = new Map<string, AccessClaims>();
+  /** Tokens already checked, with their claims: a token is used many times in its 5 minutes. By their end (`tokenKey`). */
+  private readonly checked = new Map<string, { token: string; claims: AccessClaims }>();
   private static readonly MAX_CHECKED = 10_000;
 
   constructor(keyring: Keyring) {
@@ -46,14 +47,16 @@ export class AccessTokens {
 
   /** The claims of a genuine, unexpired token; 401 for anything else (the reason stays vague on purpose). */
   verify(token: string, nowMs: number): AccessClaims {
-    const known = this.checked.get(token);
-    if (known) {
-      if (!(nowMs < known.exp)) throw new PierError('UNAUTHORIZED', 'access token has expired');
-      return known;
+    const key = tokenKey(token);
+    const known = this.checked.get(key);
+    if (known !== undefined && known.token === token) {
+      if (!(nowMs < known.claims.exp)) throw new PierError('UNAUTHORIZED', 'access token has expired');
+      return known.claims;
     }
     const claims = this.check(token, nowMs);
-    if (this.checked.size >= AccessTokens.MAX_CHECKED) this.checked.delete(this.checked.keys().next().value!);
-    this.checked.set(token, claims);
+    // Another token of the same end is replaced (a genuine token's end is its MAC: never, in practice).
+    if (known === undefined && this.checked.size >= AccessTokens.MAX_CHECKED) this.checked.delete(this.checked.keys().next().value!);
+    this.checked.set(key, { token, claims });
     return claims;
   }
 

@@ -77,6 +77,29 @@ export class Tallies {
   }
 }
 
+/**
+ * `counter`'s series by two label values, each made when first counted and then tallied (`Tallies.counter`):
+ * no key made per count (a map per value of the first label). For hot paths whose labels take few
+ * values, such as the vault's operations by op and outcome; past `maxSeries` series a new one is
+ * counted straight into prom-client (right, only slower).
+ */
+export function pairCounter<A extends string, B extends string>(tallies: Tallies, counter: Counter<A | B>, first: A, second: B, maxSeries = 256): (a: string, b: string) => void {
+  const series = new Map<string, Map<string, { inc(): void }>>();
+  let made = 0;
+  return (a, b) => {
+    let byB = series.get(a);
+    let s = byB?.get(b);
+    if (!s) {
+      const labels = { [first]: a, [second]: b } as Record<A | B, string>;
+      if (made >= maxSeries) return counter.inc(labels);
+      if (!byB) series.set(a, (byB = new Map()));
+      byB.set(b, (s = tallies.counter(counter, labels)));
+      made++;
+    }
+    s.inc();
+  };
+}
+
 interface SeriesRecord {
   labels: Record<string, string>;
   bucketValues: Record<number, number>;

@@ -93,21 +93,3 @@ export class Metrics {
     }
   };
 }
-
-/**
- * A counter's `inc` by label values, each series looked up once (prom-client hashes the label
- * object on every `inc` otherwise). For hot paths whose labels take few values; past `maxSeries`
- * the remembered series are forgotten (counting stays right, only slower).
- */
-export function seriesCounter(counter: Counter<string>, maxSeries = 256): (...values: string[]) => void {
-  const series = new Map<string, { inc(): void }>();
-  return (...values) => {
-    const key = values.join('\0');
-    let s = series.get(key);
-    if (!s) {
-      if (series.size >= maxSeries) series.clear();
-      series.set(key, (s = counter.labels(...values)));
-    }
-    s.inc();
-  };
-}

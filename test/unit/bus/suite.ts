@@ -2,6 +2,7 @@
 import './auth-conf-unchanged.test.js';
 import './byte-stream.test.js';
 import './channel-errors.test.js';
+import './deadlines.test.js';
 import './errors.test.js';
 import './trace.test.js';
 import './ids.test.js';

@@ -4,7 +4,7 @@ import { runInNewContext } from 'node:vm';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { PierError } from '../../../bus/errors.js';
 import { errorReply, ok } from '../../../edge/http/envelope.js';
-import type { HttpDeps, Route } from '../../../edge/http/http.js';
+import { queryParam, type HttpDeps, type Route } from '../../../edge/http/http.js';
 import { parseJsonBody } from '../../../edge/http/json-body.js';
 import { mountRoutes } from '../../../edge/http/mount-routes.js';
 import { currentTrace, useTracer, type ParentTrust, type TraceContext, type Tracer } from '../../../bus/trace.js';
@@ -18,6 +18,20 @@ test('the envelope: code 0 on success, data only when given; an error has its st
   t.deepEqual(ok(), { status: 200, json: { code: 0, message: 'success' } });
   t.deepEqual(ok([1], 'done'), { status: 200, json: { code: 0, message: 'done', data: [1] } });
   t.deepEqual(errorReply(new PierError('CONFLICT', 'exists', { data: { id: 1 } })), { status: 409, json: { code: 409, message: 'exists', data: { id: 1 } } });
+});
+
+test('queryParam answers what URLSearchParams.get answers, for any query', (t) => {
+  const answers = (raw: string, name: string) => t.is(queryParam({ rawQuery: raw, query: new URLSearchParams(raw) }, name), new URLSearchParams(raw).get(name), `${JSON.stringify(raw)} ${JSON.stringify(name)}`);
+  const fixed = ['', 'workspace=chat', 'a=1&workspace=chat&workspace=other', 'workspace', 'workspace=', '&&workspace=x&', '?workspace=x', '??workspace=x', 'workspace=a=b', 'workspaces=x&workspace=y', 'xworkspace=1', '=x&workspace', 'workspace=%41', 'workspace=a+b', 'work%73pace=x', 'workspace=caf\u00e9', 'workspace=\ud800'];
+  for (const raw of fixed) for (const name of ['workspace', 'a', '']) answers(raw, name);
+  // And queries made at random of the characters that matter.
+  const alphabet = ['w', 'a', '=', '&', '?', '%', '+', '4', '1', ' ', '\u00e9', '\ud800'];
+  let seed = 7;
+  const next = () => (seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648) / 2_147_483_648;
+  for (let i = 0; i < 5_000; i++) {
+    const raw = Array.from({ length: Math.floor(next() * 12) }, () => alphabet[Math.floor(next() * alphabet.length)]).join('');
+    for (const name of ['w', 'a', 'wa', '']) answers(raw, name);
+  }
 });
 
 test('a JSON body must be an object, parse, and nest at most 64 levels: else 400 naming body', async (t) => {

@@ -36,6 +36,9 @@ test('access tokens: signed, bound to their claims, expiring, verifiable under t
   const [p, payload, mac] = token.split('.');
   const forged = Buffer.from(JSON.stringify({ ...claims, ops: ['op', 'more'] })).toString('base64url');
   t.throws(() => new AccessTokens(new Keyring(k1)).verify(`${p}.${forged}.${mac}`, 2000), { message: 'access token is invalid' });
+  // Checked tokens are remembered by their end (the MAC): one ending alike is checked whole all the same.
+  t.throws(() => tokens.verify(`${p}.${forged}.${mac}`, 2000), { message: 'access token is invalid' }, 'the genuine one remembered');
+  t.deepEqual(tokens.verify(token, 2000), claims, 'and still remembered');
   t.throws(() => new AccessTokens(new Keyring(randomBytes(32))).verify(token, 2000), { message: 'access token is invalid' });
   t.deepEqual(new AccessTokens(new Keyring(randomBytes(32), k1)).verify(token, 2000), claims);
   t.truthy(payload);

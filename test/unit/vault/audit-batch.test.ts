@@ -29,3 +29,22 @@ test('a full batch (256 entries) is written at once, without its timer', async (
   t.is(written[0].length, 256);
   await batch.flush();
 });
+
+test('what `prepare` makes of each entry is made as it is added, and written with its entry, in order', async (t) => {
+  const written: Array<{ entries: AuditEntry[]; prepared: unknown[] | undefined }> = [];
+  const made: string[] = [];
+  const batch = new AuditBatch(
+    async (entries, prepared) => void written.push({ entries, prepared }),
+    (e) => (made.push(e.name!), `p-${e.name}`),
+  );
+  batch.add(entry(1));
+  batch.add(entry(2));
+  t.deepEqual(made, ['s1', 's2'], 'made at once');
+  await batch.flush();
+  batch.add(entry(3));
+  await batch.flush();
+  t.deepEqual(written.map((w) => [w.entries.map((e) => e.name), w.prepared]), [
+    [['s1', 's2'], ['p-s1', 'p-s2']],
+    [['s3'], ['p-s3']],
+  ]);
+});

@@ -1,5 +1,6 @@
 // Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
 import './audit-batch.test.js';
+import './audit-record.test.js';
 import './audit-retention.test.js';
 import './bucket-view-format.test.js';
 import './decoded-cache.test.js';
