@@ -7,14 +7,20 @@ import type { LiveOrder } from './history/order.js';
 
 /** What a message held for a replaying connection counts besides its text (its entry): 64 K empty ones fill 1 MiB. */
 const HELD_OVERHEAD_BYTES = 16;
-/** Kept messages one connection may have gathered in a loop turn: past it they go out at once. */
+/** Messages one connection may have gathered in a loop turn: past it (or past its outbound limit in bytes) they go out at once. */
 export const MAX_GATHERED = 256;
 
-/** A kept message gathered for a connection until the end of the loop turn (`Delivery.sendToChain`). */
+/** A message to users gathered for a connection until the end of the loop turn (`Delivery.gather`). */
 interface Gathered {
   text: string;
   /** Its offset in the user's history; null: a message not kept. */
   seq: number | null;
+}
+
+/** One connection's gathered messages, and their text's length (the bytes they will take, near enough). */
+interface GatheredList {
+  items: Gathered[];
+  chars: number;
 }
 
 /**
@@ -45,8 +51,8 @@ export class Delivery {
     return true;
   }
 
-  /** Kept messages gathered per connection in this loop turn, written at its end (`flushGathered`). */
-  private gathered = new Map<Ws, Gathered[]>();
+  /** Messages to users gathered per connection in this loop turn, written at its end (`flushGathered`). */
+  private gathered = new Map<Ws, GatheredList>();
   private flushTimer: NodeJS.Immediate | null = null;
 
   /**
@@ -63,9 +69,11 @@ export class Delivery {
   private gather(sockets: Iterable<Ws>, text: string, seq: number | null): void {
     for (const ws of sockets) {
       let list = this.gathered.get(ws);
-      if (list === undefined) this.gathered.set(ws, (list = []));
-      list.push({ text, seq });
-      if (list.length >= MAX_GATHERED) this.flushOne(ws);
+      if (list === undefined) this.gathered.set(ws, (list = { items: [], chars: 0 }));
+      list.items.push({ text, seq });
+      list.chars += text.length;
+      // Written early, so a slow consumer meets its outbound limit (4008) as it would have unbatched.
+      if (list.items.length >= MAX_GATHERED || list.chars > this.outboundBufferBytes) this.flushOne(ws);
     }
     this.flushTimer ??= setImmediate(() => this.flushGathered());
   }
@@ -102,11 +110,11 @@ export class Delivery {
     this.write(ws, list);
   }
 
-  private write(ws: Ws, list: Gathered[]): void {
+  private write(ws: Ws, list: GatheredList): void {
     if (!ws.getUserData().open) return;
     let count = 0;
     ws.cork(() => {
-      for (const m of list) if (this.deliverTo(ws, m.text, m.seq)) count++;
+      for (const m of list.items) if (this.deliverTo(ws, m.text, m.seq)) count++;
     });
     this.metrics.messagesOut.inc(count);
   }

@@ -130,3 +130,12 @@ test('a send to users that is not kept is gathered too: counted at once, written
   await turn();
   for (const s of sockets.slice(0, 2)) t.deepEqual(s.frames, ['"to all"']);
 });
+
+test('hostile: large messages gathered in one turn are bounded in bytes too: past the outbound limit a connection\'s are written early', (t) => {
+  const { delivery, sockets } = fixture();
+  const big = `"${'x'.repeat(300 * 1024)}"`;
+  for (let seq = 1; seq <= 4; seq++) delivery.sendToChain('alice/chat', big, seq);
+  // 1 MiB limit: the fourth message passes it, so all four go out now, before the turn ends.
+  t.is(sockets[0]!.frames.length, 4);
+  t.is(sockets[0]!.corks, 1);
+});
