@@ -25,6 +25,7 @@ import { BusKeys } from './bus-keys.js';
 import { startProbeServer } from './probe-server.js';
 import { makePrivate } from './data-dir.js';
 import type { ProcessInfo } from '../bus/subjects.js';
+import { refusalLog } from './bus-refusal.js';
 
 export interface StartedProcess {
   config: Config;
@@ -70,7 +71,8 @@ async function connectBus(config: Config, log: ReturnType<typeof createLogger>, 
     onStatus: (event, detail) => log.warn({ event, detail }, 'nats connection status'),
     onPermissionRefusal: (operation, subject) => {
       metrics.busRefusals.inc({ reason: 'permission', subject: subject.split('.').slice(0, 3).join('.') });
-      log.error({ operation, subject, user }, 'nats refused an operation outside this identity\'s permissions');
+      const { level, message } = refusalLog(operation, subject);
+      log[level]({ operation, subject, user }, message);
     },
   });
 }
