@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, fdatasyncSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { cleanup, cli, fixedPorts, pierEnv, PierProcess, tempDir } from '../test/helpers/pier.js';
 import { startJetStreamCluster } from '../test/helpers/nats-server.js';
 import { startChild } from './children.js';
 import { maxRate, round, type Target } from './load.js';
-import { pinServer, SERVER_NODE_FLAGS } from './pinning.js';
+import { pinLoad, pinServer, SERVER_NODE_FLAGS } from './pinning.js';
 import { atLeast, cpuPerOp, ratioAtLeast, ratioAtMost } from './goals.js';
 import { floorAccessToken } from './floor-token.js';
 import { jetStreamPublishFloor } from './jetstream-floor.js';
@@ -44,6 +44,16 @@ async function sealingUnderValueKeys(env: Record<string, string>): Promise<boole
   return false;
 }
 
+/** Read and write system calls `pid` made so far (/proc/<pid>/io: syscr + syscw), 0 where it cannot be read. */
+function ioSyscalls(pid: number): number {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    return Number(/^syscr: (\d+)/m.exec(io)?.[1] ?? 0) + Number(/^syscw: (\d+)/m.exec(io)?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
 /** Secrets the update measurement spreads over: 32 clients seldom update the same one at once. */
 const UPDATED_SECRETS = 256;
 
@@ -56,7 +66,9 @@ async function measure(
   pier: PierProcess,
   dir: string,
   measured: PierProcess[] = [pier],
-): Promise<{ reads: Awaited<ReturnType<typeof maxRate>> & { cpu_us_per_op: number }; writes: Awaited<ReturnType<typeof maxRate>>; updates: Awaited<ReturnType<typeof maxRate>>; retrieve: Target; valueKeys: boolean }> {
+  /** Server processes beside Pier (the NATS nodes) whose CPU per create is reported too. */
+  beside: number[] = [],
+): Promise<{ reads: Awaited<ReturnType<typeof maxRate>> & { cpu_us_per_op: number }; writes: Awaited<ReturnType<typeof maxRate>> & { cpu_us_per_op: number; beside_cpu_us_per_op: number; syscalls_per_op: number }; updates: Awaited<ReturnType<typeof maxRate>>; retrieve: Target; valueKeys: boolean }> {
   const env = { ...pier.env, PIER_ADMIN_URL: pier.adminUrl };
   const user = (await cli(['user', 'add', 'alice', '--json'], env)).json.token;
   writeFileSync(join(dir, 'chat.yaml'), 'metadata: { name: chat }\npermission:\n  sysData:\n    - { dataType: secret, group: secret.vault, version: v1, ops: [RetrieveSecret?workspace=chat, CreateSecret?workspace=chat, UpdateSecret?workspace=chat] }\n');
@@ -79,7 +91,20 @@ async function measure(
   await maxRate(retrieve, 32, 2); // warm-up
   const run = await cpuPerOp(measured.map((p) => p.proc.pid!), () => maxRate(retrieve, 32, 5), (r) => r.requests);
   const reads = { ...run.result, cpu_us_per_op: run.cpu_us_per_op };
-  const writes = await maxRate(create, 32, 5, (i) => Buffer.from(JSON.stringify({ name: `w-${i}`, value })));
+  // CPU per create of Pier, and of the processes beside it (both on the server core): what a create costs that core.
+  let besideCpu = 0;
+  const syscalls = () => measured.reduce((sum, p) => sum + ioSyscalls(p.proc.pid!), 0);
+  const syscallsBefore = syscalls();
+  const created = await cpuPerOp(
+    measured.map((p) => p.proc.pid!),
+    async () => {
+      const run = await cpuPerOp(beside, () => maxRate(create, 32, 5, (i) => Buffer.from(JSON.stringify({ name: `w-${i}`, value }))), (r) => r.requests);
+      besideCpu = run.cpu_us_per_op;
+      return run.result;
+    },
+    (r) => r.requests,
+  );
+  const writes = { ...created.result, cpu_us_per_op: created.cpu_us_per_op, beside_cpu_us_per_op: besideCpu, syscalls_per_op: round((syscalls() - syscallsBefore) / Math.max(1, created.result.requests), 1) };
   // Updates of secrets that exist (the creates above made w-0..): each keeps the value it replaces.
   const update: Target = { ...retrieve, path: path('UpdateSecret') };
   const updates = await maxRate(update, 32, 5, (i) => Buffer.from(JSON.stringify({ name: `w-${i % UPDATED_SECRETS}`, value })));
@@ -139,6 +164,7 @@ async function measureTraced(dir: string) {
  * then the same Pier with its state on a local 3-node JetStream cluster (R3).
  */
 export async function benchVault(): Promise<Record<string, unknown>> {
+  if (process.env.PIER_BENCH_VAULT === 'r3') return benchR3Only();
   const dir = tempDir('pier-bench-');
   // The reads' processes with the server flags (pinning.ts); the JetStream runs below without them:
   // there the actors mostly wait on NATS, and V8's helper threads mark meanwhile (lib/runtime/gc-threads.ts).
@@ -177,11 +203,11 @@ export async function benchVault(): Promise<Record<string, unknown>> {
       const replicated = await PierProcess.start(pierEnv(join(dir, 'data-js'), { NATS_URL: nodes.map((n) => n.url).join(','), PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '3' }), [], 60_000);
       pinServer(replicated.proc.pid);
       try {
-        r3 = await measure(replicated, join(dir, 'data-js'));
+        r3 = await measure(replicated, join(dir, 'data-js'), [replicated], nodes.map((n) => n.pid!));
       } finally {
         await replicated.stop();
       }
-      publishFloor = await jetStreamPublishFloor(nodes.map((n) => n.url));
+      publishFloor = await jetStreamPublishFloor(nodes.map((n) => n.url), nodes.map((n) => n.pid!));
     } finally {
       await Promise.all(nodes.map((n) => n.stop()));
     }
@@ -241,7 +267,16 @@ export async function benchVault(): Promise<Record<string, unknown>> {
           shape: 'LMDB state; the edge in a process of its own without the master key (the bus anchors), the actors in another; the bus over the same NATS cluster',
           retrieve: { rps: edgeApart.reads.rps, p50_ms: edgeApart.reads.p50_ms, p99_ms: edgeApart.reads.p99_ms, errors: edgeApart.reads.errors, cpu_us_per_read: edgeApart.reads.cpu_us_per_op, ratio_to_floor: round(edgeApart.reads.rps / floor.run.rps, 2) },
         },
-        create_durable: { rps: r3.writes.rps, p50_ms: r3.writes.p50_ms, p99_ms: r3.writes.p99_ms, errors: r3.writes.errors, goal: '>= 1000/s' },
+        create_durable: {
+          rps: r3.writes.rps,
+          p50_ms: r3.writes.p50_ms,
+          p99_ms: r3.writes.p99_ms,
+          errors: r3.writes.errors,
+          cpu_us_per_create: r3.writes.cpu_us_per_op,
+          nats_cpu_us_per_create: r3.writes.beside_cpu_us_per_op,
+          read_write_syscalls_per_create: r3.writes.syscalls_per_op,
+          goal: '>= 1000/s',
+        },
         publish_floor: publishFloor,
         update_durable: { rps: r3.updates.rps, p50_ms: r3.updates.p50_ms, p99_ms: r3.updates.p99_ms, errors: r3.updates.errors, ratio_to_create: round(r3.updates.rps / r3.writes.rps, 2), note: 'each update commits two intents in order (the version, then the secret), each quorum-acknowledged' },
         sync: {
@@ -294,4 +329,45 @@ function diskFsyncsPerSecond(path: string): number {
     closeSync(fd);
   }
   return Math.round(300 / (Number(process.hrtime.bigint() - began) / 1e9));
+}
+
+/**
+ * `PIER_BENCH_VAULT=r3 npm run bench -- vault`: only the JetStream R3 shape (reads, creates, updates
+ * through Pier, then the publish floor on the same nodes), under the keys the full run gives them
+ * (`jetstream_r3`): what a change to the replicated write path is compared by, in alternating runs,
+ * without the minutes the other shapes take.
+ */
+async function benchR3Only(): Promise<Record<string, unknown>> {
+  const dir = tempDir('pier-bench-');
+  try {
+    const nodes = await startJetStreamCluster(join(dir, 'js'), 3);
+    for (const n of nodes) pinServer(n.pid);
+    try {
+      const replicated = await PierProcess.start(pierEnv(join(dir, 'data-js'), { NATS_URL: nodes.map((n) => n.url).join(','), PIER_STATE: 'jetstream', PIER_JS_REPLICAS: '3' }), [], 60_000);
+      // (A diagnosis: PIER_BENCH_R3_PIER_CORE=load puts Pier on the load generator's core, off the nodes' one.)
+      if (process.env.PIER_BENCH_R3_PIER_CORE === 'load') pinLoad(replicated.proc.pid);
+      else pinServer(replicated.proc.pid);
+      let r3;
+      try {
+        r3 = await measure(replicated, join(dir, 'data-js'), [replicated], nodes.map((n) => n.pid!));
+      } finally {
+        await replicated.stop();
+      }
+      const publishFloor = await jetStreamPublishFloor(nodes.map((n) => n.url), nodes.map((n) => n.pid!));
+      return {
+        shape: 'PIER_BENCH_VAULT=r3: the JetStream R3 shape alone (see the full run for the others)',
+        jetstream_r3: {
+          values_under_value_keys: r3.valueKeys,
+          retrieve: { rps: r3.reads.rps, p50_ms: r3.reads.p50_ms, p99_ms: r3.reads.p99_ms, errors: r3.reads.errors },
+          create_durable: { rps: r3.writes.rps, p50_ms: r3.writes.p50_ms, p99_ms: r3.writes.p99_ms, errors: r3.writes.errors, cpu_us_per_create: r3.writes.cpu_us_per_op, nats_cpu_us_per_create: r3.writes.beside_cpu_us_per_op, read_write_syscalls_per_create: r3.writes.syscalls_per_op, goal: '>= 1000/s' },
+          publish_floor: publishFloor,
+          update_durable: { rps: r3.updates.rps, p50_ms: r3.updates.p50_ms, p99_ms: r3.updates.p99_ms, errors: r3.updates.errors, ratio_to_create: round(r3.updates.rps / r3.writes.rps, 2) },
+        },
+      };
+    } finally {
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
+  } finally {
+    cleanup(dir);
+  }
 }
