@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { PierError } from '../../bus/errors.js';
 import { Tallies } from './metric-tally.js';
+import { replaceOpenFdsGauge } from './open-fds.js';
 
 const ACTOR_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5];
@@ -41,6 +42,7 @@ export class Metrics {
     this.registry.setDefaultLabels({ instance });
     // Process and event-loop metrics (nodejs_eventloop_lag_p99_seconds is reset at each scrape).
     collectDefaultMetrics({ register: this.registry });
+    replaceOpenFdsGauge(this.registry);
     const registers = [this.registry];
     this.actorRequests = new Counter({ name: 'pier_actor_requests_total', help: 'Requests handled by actor endpoints', labelNames: ['endpoint'], registers, collect: this.actorTallies.collect });
     this.actorErrors = new Counter({ name: 'pier_actor_errors_total', help: 'Requests that ended in an error', labelNames: ['endpoint', 'code'], registers });

@@ -13,6 +13,7 @@ import './js-error.test.js';
 import './lmdb-durable.test.js';
 import './master-key-check.test.js';
 import './metric-tally.test.js';
+import './open-fds.test.js';
 import './nats-durability.test.js';
 import './peers.test.js';
 import './peers-all-speak.test.js';
