@@ -2,20 +2,22 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { mkdtempSync } from 'node:fs';
 import { chaosRun, verdictTable } from './run.js';
+import { tidyRunFolder } from './run-folder.js';
 import type { Checker, Workload } from './workload.js';
 
 /**
- * `npm run chaos [-- --minutes N --seed S --only a,b --no-faults --power-cuts --nats-default-sync --dir D]`:
+ * `npm run chaos [-- --minutes N --seed S --only a,b --no-faults --power-cuts --nats-default-sync --dir D --keep]`:
  * the production shape under a seeded stream of faults and a mixed workload, then the checkers'
  * verdict table. Exit 0 when every check holds, 1 otherwise. The history stays in the run folder
- * for inspection. `--power-cuts` adds cuts of every node at once over a disk that loses what was
+ * for inspection; a run that passed in a folder of its own keeps nothing else (run-folder.ts).
+ * `--power-cuts` adds cuts of every node at once over a disk that loses what was
  * not synced (power-cut.ts; root and /dev/fuse); `--nats-default-sync` runs nats-server without
  * `sync_interval: always`, to show what a cut then loses.
  */
 export const WORKLOADS = ['vault', 'users', 'ws', 'upload'] as const;
 
 function parse(argv: string[]) {
-  const out = { minutes: 1, seed: 1, only: [...WORKLOADS] as string[], faults: true, dir: '', powerCuts: false, natsDefaultSync: false };
+  const out = { minutes: 1, seed: 1, only: [...WORKLOADS] as string[], faults: true, dir: '', keep: false, powerCuts: false, natsDefaultSync: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -28,9 +30,10 @@ function parse(argv: string[]) {
     else if (a === '--only') out.only = value().split(',');
     else if (a === '--no-faults') out.faults = false;
     else if (a === '--dir') out.dir = value();
+    else if (a === '--keep') out.keep = true;
     else if (a === '--power-cuts') out.powerCuts = true;
     else if (a === '--nats-default-sync') out.natsDefaultSync = true;
-    else throw new Error(`unknown option ${a} (have --minutes N, --seed S, --only ${WORKLOADS.join(',')}, --no-faults, --power-cuts, --nats-default-sync, --dir D)`);
+    else throw new Error(`unknown option ${a} (have --minutes N, --seed S, --only ${WORKLOADS.join(',')}, --no-faults, --power-cuts, --nats-default-sync, --dir D, --keep)`);
   }
   if (!(out.minutes > 0 && out.minutes <= 120)) throw new Error('--minutes: must be more than 0 and at most 120');
   if (!Number.isInteger(out.seed)) throw new Error('--seed: must be an integer');
@@ -66,6 +69,7 @@ async function main(): Promise<number> {
     workloads: await Promise.all(args.only.map(loadWorkload)),
     log: (m) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${m}\n`),
   });
+  process.stderr.write(`${tidyRunFolder(dir, { passed: result.passed, keep: args.keep, madeByRun: !args.dir })}\n`);
   process.stdout.write(`${verdictTable(result)}\nseed ${args.seed}, ${args.minutes} min${args.powerCuts ? ', power cuts' : ''}${args.natsDefaultSync ? ', nats-server default sync' : ''}: ${result.passed ? 'PASSED' : 'FAILED'}\n`);
   return result.passed ? 0 : 1;
 }

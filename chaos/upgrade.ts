@@ -3,15 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadWorkload, WORKLOADS } from './index.js';
 import { verdictTable } from './run.js';
+import { tidyRunFolder } from './run-folder.js';
 import { upgradeRun, type UpgradeRunResult } from './upgrade-run.js';
 import { failureTable, timelineTable } from './upgrade-report.js';
 import { buildWorktree, previousRelease, removeWorktree } from './worktree.js';
 
 /**
- * `npm run upgrade [-- --from <commit> --seed S --replicas 1|2 --phase-seconds N --gap-seconds N --dir D]`:
+ * `npm run upgrade [-- --from <commit> --seed S --replicas 1|2 --phase-seconds N --gap-seconds N --dir D --keep]`:
  * a rolling upgrade from the previous release (releases.json, or `--from`) to this checkout and back,
  * under the chaos workloads, judged by the chaos checkers and the upgrade's own (issue #41). Prints
  * the verdict table, the steps' timeline and the failures per step; exit 0 when every check holds.
+ * A run that passed in a folder of its own keeps its history alone (run-folder.ts).
  */
 
 /** The chaos workloads, and the carry workload (writes that must outlive the rollback). */
@@ -24,6 +26,8 @@ export interface UpgradeOptions {
   phaseSeconds: number;
   gapSeconds: number;
   dir: string;
+  /** Keep the cluster's data of a run that passed (run-folder.ts). */
+  keep?: boolean;
 }
 
 export interface UpgradeResult extends UpgradeRunResult {
@@ -48,7 +52,8 @@ function parse(argv: string[]): UpgradeOptions {
     else if (a === '--phase-seconds') out.phaseSeconds = Number(value());
     else if (a === '--gap-seconds') out.gapSeconds = Number(value());
     else if (a === '--dir') out.dir = value();
-    else throw new Error(`unknown option ${a} (have --from <commit>, --seed S, --replicas 1|2, --phase-seconds N, --gap-seconds N, --dir D)`);
+    else if (a === '--keep') out.keep = true;
+    else throw new Error(`unknown option ${a} (have --from <commit>, --seed S, --replicas 1|2, --phase-seconds N, --gap-seconds N, --dir D, --keep)`);
   }
   if (!Number.isInteger(out.seed)) throw new Error('--seed: must be an integer');
   if (out.replicas !== 1 && out.replicas !== 2) throw new Error('--replicas: 1 or 2');
@@ -115,6 +120,7 @@ async function main(): Promise<number> {
     process.stderr.write(`upgrade: ${(err as Error).message}\n`);
     return 2;
   }
+  process.stderr.write(`${tidyRunFolder(dir, { passed: result.passed, keep: args.keep === true, madeByRun: !args.dir })}\n`);
   const took = `${((Date.now() - started) / 1000).toFixed(0)} s (old build ${(result.worktree.ms / 1000).toFixed(0)} s, run ${(result.runMs / 1000).toFixed(0)} s)`;
   process.stdout.write(`${report(result)}\nupgrade from ${result.fromLabel} (${result.commit.slice(0, 12)}) to this checkout and back, seed ${args.seed}, ${args.replicas} replica(s) per role, ${took}: ${result.passed ? 'PASSED' : 'FAILED'}\n`);
   return result.passed ? 0 : 1;

@@ -1,6 +1,7 @@
 // Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
 import './old-release.test.js';
 import './processes-check.test.js';
+import './run-folder.test.js';
 import './upgrade-history.test.js';
 import './value-keys-check.test.js';
 import './vault-shred-check.test.js';
