@@ -170,8 +170,8 @@ export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: n
 }
 
 /**
- * Why a fresh cluster has no JetStream meta leader known to every node within 20 s, or undefined
- * once it has: the same stuck start as `notPlacing` (a node that never joined the others) seen
+ * Why a fresh cluster has no JetStream meta leader known to every node and current on each within
+ * 20 s, or undefined once it has: the same stuck start as `notPlacing` (a node that never joined the others) seen
  * through each node's monitoring endpoint (`/jsz`), for nodes whose clients need credentials.
  */
 async function leaderless(monitors: number[]): Promise<string | undefined> {
@@ -186,13 +186,29 @@ async function leaderless(monitors: number[]): Promise<string | undefined> {
           .catch(() => ''),
       ),
     );
-    // One leader named by every node is enough: the stuck start has none. (The meta group's size a
-    // node reports can lag the nodes that joined: a cluster that works said 2 of 3 for minutes.)
+    // One leader named by every node, and every node current with it (`/healthz`: a CI run's chaos
+    // cluster had a leader named by all three, then refused its first stream for 30 s with "no
+    // suitable peers for placement"). The stuck start has no leader. (The meta group's size a node
+    // reports can lag the nodes that joined: a cluster that works said 2 of 3 for minutes.)
     const leaders = new Set(seen.map((s) => s.split('/')[0]));
-    if (leaders.size === 1 && !leaders.has('')) return undefined;
-    if (Date.now() > deadline) return `no meta leader known to every node within 20 s (leader/size per node: ${seen.join(', ')})`;
+    const unhealthy = leaders.size === 1 && !leaders.has('') ? await notCurrent(monitors) : 'no common leader';
+    if (unhealthy === undefined) return undefined;
+    if (Date.now() > deadline) return `no meta leader known to every node and current on each within 20 s (leader/size per node: ${seen.join(', ')}; ${unhealthy})`;
     await new Promise((r) => setTimeout(r, 250));
   }
+}
+
+/** The nodes whose `/healthz` (JetStream current with its meta leader) does not answer ok, or undefined. */
+async function notCurrent(monitors: number[]): Promise<string | undefined> {
+  const answers = await Promise.all(
+    monitors.map((port) =>
+      fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2_000) })
+        .then(async (r) => (r.status === 200 ? null : `${port}: ${r.status} ${(await r.text()).slice(0, 200)}`))
+        .catch((err: unknown) => `${port}: ${String(err)}`),
+    ),
+  );
+  const bad = answers.filter((a): a is string => a !== null);
+  return bad.length === 0 ? undefined : `healthz: ${bad.join('; ')}`;
 }
 
 /**
