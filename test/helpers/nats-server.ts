@@ -171,8 +171,9 @@ export async function startJetStreamCluster(dir: string, n = 3, extraArgs: (i: n
 
 /**
  * Why a fresh cluster has no JetStream meta leader known to every node and current on each within
- * 20 s, or undefined once it has: the same stuck start as `notPlacing` (a node that never joined the others) seen
- * through each node's monitoring endpoint (`/jsz`), for nodes whose clients need credentials.
+ * 20 s, or undefined once it has: the same stuck start as `notPlacing` (a node that never joined
+ * the others) seen through each node's monitoring endpoint (`/jsz`, `/healthz`), for nodes whose
+ * clients need credentials.
  */
 async function leaderless(monitors: number[]): Promise<string | undefined> {
   const deadline = Date.now() + 20_000;
