@@ -48,6 +48,13 @@ export interface PushOptions<Ack> {
   beforeEnd?: () => Promise<void>;
   /** The error a `beforeEnd` throw becomes, given the answer to the `discard`. */
   discarded?: (err: PierError, ack: Ack | undefined) => PierError;
+  /**
+   * Called once with each source chunk whose pieces were all answered ok, in order. Only for a
+   * receiver that answers a piece once it no longer reads its bytes (the upload session answers
+   * once the piece is written): its owner may then reuse the chunk's memory. A chunk with a piece
+   * refused, unanswered or never sent is never passed: nobody can say who still reads it.
+   */
+  used?: (chunk: Uint8Array) => void;
 }
 
 const EMPTY = new Uint8Array(0);
@@ -58,18 +65,23 @@ const EMPTY = new Uint8Array(0);
  */
 export async function pushBytes<Ack>(bus: Bus, ex: Addressed<Piece, Ack>, source: AsyncIterable<Uint8Array>, options: PushOptions<Ack>): Promise<Ack> {
   let seq = 0;
-  const inflight: Promise<PieceOutcome<Ack>>[] = [];
+  /** Pieces unanswered, oldest first; a chunk's last piece carries the chunk, for `used`. */
+  const inflight: Array<{ outcome: Promise<PieceOutcome<Ack>>; lastOf: Uint8Array | null }> = [];
   const send = (kind: PieceKind, data: Uint8Array = EMPTY) => sendPiece(bus, ex, { seq: seq++, kind, data }, options.timeoutMs);
   const settleOldest = async () => {
-    const outcome = await inflight.shift()!;
-    if (!outcome.ok) throw outcome.error;
+    const { outcome, lastOf } = inflight.shift()!;
+    const answered = await outcome;
+    if (!answered.ok) throw answered.error;
+    // Answers are settled in order and the first refusal throws: every earlier piece was answered ok.
+    if (lastOf) options.used?.(lastOf);
   };
   try {
     // Pieces are the source's own chunks, sliced (never copied, never joined).
     for await (const chunk of source) {
       options.onChunk?.(chunk);
       for (let off = 0; off < chunk.byteLength; off += CHUNK_BYTES) {
-        inflight.push(send('data', chunk.subarray(off, off + CHUNK_BYTES)));
+        const last = off + CHUNK_BYTES >= chunk.byteLength;
+        inflight.push({ outcome: send('data', chunk.subarray(off, off + CHUNK_BYTES)), lastOf: last ? chunk : null });
         if (inflight.length >= options.window) await settleOldest();
       }
     }
@@ -77,7 +89,7 @@ export async function pushBytes<Ack>(bus: Bus, ex: Addressed<Piece, Ack>, source
   } catch (err) {
     // The stream ends either way; a refused piece has already ended it on the receiver's side.
     // The abort says why, in the answer format's error (the taker of an offered stream throws it).
-    await Promise.allSettled(inflight);
+    await Promise.allSettled(inflight.map((p) => p.outcome));
     await send('abort', encode(asPierError(err).toWire()));
     throw err;
   }
@@ -103,19 +115,29 @@ export async function pushBytes<Ack>(bus: Bus, ex: Addressed<Piece, Ack>, source
 export const MAX_WAITING_PIECES = 16;
 
 /**
- * Receives a stream's pieces on `subject`: `handle` answers each, strictly one after the other in
- * arrival order (the sender sends them in seq order); a throw is the piece's refusal. Past
- * MAX_WAITING_PIECES unanswered, a piece is refused without being kept.
+ * What a receiver's `handle` returns for a piece it has taken but answers later (the upload
+ * session: the write is issued, its answer waits for the write's end). The next piece is handled
+ * at once; this one's answer is `answer`, and it counts as unanswered until then.
  */
-export function receiveBytes<Ack>(bus: Bus, ex: Exchange<Piece, Ack>, subject: string, handle: (piece: Piece) => Promise<Ack>): Subscription {
+export class AnswerLater<Ack> {
+  constructor(readonly answer: Promise<Ack>) {}
+}
+
+/**
+ * Receives a stream's pieces on `subject`: `handle` takes each, strictly one after the other in
+ * arrival order (the sender sends them in seq order), and answers it, at once or `AnswerLater`; a
+ * throw is the piece's refusal. Past MAX_WAITING_PIECES unanswered, a piece is refused without
+ * being kept.
+ */
+export function receiveBytes<Ack>(bus: Bus, ex: Exchange<Piece, Ack>, subject: string, handle: (piece: Piece) => Promise<Ack | AnswerLater<Ack>>): Subscription {
   let queue: Promise<unknown> = Promise.resolve();
   let waiting = 0;
   return serve(bus, at(ex, subject), (piece) => {
     if (waiting >= MAX_WAITING_PIECES) throw new PierError('RATE_LIMITED', `stream: more than ${MAX_WAITING_PIECES} pieces unanswered; keep to the window`);
     waiting++;
-    const answered = queue.then(() => handle(piece)).finally(() => waiting--);
-    queue = answered.catch(() => undefined);
-    return answered;
+    const taken = queue.then(() => handle(piece));
+    queue = taken.catch(() => undefined);
+    return taken.then((t) => (t instanceof AnswerLater ? t.answer : t)).finally(() => waiting--);
   });
 }
 

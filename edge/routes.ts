@@ -98,14 +98,14 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
       { method: 'patch', path: '/upload/:uid', handler: uploads.append, streamBody: true },
       { method: 'options', path: '/upload/:uid', handler: uploads.preflight },
       // tus 1.0 (docs/upload.md "tus 1.0 (`/tus/`)"): the same engine, another wire format.
-      { method: 'post', path: '/tus/', handler: tus.create, streamBody: true },
-      { method: 'post', path: '/tus', handler: tus.create, streamBody: true },
+      { method: 'post', path: '/tus/', handler: tus.create, streamBody: true, bodyPool: tus.bodyPool },
+      { method: 'post', path: '/tus', handler: tus.create, streamBody: true, bodyPool: tus.bodyPool },
       { method: 'options', path: '/tus/', handler: tus.options },
       { method: 'options', path: '/tus', handler: tus.options },
       { method: 'head', path: '/tus/:id', handler: tus.head },
-      { method: 'patch', path: '/tus/:id', handler: tus.patch, streamBody: true },
+      { method: 'patch', path: '/tus/:id', handler: tus.patch, streamBody: true, bodyPool: tus.bodyPool },
       { method: 'del', path: '/tus/:id', handler: tus.terminate },
-      { method: 'post', path: '/tus/:id', handler: tus.override, streamBody: true },
+      { method: 'post', path: '/tus/:id', handler: tus.override, streamBody: true, bodyPool: tus.bodyPool },
       { method: 'options', path: '/tus/:id', handler: tus.options },
     ],
     admin: [

@@ -2,7 +2,7 @@ import { traced } from '../../bus/trace.js';
 import type { FileHandle } from 'node:fs/promises';
 import type { Bus, Subscription } from '../../bus/bus.js';
 import { asPierError, ErrorReasons, PierError } from '../../bus/errors.js';
-import { receiveBytes } from '../../bus/byte-stream.js';
+import { AnswerLater, receiveBytes } from '../../bus/byte-stream.js';
 import { uploadStream, uploadSubjects, type Piece, type PieceAnswer } from '../../bus/subjects.js';
 import { openPart } from './files.js';
 import { finish } from './finish.js';
@@ -40,9 +40,12 @@ export class WriteSession {
   private lastLease = 0;
   private done = false;
   /**
-   * Writes in progress. A piece is acknowledged once its write is issued (the edge's window bounds
-   * how many): several pwrites at distinct offsets run in parallel in libuv's pool, which is far
-   * faster than one at a time. Nothing counts as durable before `close` awaited them all and fsynced.
+   * Writes in progress. A piece is taken once its write is issued, and the next one handled at
+   * once: several pwrites at distinct offsets run in parallel in libuv's pool, which is far faster
+   * than one at a time (the edge's window bounds how many). A piece is answered once its write has
+   * ended: on the in-process bus the edge passed its bytes by reference, and reuses their memory
+   * after that answer (docs/upload.md "Memory"). Nothing counts as durable before `close` awaited
+   * them all and fsynced.
    */
   private readonly writes = new Set<Promise<unknown>>();
   private writeError: unknown = null;
@@ -71,14 +74,14 @@ export class WriteSession {
     // never cuts back itself: it may have lost its lock without knowing, and its cut would drop
     // bytes the new holder acknowledged (lock.ts).
     await this.fd.truncate(this.upload.offset);
-    // Pieces are handled strictly one after the other, in arrival order (the edge sends them in seq order).
+    // Pieces are taken strictly one after the other, in arrival order (the edge sends them in seq order).
     this.sub = receiveBytes(this.deps.bus, uploadStream, this.subject, (piece) => {
-      const acked = this.queue.then(() => this.handle(piece).catch((err: unknown) => this.fail(err)));
-      this.queue = acked.then(
+      const taken = this.queue.then(() => this.handle(piece).catch((err: unknown) => this.fail(err)));
+      this.queue = taken.then(
         () => undefined,
         () => undefined,
       );
-      return acked;
+      return taken;
     });
     this.armIdle();
   }
@@ -94,7 +97,7 @@ export class WriteSession {
     }, this.deps.idleMs);
   }
 
-  private async handle(p: Piece): Promise<PieceAnswer> {
+  private async handle(p: Piece): Promise<PieceAnswer | AnswerLater<PieceAnswer>> {
     if (this.done) throw new PierError('BAD_REQUEST', 'write session is over');
     if (p.seq !== this.expected) throw new PierError('BAD_REQUEST', `piece ${p.seq} out of order (${this.expected} expected)`);
     this.expected++;
@@ -117,12 +120,17 @@ export class WriteSession {
       .finally(() => this.writes.delete(write));
     this.writes.add(write);
     this.written += data.byteLength;
-    // Backpressure: the acknowledgement waits while too many writes are pending, so memory held
-    // here stays at MAX_PENDING_WRITES pieces whatever the disk's speed.
+    // Backpressure: a sender past its window is not taken further while too many writes are
+    // pending, so memory held here stays at MAX_PENDING_WRITES pieces whatever the disk's speed.
     while (this.writes.size >= MAX_PENDING_WRITES) await Promise.race(this.writes);
     this.deps.wrote(data.byteLength);
     await this.renewLease();
-    return {};
+    return new AnswerLater(
+      write.then(() => {
+        if (this.writeError) throw this.writeError;
+        return {};
+      }),
+    );
   }
 
   /** A session that ends without `end`: its bytes are worth keeping only if their offset was confirmed. */

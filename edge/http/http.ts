@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { Logger } from '../../lib/runtime/log.js';
 import type { Metrics } from '../../lib/runtime/metrics.js';
+import type { BlockPool } from './block-pool.js';
 
 // The vocabulary every listener shares: what a handler reads, what it answers, how a route is
 // declared. Plain data, no uWS: handlers are tested with these alone, never with a socket.
@@ -47,6 +48,8 @@ export interface Route {
   bodyLimit?: number;
   /** Hand the body over as a stream instead of reading it whole (uploads). */
   streamBody?: boolean;
+  /** With `streamBody`: copy the body's chunks into this pool's blocks; the handler gives each back once nobody reads it. */
+  bodyPool?: BlockPool;
   /**
    * Checks that need no body, run before any of it is read (the socket is paused meanwhile): a
    * reply (or a throw) is answered at once and the body is discarded unread; null lets it through.

@@ -117,7 +117,7 @@ function serveRoute(route: Route, deps: HttpDeps): (res: HttpResponse, req: Http
       span = openAfterGate!(passed);
     };
     const limit = route.bodyLimit ?? 0;
-    const stream = route.streamBody ? bodyStream(res, state) : undefined;
+    const stream = route.streamBody ? bodyStream(res, state, route.bodyPool) : undefined;
     // A pass the route remembers lets the body through with no gate run and no promise made. Not when
     // a span is to open after the gate: the trust it gets follows the gate's own answer, as it always did.
     const gated = route.gate !== undefined && !(openAfterGate === null && route.gatePassed?.(data) === true);

@@ -3,6 +3,7 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { PierError } from '../../bus/errors.js';
 import type { HttpRequestData } from './http.js';
 import type { ResponseState } from './uws-response.js';
+import type { BlockPool } from './block-pool.js';
 
 // Reading a request out of uWS: its head copied synchronously (uWS frees `req` at the first
 // await), its body read whole under a limit or handed over as a stream with backpressure.
@@ -173,10 +174,13 @@ export function readBody(res: HttpResponse, declared: string, limit: number, sta
 
 /**
  * The request body as a Node stream. When the reader falls behind, uWS stops reading the socket
- * (pause) until the stream asks for more (resume): memory stays at the stream's window.
+ * (pause) until the stream asks for more (resume): memory stays at the stream's window. With a
+ * `pool`, chunks are copied into its blocks, and the reader gives each back once nobody reads it
+ * (block-pool.ts); otherwise each is a fresh copy.
  */
-export function bodyStream(res: HttpResponse, state: ResponseState): Readable {
+export function bodyStream(res: HttpResponse, state: ResponseState, pool?: BlockPool): Readable {
   let paused = false;
+  const filler = pool?.filler();
   const stream = new Readable({
     highWaterMark: 1024 * 1024,
     read() {
@@ -188,12 +192,16 @@ export function bodyStream(res: HttpResponse, state: ResponseState): Readable {
   });
   const slot: { handler: DataHandler | null } = {
     handler: (chunk, isLast) => {
-      if (state.finished) return;
-      if (!stream.push(Buffer.from(chunk.slice(0))) && !isLast) {
+      if (state.finished) {
+        filler?.close();
+        return;
+      }
+      if (!stream.push(filler ? filler.copy(chunk) : Buffer.from(chunk.slice(0))) && !isLast) {
         paused = true;
         res.pause();
       }
       if (isLast) {
+        filler?.close();
         stream.push(null);
         slot.handler = null;
       }
@@ -201,6 +209,7 @@ export function bodyStream(res: HttpResponse, state: ResponseState): Readable {
   };
   res.onData(dataRelay(slot));
   state.onAbort = () => {
+    filler?.close();
     slot.handler = null;
     stream.destroy(new PierError('BAD_REQUEST', 'request aborted'));
   };

@@ -53,6 +53,8 @@ export async function streamToSession(
   confirm?: () => Promise<void>,
   /** Sees every byte in order as it goes (a tus checksum's digest). */
   onChunk?: (chunk: Uint8Array) => void,
+  /** Gets each chunk of `file` back once the session has written all of it (its memory may be reused). */
+  used?: (chunk: Uint8Array) => void,
 ): Promise<{ record: UploadRecord; complete: boolean }> {
   let end;
   try {
@@ -60,6 +62,7 @@ export async function streamToSession(
       window: WINDOW,
       timeoutMs,
       onChunk,
+      used,
       beforeEnd: confirm,
       discarded: (e, ack) => (e.data === undefined && ack?.record ? new PierError(e.code, e.message, { data: ack.record, cause: e, ...(e.reason ? { reason: e.reason } : {}) }) : e),
     });

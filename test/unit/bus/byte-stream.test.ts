@@ -1,6 +1,6 @@
 import test from 'ava';
 import { MemoryBus } from '../../../bus/bus-memory.js';
-import { bufferSource, CHUNK_BYTES, MAX_WAITING_PIECES, offerBytes, pushBytes, receiveBytes, sendPiece, takeBytes } from '../../../bus/byte-stream.js';
+import { AnswerLater, bufferSource, CHUNK_BYTES, MAX_WAITING_PIECES, offerBytes, pushBytes, receiveBytes, sendPiece, takeBytes } from '../../../bus/byte-stream.js';
 import { pieces, streamSubject, type Piece } from '../../../bus/subjects-stream.js';
 import { PierError } from '../../../bus/errors.js';
 import { at, exchange } from '../../../bus/exchange.js';
@@ -148,5 +148,61 @@ test('hostile: a sender that does not keep to its window has the pieces past the
   const kept = await within('the pieces within the bound', Promise.all(outcomes.slice(0, MAX_WAITING_PIECES)), 5_000);
   t.true(kept.every((o) => o.ok), 'every piece within the bound was answered');
   t.is(handled, MAX_WAITING_PIECES);
+  await bus.close();
+});
+
+test('a piece answered later: the next ones are taken at once, each answer waits for its own, and they still count against the bound', async (t) => {
+  const bus = new MemoryBus();
+  const stream = pieces<Record<string, never>>({}, 5_000);
+  const taken: number[] = [];
+  const later: Array<() => void> = [];
+  receiveBytes(bus, stream, 'x.later', async (piece) => {
+    taken.push(piece.seq);
+    return new AnswerLater(new Promise<Record<string, never>>((resolve) => later.push(() => resolve({}))));
+  });
+  const outcomes = Array.from({ length: MAX_WAITING_PIECES + 2 }, (_, seq) => sendPiece(bus, at(stream, 'x.later'), { seq, kind: 'data', data: Buffer.alloc(8) }));
+  await until('every piece within the bound taken, none answered', () => taken.length >= MAX_WAITING_PIECES);
+  const refused = await within('the two past the bound', Promise.all(outcomes.slice(MAX_WAITING_PIECES)), 5_000);
+  t.true(refused.every((o) => !o.ok && o.error.code === 'RATE_LIMITED'), 'unanswered later pieces count against the bound');
+  t.deepEqual(taken, Array.from({ length: MAX_WAITING_PIECES }, (_, i) => i), 'taken in order, without waiting for answers');
+  let answered = 0;
+  for (const o of outcomes.slice(0, MAX_WAITING_PIECES)) void o.then(() => answered++);
+  later[3]!();
+  await until('the fourth piece answered', () => answered === 1);
+  for (const answer of later) answer();
+  const kept = await within('every answer', Promise.all(outcomes.slice(0, MAX_WAITING_PIECES)), 5_000);
+  t.true(kept.every((o) => o.ok));
+  await bus.close();
+});
+
+test('`used` gets each source chunk back once all its pieces were answered ok, in order; a refused or unanswered one never', async (t) => {
+  const bus = new MemoryBus();
+  const stream = pieces<Record<string, never>>({}, 5_000);
+  const answers = new Map<number, (ok: boolean) => void>();
+  receiveBytes(bus, stream, 'x.used', async (piece) => {
+    if (piece.kind !== 'data') return {};
+    return new AnswerLater(new Promise<Record<string, never>>((resolve, reject) => answers.set(piece.seq, (ok) => (ok ? resolve({}) : reject(new PierError('INTERNAL', 'disk'))))));
+  });
+  // Three chunks: one of two pieces (seq 0, 1), one of one piece (2), one of two (3, 4).
+  const chunks = [Buffer.alloc(CHUNK_BYTES + 1, 1), Buffer.alloc(10, 2), Buffer.alloc(2 * CHUNK_BYTES, 3)];
+  const used: Uint8Array[] = [];
+  async function* source() {
+    yield* chunks;
+  }
+  const pushed = pushBytes(bus, at(stream, 'x.used'), source(), { window: 8, timeoutMs: 5_000, used: (c) => used.push(c) });
+  pushed.catch(() => undefined);
+  await until('five pieces taken', () => answers.size === 5);
+  answers.get(1)!(true);
+  await new Promise((r) => setTimeout(r, 50));
+  t.deepEqual(used, [], 'the first chunk\'s second piece answered, its first not yet: not back');
+  answers.get(0)!(true);
+  await until('the first chunk back', () => used.length === 1);
+  t.is(used[0], chunks[0], 'the chunk itself');
+  answers.get(3)!(true);
+  answers.get(2)!(false);
+  answers.get(4)!(true);
+  const failed = await within('the push to fail on the refused piece', pushed.then(() => null, (e: unknown) => e), 5_000);
+  t.true(failed instanceof PierError);
+  t.deepEqual(used, [chunks[0]], 'the refused chunk, and the one after it, never come back');
   await bus.close();
 });

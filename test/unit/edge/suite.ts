@@ -1,6 +1,7 @@
 // Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
 import './admin-api.test.js';
 import './admin-host.test.js';
+import './block-pool.test.js';
 import './call-gate.test.js';
 import './console-session.test.js';
 import './gateway-delivery.test.js';

@@ -16,6 +16,7 @@ import { uploadStream, type UploadRecord } from '../../../bus/subjects.js';
 import type { WireError } from '../../../bus/errors.js';
 import { PierError } from '../../../bus/errors.js';
 import type { UploadCompleted } from '../../../bus/subjects.js';
+import { until, within } from '../../helpers/wait.js';
 
 // One PATCH's write session on its own: pieces in order, acknowledged once written, fsynced and
 // recorded at the end; out-of-order or oversized pieces refused without leaving bytes behind.
@@ -65,7 +66,7 @@ async function setup(t: { teardown: (fn: () => Promise<void>) => void }, fileSiz
   // Each answer as one object: `{ok: true, ...answer}` or `{ok: false, error}`.
   const send = (kind: PieceKind, text = '') =>
     sendPiece(bus, at(uploadStream, session.subject), { seq: seq++, kind, data: Buffer.from(text) }, 2_000).then((o): { ok: boolean; record?: UploadRecord; complete?: boolean; error?: WireError } => (o.ok ? { ok: true, ...o.data } : { ok: false, error: o.error.toWire() }));
-  return { store, send, completed, target: u.target, part, ended, skip: () => seq++, root, nextSession };
+  return { store, send, completed, target: u.target, part, ended, skip: () => seq++, root, nextSession, session };
 }
 
 test('pieces land at the offset; end records the offset; the last chunk publishes the file', async (t) => {
@@ -187,4 +188,27 @@ test('a session that lost its lock does not publish, even with every byte writte
   t.is(store.get('u1')!.state, 'active', 'still the other session\'s upload');
   t.is(store.get('u1')!.lock!.owner, 'b2');
   t.throws(() => readFileSync(target), { code: 'ENOENT' }, 'nothing published');
+});
+
+test('a piece is answered once its write has ended, not when it is issued: the edge reuses its memory after the answer', async (t) => {
+  const { send, session, target } = await setup(t, 6);
+  // A slow disk: the session's writes end only when the test says so.
+  const fd = (session as unknown as { fd: { write: (...args: unknown[]) => Promise<unknown> } }).fd;
+  const write = fd.write.bind(fd);
+  const held: Array<() => void> = [];
+  fd.write = (...args: unknown[]) => new Promise((resolve, reject) => held.push(() => write(...args).then(resolve, reject)));
+  let answered = false;
+  const first = send('data', 'abc').then((a) => ((answered = true), a));
+  await until('the first write issued', () => held.length === 1);
+  const second = send('data', 'def');
+  await until('the second piece taken while the first write is held (writes run side by side)', () => held.length === 2);
+  await new Promise((r) => setTimeout(r, 100));
+  t.false(answered, 'no answer while its write is held');
+  held.shift()!();
+  t.deepEqual(await within('the first answer', first, 5_000), { ok: true });
+  held.shift()!();
+  t.deepEqual(await within('the second answer', second, 5_000), { ok: true });
+  const done = await send('end');
+  t.true(done.ok && done.complete);
+  t.is(readFileSync(target, 'utf8'), 'abcdef');
 });
