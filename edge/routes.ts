@@ -11,6 +11,7 @@ import { accessToken, providerCall, providerCallGate, providerCallPassed, type S
 import { isVaultCall, vaultCall, vaultCallGate, vaultCallPassed, type VaultApiDeps } from './system/vault-api.js';
 import { localApi, type LocalDeps } from './gateway/local-api.js';
 import { tusApi } from './upload/tus-api.js';
+import { BlockPool } from './http/block-pool.js';
 import { uploadApi, type UploadApiDeps } from './upload/upload-api.js';
 import type { RequestHead, Route } from './http/http.js';
 
@@ -60,8 +61,10 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
     return null;
   };
   const local = localApi(deps);
-  const uploads = uploadApi(deps);
-  const tus = tusApi(deps);
+  // Both upload protocols copy their bodies out of uWS into one pool of reused blocks (edge/http/block-pool.ts).
+  const uploadBodies = new BlockPool();
+  const uploads = uploadApi({ ...deps, bodyPool: uploadBodies });
+  const tus = tusApi({ ...deps, bodyPool: uploadBodies });
   return {
     public: [...probes],
     system: [
@@ -95,17 +98,17 @@ export function routeTable(deps: AdminDeps & SystemDeps & VaultApiDeps & LocalDe
       { method: 'options', path: '/upload/', handler: uploads.preflight },
       { method: 'options', path: '/upload', handler: uploads.preflight },
       { method: 'get', path: '/upload/:uid', handler: uploads.status },
-      { method: 'patch', path: '/upload/:uid', handler: uploads.append, streamBody: true },
+      { method: 'patch', path: '/upload/:uid', handler: uploads.append, streamBody: true, bodyPool: uploadBodies },
       { method: 'options', path: '/upload/:uid', handler: uploads.preflight },
       // tus 1.0 (docs/upload.md "tus 1.0 (`/tus/`)"): the same engine, another wire format.
-      { method: 'post', path: '/tus/', handler: tus.create, streamBody: true, bodyPool: tus.bodyPool },
-      { method: 'post', path: '/tus', handler: tus.create, streamBody: true, bodyPool: tus.bodyPool },
+      { method: 'post', path: '/tus/', handler: tus.create, streamBody: true, bodyPool: uploadBodies },
+      { method: 'post', path: '/tus', handler: tus.create, streamBody: true, bodyPool: uploadBodies },
       { method: 'options', path: '/tus/', handler: tus.options },
       { method: 'options', path: '/tus', handler: tus.options },
       { method: 'head', path: '/tus/:id', handler: tus.head },
-      { method: 'patch', path: '/tus/:id', handler: tus.patch, streamBody: true, bodyPool: tus.bodyPool },
+      { method: 'patch', path: '/tus/:id', handler: tus.patch, streamBody: true, bodyPool: uploadBodies },
       { method: 'del', path: '/tus/:id', handler: tus.terminate },
-      { method: 'post', path: '/tus/:id', handler: tus.override, streamBody: true, bodyPool: tus.bodyPool },
+      { method: 'post', path: '/tus/:id', handler: tus.override, streamBody: true, bodyPool: uploadBodies },
       { method: 'options', path: '/tus/:id', handler: tus.options },
     ],
     admin: [

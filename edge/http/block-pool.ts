@@ -46,6 +46,19 @@ export class BlockPool {
     return new BlockFiller(this);
   }
 
+  /**
+   * Another view of a block still held (a parser's slice of a lent chunk): it holds the block too,
+   * until given back. A view of memory not from this pool, of a block nobody holds, or one already
+   * counted, is ignored. Only while the chunk it was cut from is still lent: after that, the block
+   * may be reused already.
+   */
+  retain(view: Uint8Array): void {
+    const block = this.blockOf.get(view.buffer as ArrayBuffer);
+    if (!block || block.holds === 0 || this.lent.has(view)) return;
+    block.holds++;
+    this.lent.add(view);
+  }
+
   /** Gives a chunk back: once every chunk of its block is back (and no request fills it), the block is reused. */
   release(chunk: Uint8Array): void {
     if (!this.lent.delete(chunk)) return;

@@ -9,7 +9,6 @@ import { TUS_CHECKSUMS, TUS_EXTENSIONS, TUS_VERSION, byteCount, metaText, parseC
 import { TUS_ERRORS, TusRefusal, tusRefusal, tusRefusalOf, tusRefusalWith } from './tus-errors.js';
 import { cors, drain, type UploadApiDeps } from './upload-api.js';
 import { streamToSession } from './upload-stream.js';
-import { BlockPool } from '../http/block-pool.js';
 
 /**
  * tus 1.0 on the upload listener (docs/upload.md "tus 1.0 (`/tus/`)"): `/tus/` creates, `/tus/<id>` answers
@@ -65,12 +64,11 @@ export function tusApi(deps: UploadApiDeps) {
   const who = (req: HttpRequestData): BrowserCaller => identifyBrowserCaller(req.headers, deps.cache, deps.domain, deps.sidecarApp);
   const idOf = (req: HttpRequestData) => ({ id: req.params.id ?? '' });
   /**
-   * Where the bodies of the routes that write (PATCH, creation-with-upload, the override) are copied
-   * from uWS: a chunk comes back once the write session has written it (edge/http/block-pool.ts).
-   * A body read any other way (drained after a refusal) keeps its blocks until the collector.
+   * A body chunk comes back to the pool it was copied into once the write session has written it
+   * (edge/http/block-pool.ts). A body read any other way (drained after a refusal) keeps its blocks
+   * until the collector.
    */
-  const bodyPool = new BlockPool();
-  const release = (chunk: Uint8Array) => bodyPool.release(chunk);
+  const release = (chunk: Uint8Array) => deps.bodyPool?.release(chunk);
 
   /** One PATCH body (or a creation's) into the upload's write session, checksum checked before the bytes count. */
   async function writeBody(req: HttpRequestData, caller: BrowserCaller, id: string, offset: number, stream: Readable) {
@@ -198,7 +196,6 @@ export function tusApi(deps: UploadApiDeps) {
 
   const byMethod: Record<string, (req: HttpRequestData) => Promise<HttpReply>> = { HEAD: head, PATCH: patch, DELETE: terminate };
   return {
-    bodyPool,
     options,
     create: answer(create),
     head: answer(head),

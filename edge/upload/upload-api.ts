@@ -10,6 +10,8 @@ import { identifyBrowserCaller } from '../identity/app-identity.js';
 import { originAllowed } from '../identity/host.js';
 import type { HttpReply, HttpRequestData } from '../http/http.js';
 import { streamToSession } from './upload-stream.js';
+import { lendThroughBusboy } from './multipart-views.js';
+import type { BlockPool } from '../http/block-pool.js';
 
 export interface UploadApiDeps {
   bus: Bus;
@@ -19,6 +21,8 @@ export interface UploadApiDeps {
   chunkBytes: number;
   /** How long an unfinished upload may stay idle (tus `Upload-Expires`). */
   idleMs: number;
+  /** The pool the upload routes' bodies are copied into (edge/http/block-pool.ts); chunks go back to it once written. */
+  bodyPool?: BlockPool;
 }
 
 /** The app's own origin may call the upload API from a browser; any other origin gets no CORS headers. */
@@ -184,6 +188,8 @@ function appendChunk(deps: UploadApiDeps, target: { user: string; app: string; i
       reject(bad('body: must be multipart/form-data'));
       return;
     }
+    const pool = deps.bodyPool;
+    if (pool) lendThroughBusboy(bb, pool);
     let offsetField: string | undefined;
     let taken = false;
     // Settles once the whole form is parsed: every field after the file is known then.
@@ -223,7 +229,7 @@ function appendChunk(deps: UploadApiDeps, target: { user: string; app: string; i
       };
       let session: WriteSession | undefined;
       ask(deps.bus, upload.begin, { ...target, offset })
-        .then((s) => streamToSession(deps.bus, (session = s), file, 30_000, confirm))
+        .then((s) => streamToSession(deps.bus, (session = s), file, 30_000, confirm, undefined, pool && ((chunk) => pool.release(chunk))))
         .then(resolve, (err) => {
           file.resume();
           reject(err);

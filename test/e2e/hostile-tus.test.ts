@@ -5,7 +5,8 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { cleanup, cli, pierEnv, PierProcess, tempDir } from '../helpers/pier.js';
 import { metadataOf, TusRaw } from '../helpers/tus-raw.js';
-import { UploadClient } from '../helpers/upload-client.js';
+import { multipart, UploadClient } from '../helpers/upload-client.js';
+import { request } from 'undici';
 import { until, within } from '../helpers/wait.js';
 
 // docs/upload.md "tus 1.0 (`/tus/`)", as an attacker would try it: section 7's confinement and type rules
@@ -302,43 +303,75 @@ test('CORS: the app\'s own origin may preflight and read the tus headers; anothe
   t.is(evilPost.status, 403, 'a request from another origin is refused, not just unreadable');
 });
 
-test('reused body memory never mixes uploads: concurrent uploads in odd-sized PATCHes, some cut mid-body and resumed, each byte-identical', async (t) => {
-  // The edge copies tus bodies into reused blocks (edge/http/block-pool.ts) and reuses a block once
-  // the write session has written every chunk of it. Reused too early, one upload's bytes would land
-  // in another's file: many uploads at once, cut ones among them, make that likely to show.
-  const files = Array.from({ length: 6 }, (_, i) => ({ name: `mixed-${i}.bin`, data: randomBytes(3 * 1024 * 1024 + 977 * i) }));
-  const offsetOf = async (id: string) => {
+test('reused body memory never mixes uploads: both protocols at once, odd-sized PATCHes, some cut mid-body and resumed, each file byte-identical', async (t) => {
+  // The edge copies upload bodies into reused blocks (edge/http/block-pool.ts) and reuses a block
+  // once the write session has written every chunk of it (and, for section 7's multipart bodies,
+  // once busboy holds no slice of it: edge/upload/multipart-views.ts). Reused too early, one
+  // upload's bytes would land in another's file: many uploads at once, cut ones among them, in both
+  // protocols (one pool), make that likely to show.
+  const files = Array.from({ length: 10 }, (_, i) => ({ name: `mixed-${i}.bin`, data: randomBytes(3 * 1024 * 1024 + 977 * i), tus: i < 6 }));
+  const notes = new UploadClient(alice.port, 'notes.alice.localhost', alice.token);
+  const offsetOf = async (id: string, tus: boolean) => {
+    if (!tus) return Number((await notes.get(id)).json.data.offset);
     const h = await aliceNotes.head(id);
     if (h.status !== 200) throw new Error(`HEAD answered ${h.status}`);
     return Number(h.headers['upload-offset']);
   };
-  const upload = async ({ name, data }: { name: string; data: Buffer }, i: number) => {
-    const u = await aliceNotes.create(data.length, { filename: name });
+  /** A PATCH cut after half its body: the client goes away mid-chunk. */
+  const cutPatch = async (id: string, tus: boolean, offset: number, chunk: Buffer) => {
+    if (tus) {
+      const socket = await openPatch(aliceNotes, id, chunk.length, chunk.subarray(0, chunk.length >> 1));
+      await new Promise((r) => setTimeout(r, 20));
+      socket.destroy();
+      return;
+    }
+    const form = multipart([['upload_offset', String(offset)], ['file', chunk]]);
+    const socket = connect(notes.port, '127.0.0.1');
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    socket.write([`PATCH /upload/${id} HTTP/1.1`, `host: ${notes.host}`, `x-authorization: ${notes.token}`, `content-type: ${form.contentType}`, `content-length: ${form.body.length}`, '', ''].join('\r\n'));
+    socket.write(form.body.subarray(0, form.body.length >> 1));
+    await new Promise((r) => setTimeout(r, 20));
+    socket.destroy();
+  };
+  /** One whole PATCH; section 7's with the file first in every other upload (the platform's own client's order). */
+  const patch = async (id: string, tus: boolean, offset: number, chunk: Buffer, fileFirst: boolean): Promise<'ok' | 'busy'> => {
+    if (tus) {
+      const a = await aliceNotes.patch(id, offset, chunk);
+      if (a.status === 409) return 'busy';
+      t.is(a.status, 204, `tus at ${offset}: ${a.text}`);
+      return 'ok';
+    }
+    const form = multipart(fileFirst ? [['file', chunk], ['upload_offset', String(offset)]] : [['upload_offset', String(offset)], ['file', chunk]]);
+    const res = await request(`http://127.0.0.1:${notes.port}/upload/${id}`, { method: 'PATCH', headers: { host: notes.host, 'x-authorization': notes.token, 'content-type': form.contentType }, body: form.body });
+    const answer = (await res.body.json()) as { code: number; message: string };
+    if (res.statusCode === 409 || answer.message === 'Invalid offset') return 'busy';
+    t.is(answer.code, 0, `section 7 at ${offset}: ${answer.message}`);
+    return 'ok';
+  };
+  const upload = async ({ name, data, tus }: (typeof files)[number], i: number) => {
+    let id: string;
+    if (tus) id = (await aliceNotes.create(data.length, { filename: name })).id;
+    else id = (await notes.create({ storage_path: '/data/notes', file_relative_path: name, file_type: '', file_size: data.length })).json.data.id;
     let offset = 0;
     let step = 0;
     while (offset < data.length) {
       const size = Math.min(data.length - offset, 300 * 1024 + 4099 * (step + i));
       step++;
       if (i % 2 === 1 && step % 3 === 1) {
-        // Cut: half the chunk sent on a raw socket, then the client goes away; resumed from HEAD.
-        const cut = await openPatch(aliceNotes, u.id, size, data.subarray(offset, offset + (size >> 1)));
-        await new Promise((r) => setTimeout(r, 20));
-        cut.destroy();
-        offset = await offsetOf(u.id);
+        await cutPatch(id, tus, offset, data.subarray(offset, offset + size));
+        offset = await offsetOf(id, tus);
         continue;
       }
-      const a = await aliceNotes.patch(u.id, offset, data.subarray(offset, offset + size));
-      if (a.status === 409) {
-        // The cut PATCH still held the lock (busy), or has since recorded what it wrote (the
-        // offset moved): resumed from where the upload says it is.
+      if ((await patch(id, tus, offset, data.subarray(offset, offset + size), i % 4 >= 2)) === 'busy') {
+        // The cut PATCH still held the lock, or has since recorded what it wrote (the offset
+        // moved): resumed from where the upload says it is.
         await new Promise((r) => setTimeout(r, 20));
-        offset = await offsetOf(u.id);
+        offset = await offsetOf(id, tus);
         continue;
       }
-      t.is(a.status, 204, `upload ${i} at ${offset}: ${a.text}`);
       offset += size;
     }
   };
-  await within('every upload to finish', Promise.all(files.map(upload)), 90_000);
-  for (const f of files) t.true(readFileSync(join(notesHost, f.name)).equals(f.data), `${f.name} is byte-identical`);
+  await within('every upload to finish', Promise.all(files.map(upload)), 120_000);
+  for (const f of files) t.true(readFileSync(join(notesHost, f.name)).equals(f.data), `${f.name} (${f.tus ? 'tus' : 'section 7'}) is byte-identical`);
 });

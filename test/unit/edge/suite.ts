@@ -12,6 +12,7 @@ import './history-off.test.js';
 import './history-rights.test.js';
 import './http-pieces.test.js';
 import './local-api.test.js';
+import './multipart-views.test.js';
 import './metrics-history.test.js';
 import './routes.test.js';
 import './stream-chunks.test.js';
