@@ -1,6 +1,7 @@
 // Every unit test file of this folder, run in one ava worker: test/helpers/unit-suite.ts says why.
 import './delivery-contract.test.js';
 import './delivery-policy.test.js';
+import './delivery-timeouts.test.js';
 import './event-trace.test.js';
 import './refusals.test.js';
 import './takeover.test.js';
