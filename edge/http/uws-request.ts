@@ -182,7 +182,7 @@ export function bodyStream(res: HttpResponse, state: ResponseState, pool?: Block
   let paused = false;
   const filler = pool?.filler();
   const stream = new Readable({
-    highWaterMark: 1024 * 1024,
+    highWaterMark: 256 * 1024,
     read() {
       if (paused && !state.aborted && !state.finished) {
         paused = false;

@@ -183,7 +183,7 @@ function appendChunk(deps: UploadApiDeps, target: { user: string; app: string; i
     let bb: busboy.Busboy;
     try {
       // One byte over the cap lets the actor tell "too much" from "exactly the cap".
-      bb = busboy({ headers: { 'content-type': contentType }, highWaterMark: 1024 * 1024, fileHwm: 1024 * 1024, limits: { files: 1, fields: 8, fieldSize: 64, fileSize: deps.chunkBytes + 1 } });
+      bb = busboy({ headers: { 'content-type': contentType }, highWaterMark: 256 * 1024, fileHwm: 256 * 1024, limits: { files: 1, fields: 8, fieldSize: 64, fileSize: deps.chunkBytes + 1 } });
     } catch {
       reject(bad('body: must be multipart/form-data'));
       return;
