@@ -62,11 +62,11 @@ async function parse(body: Buffer, sizes: (at: number) => number, blockBytes: nu
 
 for (const [name, body] of Object.entries(bodies)) {
   const expected = name === 'near-boundaries in the file' ? Buffer.concat([fileBytes.subarray(0, 40), Buffer.from(`\r\n--${B.slice(0, 6)}`), fileBytes.subarray(40)]) : fileBytes;
-  test(`${name}: cut once at every offset, and fed in chunks of 1, 2, 3, 5 and 13 bytes, every field and file byte is as sent`, async (t) => {
+  test(`${name}: cut once at every offset, and fed in chunks of 1 to 97 bytes, every field and file byte is as sent`, async (t) => {
     const wanted = name === 'file first' ? { upload_offset: '9876543210' } : name === 'offset first' ? { upload_offset: '1234567890', after: 'a-field-after-the-file' } : { upload_offset: '42' };
     const runs: Array<[string, (at: number) => number, number]> = [];
     for (let cut = 1; cut < body.length; cut++) runs.push([`cut at ${cut}`, (at) => (at < cut ? cut - at : body.length), 64]);
-    for (const size of [1, 2, 3, 5, 13]) for (const blockBytes of [16, 32, 64]) runs.push([`${size}-byte chunks in ${blockBytes}-byte blocks`, () => size, blockBytes]);
+    for (const size of [1, 2, 3, 5, 13, 29, 47, 64, 97]) for (const blockBytes of [16, 32, 64, 128, 256]) runs.push([`${size}-byte chunks in ${blockBytes}-byte blocks`, () => size, blockBytes]);
     for (const [what, sizes, blockBytes] of runs) {
       const got = await parse(body, sizes, blockBytes);
       t.deepEqual(got.fields, wanted, `${what}: fields`);
