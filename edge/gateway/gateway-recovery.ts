@@ -2,6 +2,7 @@ import { PierError } from '../../bus/errors.js';
 import { appId, parseAppId } from '../../bus/ids.js';
 import { CLOSE_CODES, type GatewayAction, type Recovery } from '../../bus/subjects.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
+import type { AppView } from '../../bus/subjects.js';
 import type { Conn } from './gateway-admission.js';
 import type { Connections, Ws } from './gateway-connections.js';
 import type { Delivery } from './gateway-delivery.js';
@@ -91,7 +92,7 @@ export class Recoveries {
   async recover(ws: Ws, c: Conn): Promise<void> {
     const r = c.recover!;
     const app = this.ctx.cache.app(c.user, c.app);
-    const result = this.history && app ? await this.history.recover(app, r.since).catch((): Recovery => ({ ...OFF, reason: 'unavailable' })) : OFF;
+    let result = this.history && app ? await this.history.recover(app, r.since).catch((): Recovery => ({ ...OFF, reason: 'unavailable' })) : OFF;
     // What it read is charged whatever comes next (a browser gone meanwhile read as much): the
     // reservation taken at the upgrade is settled against it.
     this.replayBudget.settle(c.user, r.reserved, result.read);
@@ -100,6 +101,16 @@ export class Recoveries {
     // Closed meanwhile: closed() has sent the open and the close (the chain's order, if this one
     // started it here, starts from the head instead).
     if (!r.replaying) return this.delivery.order?.seed(chain, null);
+    // Live messages on this edge follow on from the replay's end, if this is the first replay to end
+    // here; what comes meanwhile is held for this connection, which still replays.
+    const end = result.epoch !== null && result.offset !== null ? { epoch: result.epoch, last: result.offset } : null;
+    this.delivery.order?.seed(chain, end);
+    if (end && app) {
+      const caught = await this.caughtUp(ws, app, chain, end, result);
+      // Ended (what it missed unreadable), or closed meanwhile: closed() sends its open and close.
+      if (caught === null || !r.replaying) return;
+      result = caught;
+    }
     r.replaying = false;
     this.metrics.recoveries.inc({ outcome: result.recovered ? 'recovered' : result.reason! });
     r.position = result.offset ?? 0;
@@ -112,9 +123,35 @@ export class Recoveries {
       // A held message the replay already sent is skipped (deliverTo answers false), not the end of the held ones.
       for (const h of held) if (!this.delivery.deliverTo(ws, h.text, h.seq) && !c.open) return;
     });
-    // Live messages on this edge follow on from the replay's end, if this connection started the chain here.
-    this.delivery.order?.seed(chain, result.epoch !== null && result.offset !== null ? { epoch: result.epoch, last: result.offset } : null);
     this.openEvent(c, result);
+  }
+
+  /**
+   * The replay with what the chain on this edge has gone past meanwhile. Another connection's replay,
+   * read later, may have started the chain's order here further on than this one ends (or its head,
+   * read later): what lies between is taken as delivered on this edge and never comes live again, so
+   * this connection reads it from the history too (a 10-minute chaos run saw two connections of one
+   * user recover on one edge at once, and the one whose replay was read first never got a message
+   * kept between the two reads). Unreadable, or more than one read holds, the connection is ended
+   * with 4005: its client reconnects, and that replay gives it what it missed.
+   */
+  private async caughtUp(ws: Ws, app: AppView, chain: string, end: { epoch: string; last: number }, result: Recovery): Promise<Recovery | null> {
+    const ahead = this.delivery.order?.orderOf(chain);
+    if (!ahead || ahead.epoch !== end.epoch || ahead.last <= end.last) return result;
+    const entries = await this.history!.between(app, end.last, ahead.last + 1).catch(() => null);
+    const reached = entries?.at(-1)?.seq ?? end.last;
+    if (entries === null || reached < ahead.last) {
+      if (ws.getUserData().open) ws.end(CLOSE_CODES.MISSED, 'messages this replay missed could not be read; reconnect to recover them');
+      return null;
+    }
+    const replay = [...result.replay];
+    let bytes = result.bytes;
+    for (const e of entries) {
+      if (e.text === null) continue;
+      replay.push({ seq: e.seq, text: e.text });
+      bytes += Buffer.byteLength(e.text);
+    }
+    return { ...result, replay, bytes, offset: reached, missed: result.missed + (replay.length - result.replay.length) };
   }
 
   /** The open callback of a connection that asked for recovery, then the frames it sent meanwhile. */

@@ -108,6 +108,12 @@ export class LiveOrder {
     return this.chains.get(appId)?.last ?? null;
   }
 
+  /** Where the chain's order stands on this edge, with its epoch (null: not started yet). */
+  orderOf(appId: string): { epoch: string; last: number } | null {
+    const state = this.chains.get(appId);
+    return state && state.last !== null && state.epoch !== null ? { epoch: state.epoch, last: state.last } : null;
+  }
+
   /** A kept message for the chain: delivered now if it follows the last, later if it came early, never twice. */
   accept(appId: string, kept: Kept, deliver: () => void, bytes = 0): void {
     const state = this.chains.get(appId);

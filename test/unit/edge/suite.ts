@@ -7,6 +7,7 @@ import './console-session.test.js';
 import './gateway-delivery.test.js';
 import './gateway-history.test.js';
 import './gateway-host.test.js';
+import './gateway-recovery-race.test.js';
 import './health.test.js';
 import './history-off.test.js';
 import './history-rights.test.js';
