@@ -51,8 +51,12 @@ function edge(between: (after: number, until: number) => Promise<KeptEntry[]> = 
 const replayOf = (offset: number, seqs: number[]): Recovery => ({ recovered: true, epoch: EPOCH, offset, missed: seqs.length, replay: seqs.map((s) => ({ seq: s, text: `"m${s}"` })), bytes: 0, read: 0 });
 const offsetsIn = (frames: string[]) => frames.map((f) => JSON.parse(f) as { event: string; data: { offset?: number } }).filter((f) => f.event === 'pier.message').map((f) => f.data.offset);
 
-test('two connections recovering at once on one edge: the one whose replay ends first still gets what the other\'s replay started the chain past', async (t) => {
-  const { connections, delivery, recoveries, pending } = edge();
+/**
+ * Connections A and B of one user on one edge, both recovering from 795. B's replay was read before
+ * 797 was kept, A's after; A's answer comes first and starts the chain's order here at 797.
+ */
+async function twoRecoveries(between?: Parameters<typeof edge>[0]) {
+  const { connections, delivery, recoveries, pending } = edge(between);
   const framesA: string[] = [];
   const framesB: string[] = [];
   const closes: number[] = [];
@@ -61,12 +65,16 @@ test('two connections recovering at once on one edge: the one whose replay ends 
   for (const ws of [b, a]) if (connections.add(ws, () => ({ unsubscribe: () => undefined }) as never)) delivery.order!.track(chain, true);
   const recoveringB = recoveries.recover(b, b.getUserData());
   const recoveringA = recoveries.recover(a, a.getUserData());
-  // B's replay was read before 797 was kept; A's after. A's answer comes first and starts the chain at 797.
   const [answerB, answerA] = pending;
   answerA!(replayOf(797, [797]));
   await recoveringA;
   answerB!(replayOf(795, []));
   await recoveringB;
+  return { delivery, framesA, framesB, closes };
+}
+
+test('two connections recovering at once on one edge: the one whose replay ends first still gets what the other\'s replay started the chain past', async (t) => {
+  const { delivery, framesA, framesB, closes } = await twoRecoveries();
   // 797 now comes live (its send reached this edge after both replays): not after the chain's last.
   delivery.command({ op: 'send', appId: chain, users: ['alice'], text: '"m797"', kept: { seq: 797, prev: 795, epoch: EPOCH } } as never);
   delivery.flushGathered();
@@ -78,22 +86,9 @@ test('two connections recovering at once on one edge: the one whose replay ends 
 });
 
 test('hostile: what the chain went past cannot be read (the history out of reach): that connection is ended with 4005 to recover again, nothing sent out of order', async (t) => {
-  const { connections, delivery, recoveries, pending } = edge(async () => {
+  const { framesA, framesB, closes } = await twoRecoveries(async () => {
     throw new Error('no responders');
   });
-  const framesA: string[] = [];
-  const framesB: string[] = [];
-  const closes: number[] = [];
-  const a = fakeWs('a', framesA, closes);
-  const b = fakeWs('b', framesB, closes);
-  for (const ws of [b, a]) if (connections.add(ws, () => ({ unsubscribe: () => undefined }) as never)) delivery.order!.track(chain, true);
-  const recoveringB = recoveries.recover(b, b.getUserData());
-  const recoveringA = recoveries.recover(a, a.getUserData());
-  const [answerB, answerA] = pending;
-  answerA!(replayOf(797, [797]));
-  await recoveringA;
-  answerB!(replayOf(795, []));
-  await recoveringB;
   t.deepEqual(closes, [4005], 'B ended: reconnecting, its replay gives it 797');
   t.deepEqual(framesB, [], 'nothing sent to B');
   t.deepEqual(offsetsIn(framesA), [797]);
