@@ -106,7 +106,7 @@ export class Recoveries {
     const end = result.epoch !== null && result.offset !== null ? { epoch: result.epoch, last: result.offset } : null;
     this.delivery.order?.seed(chain, end);
     if (end && app) {
-      const caught = await this.caughtUp(ws, app, chain, end, result);
+      const caught = await this.caughtUp(ws, c.user, app, chain, end, result);
       // Ended (what it missed unreadable), or closed meanwhile: closed() sends its open and close.
       if (caught === null || !r.replaying) return;
       result = caught;
@@ -135,7 +135,7 @@ export class Recoveries {
    * kept between the two reads). Unreadable, or more than one read holds, the connection is ended
    * with 4005: its client reconnects, and that replay gives it what it missed.
    */
-  private async caughtUp(ws: Ws, app: AppView, chain: string, end: { epoch: string; last: number }, result: Recovery): Promise<Recovery | null> {
+  private async caughtUp(ws: Ws, user: string, app: AppView, chain: string, end: { epoch: string; last: number }, result: Recovery): Promise<Recovery | null> {
     const ahead = this.delivery.order?.orderOf(chain);
     if (!ahead || ahead.epoch !== end.epoch || ahead.last <= end.last) return result;
     const entries = await this.history!.between(app, end.last, ahead.last + 1).catch(() => null);
@@ -147,6 +147,7 @@ export class Recoveries {
     const replay = [...result.replay];
     let bytes = result.bytes;
     for (const e of entries) {
+      this.replayBudget.charge(user, e.bytes); // read like a replay, charged like one
       if (e.text === null) continue;
       replay.push({ seq: e.seq, text: e.text });
       bytes += Buffer.byteLength(e.text);
