@@ -42,6 +42,23 @@ export interface ClusterOptions {
 }
 
 /**
+ * A process's first start, started once more if it gave up because the fresh JetStream cluster would
+ * not place its streams of three copies yet ("no suitable peers for placement"). CI runs saw a new
+ * secure cluster, its meta leader named by every node and each node's /healthz ok, refuse the
+ * registry's first stream for the 30 s a Pier start waits, and the chaos e2e test fail at set-up;
+ * why is not known yet, nor whether 30 s more always do. A process that exits before it is ready
+ * is no unexpected exit (processes.ts), so the run's checks see nothing of the first try.
+ */
+async function firstStart(p: ChaosProcess): Promise<void> {
+  try {
+    await p.start();
+  } catch (err) {
+    if (!/no suitable peers for placement/.test((err as Error).message)) throw err;
+    await p.start();
+  }
+}
+
+/**
  * The production shape as local processes (the issue's chaos cluster): a 3-node NATS cluster with
  * JetStream, every client authenticated with its role's identity of `pier bus init` over TLS;
  * `PIER_STATE=jetstream` with three copies; two replicas of every actor role; one admin; two edges
@@ -109,7 +126,7 @@ export class ChaosCluster {
       for (const role of ACTOR_ROLES.filter((r) => r !== 'registry')) for (const i of replicas) await add(`${role}-${i}`, role, role, []);
       await add('admin', 'admin', 'admin', ['admin']);
       for (const i of [1, 2]) await add(`edge-${i}`, 'edge', 'edge', [...BALANCED]);
-      await cluster.startInOrder((p) => p.start());
+      await cluster.startInOrder(firstStart);
       await cluster.startHaproxy();
       return cluster;
     } catch (err) {

@@ -92,7 +92,7 @@ export class Recoveries {
   async recover(ws: Ws, c: Conn): Promise<void> {
     const r = c.recover!;
     const app = this.ctx.cache.app(c.user, c.app);
-    let result = this.history && app ? await this.history.recover(app, r.since).catch((): Recovery => ({ ...OFF, reason: 'unavailable' })) : OFF;
+    const result = this.history && app ? await this.history.recover(app, r.since).catch((): Recovery => ({ ...OFF, reason: 'unavailable' })) : OFF;
     // What it read is charged whatever comes next (a browser gone meanwhile read as much): the
     // reservation taken at the upgrade is settled against it.
     this.replayBudget.settle(c.user, r.reserved, result.read);
@@ -105,11 +105,12 @@ export class Recoveries {
     // here; what comes meanwhile is held for this connection, which still replays.
     const end = result.epoch !== null && result.offset !== null ? { epoch: result.epoch, last: result.offset } : null;
     this.delivery.order?.seed(chain, end);
+    let passed: Array<{ seq: number; text: string }> = [];
     if (end && app) {
-      const caught = await this.caughtUp(ws, c.user, app, chain, end, result);
+      const caught = await this.caughtUp(ws, c.user, app, chain, end);
       // Ended (what it missed unreadable), or closed meanwhile: closed() sends its open and close.
       if (caught === null || !r.replaying) return;
-      result = caught;
+      passed = caught;
     }
     r.replaying = false;
     this.metrics.recoveries.inc({ outcome: result.recovered ? 'recovered' : result.reason! });
@@ -120,6 +121,8 @@ export class Recoveries {
     ws.cork(() => {
       if (!this.delivery.send(ws, recoveryFrame(result))) return;
       for (const m of result.replay) if (!this.delivery.send(ws, messageFrame(m.text, m.seq))) return;
+      // After the replay and its frame (which say what the history answered), as live messages would come.
+      for (const m of passed) if (!this.delivery.deliverTo(ws, m.text, m.seq) && !c.open) return;
       // A held message the replay already sent is skipped (deliverTo answers false), not the end of the held ones.
       for (const h of held) if (!this.delivery.deliverTo(ws, h.text, h.seq) && !c.open) return;
     });
@@ -127,33 +130,32 @@ export class Recoveries {
   }
 
   /**
-   * The replay with what the chain on this edge has gone past meanwhile. Another connection's replay,
-   * read later, may have started the chain's order here further on than this one ends (or its head,
-   * read later): what lies between is taken as delivered on this edge and never comes live again, so
-   * this connection reads it from the history too (a 10-minute chaos run saw two connections of one
-   * user recover on one edge at once, and the one whose replay was read first never got a message
-   * kept between the two reads). Unreadable, or more than one read holds, the connection is ended
-   * with 4005: its client reconnects, and that replay gives it what it missed.
+   * What the chain on this edge has gone past beyond this connection's replay. Another connection's
+   * replay, read later, may have started the chain's order here further on than this one ends (or its
+   * head, read later): what lies between is taken as delivered on this edge and never comes live
+   * again, so this connection reads it from the history, and gets it after its replay as live
+   * messages (a 10-minute chaos run saw two connections of one user recover on one edge at once, and
+   * the one whose replay was read first never got a message kept between the two reads). Unreadable,
+   * or more than one read holds, the connection is ended with 4005 (null): its client reconnects, and
+   * that replay gives it what it missed. What it reads is charged as a replay's read is.
    */
-  private async caughtUp(ws: Ws, user: string, app: AppView, chain: string, end: { epoch: string; last: number }, result: Recovery): Promise<Recovery | null> {
+  private async caughtUp(ws: Ws, user: string, app: AppView, chain: string, end: { epoch: string; last: number }): Promise<Array<{ seq: number; text: string }> | null> {
     const ahead = this.delivery.order?.orderOf(chain);
-    if (!ahead || ahead.epoch !== end.epoch || ahead.last <= end.last) return result;
+    if (!ahead || ahead.epoch !== end.epoch || ahead.last <= end.last) return [];
     const entries = await this.history!.between(app, end.last, ahead.last + 1).catch(() => null);
     const reached = entries?.at(-1)?.seq ?? end.last;
     if (entries === null || reached < ahead.last) {
       if (ws.getUserData().open) ws.end(CLOSE_CODES.MISSED, 'messages this replay missed could not be read; reconnect to recover them');
       return null;
     }
-    const replay = [...result.replay];
-    let bytes = result.bytes;
+    const passed: Array<{ seq: number; text: string }> = [];
     for (const e of entries) {
-      this.replayBudget.charge(user, e.bytes); // read like a replay, charged like one
-      if (e.text === null) continue;
-      replay.push({ seq: e.seq, text: e.text });
-      bytes += Buffer.byteLength(e.text);
+      this.replayBudget.charge(user, e.bytes);
+      if (e.text !== null) passed.push({ seq: e.seq, text: e.text });
     }
-    return { ...result, replay, bytes, offset: reached, missed: result.missed + (replay.length - result.replay.length) };
+    return passed;
   }
+
 
   /** The open callback of a connection that asked for recovery, then the frames it sent meanwhile. */
   openEvent(c: Conn, result: Pick<Recovery, 'recovered' | 'offset' | 'missed' | 'reason'>): void {
