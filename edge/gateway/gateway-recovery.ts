@@ -1,8 +1,7 @@
 import { PierError } from '../../bus/errors.js';
 import { appId, parseAppId } from '../../bus/ids.js';
-import { CLOSE_CODES, type GatewayAction, type Recovery } from '../../bus/subjects.js';
+import { CLOSE_CODES, type AppView, type GatewayAction, type Recovery } from '../../bus/subjects.js';
 import type { RoleContext } from '../../lib/runtime/runtime.js';
-import type { AppView } from '../../bus/subjects.js';
 import type { Conn } from './gateway-admission.js';
 import type { Connections, Ws } from './gateway-connections.js';
 import type { Delivery } from './gateway-delivery.js';
@@ -155,7 +154,6 @@ export class Recoveries {
     }
     return passed;
   }
-
 
   /** The open callback of a connection that asked for recovery, then the frames it sent meanwhile. */
   openEvent(c: Conn, result: Pick<Recovery, 'recovered' | 'offset' | 'missed' | 'reason'>): void {
